@@ -1,0 +1,83 @@
+#include "command_line.h"
+
+#include <cmath>
+#include <filesystem>
+#include <stdexcept>
+
+namespace symtune::app {
+
+CommandLine parseCommandLine(const std::vector<std::string>& args) {
+  CommandLine cl;
+  auto value = [&](size_t& i) -> const std::string& {
+    if (i + 1 >= args.size()) {
+      throw std::invalid_argument(args[i] + " needs a value");
+    }
+    return args[++i];
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      cl.mode = CommandLine::Mode::Help;
+      return cl;
+    }
+    if (a == "--version") {
+      cl.mode = CommandLine::Mode::Version;
+      return cl;
+    }
+    if (a == "--batch") {
+      cl.mode = CommandLine::Mode::Batch;
+      cl.session = value(i);
+    } else if (a == "--report") {
+      cl.report = value(i);
+    } else if (a == "--progress-interval") {
+      const std::string& v = value(i);
+      size_t used = 0;
+      double seconds = -1;
+      try {
+        seconds = std::stod(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || !std::isfinite(seconds) || seconds < 0) {
+        throw std::invalid_argument("--progress-interval expects seconds >= 0, got \"" + v + "\"");
+      }
+      cl.progressInterval = seconds;
+    } else if (!a.empty() && a[0] == '-') {
+      throw std::invalid_argument("unknown option " + a + " (see --help)");
+    } else if (cl.session.empty()) {
+      cl.session = a;
+    } else {
+      throw std::invalid_argument("unexpected argument \"" + a + "\" (see --help)");
+    }
+  }
+  if (cl.mode != CommandLine::Mode::Batch && cl.report) {
+    throw std::invalid_argument("--report only applies with --batch");
+  }
+  return cl;
+}
+
+std::string defaultReportPath(const std::string& session) {
+  return std::filesystem::path(session).stem().string() + ".report.json";
+}
+
+std::string usage(const std::string& program, bool studio) {
+  return "Usage:\n" +
+         (studio ? "  " + program +
+                       " [SESSION]                 open the studio (optionally on a session)\n"
+                 : std::string()) +
+         "  " + program +
+         " --batch SESSION [options] train a session without a window\n"
+         "  " +
+         program +
+         " --version | --help\n"
+         "\n"
+         "Batch options:\n"
+         "  --report FILE              where to write the JSON report\n"
+         "                             (default: ./<session name>.report.json)\n"
+         "  --progress-interval SECS   seconds between progress lines (default 1)\n"
+         "\n"
+         "Exit status: 0 done, 1 the run failed (the report says why), 2 bad input,\n"
+         "130 interrupted (the report holds the steps done).\n";
+}
+
+}  // namespace symtune::app

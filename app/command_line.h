@@ -1,0 +1,27 @@
+#pragma once
+// The command line shared by `symtune` and `symtune-runner` (no LibTorch, no Qt).
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace symtune::app {
+
+struct CommandLine {
+  enum class Mode { Studio, Batch, Help, Version };
+  Mode mode = Mode::Studio;
+  std::string session;                // --batch SESSION, or the studio's optional SESSION
+  std::optional<std::string> report;  // --report FILE
+  double progressInterval = 1.0;      // --progress-interval SECONDS
+};
+
+// Parses argv (without argv[0]). Throws std::invalid_argument with a one-line reason.
+CommandLine parseCommandLine(const std::vector<std::string>& args);
+
+// The report path when --report is not given: ./<session file stem>.report.json
+std::string defaultReportPath(const std::string& session);
+
+// The --help text; `studio`: whether this program can open the studio window.
+std::string usage(const std::string& program, bool studio);
+
+}  // namespace symtune::app

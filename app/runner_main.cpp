@@ -1,0 +1,97 @@
+// symtune-runner: the headless trainer (LibTorch, no Qt). `symtune --batch` hands over to it.
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include <torch/version.h>
+
+#include "command_line.h"
+#include "symtune/batch_run.h"
+#include "symtune/trainer.h"
+#include "symtune/version.h"
+
+namespace {
+
+std::atomic<bool> gStop{false};
+
+void onSignal(int) {
+  gStop.store(true);
+}
+
+int fail(const std::string& message, int code) {
+  std::cerr << "symtune: error: " << message << std::endl;
+  return code;
+}
+
+int runBatchCommand(const symtune::app::CommandLine& cl) {
+  symtune::Session session;
+  try {
+    session = symtune::loadSession(cl.session);
+  } catch (const symtune::SessionError& e) {
+    return fail(e.what(), 2);
+  }
+  const std::string reportPath = cl.report.value_or(symtune::app::defaultReportPath(cl.session));
+
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+  symtune::BatchOptions options;
+  options.progress = &std::cout;
+  options.progressIntervalSeconds = cl.progressInterval;
+  options.stop = &gStop;
+
+  symtune::RunReport report;
+  try {
+    report = symtune::runBatch(session, options);
+  } catch (const symtune::SetupError& e) {
+    return fail(cl.session + ": " + e.what(), 2);
+  } catch (const c10::Error& e) {
+    return fail(cl.session + ": " + symtune::oneLine(e), 2);
+  }
+  try {
+    symtune::writeReport(report, reportPath);
+  } catch (const std::exception& e) {
+    return fail(std::string("cannot write the report: ") + e.what(), 1);
+  }
+  std::cout << "report: " << reportPath << " (" << toString(report.status) << ", "
+            << report.stepsCompleted() << "/" << report.stepsPlanned << " steps, "
+            << report.wallSeconds << " s)" << std::endl;
+  switch (report.status) {
+    case symtune::RunReport::Status::Completed:
+      return 0;
+    case symtune::RunReport::Status::Interrupted:
+      return 130;
+    case symtune::RunReport::Status::Failed:
+      return fail(report.error, 1);
+  }
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  symtune::app::CommandLine cl;
+  try {
+    cl = symtune::app::parseCommandLine(args);
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what(), 2);
+  }
+  switch (cl.mode) {
+    case symtune::app::CommandLine::Mode::Help:
+      std::cout << symtune::app::usage("symtune-runner", false);
+      return 0;
+    case symtune::app::CommandLine::Mode::Version:
+      std::cout << "symtune-runner " << symtune::kVersion << " (LibTorch " << TORCH_VERSION
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+                << ", CUDA kernels built"
+#endif
+                << ")" << std::endl;
+      return 0;
+    case symtune::app::CommandLine::Mode::Batch:
+      return runBatchCommand(cl);
+    case symtune::app::CommandLine::Mode::Studio:
+      break;
+  }
+  return fail("symtune-runner has no window; use --batch SESSION (see --help)", 2);
+}

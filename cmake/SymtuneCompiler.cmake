@@ -1,0 +1,35 @@
+# Warnings, ccache and the helper that applies them to every Symtune target.
+
+option(SYMTUNE_WARNINGS_AS_ERRORS "Treat compiler warnings as errors (on in the ci preset)" OFF)
+option(SYMTUNE_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+
+find_program(SYMTUNE_CCACHE ccache)
+if(SYMTUNE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  # Precompiled headers are only cacheable with these sloppiness settings (ccache manual, "Precompiled
+  # headers").
+  set(_launcher ${CMAKE_COMMAND} -E env
+      "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
+      ${SYMTUNE_CCACHE})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${_launcher})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${_launcher})
+endif()
+
+# symtune_target_defaults(<target>): warnings (errors in CI), sanitizers and the PCH-friendly flags.
+function(symtune_target_defaults target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor
+                              -Wcast-qual -Wformat=2 -Wimplicit-fallthrough>)
+  if(SYMTUNE_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+                                             $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
+  endif()
+  if(SYMTUNE_SANITIZE)
+    target_compile_options(${target} PRIVATE
+      $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer>)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+  if(CMAKE_CXX_COMPILER_LAUNCHER)
+    # ccache needs -fpch-preprocess to cache translation units that use a precompiled header.
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fpch-preprocess>)
+  endif()
+endfunction()

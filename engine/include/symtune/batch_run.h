@@ -1,0 +1,27 @@
+#pragma once
+// Runs a session to the end without a window (`symtune --batch`): progress lines at a steady rate
+// and a RunReport that is complete even when the run fails or is interrupted.
+
+#include <atomic>
+#include <filesystem>
+#include <iosfwd>
+
+#include "symtune/report.h"
+#include "symtune/session.h"
+
+namespace symtune {
+
+struct BatchOptions {
+  // Seconds between progress lines (the first and last step always print). Default: 1.
+  double progressIntervalSeconds = 1.0;
+  std::ostream* progress = nullptr;         // where progress lines go; nullptr: nowhere
+  const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT) to stop at the next step
+};
+
+// Builds the trainer and runs session.run.steps steps. Setup errors (bad model file, no CUDA)
+// throw SetupError; a failure during training is caught and returned as a report with status
+// Failed and its error, so the steps done so far are not lost.
+//   RunReport r = runBatch(loadSession("demo.json"), {.progress = &std::cout});
+RunReport runBatch(const Session& session, const BatchOptions& options);
+
+}  // namespace symtune

@@ -1,0 +1,65 @@
+#pragma once
+// Deterministic synthetic training data. Batch `i` of a source depends only on its seed and `i`, so
+// two runs (or two benchmark modes) see the same data.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "symtune/session.h"
+
+namespace symtune {
+
+struct Batch {
+  std::vector<torch::jit::IValue> inputs;  // the model's forward arguments
+  torch::Tensor target;                    // class indices, int64 [batch]
+  int64_t size = 0;                        // samples in the batch
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual Batch batch(int64_t index) = 0;  // on the CPU
+  virtual int64_t batchSize() const = 0;
+};
+
+// Image classification whose task is learnable: class c's images are a fixed random template plus
+// unit Gaussian noise.
+//   ClassTemplateImages data(/*classes=*/10, /*shape=*/{3, 32, 32}, /*batch=*/16, /*seed=*/0);
+class ClassTemplateImages final : public DataSource {
+ public:
+  ClassTemplateImages(int64_t classes, std::vector<int64_t> sampleShape, int64_t batchSize,
+                      uint64_t seed);
+  Batch batch(int64_t index) override;
+  int64_t batchSize() const override { return batchSize_; }
+
+ private:
+  int64_t classes_, batchSize_;
+  std::vector<int64_t> sampleShape_;
+  uint64_t seed_;
+  torch::Tensor templates_;  // [classes, sampleShape...]
+};
+
+// Data for a user's model described by input specs: Gaussian float inputs (int64 inputs uniform in
+// [0, 100)), labelled by a fixed random linear projection of the first input, so a model that can
+// represent a linear classifier learns it.
+class ProjectionLabelled final : public DataSource {
+ public:
+  ProjectionLabelled(std::vector<InputSpec> inputs, int64_t classes, int64_t batchSize,
+                     uint64_t seed);
+  Batch batch(int64_t index) override;
+  int64_t batchSize() const override { return batchSize_; }
+
+ private:
+  std::vector<InputSpec> inputs_;
+  int64_t classes_, batchSize_;
+  uint64_t seed_;
+  torch::Tensor projection_;  // [features of input 0, classes]
+};
+
+// A CPU generator for batch `index` of a source seeded with `seed` (stable across runs).
+at::Generator batchGenerator(uint64_t seed, int64_t index);
+
+}  // namespace symtune

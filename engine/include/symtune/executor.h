@@ -1,0 +1,38 @@
+#pragma once
+// The one seam through which the trainer runs a model (DESIGN.md, "Dependency rules"): later parts
+// (DynaCompiler, remat) take over execution behind it without touching the training loop.
+
+#include <vector>
+
+#include <torch/script.h>
+
+namespace symtune {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Runs the model's forward on `inputs` and returns its output tensor.
+  virtual torch::Tensor forward(const std::vector<torch::jit::IValue>& inputs) = 0;
+  virtual std::vector<torch::Tensor> parameters() = 0;
+  virtual void setTraining(bool on) = 0;
+  virtual void to(const torch::Device& device) = 0;
+};
+
+// Runs a TorchScript module's `forward` with TorchScript's default (profiling) executor.
+class ScriptModuleExecutor final : public Executor {
+ public:
+  explicit ScriptModuleExecutor(torch::jit::Module module);
+
+  torch::Tensor forward(const std::vector<torch::jit::IValue>& inputs) override;
+  std::vector<torch::Tensor> parameters() override;
+  void setTraining(bool on) override;
+  void to(const torch::Device& device) override;
+
+  torch::jit::Module& module() { return module_; }
+
+ private:
+  torch::jit::Module module_;
+};
+
+}  // namespace symtune

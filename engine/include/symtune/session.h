@@ -1,0 +1,82 @@
+#pragma once
+// The session file: what to train and how (docs/session-format.md). Part of symtune::core, so the
+// studio can read and validate sessions without LibTorch.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace symtune {
+
+// A session file that cannot be used. what() is one line: "<file>: <field>: <problem>".
+class SessionError : public std::runtime_error {
+ public:
+  SessionError(std::string file, std::string field, std::string problem);
+  const std::string& file() const { return file_; }
+  const std::string& field() const { return field_; }      // e.g. "optimizer.lr"; empty: whole file
+  const std::string& problem() const { return problem_; }  // e.g. "expected a number, found string"
+
+ private:
+  std::string file_, field_, problem_;
+};
+
+enum class DType { Float32, Float64, Int64 };
+const char* toString(DType dtype);
+
+// One input of a user's model: the shape includes the batch dimension.
+struct InputSpec {
+  std::vector<int64_t> shape;
+  DType dtype = DType::Float32;
+};
+
+struct ModelSpec {
+  // Exactly one of zoo and file is set.
+  std::string zoo;                // a model of the bundled zoo (ZooCatalog), e.g. "dynamic_resnet"
+  std::string preset;             // its size preset: "ci", "cpu" or "gpu"
+  std::filesystem::path file;     // a TorchScript archive (torch.jit.save), absolute
+  std::vector<InputSpec> inputs;  // the file model's inputs
+  int64_t classes = 0;            // the file model's output width (logits)
+
+  bool isZoo() const { return !zoo.empty(); }
+};
+
+struct DataSpec {
+  uint64_t seed = 0;
+  std::optional<int64_t> batchSize;  // default: the preset's (zoo) or inputs[0].shape[0] (file)
+};
+
+struct OptimizerSpec {
+  std::string name = "adamw";  // "adamw", "adam" or "sgd"
+  double lr = 1e-3;
+  double weightDecay = 0.0;
+  double momentum = 0.0;  // sgd only
+};
+
+struct RunSpec {
+  int64_t steps = 100;
+  std::string device = "cpu";  // "cpu", "cuda" or "auto"
+  int threads = 0;             // intra-op threads; 0 keeps LibTorch's default
+};
+
+struct Session {
+  static constexpr int kFormatVersion = 1;
+
+  std::filesystem::path path;  // where it was loaded from (empty when parsed from text)
+  std::string name;
+  ModelSpec model;
+  DataSpec data;
+  OptimizerSpec optimizer;
+  RunSpec run;
+};
+
+// Parses and validates session JSON. `origin` names the file in errors and anchors relative paths.
+// Throws SessionError naming the field and what was expected.
+Session parseSession(const std::string& text, const std::filesystem::path& origin);
+
+// Reads and parses a session file. Throws SessionError (also when the file cannot be read).
+Session loadSession(const std::filesystem::path& path);
+
+}  // namespace symtune

@@ -1,0 +1,23 @@
+#pragma once
+// Every difference between the LibTorch versions Symtune builds against lives here, so the rest of
+// the engine reads the same on Debian's libtorch-dev (1.13) and the 2.11 wheel
+// (../shared/notes/libtorch-apis.md has the table this follows).
+
+#include <cstdint>
+#include <optional>
+
+#include <torch/version.h>
+
+#define SYMTUNE_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||          \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace symtune::compat {
+
+// The CUDA caching allocator's peak of allocated bytes on `device` since the last reset, or
+// nullopt when this build has no CUDA. (getDeviceStats takes an int up to 2.2, a DeviceIndex
+// since.)
+std::optional<int64_t> cudaPeakAllocatedBytes(int device);
+void cudaResetPeakStats(int device);
+
+}  // namespace symtune::compat

@@ -1,0 +1,63 @@
+#pragma once
+// The trainer a session describes: model (zoo or a user's TorchScript file), synthetic data, and a
+// loop that drives the optimizer through MetaOptimizer. The model runs behind an Executor.
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "symtune/data_source.h"
+#include "symtune/executor.h"
+#include "symtune/meta_optimizer.h"
+#include "symtune/session.h"
+
+namespace symtune {
+
+// The session cannot be turned into a trainer (model file unreadable, wrong output shape, no CUDA
+// device...). what() is one line.
+class SetupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct StepResult {
+  int64_t step = 0;  // 0-based
+  double loss = 0;
+  double seconds = 0;  // wall time of the whole step (data, forward, backward, update)
+  double closureSeconds = 0, updateSeconds = 0;
+};
+
+class Trainer {
+ public:
+  // Builds the model, data and optimizer. Throws SetupError.
+  explicit Trainer(const Session& session);
+
+  // Runs one training step on the next batch.
+  StepResult step();
+
+  int64_t stepsDone() const { return optimizer_->stepCount(); }
+  int64_t batchSize() const { return data_->batchSize(); }
+  int64_t parameterCount() const { return parameterCount_; }
+  const torch::Device& device() const { return device_; }
+  const std::string& modelDescription() const { return description_; }
+
+  Executor& executor() { return *executor_; }
+  MetaOptimizer& optimizer() { return *optimizer_; }
+
+ private:
+  Session session_;
+  torch::Device device_{torch::kCPU};
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<DataSource> data_;
+  std::unique_ptr<MetaOptimizer> optimizer_;
+  int64_t parameterCount_ = 0;
+  std::string description_;
+};
+
+// The first line of a LibTorch error, without its C++ backtrace.
+std::string oneLine(const c10::Error& error);
+
+}  // namespace symtune

@@ -1,0 +1,146 @@
+#include "symtune/batch_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <ostream>
+
+#include <sys/resource.h>
+
+#include "symtune/torch_compat.h"
+#include "symtune/trainer.h"
+#include "symtune/version.h"
+
+namespace symtune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string isoNowUtc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int64_t peakRssBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::string clock(double seconds) {
+  const auto s = static_cast<long>(std::lround(std::max(0.0, seconds)));
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  }
+  return buf;
+}
+
+// Progress at a steady rate: samples/s over the steps since the previous line.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(std::ostream* out, double interval, int64_t steps, int64_t batch)
+      : out_(out), interval_(interval), steps_(steps), batch_(batch) {}
+
+  void onStep(const StepResult& r, double trainSeconds) {
+    windowSeconds_ += r.seconds;
+    windowSteps_ += 1;
+    const auto now = Clock::now();
+    const bool last = r.step + 1 == steps_;
+    if (out_ == nullptr || !(r.step == 0 || last ||
+                             std::chrono::duration<double>(now - lastLine_).count() >= interval_)) {
+      return;
+    }
+    const double rate = windowSeconds_ > 0 ? windowSteps_ * batch_ / windowSeconds_ : 0.0;
+    const double perStep = trainSeconds / static_cast<double>(r.step + 1);
+    char line[160];
+    std::snprintf(line, sizeof line, "step %*lld/%lld  loss %.4f  %.1f samples/s  eta %s",
+                  static_cast<int>(std::to_string(steps_).size()),
+                  static_cast<long long>(r.step + 1), static_cast<long long>(steps_), r.loss, rate,
+                  clock(perStep * static_cast<double>(steps_ - r.step - 1)).c_str());
+    *out_ << line << std::endl;
+    lastLine_ = now;
+    windowSeconds_ = 0;
+    windowSteps_ = 0;
+  }
+
+ private:
+  std::ostream* out_;
+  double interval_;
+  int64_t steps_, batch_;
+  Clock::time_point lastLine_ = Clock::now();
+  double windowSeconds_ = 0;
+  int64_t windowSteps_ = 0;
+};
+
+}  // namespace
+
+RunReport runBatch(const Session& session, const BatchOptions& options) {
+  const auto start = Clock::now();
+  RunReport report;
+  report.startedAt = isoNowUtc();
+  report.symtuneVersion = kVersion;
+  report.torchVersion = TORCH_VERSION;
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+  report.cudaCompiled = true;
+#endif
+  report.cudaAvailable = torch::cuda::is_available();
+  report.sessionName = session.name;
+  report.sessionPath = session.path;
+  report.model = session.model.isZoo() ? session.model.zoo : session.model.file.string();
+  report.preset = session.model.preset;
+  report.stepsPlanned = session.run.steps;
+
+  Trainer trainer(session);  // SetupError propagates: nothing has run yet
+  report.parameterCount = trainer.parameterCount();
+  report.device = trainer.device().str();
+  report.threads = at::get_num_threads();
+  report.batchSize = trainer.batchSize();
+  const bool cuda = trainer.device().is_cuda();
+  if (cuda)
+    compat::cudaResetPeakStats(trainer.device().index());
+
+  if (options.progress != nullptr) {
+    *options.progress << "symtune " << kVersion << ": " << session.name << " — "
+                      << trainer.modelDescription() << ", " << report.parameterCount
+                      << " parameters, batch " << report.batchSize << ", " << report.device << " ("
+                      << report.threads << " threads)" << std::endl;
+  }
+  ProgressPrinter progress(options.progress, options.progressIntervalSeconds, session.run.steps,
+                           report.batchSize);
+  try {
+    for (int64_t i = 0; i < session.run.steps; ++i) {
+      if (options.stop != nullptr && options.stop->load()) {
+        report.status = RunReport::Status::Interrupted;
+        break;
+      }
+      const StepResult r = trainer.step();
+      report.loss.push_back(r.loss);
+      report.stepSeconds.push_back(r.seconds);
+      report.trainSeconds += r.seconds;
+      progress.onStep(r, report.trainSeconds);
+    }
+  } catch (const c10::Error& e) {
+    report.status = RunReport::Status::Failed;
+    report.error = "step " + std::to_string(report.stepsCompleted()) + ": " + oneLine(e);
+  } catch (const std::exception& e) {
+    report.status = RunReport::Status::Failed;
+    report.error = "step " + std::to_string(report.stepsCompleted()) + ": " + e.what();
+  }
+  if (cuda)
+    report.peakCudaAllocatedBytes = compat::cudaPeakAllocatedBytes(trainer.device().index());
+  report.peakRssBytes = peakRssBytes();
+  report.wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
+}  // namespace symtune

@@ -1,0 +1,165 @@
+#include "symtune/trainer.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "symtune/model_zoo.h"
+
+namespace symtune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+torch::Device pickDevice(const std::string& requested) {
+  const bool cuda = torch::cuda::is_available();
+  if (requested == "cuda" && !cuda) {
+    throw SetupError(
+        "run.device is \"cuda\" but LibTorch sees no CUDA device here (use \"auto\" to fall back "
+        "to the CPU)");
+  }
+  return (requested == "cuda" || (requested == "auto" && cuda)) ? torch::Device(torch::kCUDA, 0)
+                                                                : torch::Device(torch::kCPU);
+}
+
+std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const OptimizerSpec& spec,
+                                                       std::vector<torch::Tensor> params) {
+  if (spec.name == "adam") {
+    return std::make_unique<torch::optim::Adam>(
+        params, torch::optim::AdamOptions(spec.lr).weight_decay(spec.weightDecay));
+  }
+  if (spec.name == "sgd") {
+    return std::make_unique<torch::optim::SGD>(
+        params,
+        torch::optim::SGDOptions(spec.lr).momentum(spec.momentum).weight_decay(spec.weightDecay));
+  }
+  return std::make_unique<torch::optim::AdamW>(
+      params, torch::optim::AdamWOptions(spec.lr).weight_decay(spec.weightDecay));
+}
+
+std::string shapeText(const torch::Tensor& t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
+
+// The TorchScript interpreter's messages end with the underlying error on their last line.
+std::string lastLine(const std::string& text) {
+  auto end = text.find_last_not_of("\n ");
+  if (end == std::string::npos)
+    return text;
+  const auto start = text.rfind('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
+}  // namespace
+
+std::string oneLine(const c10::Error& error) {
+  std::string text = error.what_without_backtrace();
+  const auto nl = text.find('\n');
+  return nl == std::string::npos ? text : text.substr(0, nl);
+}
+
+Trainer::Trainer(const Session& session) : session_(session) {
+  if (session_.run.threads > 0) {
+    at::set_num_threads(session_.run.threads);
+  }
+  device_ = pickDevice(session_.run.device);
+  torch::manual_seed(session_.data.seed);
+
+  if (session_.model.isZoo()) {
+    try {
+      ZooModel zoo = buildZooModel(
+          session_.model.zoo, {session_.model.preset, session_.data.seed, session_.data.batchSize});
+      executor_ = std::make_unique<ScriptModuleExecutor>(std::move(zoo.module));
+      data_ = std::move(zoo.data);
+      description_ = session_.model.zoo + " (" + session_.model.preset + "): " + zoo.description;
+    } catch (const c10::Error& e) {
+      throw SetupError("cannot build zoo model " + session_.model.zoo + ": " + oneLine(e));
+    } catch (const std::exception& e) {  // torch::jit::ErrorReport: a TorchScript compile error
+      throw SetupError("cannot compile zoo model " + session_.model.zoo + ": " + e.what());
+    }
+  } else {
+    const auto& file = session_.model.file;
+    if (!std::filesystem::is_regular_file(file)) {
+      throw SetupError(file.string() + ": no such model file");
+    }
+    try {
+      executor_ = std::make_unique<ScriptModuleExecutor>(torch::jit::load(file.string()));
+    } catch (const c10::Error& e) {
+      throw SetupError(file.string() + ": not a loadable TorchScript archive: " + oneLine(e));
+    }
+    const int64_t batch = session_.data.batchSize.value_or(session_.model.inputs[0].shape[0]);
+    data_ = std::make_unique<ProjectionLabelled>(session_.model.inputs, session_.model.classes,
+                                                 batch, session_.data.seed);
+    description_ = file.filename().string();
+  }
+
+  executor_->to(device_);
+  std::vector<torch::Tensor> params;
+  for (auto& p : executor_->parameters()) {
+    if (p.requires_grad()) {
+      params.push_back(p);
+      parameterCount_ += p.numel();
+    }
+  }
+  if (params.empty()) {
+    throw SetupError(description_ + ": the model has no trainable parameters");
+  }
+
+  if (!session_.model.isZoo()) {
+    // Check the user's model against the session's input spec once, before training, so a wrong
+    // spec is a setup error with both shapes in it rather than a failure at step 0.
+    torch::NoGradGuard noGrad;
+    executor_->setTraining(false);
+    Batch probe = data_->batch(0);
+    for (auto& in : probe.inputs)
+      in = in.toTensor().to(device_);
+    torch::Tensor out;
+    try {
+      out = executor_->forward(probe.inputs);
+    } catch (const c10::Error& e) {
+      throw SetupError(description_ + ": forward failed on inputs of model.inputs: " + oneLine(e));
+    } catch (const std::exception& e) {  // the TorchScript interpreter's errors
+      throw SetupError(description_ +
+                       ": forward failed on inputs of model.inputs: " + lastLine(e.what()));
+    }
+    if (out.dim() != 2 || out.size(0) != probe.size || out.size(1) != session_.model.classes) {
+      throw SetupError(description_ + ": forward returned shape " + shapeText(out) +
+                       ", expected [" + std::to_string(probe.size) + ", " +
+                       std::to_string(session_.model.classes) + "] (batch, model.classes)");
+    }
+    if (!out.is_floating_point()) {
+      throw SetupError(description_ + ": forward returned " + std::string(out.dtype().name()) +
+                       " logits, expected floating point");
+    }
+  }
+  executor_->setTraining(true);
+  optimizer_ = std::make_unique<MetaOptimizer>(makeOptimizer(session_.optimizer, params));
+}
+
+StepResult Trainer::step() {
+  const auto t0 = Clock::now();
+  Batch batch = data_->batch(optimizer_->stepCount());
+  for (auto& in : batch.inputs)
+    in = in.toTensor().to(device_, /*non_blocking=*/true);
+  const torch::Tensor target = batch.target.to(device_, /*non_blocking=*/true);
+
+  const MetaStepStats stats = optimizer_->step([&] {
+    torch::Tensor logits = executor_->forward(batch.inputs);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), target);
+    loss.backward();
+    return loss;
+  });
+
+  StepResult r;
+  r.step = stats.step;
+  r.loss = stats.loss.item<double>();  // synchronises with the device: step time is real
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.closureSeconds = stats.closureSeconds;
+  r.updateSeconds = stats.updateSeconds;
+  return r;
+}
+
+}  // namespace symtune

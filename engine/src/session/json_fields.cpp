@@ -1,0 +1,131 @@
+#include "json_fields.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <utility>
+
+namespace symtune::detail {
+
+std::string describeJsonType(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+      return "an integer";
+    case nlohmann::json::value_t::number_float:
+      return "a number";
+    default:
+      return "an unsupported value";
+  }
+}
+
+JsonFields::JsonFields(const nlohmann::json& object, std::string path, FieldErrorFn fail)
+    : object_(object), path_(std::move(path)), fail_(std::move(fail)) {
+}
+
+bool JsonFields::has(const std::string& key) const {
+  return object_.contains(key);
+}
+
+std::string JsonFields::fieldPath(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+void JsonFields::fail(const std::string& key, const std::string& problem) const {
+  fail_(key.empty() ? path_ : fieldPath(key), problem);
+  std::abort();  // fail_ throws; reaching here is a bug in the caller's FieldErrorFn
+}
+
+const nlohmann::json& JsonFields::require(const std::string& key) const {
+  auto it = object_.find(key);
+  if (it == object_.end()) {
+    fail(key, "missing (required)");
+  }
+  return *it;
+}
+
+JsonFields JsonFields::object(const std::string& key) const {
+  const auto& value = require(key);
+  if (!value.is_object()) {
+    fail(key, "expected an object, found " + describeJsonType(value));
+  }
+  return JsonFields(value, fieldPath(key), fail_);
+}
+
+std::string JsonFields::string(const std::string& key) const {
+  const auto& value = require(key);
+  if (!value.is_string()) {
+    fail(key, "expected a string, found " + describeJsonType(value));
+  }
+  return value.get<std::string>();
+}
+
+std::string JsonFields::string(const std::string& key, const std::string& fallback) const {
+  return has(key) ? string(key) : fallback;
+}
+
+int64_t JsonFields::asInteger(const nlohmann::json& value, const std::string& field,
+                              const FieldErrorFn& fail) {
+  if (value.is_number_integer()) {
+    return value.get<int64_t>();
+  }
+  if (value.is_number_unsigned()) {
+    const auto u = value.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(INT64_MAX)) {
+      return static_cast<int64_t>(u);
+    }
+    fail(field, "integer out of range");
+  }
+  fail(field, "expected an integer, found " + describeJsonType(value));
+  std::abort();
+}
+
+int64_t JsonFields::integer(const std::string& key) const {
+  return asInteger(require(key), fieldPath(key), fail_);
+}
+
+int64_t JsonFields::integer(const std::string& key, int64_t fallback) const {
+  return has(key) ? integer(key) : fallback;
+}
+
+double JsonFields::number(const std::string& key, double fallback) const {
+  if (!has(key)) {
+    return fallback;
+  }
+  const auto& value = require(key);
+  if (!value.is_number()) {
+    fail(key, "expected a number, found " + describeJsonType(value));
+  }
+  const double d = value.get<double>();
+  if (!std::isfinite(d)) {
+    fail(key, "expected a finite number");
+  }
+  return d;
+}
+
+void JsonFields::rejectUnknown(std::initializer_list<const char*> known) const {
+  for (const auto& item : object_.items()) {
+    bool ok = false;
+    for (const char* k : known) {
+      ok = ok || item.key() == k;
+    }
+    if (!ok) {
+      std::string list;
+      for (const char* k : known) {
+        list += list.empty() ? k : std::string(", ") + k;
+      }
+      fail(item.key(), "unknown field (known here: " + list + ")");
+    }
+  }
+}
+
+}  // namespace symtune::detail

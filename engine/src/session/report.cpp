@@ -1,0 +1,101 @@
+#include "symtune/report.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <system_error>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace symtune {
+
+double RunReport::samplesPerSecond() const {
+  return trainSeconds > 0 ? static_cast<double>(stepsCompleted() * batchSize) / trainSeconds : 0.0;
+}
+
+const char* toString(RunReport::Status status) {
+  switch (status) {
+    case RunReport::Status::Completed:
+      return "completed";
+    case RunReport::Status::Interrupted:
+      return "interrupted";
+    case RunReport::Status::Failed:
+      return "failed";
+  }
+  return "?";
+}
+
+std::string toJson(const RunReport& r) {
+  using json = nlohmann::ordered_json;
+  json loss = json::object();
+  loss["curve"] = r.loss;
+  if (!r.loss.empty()) {
+    loss["first"] = r.loss.front();
+    loss["last"] = r.loss.back();
+  }
+  json memory = {{"peak_rss_bytes", r.peakRssBytes}};
+  memory["peak_cuda_allocated_bytes"] =
+      r.peakCudaAllocatedBytes ? json(*r.peakCudaAllocatedBytes) : json(nullptr);
+
+  json out = {
+      {"format", "symtune-report"},
+      {"version", RunReport::kFormatVersion},
+      {"status", toString(r.status)},
+      {"versions",
+       {{"symtune", r.symtuneVersion},
+        {"torch", r.torchVersion},
+        {"cuda_compiled", r.cudaCompiled},
+        {"cuda_available", r.cudaAvailable}}},
+      {"session", {{"name", r.sessionName}, {"path", r.sessionPath.string()}}},
+      {"model", {{"name", r.model}, {"preset", r.preset}, {"parameters", r.parameterCount}}},
+      {"device", r.device},
+      {"threads", r.threads},
+      {"batch_size", r.batchSize},
+      {"steps", {{"planned", r.stepsPlanned}, {"completed", r.stepsCompleted()}}},
+      {"loss", loss},
+      {"throughput",
+       {{"samples_per_s", r.samplesPerSecond()},
+        {"train_s", r.trainSeconds},
+        {"step_s", r.stepSeconds}}},
+      {"memory", memory},
+      {"wall_time_s", r.wallSeconds},
+      {"started_at", r.startedAt},
+  };
+  if (!r.error.empty()) {
+    out["error"] = r.error;
+  }
+  return out.dump(2) + "\n";
+}
+
+void writeFileAtomically(const std::filesystem::path& path, const std::string& text) {
+  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const auto tmp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      throw std::runtime_error(path.string() + ": cannot write (" +
+                               std::generic_category().message(errno) + ")");
+    }
+    out << text;
+    out.flush();
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      throw std::runtime_error(path.string() + ": write failed");
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw std::runtime_error(path.string() + ": cannot replace the file (" + ec.message() + ")");
+  }
+}
+
+void writeReport(const RunReport& report, const std::filesystem::path& path) {
+  writeFileAtomically(path, toJson(report));
+}
+
+}  // namespace symtune

@@ -1,0 +1,46 @@
+#include "module_factory.h"
+
+namespace symtune::zoo {
+
+ModuleFactory::ModuleFactory(std::string ns, std::map<std::string, std::string> sources)
+    : ns_(std::move(ns)),
+      sources_(std::move(sources)),
+      cu_(std::make_shared<torch::jit::CompilationUnit>()) {
+}
+
+torch::jit::Module ModuleFactory::create(const std::string& cls) {
+  auto it = types_.find(cls);
+  torch::jit::Module m = it != types_.end()
+                             ? torch::jit::Module(cu_, it->second)
+                             : torch::jit::Module(c10::QualifiedName(ns_ + "." + cls), cu_);
+  types_.emplace(cls, m.type());
+  m.register_attribute("training", c10::BoolType::get(), true);
+  return m;
+}
+
+torch::jit::Module ModuleFactory::finish(torch::jit::Module module, const std::string& cls) {
+  if (!defined_[cls]) {
+    auto src = sources_.find(cls);
+    TORCH_CHECK(src != sources_.end(), "model source has no class ", cls);
+    module.define(src->second);
+    defined_[cls] = true;
+  }
+  return module;
+}
+
+torch::jit::Module ModuleFactory::sequential(
+    const std::vector<std::pair<std::string, torch::jit::Module>>& chain) {
+  // Each chain has its own type (its submodules' types differ), so the name is mangled.
+  torch::jit::Module m(c10::QualifiedName(ns_ + ".Sequential"), cu_, /*shouldMangle=*/true);
+  m.register_attribute("training", c10::BoolType::get(), true);
+  std::string src = "def forward(self, x: Tensor) -> Tensor:\n";
+  for (const auto& [name, child] : chain) {
+    m.register_module(name, child);
+    src += "    x = getattr(self, \"" + name + "\").forward(x)\n";
+  }
+  src += "    return x\n";
+  m.define(src);
+  return m;
+}
+
+}  // namespace symtune::zoo

@@ -1,0 +1,143 @@
+// `symtune --batch` end to end, as a user runs it: a real process, progress on stdout, a report on
+// disk, and a one-line reason with a non-zero exit code for bad input.
+
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include "test_main.h"
+
+namespace {
+
+const QString kSymtune = QStringLiteral(SYMTUNE_BIN_DIR "/symtune");
+
+struct Result {
+  int exitCode = -1;
+  QString out, err;
+};
+
+Result run(const QStringList& args, int timeoutMs = 300000) {
+  QProcess p;
+  p.start(kSymtune, args);
+  if (!p.waitForFinished(timeoutMs)) {
+    p.kill();
+    p.waitForFinished();
+  }
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+QString writeFile(const QTemporaryDir& dir, const QString& name, const QByteArray& text) {
+  QFile f(dir.filePath(name));
+  if (!f.open(QIODevice::WriteOnly))
+    qFatal("cannot write %s", qPrintable(f.fileName()));
+  f.write(text);
+  return f.fileName();
+}
+
+const QByteArray kSession = R"({
+  "format": "symtune-session", "version": 1, "name": "batch test",
+  "model": {"zoo": "dynamic_resnet", "preset": "ci"},
+  "data": {"seed": 2}, "optimizer": {"lr": 0.003}, "run": {"steps": 30, "threads": 2}
+})";
+
+}  // namespace
+
+class TestBatch : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void writesReportAndProgress() {
+    QTemporaryDir dir;
+    const QString session = writeFile(dir, "s.json", kSession);
+    const QString reportPath = dir.filePath("out/report.json");
+    const Result r = run({"--batch", session, "--report", reportPath, "--progress-interval", "0"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY(r.out.contains("step  1/30  loss "));
+    QVERIFY(r.out.contains("step 30/30  loss "));
+    QVERIFY(r.out.contains("samples/s"));
+    QVERIFY(r.out.contains("eta "));
+    QVERIFY(r.out.contains("report: " + reportPath));
+
+    QFile f(reportPath);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject report = QJsonDocument::fromJson(f.readAll()).object();
+    QCOMPARE(report["format"].toString(), QString("symtune-report"));
+    QCOMPARE(report["version"].toInt(), 1);
+    QCOMPARE(report["status"].toString(), QString("completed"));
+    QCOMPARE(report["versions"]["torch"].toString(), QString("2.11.0"));
+    QVERIFY(!report["versions"]["symtune"].toString().isEmpty());
+    QCOMPARE(report["session"]["name"].toString(), QString("batch test"));
+    QCOMPARE(report["model"]["name"].toString(), QString("dynamic_resnet"));
+    QVERIFY(report["model"]["parameters"].toInt() > 0);
+    QCOMPARE(report["steps"]["planned"].toInt(), 30);
+    QCOMPARE(report["steps"]["completed"].toInt(), 30);
+    const QJsonArray curve = report["loss"]["curve"].toArray();
+    QCOMPARE(curve.size(), 30);
+    QVERIFY(report["loss"]["last"].toDouble() < report["loss"]["first"].toDouble());
+    QVERIFY(report["throughput"]["samples_per_s"].toDouble() > 0);
+    QCOMPARE(report["throughput"]["step_s"].toArray().size(), 30);
+    QVERIFY(report["memory"]["peak_rss_bytes"].toDouble() > 0);
+    QVERIFY(report["wall_time_s"].toDouble() >= report["throughput"]["train_s"].toDouble());
+    QCOMPARE(report["batch_size"].toInt(), 16);
+    QCOMPARE(report["threads"].toInt(), 2);
+  }
+
+  void badInputExitsWithOneLine_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QByteArray>("session");  // written to s.json when not empty
+    QTest::addColumn<int>("exitCode");
+    QTest::addColumn<QString>("message");
+    QTest::addRow("missing session file") << QStringList{"--batch", "@/nope.json"} << QByteArray()
+                                          << 2 << "nope.json: cannot open the file";
+    QTest::addRow("invalid field") << QStringList{"--batch", "@/s.json"}
+                                   << QByteArray(R"({"format": "symtune-session", "version": 1,
+                                        "model": {"zoo": "dynamic_resnet"}, "run": {"steps": "x"}})")
+                                   << 2 << "s.json: run.steps: expected an integer, found a string";
+    QTest::addRow("wrong version") << QStringList{"--batch", "@/s.json"}
+                                   << QByteArray(R"({"format": "symtune-session", "version": 9})")
+                                   << 2 << "version: unsupported session version 9";
+    QTest::addRow("model file missing") << QStringList{"--batch", "@/s.json"}
+                                        << QByteArray(R"({"format": "symtune-session", "version": 1,
+             "model": {"file": "m.pt", "classes": 2, "inputs": [{"shape": [2, 2]}]}})")
+                                        << 2 << "m.pt: no such model file";
+    QTest::addRow("unknown option") << QStringList{"--batch", "@/s.json", "--fast"} << kSession << 2
+                                    << "unknown option --fast (see --help)";
+    QTest::addRow("option without value")
+        << QStringList{"--batch"} << QByteArray() << 2 << "--batch needs a value";
+  }
+
+  void badInputExitsWithOneLine() {
+    QFETCH(QStringList, args);
+    QFETCH(QByteArray, session);
+    QFETCH(int, exitCode);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    if (!session.isEmpty())
+      writeFile(dir, "s.json", session);
+    for (auto& a : args)
+      a.replace("@", dir.path());
+    const Result r = run(args);
+    QCOMPARE(r.exitCode, exitCode);
+    QVERIFY2(r.err.startsWith("symtune: error: "), qPrintable(r.err));
+    QVERIFY2(r.err.contains(message), qPrintable(r.err));
+    QCOMPARE(r.err.count('\n'), 1);
+    QVERIFY(!QFile::exists(dir.filePath("s.report.json")));
+  }
+
+  void versionAndHelp() {
+    const Result v = run({"--version"});
+    QCOMPARE(v.exitCode, 0);
+    QVERIFY(v.out.startsWith("symtune 0."));
+    const Result h = run({"--help"});
+    QCOMPARE(h.exitCode, 0);
+    QVERIFY(h.out.contains("--batch SESSION"));
+    QVERIFY(h.out.contains("--report FILE"));
+  }
+};
+
+SYMTUNE_TEST_MAIN_CORE(TestBatch)
+#include "tst_batch.moc"
