@@ -6,10 +6,11 @@ option(SYMTUNE_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSaniti
 find_program(SYMTUNE_CCACHE ccache)
 if(SYMTUNE_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   # Precompiled headers are only cacheable with these sloppiness settings (ccache manual, "Precompiled
-  # headers").
+  # headers"). BASEDIR makes paths inside the checkout relative, so a second clone (CI's) hits the
+  # cache that the first filled.
   set(_launcher ${CMAKE_COMMAND} -E env
       "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
-      ${SYMTUNE_CCACHE})
+      "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}" ${SYMTUNE_CCACHE})
   set(CMAKE_CXX_COMPILER_LAUNCHER ${_launcher})
   set(CMAKE_CUDA_COMPILER_LAUNCHER ${_launcher})
 endif()

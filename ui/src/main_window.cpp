@@ -104,6 +104,9 @@ bool MainWindow::openSession(const QString& path, QString* error) {
     sessionView_->expandAll();
     setWindowTitle(tr("%1 — Symtune").arg(QString::fromStdString(session.name)));
     statusBar()->showMessage(tr("Session %1 loaded").arg(path));
+    graphPlaceholder_->setText(tr("Session “%1” is open.\nThis version does not capture model "
+                                  "graphs yet; the graph will be drawn here.")
+                                   .arg(QString::fromStdString(session.name)));
     emit sessionOpened(path);
     return true;
   } catch (const SessionError& e) {
