@@ -49,7 +49,7 @@ const QByteArray kSession = R"({
 class TestBatch : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void writesReportAndProgress() {
     QTemporaryDir dir;
     const QString session = writeFile(dir, "s.json", kSession);

@@ -10,7 +10,7 @@ using symtune::graphview::layoutDot;
 class TestDotLayout : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void chainIsLaidOutTopToBottom() {
     const auto layout = layoutDot("digraph { node [shape=box]; a -> b -> c; a -> c; }");
     QCOMPARE(layout.nodes.size(), size_t{3});

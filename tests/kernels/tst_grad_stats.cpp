@@ -78,7 +78,7 @@ void check(const torch::Device& device) {
 class TestGradStats : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void matchesAtenOnCpu_data() { addRows(); }
   void matchesAtenOnCpu() { check(torch::kCPU); }
 

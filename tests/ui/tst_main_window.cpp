@@ -16,7 +16,7 @@ using symtune::ui::MainWindow;
 class TestMainWindow : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);  // QSettings in a test location
   }

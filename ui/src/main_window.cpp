@@ -107,14 +107,14 @@ bool MainWindow::openSession(const QString& path, QString* error) {
     graphPlaceholder_->setText(tr("Session “%1” is open.\nThis version does not capture model "
                                   "graphs yet; the graph will be drawn here.")
                                    .arg(QString::fromStdString(session.name)));
-    emit sessionOpened(path);
+    Q_EMIT sessionOpened(path);
     return true;
   } catch (const SessionError& e) {
     const QString message = QString::fromStdString(e.what());
     statusBar()->showMessage(message);
     if (error != nullptr)
       *error = message;
-    emit sessionFailed(message);
+    Q_EMIT sessionFailed(message);
     return false;
   }
 }

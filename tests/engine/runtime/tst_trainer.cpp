@@ -80,7 +80,7 @@ int countNodes(const std::shared_ptr<torch::jit::Graph>& graph, c10::Symbol kind
 class TestTrainer : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void initTestCase() { at::set_num_threads(2); }
 
   void ciPresetLossFallsOver50Steps() {

@@ -24,7 +24,7 @@ std::string sessionText(const std::string& model = R"("model": {"zoo": "dynamic_
 class TestSession : public QObject {
   Q_OBJECT
 
- private slots:
+ private Q_SLOTS:
   void minimalZooSessionTakesDefaults() {
     const Session s = symtune::parseSession(sessionText(), kOrigin);
     QCOMPARE(s.name, std::string("s"));  // the file's stem

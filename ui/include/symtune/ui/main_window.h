@@ -27,7 +27,7 @@ class MainWindow : public QMainWindow {
   SessionModel* sessionModel() const { return sessionModel_; }
   QDockWidget* dock(const QString& objectName) const;
 
- signals:
+ Q_SIGNALS:
   void sessionOpened(const QString& path);
   void sessionFailed(const QString& message);
 

@@ -1,0 +1,74 @@
+#pragma once
+// SyMuGen — the symbolic meta-model generator: captures a model as one symtune::Graph.
+//
+//   symtune::SyMuGen gen(module, "resnet");
+//   const symtune::Graph& g = gen.staticGraph();           // IR, regions, module paths, sources
+//   auto step = gen.captureStep({x}, [&](const c10::IValue& out) {
+//     return torch::nn::functional::cross_entropy(out.toTensor(), y);
+//   });
+//   step.loss.backward();                                   // the step trains as usual
+//   // step.graph: shapes of every op, branches taken, loop trips, autograd nodes linked
+//
+// Note [Step capture]
+// A sampled step runs the inlined forward IR through SyMuGen's own evaluator, one IR node at a
+// time, with each node's ATen operation. That is what makes the capture exact: every value's shape
+// is seen, every prim::If knows the branch it took and every prim::Loop its trip count, and the
+// autograd sequence numbers handed out while a node ran (at::sequence_number) are exactly those of
+// the autograd nodes it created — the link from a backward node to its forward op is by sequence
+// number, never by name. The evaluator is for sampled steps only; training runs the module as is.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "symtune/graph.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace symtune {
+
+struct StepCapture {
+  Graph graph;         // the static graph joined with the step: shapes, branches, autograd nodes
+  torch::Tensor loss;  // live: call backward() on it to finish the step
+  int64_t nodesExecuted = 0;  // forward IR node executions (loop bodies count each iteration)
+};
+
+class SyMuGen {
+ public:
+  // Captures the static graph of `module`'s `method` (and every method it calls, inlined).
+  explicit SyMuGen(torch::jit::Module module, std::string name = {},
+                   std::string method = "forward");
+  ~SyMuGen();
+
+  const Graph& staticGraph() const { return graph_; }
+
+  // Runs one forward on `inputs` through the evaluator (Note [Step capture]), computes
+  // loss = lossFn(output) and joins the loss's autograd graph with the forward graph.
+  StepCapture captureStep(const std::vector<c10::IValue>& inputs,
+                          const std::function<torch::Tensor(const c10::IValue&)>& lossFn);
+
+  // A plain torch::nn::Module has no IR: its graph is the module tree, one node per module, with
+  // its parameters as outputs.
+  static Graph captureModuleTree(const torch::nn::Module& module, const std::string& name);
+
+ private:
+  class Evaluator;
+
+  torch::jit::Module module_;
+  std::string method_;
+  std::shared_ptr<torch::jit::Graph> ir_;  // the inlined copy the static graph describes
+  std::unordered_map<const torch::jit::Node*, NodeId> nodeIds_;
+  std::unordered_map<const torch::jit::Block*, RegionId> blockRegions_;
+  Graph graph_;
+};
+
+// The dtype name used in graphs and cost templates ("float32", "int64", ...).
+std::string dtypeName(c10::ScalarType type);
+
+}  // namespace symtune
