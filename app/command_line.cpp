@@ -14,7 +14,12 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     }
     return args[++i];
   };
-  for (size_t i = 0; i < args.size(); ++i) {
+  size_t first = 0;
+  if (!args.empty() && args[0] == "graph") {
+    cl.mode = CommandLine::Mode::Graph;
+    first = 1;
+  }
+  for (size_t i = first; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
       cl.mode = CommandLine::Mode::Help;
@@ -24,7 +29,16 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       cl.mode = CommandLine::Mode::Version;
       return cl;
     }
-    if (a == "--batch") {
+    if (cl.mode == CommandLine::Mode::Graph && a == "--format") {
+      cl.graphFormat = value(i);
+      if (cl.graphFormat != "json" && cl.graphFormat != "dot") {
+        throw std::invalid_argument("--format expects json or dot, got \"" + cl.graphFormat + "\"");
+      }
+    } else if (cl.mode == CommandLine::Mode::Graph && a == "--step") {
+      cl.graphStep = true;
+    } else if (cl.mode == CommandLine::Mode::Graph && a == "--output") {
+      cl.output = value(i);
+    } else if (a == "--batch") {
       cl.mode = CommandLine::Mode::Batch;
       cl.session = value(i);
     } else if (a == "--report") {
@@ -44,11 +58,16 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       cl.progressInterval = seconds;
     } else if (!a.empty() && a[0] == '-') {
       throw std::invalid_argument("unknown option " + a + " (see --help)");
-    } else if (cl.session.empty()) {
+    } else if (cl.mode == CommandLine::Mode::Graph && cl.graphTarget.empty()) {
+      cl.graphTarget = a;
+    } else if (cl.mode != CommandLine::Mode::Graph && cl.session.empty()) {
       cl.session = a;
     } else {
       throw std::invalid_argument("unexpected argument \"" + a + "\" (see --help)");
     }
+  }
+  if (cl.mode == CommandLine::Mode::Graph && cl.graphTarget.empty()) {
+    throw std::invalid_argument("graph needs a session (.json) or a TorchScript archive (.pt)");
   }
   if (cl.mode != CommandLine::Mode::Batch && cl.report) {
     throw std::invalid_argument("--report only applies with --batch");

@@ -8,11 +8,16 @@
 namespace symtune::app {
 
 struct CommandLine {
-  enum class Mode { Studio, Batch, Help, Version };
+  enum class Mode { Studio, Batch, Graph, Help, Version };
   Mode mode = Mode::Studio;
   std::string session;                // --batch SESSION, or the studio's optional SESSION
   std::optional<std::string> report;  // --report FILE
   double progressInterval = 1.0;      // --progress-interval SECONDS
+  // graph TARGET [--format json|dot] [--step] [--output FILE]
+  std::string graphTarget;  // a session (.json) or a TorchScript archive (.pt)
+  std::string graphFormat = "json";
+  bool graphStep = false;
+  std::optional<std::string> output;
 };
 
 // Parses argv (without argv[0]). Throws std::invalid_argument with a one-line reason.

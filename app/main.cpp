@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
                 << std::endl;
       return 0;
     case symtune::app::CommandLine::Mode::Batch:
+    case symtune::app::CommandLine::Mode::Graph:
       return handOverToRunner(argv);
     case symtune::app::CommandLine::Mode::Studio:
       break;

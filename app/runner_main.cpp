@@ -2,12 +2,15 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 
 #include <torch/version.h>
 
 #include "command_line.h"
 #include "symtune/batch_run.h"
+#include "symtune/graph.h"
+#include "symtune/symugen.h"
 #include "symtune/trainer.h"
 #include "symtune/version.h"
 
@@ -67,6 +70,46 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   return 1;
 }
 
+int runGraphCommand(const symtune::app::CommandLine& cl) {
+  const std::filesystem::path target = cl.graphTarget;
+  symtune::Graph graph;
+  try {
+    if (target.extension() == ".json") {
+      const symtune::Session session = symtune::loadSession(target);
+      symtune::Trainer trainer(session);
+      graph = cl.graphStep ? trainer.captureStep() : trainer.staticGraph();
+    } else {
+      if (cl.graphStep) {
+        return fail("graph --step needs a session: it names the model's inputs", 2);
+      }
+      if (!std::filesystem::is_regular_file(target)) {
+        return fail(target.string() + ": no such model file", 2);
+      }
+      symtune::SyMuGen gen(torch::jit::load(target.string()), target.stem().string());
+      graph = gen.staticGraph();
+    }
+  } catch (const symtune::SessionError& e) {
+    return fail(e.what(), 2);
+  } catch (const symtune::SetupError& e) {
+    return fail(target.string() + ": " + e.what(), 2);
+  } catch (const c10::Error& e) {
+    return fail(target.string() + ": " + symtune::oneLine(e), 2);
+  } catch (const std::exception& e) {  // TorchScript compile and interpreter errors
+    return fail(target.string() + ": " + std::string(e.what()).substr(0, 400), 2);
+  }
+  const std::string text = cl.graphFormat == "dot" ? symtune::toDot(graph) : symtune::toJson(graph);
+  if (!cl.output) {
+    std::cout << text;
+    return 0;
+  }
+  try {
+    symtune::writeFileAtomically(*cl.output, text);
+  } catch (const std::exception& e) {
+    return fail(e.what(), 1);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -90,6 +133,8 @@ int main(int argc, char** argv) {
       return 0;
     case symtune::app::CommandLine::Mode::Batch:
       return runBatchCommand(cl);
+    case symtune::app::CommandLine::Mode::Graph:
+      return runGraphCommand(cl);
     case symtune::app::CommandLine::Mode::Studio:
       break;
   }

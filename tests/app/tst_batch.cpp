@@ -128,6 +128,46 @@ class TestBatch : public QObject {
     QVERIFY(!QFile::exists(dir.filePath("s.report.json")));
   }
 
+  void graphCommandPrintsJsonAndDot() {
+    const QString session = SYMTUNE_SOURCE_DIR "/resources/sessions/demo.json";
+    const Result json = run({"graph", session});
+    QVERIFY2(json.exitCode == 0, qPrintable(json.err));
+    const QJsonObject graph = QJsonDocument::fromJson(json.out.toUtf8()).object();
+    QCOMPARE(graph["format"].toString(), QString("symtune-graph"));
+    QVERIFY(graph["nodes"].toArray().size() > 100);
+
+    QTemporaryDir dir;
+    const QString dotPath = dir.filePath("step.dot");
+    const Result dot = run({"graph", session, "--step", "--format", "dot", "--output", dotPath});
+    QVERIFY2(dot.exitCode == 0, qPrintable(dot.err));
+    QFile f(dotPath);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(f.readAll());
+    QVERIFY(text.startsWith("digraph \"dynamic-resnet demo\" {"));
+    QVERIFY(text.contains("ConvolutionBackward0"));
+    QVERIFY(text.contains("(taken)"));
+  }
+
+  void graphCommandErrors_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("message");
+    QTest::addRow("--step on an archive")
+        << QStringList{"graph", "m.pt", "--step"} << "graph --step needs a session";
+    QTest::addRow("missing archive") << QStringList{"graph", "m.pt"} << "m.pt: no such model file";
+    QTest::addRow("unknown format") << QStringList{"graph", "m.pt", "--format", "svg"}
+                                    << "--format expects json or dot, got \"svg\"";
+    QTest::addRow("no target") << QStringList{"graph"}
+                               << "graph needs a session (.json) or a TorchScript archive (.pt)";
+  }
+
+  void graphCommandErrors() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, message);
+    const Result r = run(args);
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains(message), qPrintable(r.err));
+  }
+
   void versionAndHelp() {
     const Result v = run({"--version"});
     QCOMPARE(v.exitCode, 0);

@@ -30,9 +30,16 @@ struct ZooOptions {
 //   auto m = buildZooModel("dynamic_resnet", {.preset = "ci"});
 ZooModel buildZooModel(const std::string& name, const ZooOptions& options);
 
-// The TorchScript source of each class of a model source file (resources/models/NAME.py): class
-// name -> its methods (dedented, `__init__` left out), ready for torch::jit::Module::define.
-std::map<std::string, std::string> splitModelSource(const std::string& text);
+// The methods of one class of a model source file, dedented, `__init__` left out. Line 1 of
+// `text` is line `firstLine` of the file.
+struct ClassSource {
+  std::string text;
+  int firstLine = 1;
+};
+
+// The TorchScript source of each class of a model source file (resources/models/NAME.py), by
+// class name.
+std::map<std::string, ClassSource> splitModelSource(const std::string& text);
 
 // The embedded text of resources/models/<file> (compiled into the engine). Throws when unknown.
 const std::string& embeddedModelSource(const std::string& file);

@@ -13,6 +13,7 @@
 #include "symtune/executor.h"
 #include "symtune/meta_optimizer.h"
 #include "symtune/session.h"
+#include "symtune/symugen.h"
 
 namespace symtune {
 
@@ -38,6 +39,13 @@ class Trainer {
   // Runs one training step on the next batch.
   StepResult step();
 
+  // The model's static graph (SyMuGen); built on first use.
+  const Graph& staticGraph();
+  // Runs one training step like step(), with its forward through SyMuGen's evaluator
+  // (Note [Step capture]), and returns the step's graph: shapes, branches taken, loop trips, and
+  // the autograd graph linked to the forward ops. The step trains like any other.
+  Graph captureStep(StepResult* result = nullptr);
+
   int64_t stepsDone() const { return optimizer_->stepCount(); }
   int64_t batchSize() const { return data_->batchSize(); }
   int64_t parameterCount() const { return parameterCount_; }
@@ -45,14 +53,18 @@ class Trainer {
   const std::string& modelDescription() const { return description_; }
 
   Executor& executor() { return *executor_; }
+  const Session& session() const { return session_; }
   MetaOptimizer& optimizer() { return *optimizer_; }
 
  private:
+  StepResult runStep(Graph* capture);
+
   Session session_;
   torch::Device device_{torch::kCPU};
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<DataSource> data_;
   std::unique_ptr<MetaOptimizer> optimizer_;
+  std::unique_ptr<SyMuGen> symugen_;
   int64_t parameterCount_ = 0;
   std::string description_;
 };

@@ -140,15 +140,47 @@ Trainer::Trainer(const Session& session) : session_(session) {
 }
 
 StepResult Trainer::step() {
+  return runStep(nullptr);
+}
+
+const Graph& Trainer::staticGraph() {
+  if (!symugen_) {
+    auto* script = dynamic_cast<ScriptModuleExecutor*>(executor_.get());
+    TORCH_CHECK(script != nullptr, "graph capture needs a TorchScript model");
+    symugen_ = std::make_unique<SyMuGen>(script->module(), session_.name);
+  }
+  return symugen_->staticGraph();
+}
+
+Graph Trainer::captureStep(StepResult* result) {
+  staticGraph();
+  Graph graph;
+  const StepResult r = runStep(&graph);
+  if (result != nullptr)
+    *result = r;
+  return graph;
+}
+
+StepResult Trainer::runStep(Graph* capture) {
   const auto t0 = Clock::now();
   Batch batch = data_->batch(optimizer_->stepCount());
   for (auto& in : batch.inputs)
     in = in.toTensor().to(device_, /*non_blocking=*/true);
   const torch::Tensor target = batch.target.to(device_, /*non_blocking=*/true);
+  auto lossOf = [&](const torch::Tensor& logits) {
+    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), target);
+  };
 
   const MetaStepStats stats = optimizer_->step([&] {
-    torch::Tensor logits = executor_->forward(batch.inputs);
-    torch::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), target);
+    torch::Tensor loss;
+    if (capture != nullptr) {
+      StepCapture step = symugen_->captureStep(
+          batch.inputs, [&](const c10::IValue& out) { return lossOf(out.toTensor()); });
+      *capture = std::move(step.graph);
+      loss = step.loss;
+    } else {
+      loss = lossOf(executor_->forward(batch.inputs));
+    }
     loss.backward();
     return loss;
   });

@@ -109,7 +109,7 @@ class Builder {
 
 ZooModel buildDynamicResNet(const ZooOptions& options) {
   const ResNetPreset p = presetNamed(options.preset);
-  ModuleFactory factory("symtune.zoo.dynamic_resnet",
+  ModuleFactory factory("symtune.zoo.dynamic_resnet", "resources/models/dynamic_resnet.py",
                         splitModelSource(embeddedModelSource("dynamic_resnet.py")));
   Builder builder(factory, batchGenerator(options.seed, -2));
   ZooModel model;

@@ -1,9 +1,35 @@
 #include "module_factory.h"
 
+#include <torch/csrc/jit/frontend/parser.h>
+#include <torch/csrc/jit/frontend/resolver.h>
+#include <torch/csrc/jit/frontend/sugared_value.h>
+
 namespace symtune::zoo {
 
-ModuleFactory::ModuleFactory(std::string ns, std::map<std::string, std::string> sources)
+namespace {
+
+// Module::define with a named source: its ranges then carry the model file and its line numbers.
+void defineMethods(torch::jit::Module& module, const std::string& text, const std::string& file,
+                   int firstLine) {
+  auto source = std::make_shared<torch::jit::Source>(text, file, static_cast<size_t>(firstLine));
+  torch::jit::Parser parser(source);
+  std::vector<torch::jit::Def> defs;
+  std::vector<torch::jit::ResolverPtr> resolvers;
+  while (parser.lexer().cur().kind != torch::jit::TK_EOF) {
+    defs.emplace_back(parser.parseFunction(/*is_method=*/true));
+    resolvers.push_back(torch::jit::nativeResolver());
+  }
+  const torch::jit::SimpleSelf self(module.type());
+  module._ivalue()->compilation_unit()->define(module.type()->name(), {}, {}, defs, resolvers,
+                                               &self);
+}
+
+}  // namespace
+
+ModuleFactory::ModuleFactory(std::string ns, std::string file,
+                             std::map<std::string, ClassSource> sources)
     : ns_(std::move(ns)),
+      file_(std::move(file)),
       sources_(std::move(sources)),
       cu_(std::make_shared<torch::jit::CompilationUnit>()) {
 }
@@ -22,7 +48,7 @@ torch::jit::Module ModuleFactory::finish(torch::jit::Module module, const std::s
   if (!defined_[cls]) {
     auto src = sources_.find(cls);
     TORCH_CHECK(src != sources_.end(), "model source has no class ", cls);
-    module.define(src->second);
+    defineMethods(module, src->second.text, file_, src->second.firstLine);
     defined_[cls] = true;
   }
   return module;

@@ -11,12 +11,15 @@
 
 #include <torch/script.h>
 
+#include "symtune/model_zoo.h"
+
 namespace symtune::zoo {
 
 class ModuleFactory {
  public:
-  // `ns`: the TorchScript namespace of the classes; `sources`: from splitModelSource().
-  ModuleFactory(std::string ns, std::map<std::string, std::string> sources);
+  // `ns`: the TorchScript namespace of the classes; `sources`: from splitModelSource() of `file`
+  // (the name source ranges carry, e.g. "resources/models/dynamic_resnet.py").
+  ModuleFactory(std::string ns, std::string file, std::map<std::string, ClassSource> sources);
 
   // A new instance of class `cls`, with its "training" attribute; register its parameters,
   // buffers, attributes and submodules, then pass it to finish().
@@ -30,7 +33,8 @@ class ModuleFactory {
 
  private:
   std::string ns_;
-  std::map<std::string, std::string> sources_;
+  std::string file_;
+  std::map<std::string, ClassSource> sources_;
   std::shared_ptr<torch::jit::CompilationUnit> cu_;
   std::map<std::string, c10::ClassTypePtr> types_;
   std::map<std::string, bool> defined_;

@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <fstream>
 #include <set>
 
 #include "symtune/cost_templates.h"
@@ -20,6 +21,17 @@ const GraphNode* findNode(const Graph& g, const std::string& kind, const std::st
       return &n;
   }
   return nullptr;
+}
+
+// The 1-based line of the first line of `file` (under the source tree) that contains `text`.
+int lineOf(const std::string& file, const std::string& text) {
+  std::ifstream in(std::string(SYMTUNE_SOURCE_DIR) + "/" + file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find(text) != std::string::npos)
+      return n;
+  }
+  return -1;
 }
 
 int countKind(const Graph& g, const std::string& kind) {
@@ -70,9 +82,13 @@ class TestSyMuGen : public QObject {
     QCOMPARE(g.node(g.region(r).owner).modulePath, std::string("layer3.1"));
     QCOMPARE(g.region(g.region(r).parent).label, std::string("layer3.1"));
 
-    // The op's source is the ConvBn class's forward in the model file.
+    // The op's source is the ConvBn class's forward in the model file, at the file's own line.
     QCOMPARE(conv->source.function, std::string("forward"));
-    QVERIFY(conv->source.line > 0);
+    QCOMPARE(conv->source.file, std::string("resources/models/dynamic_resnet.py"));
+    QCOMPARE(conv->source.line, lineOf("resources/models/dynamic_resnet.py", "y = torch.conv2d("));
+    const GraphNode* gate = findNode(g, "aten::sigmoid", "layer2.1");
+    QVERIFY(gate != nullptr);
+    QCOMPARE(gate->source.line, lineOf("resources/models/dynamic_resnet.py", "g = torch.sigmoid("));
 
     // Every forward op is reached by data flow from the input or a parameter-less start.
     QVERIFY(g.edges().size() > g.nodes().size());
