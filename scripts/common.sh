@@ -21,7 +21,10 @@ SYMTUNE_BUILD_DIR=$SYMTUNE_ROOT/build/$SYMTUNE_PRESET
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-pip
   qt6-base-dev qt6-charts-dev libgl-dev libgraphviz-dev nlohmann-json3-dev libasio-dev)
 PIP_PACKAGES=("torch==$SYMTUNE_TORCH_VERSION" "nvidia-cusparselt-cu13==0.8.0"
-  "nvidia-nvshmem-cu13==3.4.5" "nvidia-cufile==1.15.1.6")
+  "nvidia-nvshmem-cu13==3.4.5" "nvidia-cufile==1.15.1.6"
+  # torch's pure-Python dependencies, for the tests that script models in Python
+  "typing-extensions==4.15.0" "sympy==1.14.0" "mpmath==1.3.0" "networkx==3.5" "jinja2==3.1.6"
+  "markupsafe==3.0.3" "fsspec==2025.9.0" "filelock==3.19.1")
 
 log() { printf '[symtune] %s\n' "$*" >&2; }
 
@@ -43,7 +46,11 @@ ensure_apt_packages() {
 }
 
 ensure_torch() {
-  if [ -f "$SYMTUNE_TORCH_HOME/.complete" ]; then return 0; fi
+  # The marker holds the package list, so a changed list installs again.
+  if [ -f "$SYMTUNE_TORCH_HOME/.complete" ] &&
+    [ "$(cat "$SYMTUNE_TORCH_HOME/.complete")" = "${PIP_PACKAGES[*]}" ]; then
+    return 0
+  fi
   log "installing LibTorch $SYMTUNE_TORCH_VERSION (PyPI wheel) into $SYMTUNE_TORCH_HOME"
   mkdir -p "$SYMTUNE_CACHE"
   local staging
@@ -58,7 +65,7 @@ ensure_torch() {
   fi
   rm -rf "$SYMTUNE_TORCH_HOME"
   mv "$staging" "$SYMTUNE_TORCH_HOME"
-  touch "$SYMTUNE_TORCH_HOME/.complete"
+  printf '%s' "${PIP_PACKAGES[*]}" > "$SYMTUNE_TORCH_HOME/.complete"
 }
 
 ensure_deps() {
