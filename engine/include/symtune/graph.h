@@ -61,6 +61,7 @@ struct GraphNode {
   std::string modulePath;  // "layer3.1.body.conv1"; empty: the root module
   SourceLocation source;
   std::vector<ValueInfo> inputs, outputs;
+  std::vector<ValueInfo> saved;  // backward nodes: the tensors autograd saved for them
   int64_t sequenceNr = -1;  // autograd sequence number: a forward op's equals its backward node's
   NodeId forward;           // backward nodes: the forward op that created it (when known)
   std::vector<NodeId> backward;  // forward nodes: the autograd nodes it created

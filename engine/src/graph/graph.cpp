@@ -198,6 +198,7 @@ std::string toJson(const Graph& g) {
           {{"file", n.source.file}, {"line", n.source.line}, {"function", n.source.function}}},
          {"inputs", valuesToJson(n.inputs)},
          {"outputs", valuesToJson(n.outputs)},
+         {"saved", valuesToJson(n.saved)},
          {"sequence_nr", n.sequenceNr},
          {"forward", idOrNull(n.forward.value())},
          {"backward", backward},
@@ -273,6 +274,7 @@ Graph graphFromJson(const std::string& text) {
     node.source.function = get<std::string>(src, "function", w + ".source");
     node.inputs = valuesFromJson(field(n, "inputs", w), w + ".inputs");
     node.outputs = valuesFromJson(field(n, "outputs", w), w + ".outputs");
+    node.saved = valuesFromJson(field(n, "saved", w), w + ".saved");
     node.sequenceNr = get<int64_t>(n, "sequence_nr", w);
     node.forward = NodeId(idField(n, "forward", w));
     for (const auto& b : field(n, "backward", w))

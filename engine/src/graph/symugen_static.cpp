@@ -198,8 +198,7 @@ Graph SyMuGen::captureModuleTree(const torch::nn::Module& module, const std::str
   root.label = "modules";
   const RegionId rootId = g.addRegion(root);
   std::map<std::string, std::pair<NodeId, RegionId>> byPath;  // path -> node, region of children
-  for (const auto& item : module.named_modules("", /*include_self=*/true)) {
-    const std::string& path = item.key();
+  auto add = [&](const std::string& path, const torch::nn::Module& m) {
     const auto dot = path.rfind('.');
     const std::string parentPath = dot == std::string::npos ? std::string() : path.substr(0, dot);
     RegionId parentRegion = rootId;
@@ -210,11 +209,11 @@ Graph SyMuGen::captureModuleTree(const torch::nn::Module& module, const std::str
       parentRegion = parent.second;
     }
     GraphNode n;
-    n.kind = item.value()->name();
+    n.kind = m.name();
     n.modulePath = path;
     n.region = parentRegion;
     n.features.opClass = "module";
-    for (const auto& p : item.value()->named_parameters(/*recurse=*/false)) {
+    for (const auto& p : m.named_parameters(/*recurse=*/false)) {
       ValueInfo v;
       v.type = "Tensor";
       v.shape = p.value().sizes().vec();
@@ -222,14 +221,21 @@ Graph SyMuGen::captureModuleTree(const torch::nn::Module& module, const std::str
       n.outputs.push_back(std::move(v));
     }
     const NodeId id = g.addNode(std::move(n));
-    GraphRegion r;
-    r.kind = RegionKind::Module;
-    r.parent = parentRegion;
-    r.label = path;
-    const RegionId children = path.empty() ? rootId : g.addRegion(r);
-    byPath[path] = {id, children};
-    if (parentNode.valid())
+    RegionId children = rootId;
+    if (!path.empty()) {
+      GraphRegion r;
+      r.kind = RegionKind::Module;
+      r.parent = parentRegion;
+      r.label = path;
+      children = g.addRegion(r);
       g.addEdge(parentNode, id);
+    }
+    byPath[path] = {id, children};
+  };
+  // The root by reference: it need not live in a shared_ptr (named_modules would require one).
+  add("", module);
+  for (const auto& item : module.named_modules("", /*include_self=*/false)) {
+    add(item.key(), *item.value());
   }
   return g;
 }

@@ -5,6 +5,7 @@
 #include <ATen/SequenceNumber.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/dynamo/compiled_autograd.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
@@ -203,6 +204,31 @@ ValueInfo describeGradient(const torch::autograd::InputMetadata& meta) {
   return v;
 }
 
+// The tensors autograd saved for `fn`'s backward. Autograd nodes expose them generically only to
+// compiled autograd, through Node::compiled_args, which collects every SavedVariable (unpacked)
+// into the compiler call's tensor arguments; nodes that do not implement it (custom C++ functions)
+// give nothing.
+std::vector<ValueInfo> savedTensorsOf(const std::shared_ptr<torch::autograd::Node>& fn) {
+  using namespace torch::dynamo::autograd;
+  std::vector<ValueInfo> saved;
+  try {
+    AutogradCompilerCall compiler(SizeInput::STATIC);
+    NodeCall call(0, fn);
+    CompiledNodeArgs args(compiler, call);
+    fn->compiled_args(args);
+    for (const auto& t : compiler.tensor_args.inputs) {
+      ValueInfo v;
+      v.type = "Tensor";
+      v.shape = t.sizes().vec();
+      v.dtype = dtypeName(t.scalar_type());
+      saved.push_back(std::move(v));
+    }
+  } catch (const c10::Error&) {
+    saved.clear();
+  }
+  return saved;
+}
+
 }  // namespace
 
 StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
@@ -243,9 +269,9 @@ StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
     parameterNames[p.value.unsafeGetTensorImpl()] = p.name;
   }
   std::unordered_map<const torch::autograd::Node*, NodeId> backwardIds;
-  std::vector<torch::autograd::Node*> queue;
-  auto visit = [&](torch::autograd::Node* fn) -> NodeId {
-    auto it = backwardIds.find(fn);
+  std::vector<std::shared_ptr<torch::autograd::Node>> queue;
+  auto visit = [&](const std::shared_ptr<torch::autograd::Node>& fn) -> NodeId {
+    auto it = backwardIds.find(fn.get());
     if (it != backwardIds.end())
       return it->second;
     GraphNode n;
@@ -255,7 +281,16 @@ StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
     for (uint32_t i = 0; i < fn->num_inputs(); ++i) {
       n.inputs.push_back(describeGradient(fn->input_metadata(i)));
     }
-    if (auto* acc = dynamic_cast<torch::autograd::AccumulateGrad*>(fn)) {
+    n.saved = savedTensorsOf(fn);
+    double savedBytes = 0;
+    for (const auto& v : n.saved) {
+      double elements = 1;
+      for (auto d : *v.shape)
+        elements *= static_cast<double>(d);
+      savedBytes += elements * elementSize(v.dtype);
+    }
+    n.features.savedBytes = savedBytes;
+    if (auto* acc = dynamic_cast<torch::autograd::AccumulateGrad*>(fn.get())) {
       auto name = parameterNames.find(acc->variable.unsafeGetTensorImpl());
       if (name != parameterNames.end())
         n.modulePath = name->second;
@@ -263,7 +298,7 @@ StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
       n.sequenceNr = static_cast<int64_t>(fn->sequence_nr());
     }
     const NodeId id = g.addNode(std::move(n));
-    backwardIds[fn] = id;
+    backwardIds[fn.get()] = id;
     queue.push_back(fn);
     if (g.node(id).sequenceNr >= 0) {
       const NodeId forward = eval.ownerOf(static_cast<uint64_t>(g.node(id).sequenceNr));
@@ -276,15 +311,15 @@ StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
     return id;
   };
   if (step.loss.grad_fn())
-    visit(step.loss.grad_fn().get());
+    visit(step.loss.grad_fn());
   for (size_t i = 0; i < queue.size(); ++i) {
-    torch::autograd::Node* fn = queue[i];
-    const NodeId from = backwardIds.at(fn);
+    const auto fn = queue[i];  // a copy: visit() grows the queue
+    const NodeId from = backwardIds.at(fn.get());
     const auto& edges = fn->next_edges();
     for (size_t e = 0; e < edges.size(); ++e) {
       if (!edges[e].function)
         continue;
-      const NodeId to = visit(edges[e].function.get());
+      const NodeId to = visit(edges[e].function);
       g.addEdge(from, to, static_cast<int>(e), static_cast<int>(edges[e].input_nr));
     }
   }

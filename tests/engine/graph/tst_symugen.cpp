@@ -172,6 +172,24 @@ class TestSyMuGen : public QObject {
     QVERIFY(stemWeight.grad().defined());
   }
 
+  void plainTorchNnModuleGivesItsModuleTree() {
+    torch::nn::Sequential encoder(torch::nn::Linear(4, 8), torch::nn::ReLU());
+    torch::nn::Module net("Net");
+    net.register_module("enc", encoder.ptr());
+    net.register_module("head", torch::nn::Linear(8, 2).ptr());
+    const Graph g = SyMuGen::captureModuleTree(net, "net");
+    QStringList paths;
+    for (const auto& n : g.nodes())
+      paths << QString::fromStdString(n.modulePath);
+    QCOMPARE(paths, (QStringList{"", "enc", "enc.0", "enc.1", "head"}));
+    const GraphNode& linear = g.node(NodeId(2));
+    QCOMPARE(linear.kind, std::string("torch::nn::LinearImpl"));  // Module::name()
+    QCOMPARE(linear.outputs.size(), size_t{2});                   // weight and bias
+    QCOMPARE(*linear.outputs[0].shape, (std::vector<int64_t>{8, 4}));
+    QCOMPARE(g.region(linear.region).label, std::string("enc"));
+    QCOMPARE(g.edges().size(), size_t{4});  // parent -> child
+  }
+
   void capturedStepMatchesTheModulesOwnForward() {
     auto zoo = buildZooModel("dynamic_resnet", {"ci", 3, std::nullopt});
     zoo.module.eval();
