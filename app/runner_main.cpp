@@ -95,7 +95,7 @@ int runGraphCommand(const symtune::app::CommandLine& cl) {
   } catch (const c10::Error& e) {
     return fail(target.string() + ": " + symtune::oneLine(e), 2);
   } catch (const std::exception& e) {  // TorchScript compile and interpreter errors
-    return fail(target.string() + ": " + std::string(e.what()).substr(0, 400), 2);
+    return fail(target.string() + ": " + symtune::oneLine(e), 2);
   }
   const std::string text = cl.graphFormat == "dot" ? symtune::toDot(graph) : symtune::toJson(graph);
   if (!cl.output) {

@@ -71,5 +71,7 @@ class Trainer {
 
 // The first line of a LibTorch error, without its C++ backtrace.
 std::string oneLine(const c10::Error& error);
+// The same for any exception; for TorchScript's errors, the line that says what went wrong.
+std::string oneLine(const std::exception& error);
 
 }  // namespace symtune

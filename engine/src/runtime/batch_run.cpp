@@ -129,12 +129,9 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       report.trainSeconds += r.seconds;
       progress.onStep(r, report.trainSeconds);
     }
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {  // c10::Error and TorchScript's errors alike
     report.status = RunReport::Status::Failed;
     report.error = "step " + std::to_string(report.stepsCompleted()) + ": " + oneLine(e);
-  } catch (const std::exception& e) {
-    report.status = RunReport::Status::Failed;
-    report.error = "step " + std::to_string(report.stepsCompleted()) + ": " + e.what();
   }
   if (cuda)
     report.peakCudaAllocatedBytes = compat::cudaPeakAllocatedBytes(trainer.device().index());

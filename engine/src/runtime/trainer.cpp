@@ -43,22 +43,25 @@ std::string shapeText(const torch::Tensor& t) {
   return s.str();
 }
 
-// The TorchScript interpreter's messages end with the underlying error on their last line.
-std::string lastLine(const std::string& text) {
-  auto end = text.find_last_not_of("\n ");
-  if (end == std::string::npos)
-    return text;
-  const auto start = text.rfind('\n', end);
-  return text.substr(start == std::string::npos ? 0 : start + 1,
-                     end - (start == std::string::npos ? 0 : start + 1) + 1);
-}
-
 }  // namespace
 
 std::string oneLine(const c10::Error& error) {
   std::string text = error.what_without_backtrace();
   const auto nl = text.find('\n');
   return nl == std::string::npos ? text : text.substr(0, nl);
+}
+
+std::string oneLine(const std::exception& error) {
+  if (const auto* c10Error = dynamic_cast<const c10::Error*>(&error))
+    return oneLine(*c10Error);
+  // TorchScript's compile and interpreter errors end with the underlying error's line.
+  const std::string text = error.what();
+  const auto end = text.find_last_not_of("\n ");
+  if (end == std::string::npos)
+    return text;
+  const auto nl = text.rfind('\n', end);
+  const size_t start = nl == std::string::npos ? 0 : nl + 1;
+  return text.substr(start, end + 1 - start);
 }
 
 Trainer::Trainer(const Session& session) : session_(session) {
@@ -78,7 +81,7 @@ Trainer::Trainer(const Session& session) : session_(session) {
     } catch (const c10::Error& e) {
       throw SetupError("cannot build zoo model " + session_.model.zoo + ": " + oneLine(e));
     } catch (const std::exception& e) {  // torch::jit::ErrorReport: a TorchScript compile error
-      throw SetupError("cannot compile zoo model " + session_.model.zoo + ": " + e.what());
+      throw SetupError("cannot compile zoo model " + session_.model.zoo + ": " + oneLine(e));
     }
   } else {
     const auto& file = session_.model.file;
@@ -122,8 +125,7 @@ Trainer::Trainer(const Session& session) : session_(session) {
     } catch (const c10::Error& e) {
       throw SetupError(description_ + ": forward failed on inputs of model.inputs: " + oneLine(e));
     } catch (const std::exception& e) {  // the TorchScript interpreter's errors
-      throw SetupError(description_ +
-                       ": forward failed on inputs of model.inputs: " + lastLine(e.what()));
+      throw SetupError(description_ + ": forward failed on inputs of model.inputs: " + oneLine(e));
     }
     if (out.dim() != 2 || out.size(0) != probe.size || out.size(1) != session_.model.classes) {
       throw SetupError(description_ + ": forward returned shape " + shapeText(out) +

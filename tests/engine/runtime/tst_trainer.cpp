@@ -216,6 +216,34 @@ class TestTrainer : public QObject {
     QVERIFY(text.contains("step 5/5  loss "));
   }
 
+  void failureMidRunKeepsTheStepsDone() {
+    // A model that fails on its 5th call (an impossible view): the setup probe is call 1, steps
+    // 1-3 are calls 2-4.
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("flaky.pt").toStdString();
+    torch::jit::Module m("Flaky");
+    m.register_attribute("training", c10::BoolType::get(), true);
+    m.register_attribute("calls", c10::IntType::get(), int64_t{0});
+    m.register_parameter("w", torch::randn({3, 4}).requires_grad_(), false);
+    m.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    self.calls += 1
+    if self.calls > 4:
+        x = x.view(-1, 7)
+    return torch.mm(x, self.w.t())
+)");
+    m.save(path);
+    auto session = fileSession(path, {8, 4}, 3);
+    session.run.steps = 10;
+    const auto report = symtune::runBatch(session, {});
+    QCOMPARE(report.status, symtune::RunReport::Status::Failed);
+    QCOMPARE(report.stepsCompleted(), int64_t{3});
+    QVERIFY2(QString::fromStdString(report.error).startsWith("step 3: "), report.error.c_str());
+    QVERIFY2(QString::fromStdString(report.error).contains("is invalid for input of size 32"),
+             report.error.c_str());
+    QVERIFY(report.error.find('\n') == std::string::npos);
+  }
+
   void stopFlagInterruptsAtAStepBoundary() {
     std::atomic<bool> stop{true};
     symtune::BatchOptions options;
