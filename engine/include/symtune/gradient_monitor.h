@@ -1,0 +1,66 @@
+#pragma once
+// Per-parameter gradient statistics, collected by hooks as each gradient is computed (on the
+// autograd engine's threads), and the update-to-weight ratio of the optimizer step. Part of
+// MetaInfoBroker (DESIGN.md); rules and the studio read it.
+//
+//   symtune::GradientMonitor monitor(named_parameters);
+//   loss.backward();                 // hooks fill the statistics
+//   monitor.beforeUpdate();          // on steps that want the update ratio
+//   optimizer.step();
+//   monitor.afterUpdate();
+//   for (const auto& s : monitor.stats()) { ... s.norm, s.nanCount, s.updateRatio ... }
+//
+// Note [Gradient hooks]
+// Each parameter has its own slot, written only by the hook of that parameter's gradient, so the
+// hooks take no lock even when autograd runs them on several threads; a step's statistics are
+// complete once backward() has returned (autograd joins its threads before returning).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace symtune {
+
+struct ParameterStats {
+  std::string name;
+  int64_t numel = 0;
+  bool hasGradient = false;  // false: no gradient reached the parameter this step
+  double norm = 0;           // L2 norm of the finite gradient elements
+  double meanAbs = 0;        // mean |g| over the finite elements
+  double maxAbs = 0;
+  int64_t nanCount = 0, infCount = 0;
+  std::optional<double> updateRatio;  // ||w_after - w_before|| / ||w_before||, when measured
+};
+
+class GradientMonitor {
+ public:
+  // Registers a gradient hook on every parameter that requires grad.
+  explicit GradientMonitor(const std::vector<std::pair<std::string, torch::Tensor>>& parameters);
+  ~GradientMonitor();
+  GradientMonitor(const GradientMonitor&) = delete;
+  GradientMonitor& operator=(const GradientMonitor&) = delete;
+
+  // Clears the statistics for a new step (call before backward).
+  void beginStep();
+  // Snapshot the weights so afterUpdate() can measure the update ratio (copies every parameter:
+  // call it on sampled steps).
+  void beforeUpdate();
+  void afterUpdate();
+
+  const std::vector<ParameterStats>& stats() const { return stats_; }
+  // Over all parameters with a gradient: sqrt(sum of squared norms).
+  double globalNorm() const;
+  int64_t nanCount() const;
+
+ private:
+  std::vector<torch::Tensor> params_;
+  std::vector<ParameterStats> stats_;
+  std::vector<unsigned> hookIds_;
+  std::vector<torch::Tensor> before_;
+};
+
+}  // namespace symtune
