@@ -48,7 +48,7 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
     report = symtune::runBatch(session, options);
   } catch (const symtune::SetupError& e) {
     return fail(cl.session + ": " + e.what(), 2);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     return fail(cl.session + ": " + symtune::oneLine(e), 2);
   }
   try {
@@ -92,9 +92,7 @@ int runGraphCommand(const symtune::app::CommandLine& cl) {
     return fail(e.what(), 2);
   } catch (const symtune::SetupError& e) {
     return fail(target.string() + ": " + e.what(), 2);
-  } catch (const c10::Error& e) {
-    return fail(target.string() + ": " + symtune::oneLine(e), 2);
-  } catch (const std::exception& e) {  // TorchScript compile and interpreter errors
+  } catch (const std::exception& e) {  // LibTorch's and TorchScript's errors
     return fail(target.string() + ": " + symtune::oneLine(e), 2);
   }
   const std::string text = cl.graphFormat == "dot" ? symtune::toDot(graph) : symtune::toJson(graph);

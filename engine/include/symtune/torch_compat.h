@@ -12,7 +12,22 @@
   (TORCH_VERSION_MAJOR > (major) ||          \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
+#include <c10/core/Allocator.h>
+
 namespace symtune::compat {
+
+// The integer type of MemoryReportingInfoBase::reportMemoryUsage's totals: int64_t in 1.13, size_t
+// in 2.x. Taken from the base class so the override compiles against both.
+namespace detail {
+template <class T>
+struct ReportTotal;
+template <class C, class R, class Ptr, class Size, class Total, class Reserved, class Dev>
+struct ReportTotal<R (C::*)(Ptr, Size, Total, Reserved, Dev)> {
+  using type = Total;
+};
+}  // namespace detail
+using MemoryReportTotal =
+    detail::ReportTotal<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
 
 // The CUDA caching allocator's peak of allocated bytes on `device` since the last reset, or
 // nullopt when this build has no CUDA. (getDeviceStats takes an int up to 2.2, a DeviceIndex

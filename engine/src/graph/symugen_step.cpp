@@ -47,6 +47,11 @@ class SyMuGen::Evaluator {
   }
 
   int64_t executed() const { return executed_; }
+  bool ran(RegionId branch) const { return taken_.count(branch) > 0; }
+  int64_t trips(RegionId loop) const {
+    auto it = trips_.find(loop);
+    return it == trips_.end() ? 0 : it->second;
+  }
 
  private:
   std::vector<c10::IValue> runBlock(const Block* block) {
@@ -171,10 +176,6 @@ class SyMuGen::Evaluator {
     }
   }
 
- public:
-  std::unordered_set<RegionId> taken_;
-  std::unordered_map<RegionId, int64_t> trips_;
-
  private:
   SyMuGen& gen_;
   Graph& g_;
@@ -182,6 +183,8 @@ class SyMuGen::Evaluator {
   std::unordered_map<const Node*, torch::jit::Operation> ops_;
   std::map<uint64_t, std::pair<uint64_t, NodeId>> seqOwners_;  // [begin -> (end, node)]
   std::unordered_set<NodeId> seen_;
+  std::unordered_set<RegionId> taken_;           // branches that ran at least once
+  std::unordered_map<RegionId, int64_t> trips_;  // loop body -> iterations in the step
   int64_t executed_ = 0;
 };
 
@@ -242,18 +245,17 @@ StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
   step.loss = lossFn(output);
 
   // Branches and loops of the step.
-  for (auto& region : std::vector<GraphRegion>(g.regions())) {
-    GraphRegion& r = g.region(region.id);
+  for (size_t i = 0; i < g.regions().size(); ++i) {
+    GraphRegion& r = g.region(RegionId(static_cast<int32_t>(i)));
     if (r.kind == RegionKind::IfThen || r.kind == RegionKind::IfElse) {
-      r.taken = eval.taken_.count(r.id) > 0;
+      r.taken = eval.ran(r.id);
     } else if (r.kind == RegionKind::Loop) {
-      auto it = eval.trips_.find(r.id);
-      r.tripCount = it == eval.trips_.end() ? 0 : it->second;
+      r.tripCount = eval.trips(r.id);
     }
   }
   // Costs on the step's shapes.
-  for (const auto& node : std::vector<GraphNode>(g.nodes())) {
-    GraphNode& n = g.node(node.id);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    GraphNode& n = g.node(NodeId(static_cast<int32_t>(i)));
     const OpCost cost = evaluateCost(n.kind, n.inputs, n.outputs);
     if (!cost.known)
       continue;

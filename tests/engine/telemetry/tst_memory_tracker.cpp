@@ -1,0 +1,126 @@
+// The memory tracker's step peak against an independent count: a CPU allocator that wraps
+// LibTorch's and counts every byte it hands out and takes back.
+
+#include <c10/core/CPUAllocator.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+#include "symtune/memory_tracker.h"
+#include "symtune/model_zoo.h"
+#include "test_main.h"
+
+namespace {
+
+// Counts bytes live through it and their peak; delegates to the allocator it replaces. Its data
+// pointers are "simple" (context == data), as LibTorch expects of CPU allocators.
+class CountingAllocator final : public c10::Allocator {
+ public:
+  explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) { instance_ = this; }
+
+  c10::DataPtr allocate(size_t n) override {
+    c10::DataPtr block = inner_->allocate(n);
+    void* data = block.get();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      blocks_.emplace(data, std::make_pair(std::move(block), n));
+    }
+    add(static_cast<int64_t>(n));
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  void reset() { peak_.store(current_.load()); }
+  int64_t current() const { return current_.load(); }
+  int64_t peak() const { return peak_.load(); }
+
+ private:
+  static void release(void* data) {
+    CountingAllocator* self = instance_;
+    c10::DataPtr block;  // destroyed last, outside the lock: frees through the inner allocator
+    size_t size = 0;
+    {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      auto it = self->blocks_.find(data);
+      if (it == self->blocks_.end())
+        return;
+      block = std::move(it->second.first);
+      size = it->second.second;
+      self->blocks_.erase(it);
+    }
+    self->add(-static_cast<int64_t>(size));
+  }
+  void add(int64_t bytes) {
+    const int64_t now = current_.fetch_add(bytes) + bytes;
+    int64_t seen = peak_.load();
+    while (now > seen && !peak_.compare_exchange_weak(seen, now)) {
+    }
+  }
+
+  static inline CountingAllocator* instance_ = nullptr;
+  c10::Allocator* inner_;
+  std::mutex mutex_;
+  std::unordered_map<void*, std::pair<c10::DataPtr, size_t>> blocks_;
+  std::atomic<int64_t> current_{0}, peak_{0};
+};
+
+}  // namespace
+
+class TestMemoryTracker : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void stepPeakAgreesWithACountingAllocator() {
+    at::set_num_threads(2);
+    static CountingAllocator counting(c10::GetDefaultCPUAllocator());
+    c10::SetCPUAllocator(&counting, /*priority=*/10);
+
+    auto zoo = symtune::buildZooModel("dynamic_resnet", {"ci", 0, std::nullopt});
+    const symtune::Batch batch = zoo.data->batch(0);
+    symtune::MemoryTracker tracker;
+    double trackedPeak = 0, countedPeak = 0;
+    {
+      auto active = tracker.activate();
+      tracker.resetPeak();
+      const int64_t countedStart = counting.current();
+      counting.reset();
+      auto loss = torch::nn::functional::cross_entropy(zoo.module.forward(batch.inputs).toTensor(),
+                                                       batch.target);
+      loss.backward();
+      trackedPeak = static_cast<double>(tracker.counters(c10::DeviceType::CPU).peak);
+      countedPeak = static_cast<double>(counting.peak() - countedStart);
+    }
+    c10::SetCPUAllocator(c10::GetDefaultCPUAllocator(), /*priority=*/11);
+    qInfo("step peak: tracker %.0f bytes, counting allocator %.0f bytes", trackedPeak, countedPeak);
+    QVERIFY(countedPeak > 1e5);  // the step held real memory
+    QVERIFY2(std::abs(trackedPeak - countedPeak) <= 0.05 * countedPeak,
+             "the tracker's peak is within 5 % of the independent count");
+    const auto cpu = tracker.counters(c10::DeviceType::CPU);
+    QVERIFY(cpu.allocations > 100);
+    QVERIFY(cpu.frees > 0);
+  }
+
+  void reportsOnlyWhileActive() {
+    symtune::MemoryTracker tracker;
+    { auto t = torch::ones({1000}); }
+    QCOMPARE(tracker.counters(c10::DeviceType::CPU).allocations, int64_t{0});
+    {
+      auto active = tracker.activate();
+      auto t = torch::ones({1000});
+      QCOMPARE(tracker.counters(c10::DeviceType::CPU).current, int64_t{4000});
+    }
+    const auto c = tracker.counters(c10::DeviceType::CPU);
+    QCOMPARE(c.allocations, int64_t{1});
+    QCOMPARE(c.frees, int64_t{1});
+    QCOMPARE(c.current, int64_t{0});
+    QCOMPARE(c.peak, int64_t{4000});
+  }
+};
+
+SYMTUNE_TEST_MAIN_CORE(TestMemoryTracker)
+#include "tst_memory_tracker.moc"
