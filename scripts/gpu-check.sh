@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Every GPU check in one call, for the GPU machine (the device tool): builds the engine, kernels,
+# runner and GPU checks with the `gpu` preset (no Qt), runs them, and writes the results under
+# $OUT (default bench-results/): machine.txt, build.log, gpu-check.json, ctest.log, demo.log,
+# demo-report.json.
+#
+# Here, once before carrying:   scripts/gpu-check.sh --prepare   (copies nlohmann/json's headers
+#                                                                 into the ignored .deps/include)
+# There:                        scripts/gpu-check.sh              (run with carry: [".deps"])
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+if [ "${1:-}" = "--prepare" ]; then
+  mkdir -p .deps/include
+  cp -r /usr/include/nlohmann .deps/include/
+  echo "copied nlohmann/json into .deps/include; carry .deps"
+  exit 0
+fi
+
+OUT=${OUT:-$ROOT/bench-results}
+mkdir -p "$OUT"
+t0=$(date +%s)
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
+  nvcc --version | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+  nproc
+} > "$OUT/machine.txt"
+
+if ! { cmake --preset gpu && cmake --build build/gpu -j "$(nproc)"; } > "$OUT/build.log" 2>&1; then
+  tail -60 "$OUT/build.log"
+  echo "build failed after $(( $(date +%s) - t0 )) s"
+  exit 1
+fi
+echo "built in $(( $(date +%s) - t0 )) s"
+
+status=0
+build/gpu/bin/symtune-gpu-check > "$OUT/gpu-check.json" 2>&1 || status=1
+(cd build/gpu && ctest --output-on-failure) > "$OUT/ctest.log" 2>&1 || status=1
+
+# The demo session trained on the GPU through the batch runner.
+sed 's/"device": "auto"/"device": "cuda"/' resources/sessions/demo.json > "$OUT/.demo-gpu.json"
+build/gpu/bin/symtune-runner --batch "$OUT/.demo-gpu.json" --report "$OUT/demo-report.json" \
+  --progress-interval 2 > "$OUT/demo.log" 2>&1 || status=1
+rm -f "$OUT/.demo-gpu.json"
+
+cat "$OUT/gpu-check.json"
+tail -5 "$OUT/ctest.log" "$OUT/demo.log"
+echo "gpu-check: status $status after $(( $(date +%s) - t0 )) s"
+exit $status
