@@ -83,6 +83,11 @@ class TestBatch : public QObject {
     QVERIFY(report["memory"]["peak_rss_bytes"].toDouble() > 0);
     QVERIFY(report["wall_time_s"].toDouble() >= report["throughput"]["train_s"].toDouble());
     QCOMPARE(report["batch_size"].toInt(), 16);
+    const QJsonObject features = report["features"].toObject();
+    QCOMPARE(features.size(), 24);  // docs/features.md
+    QCOMPARE(features["step"].toInt(), 29);
+    QCOMPARE(features["batch_size"].toInt(), 16);
+    QCOMPARE(features["loss"].toDouble(), curve.last().toDouble());
     QCOMPARE(report["threads"].toInt(), 2);
   }
 

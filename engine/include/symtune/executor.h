@@ -2,6 +2,8 @@
 // The one seam through which the trainer runs a model (DESIGN.md, "Dependency rules"): later parts
 // (DynaCompiler, remat) take over execution behind it without touching the training loop.
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/script.h>
@@ -15,6 +17,8 @@ class Executor {
   // Runs the model's forward on `inputs` and returns its output tensor.
   virtual torch::Tensor forward(const std::vector<torch::jit::IValue>& inputs) = 0;
   virtual std::vector<torch::Tensor> parameters() = 0;
+  // Parameters with their dotted names ("layer1.0.body.conv1.weight").
+  virtual std::vector<std::pair<std::string, torch::Tensor>> namedParameters() = 0;
   virtual void setTraining(bool on) = 0;
   virtual void to(const torch::Device& device) = 0;
 };
@@ -26,6 +30,7 @@ class ScriptModuleExecutor final : public Executor {
 
   torch::Tensor forward(const std::vector<torch::jit::IValue>& inputs) override;
   std::vector<torch::Tensor> parameters() override;
+  std::vector<std::pair<std::string, torch::Tensor>> namedParameters() override;
   void setTraining(bool on) override;
   void to(const torch::Device& device) override;
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace symtune {
@@ -39,6 +40,8 @@ struct RunReport {
   int64_t peakRssBytes = 0;                       // the process's peak resident set (getrusage)
   std::optional<int64_t> peakCudaAllocatedBytes;  // CUDA caching allocator peak, when on CUDA
   std::string startedAt;                          // ISO 8601, UTC
+  // The last step's feature vector (docs/features.md), by name, in vector order.
+  std::vector<std::pair<std::string, double>> features;
 
   int64_t stepsCompleted() const { return static_cast<int64_t>(loss.size()); }
   // Samples per second over all completed steps (0 when none).

@@ -11,6 +11,7 @@
 
 #include "symtune/data_source.h"
 #include "symtune/executor.h"
+#include "symtune/meta_info_broker.h"
 #include "symtune/meta_optimizer.h"
 #include "symtune/session.h"
 #include "symtune/symugen.h"
@@ -29,6 +30,7 @@ struct StepResult {
   double loss = 0;
   double seconds = 0;  // wall time of the whole step (data, forward, backward, update)
   double closureSeconds = 0, updateSeconds = 0;
+  StepFeatures features;  // MetaInfoBroker's feature vector of the step
 };
 
 class Trainer {
@@ -55,6 +57,7 @@ class Trainer {
   Executor& executor() { return *executor_; }
   const Session& session() const { return session_; }
   MetaOptimizer& optimizer() { return *optimizer_; }
+  MetaInfoBroker& broker() { return *broker_; }
 
  private:
   StepResult runStep(Graph* capture);
@@ -65,6 +68,7 @@ class Trainer {
   std::unique_ptr<DataSource> data_;
   std::unique_ptr<MetaOptimizer> optimizer_;
   std::unique_ptr<SyMuGen> symugen_;
+  std::unique_ptr<MetaInfoBroker> broker_;
   int64_t parameterCount_ = 0;
   std::string description_;
 };

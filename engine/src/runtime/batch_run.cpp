@@ -128,6 +128,10 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       report.stepSeconds.push_back(r.seconds);
       report.trainSeconds += r.seconds;
       progress.onStep(r, report.trainSeconds);
+      report.features.clear();
+      for (int f = 0; f < kFeatureCount; ++f) {
+        report.features.emplace_back(featureName(static_cast<Feature>(f)), r.features.values[f]);
+      }
     }
   } catch (const std::exception& e) {  // c10::Error and TorchScript's errors alike
     report.status = RunReport::Status::Failed;

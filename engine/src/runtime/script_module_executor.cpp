@@ -22,6 +22,13 @@ std::vector<torch::Tensor> ScriptModuleExecutor::parameters() {
   return params;
 }
 
+std::vector<std::pair<std::string, torch::Tensor>> ScriptModuleExecutor::namedParameters() {
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (const auto& p : module_.named_parameters())
+    params.emplace_back(p.name, p.value);
+  return params;
+}
+
 void ScriptModuleExecutor::setTraining(bool on) {
   module_.train(on);
 }

@@ -11,6 +11,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 torch::Device pickDevice(const std::string& requested) {
   const bool cuda = torch::cuda::is_available();
   if (requested == "cuda" && !cuda) {
@@ -139,6 +143,7 @@ Trainer::Trainer(const Session& session) : session_(session) {
   }
   executor_->setTraining(true);
   optimizer_ = std::make_unique<MetaOptimizer>(makeOptimizer(session_.optimizer, params));
+  broker_ = std::make_unique<MetaInfoBroker>(executor_->namedParameters());
 }
 
 StepResult Trainer::step() {
@@ -164,6 +169,7 @@ Graph Trainer::captureStep(StepResult* result) {
 }
 
 StepResult Trainer::runStep(Graph* capture) {
+  const auto active = broker_->beginStep();  // memory reports from here to the end of the step
   const auto t0 = Clock::now();
   Batch batch = data_->batch(optimizer_->stepCount());
   for (auto& in : batch.inputs)
@@ -172,8 +178,12 @@ StepResult Trainer::runStep(Graph* capture) {
   auto lossOf = [&](const torch::Tensor& logits) {
     return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), target);
   };
+  StepTimings timings;
+  timings.data = secondsSince(t0);
+  const bool updateRatio = broker_->wantsUpdateRatio();
 
   const MetaStepStats stats = optimizer_->step([&] {
+    const auto tf = Clock::now();
     torch::Tensor loss;
     if (capture != nullptr) {
       StepCapture step = symugen_->captureStep(
@@ -183,9 +193,16 @@ StepResult Trainer::runStep(Graph* capture) {
     } else {
       loss = lossOf(executor_->forward(batch.inputs));
     }
+    timings.forward = secondsSince(tf);
+    const auto tb = Clock::now();
     loss.backward();
+    timings.backward = secondsSince(tb);
+    if (updateRatio)
+      broker_->beforeUpdate();  // the closure ends right before the update
     return loss;
   });
+  if (updateRatio)
+    broker_->afterUpdate();
 
   StepResult r;
   r.step = stats.step;
@@ -193,6 +210,12 @@ StepResult Trainer::runStep(Graph* capture) {
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.closureSeconds = stats.closureSeconds;
   r.updateSeconds = stats.updateSeconds;
+  timings.optimizer = stats.updateSeconds;
+  timings.total = r.seconds;
+  const auto& first = batch.inputs.front().toTensor();
+  const int64_t sequence = first.dim() == 2 || first.dim() == 3 ? first.size(1) : 0;
+  const double lr = optimizer_->inner().param_groups().front().options().get_lr();
+  r.features = broker_->endStep(timings, r.loss, lr, batch.size, sequence);
   return r;
 }
 

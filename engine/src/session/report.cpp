@@ -1,6 +1,7 @@
 #include "symtune/report.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <system_error>
@@ -39,6 +40,10 @@ std::string toJson(const RunReport& r) {
   memory["peak_cuda_allocated_bytes"] =
       r.peakCudaAllocatedBytes ? json(*r.peakCudaAllocatedBytes) : json(nullptr);
 
+  json features = json::object();
+  for (const auto& [name, value] : r.features) {
+    features[name] = std::isfinite(value) ? json(value) : json(nullptr);
+  }
   json out = {
       {"format", "symtune-report"},
       {"version", RunReport::kFormatVersion},
@@ -60,6 +65,7 @@ std::string toJson(const RunReport& r) {
         {"train_s", r.trainSeconds},
         {"step_s", r.stepSeconds}}},
       {"memory", memory},
+      {"features", features},
       {"wall_time_s", r.wallSeconds},
       {"started_at", r.startedAt},
   };

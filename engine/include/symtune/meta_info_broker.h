@@ -1,0 +1,112 @@
+#pragma once
+// MetaInfoBroker: the 24-number feature vector of every training step (docs/features.md), built
+// from step timings, the MemoryTracker and the GradientMonitor, published to subscribers and kept
+// in a bounded history. The trainer drives it; rules, the controller and the studio read it.
+//
+//   symtune::MetaInfoBroker broker(namedParameters);
+//   auto id = broker.subscribe([](const symtune::StepFeatures& f) { ... f[symtune::Feature::Loss]
+//   ... });
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "symtune/gradient_monitor.h"
+#include "symtune/memory_tracker.h"
+
+namespace symtune {
+
+// The features, in vector order. Each is defined once, in docs/features.md.
+enum class Feature : int {
+  Step,
+  StepTime,
+  DataTime,
+  ForwardTime,
+  BackwardTime,
+  OptimizerTime,
+  SamplesPerSecond,
+  BatchSize,
+  SequenceLength,
+  PeakMemory,
+  LiveMemory,
+  Allocations,
+  Loss,
+  LossDelta,
+  LossEma,
+  GradGlobalNorm,
+  GradMaxParamNorm,
+  GradMinParamNorm,
+  GradMeanAbs,
+  GradNanCount,
+  GradInfCount,
+  ParamsWithoutGrad,
+  UpdateRatioMax,
+  LearningRate,
+};
+inline constexpr int kFeatureCount = 24;
+static_assert(static_cast<int>(Feature::LearningRate) + 1 == kFeatureCount);
+
+// The feature's name as docs/features.md and the JSON outputs spell it ("step_time_s", ...).
+const char* featureName(Feature feature);
+
+struct StepFeatures {
+  std::array<double, kFeatureCount> values{};
+  double operator[](Feature f) const { return values[static_cast<size_t>(f)]; }
+  double& operator[](Feature f) { return values[static_cast<size_t>(f)]; }
+};
+
+struct MetaInfoBrokerOptions {
+  size_t historySize = 4096;      // steps kept; the oldest is dropped first
+  int64_t updateRatioEvery = 10;  // measure the update/weight ratio every N steps (it copies the
+                                  // weights); 0: never
+};
+
+// What the trainer knows of a step besides what the broker measures itself.
+struct StepTimings {
+  double data = 0, forward = 0, backward = 0, optimizer = 0, total = 0;  // seconds
+};
+
+class MetaInfoBroker {
+ public:
+  using Subscriber = std::function<void(const StepFeatures&)>;
+
+  MetaInfoBroker(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
+                 MetaInfoBrokerOptions options = {});
+  ~MetaInfoBroker();
+
+  // The step's bracket: beginStep() before the batch is fetched; the guard it returns keeps the
+  // memory tracker active (keep it alive through backward and the update).
+  [[nodiscard]] std::unique_ptr<c10::DebugInfoGuard> beginStep();
+  bool wantsUpdateRatio() const;  // whether to call before/afterUpdate around this step's update
+  void beforeUpdate() { gradients_.beforeUpdate(); }
+  void afterUpdate() { gradients_.afterUpdate(); }
+  // Computes the step's features, keeps them and hands them to every subscriber.
+  const StepFeatures& endStep(const StepTimings& timings, double loss, double learningRate,
+                              int64_t batchSize, int64_t sequenceLength);
+
+  int subscribe(Subscriber subscriber);
+  void unsubscribe(int id);
+
+  const std::deque<StepFeatures>& history() const { return history_; }
+  const GradientMonitor& gradients() const { return gradients_; }
+
+ private:
+  MetaInfoBrokerOptions options_;
+  GradientMonitor gradients_;
+  MemoryTracker memory_;
+  std::deque<StepFeatures> history_;
+  std::map<int, Subscriber> subscribers_;
+  int nextSubscriber_ = 0;
+  int64_t step_ = 0;
+  double lossEma_ = 0;
+};
+
+}  // namespace symtune

@@ -1,0 +1,128 @@
+#include "symtune/meta_info_broker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace symtune {
+
+const char* featureName(Feature feature) {
+  static const char* const names[kFeatureCount] = {
+      "step",
+      "step_time_s",
+      "data_time_s",
+      "forward_time_s",
+      "backward_time_s",
+      "optimizer_time_s",
+      "samples_per_s",
+      "batch_size",
+      "sequence_length",
+      "peak_memory_bytes",
+      "live_memory_bytes",
+      "allocations",
+      "loss",
+      "loss_delta",
+      "loss_ema",
+      "grad_global_norm",
+      "grad_max_param_norm",
+      "grad_min_param_norm",
+      "grad_mean_abs",
+      "grad_nan_count",
+      "grad_inf_count",
+      "params_without_grad",
+      "update_ratio_max",
+      "learning_rate",
+  };
+  return names[static_cast<int>(feature)];
+}
+
+MetaInfoBroker::MetaInfoBroker(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
+                               MetaInfoBrokerOptions options)
+    : options_(options), gradients_(parameters) {
+}
+
+MetaInfoBroker::~MetaInfoBroker() = default;
+
+std::unique_ptr<c10::DebugInfoGuard> MetaInfoBroker::beginStep() {
+  gradients_.beginStep();
+  auto guard = memory_.activate();
+  memory_.resetPeak();
+  return guard;
+}
+
+bool MetaInfoBroker::wantsUpdateRatio() const {
+  return options_.updateRatioEvery > 0 && step_ % options_.updateRatioEvery == 0;
+}
+
+const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, double learningRate,
+                                            int64_t batchSize, int64_t sequenceLength) {
+  StepFeatures f;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  f[Feature::Step] = static_cast<double>(step_);
+  f[Feature::StepTime] = t.total;
+  f[Feature::DataTime] = t.data;
+  f[Feature::ForwardTime] = t.forward;
+  f[Feature::BackwardTime] = t.backward;
+  f[Feature::OptimizerTime] = t.optimizer;
+  f[Feature::SamplesPerSecond] = t.total > 0 ? static_cast<double>(batchSize) / t.total : 0.0;
+  f[Feature::BatchSize] = static_cast<double>(batchSize);
+  f[Feature::SequenceLength] = static_cast<double>(sequenceLength);
+
+  const MemoryCounters cpu = memory_.counters(c10::DeviceType::CPU);
+  const MemoryCounters cuda = memory_.counters(c10::DeviceType::CUDA);
+  f[Feature::PeakMemory] = static_cast<double>(std::max(cpu.peak, cuda.peak));
+  f[Feature::LiveMemory] = static_cast<double>(cpu.current + cuda.current);
+  f[Feature::Allocations] = static_cast<double>(cpu.allocations + cuda.allocations);
+
+  const double previous = history_.empty() ? loss : history_.back()[Feature::Loss];
+  lossEma_ = step_ == 0 ? loss : 0.9 * lossEma_ + 0.1 * loss;
+  f[Feature::Loss] = loss;
+  f[Feature::LossDelta] = loss - previous;
+  f[Feature::LossEma] = lossEma_;
+
+  double maxNorm = 0, minNorm = std::numeric_limits<double>::infinity(), absSum = 0;
+  double elements = 0, maxRatio = nan;
+  int64_t nans = 0, infs = 0, without = 0;
+  for (const auto& s : gradients_.stats()) {
+    if (!s.hasGradient) {
+      ++without;
+      continue;
+    }
+    maxNorm = std::max(maxNorm, s.norm);
+    minNorm = std::min(minNorm, s.norm);
+    absSum += s.meanAbs * static_cast<double>(s.numel - s.nanCount - s.infCount);
+    elements += static_cast<double>(s.numel - s.nanCount - s.infCount);
+    nans += s.nanCount;
+    infs += s.infCount;
+    if (s.updateRatio)
+      maxRatio = std::isnan(maxRatio) ? *s.updateRatio : std::max(maxRatio, *s.updateRatio);
+  }
+  f[Feature::GradGlobalNorm] = gradients_.globalNorm();
+  f[Feature::GradMaxParamNorm] = maxNorm;
+  f[Feature::GradMinParamNorm] = std::isinf(minNorm) ? 0.0 : minNorm;
+  f[Feature::GradMeanAbs] = elements > 0 ? absSum / elements : 0.0;
+  f[Feature::GradNanCount] = static_cast<double>(nans);
+  f[Feature::GradInfCount] = static_cast<double>(infs);
+  f[Feature::ParamsWithoutGrad] = static_cast<double>(without);
+  f[Feature::UpdateRatioMax] = maxRatio;
+  f[Feature::LearningRate] = learningRate;
+
+  history_.push_back(f);
+  while (history_.size() > options_.historySize)
+    history_.pop_front();
+  ++step_;
+  for (const auto& [id, subscriber] : subscribers_)
+    subscriber(history_.back());
+  return history_.back();
+}
+
+int MetaInfoBroker::subscribe(Subscriber subscriber) {
+  subscribers_.emplace(nextSubscriber_, std::move(subscriber));
+  return nextSubscriber_++;
+}
+
+void MetaInfoBroker::unsubscribe(int id) {
+  subscribers_.erase(id);
+}
+
+}  // namespace symtune
