@@ -41,6 +41,21 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     } else if (a == "--batch") {
       cl.mode = CommandLine::Mode::Batch;
       cl.session = value(i);
+    } else if (a == "--trace") {
+      cl.trace = value(i);
+    } else if (a == "--trace-steps") {
+      const std::string& v = value(i);
+      size_t used = 0;
+      long long n = 0;
+      try {
+        n = std::stoll(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || n < 1) {
+        throw std::invalid_argument("--trace-steps expects a positive integer, got \"" + v + "\"");
+      }
+      cl.traceSteps = n;
     } else if (a == "--report") {
       cl.report = value(i);
     } else if (a == "--progress-interval") {
@@ -69,8 +84,9 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
   if (cl.mode == CommandLine::Mode::Graph && cl.graphTarget.empty()) {
     throw std::invalid_argument("graph needs a session (.json) or a TorchScript archive (.pt)");
   }
-  if (cl.mode != CommandLine::Mode::Batch && cl.report) {
-    throw std::invalid_argument("--report only applies with --batch");
+  if (cl.mode != CommandLine::Mode::Batch && (cl.report || cl.trace)) {
+    throw std::invalid_argument(std::string(cl.report ? "--report" : "--trace") +
+                                " only applies with --batch");
   }
   return cl;
 }
@@ -94,6 +110,9 @@ std::string usage(const std::string& program, bool studio) {
          "  --report FILE              where to write the JSON report\n"
          "                             (default: ./<session name>.report.json)\n"
          "  --progress-interval SECS   seconds between progress lines (default 1)\n"
+         "  --trace FILE               write a Chrome trace (Perfetto, chrome://tracing) of\n"
+         "                             steps 1..N: every op, memory per step\n"
+         "  --trace-steps N            how many steps to trace (default 5)\n"
          "\n"
          "Exit status: 0 done, 1 the run failed (the report says why), 2 bad input,\n"
          "130 interrupted (the report holds the steps done).\n";

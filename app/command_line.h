@@ -1,6 +1,7 @@
 #pragma once
 // The command line shared by `symtune` and `symtune-runner` (no LibTorch, no Qt).
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@ struct CommandLine {
   std::string session;                // --batch SESSION, or the studio's optional SESSION
   std::optional<std::string> report;  // --report FILE
   double progressInterval = 1.0;      // --progress-interval SECONDS
+  std::optional<std::string> trace;   // --trace FILE
+  int64_t traceSteps = 5;             // --trace-steps N
   // graph TARGET [--format json|dot] [--step] [--output FILE]
   std::string graphTarget;  // a session (.json) or a TorchScript archive (.pt)
   std::string graphFormat = "json";

@@ -42,6 +42,9 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   options.progress = &std::cout;
   options.progressIntervalSeconds = cl.progressInterval;
   options.stop = &gStop;
+  if (cl.trace)
+    options.trace = *cl.trace;
+  options.traceSteps = cl.traceSteps;
 
   symtune::RunReport report;
   try {

@@ -5,6 +5,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSet>
 #include <QTemporaryDir>
 
 #include "test_main.h"
@@ -89,6 +90,50 @@ class TestBatch : public QObject {
     QCOMPARE(features["batch_size"].toInt(), 16);
     QCOMPARE(features["loss"].toDouble(), curve.last().toDouble());
     QCOMPARE(report["threads"].toInt(), 2);
+  }
+
+  void writesAChromeTrace() {
+    QTemporaryDir dir;
+    const QString session = writeFile(dir, "s.json", kSession);
+    const QString tracePath = dir.filePath("trace.json");
+    const Result r = run({"--batch", session, "--report", dir.filePath("r.json"), "--trace",
+                          tracePath, "--trace-steps", "2"});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QFile f(tracePath);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject trace = QJsonDocument::fromJson(f.readAll()).object();
+    QCOMPARE(trace["displayTimeUnit"].toString(), QString("ms"));
+    const QJsonArray events = trace["traceEvents"].toArray();
+    QSet<QString> names;
+    QSet<int> steps;
+    int complete = 0, counters = 0;
+    // The Trace Event Format's required fields: name, ph, pid, tid and ts (complete events: dur;
+    // counters: numeric args).
+    for (const auto& v : events) {
+      const QJsonObject e = v.toObject();
+      QVERIFY(e["name"].isString() && e["ph"].isString() && e["pid"].isDouble());
+      const QString ph = e["ph"].toString();
+      if (ph == "M")
+        continue;
+      QVERIFY(e["ts"].isDouble() && e["ts"].toDouble() >= 0);
+      if (ph == "X") {
+        ++complete;
+        QVERIFY(e["tid"].isDouble());
+        QVERIFY(e["dur"].isDouble() && e["dur"].toDouble() >= 0);
+        names << e["name"].toString();
+        steps << e["args"].toObject()["step"].toInt();
+      } else {
+        QCOMPARE(ph, QString("C"));
+        ++counters;
+        QVERIFY(e["args"].toObject()["value"].toDouble() > 0 ||
+                e["name"].toString() == "live_memory_bytes");
+      }
+    }
+    QVERIFY(complete > 100);
+    QCOMPARE(counters, 4);  // peak and live memory after each of the two steps
+    QCOMPARE(steps, (QSet<int>{1, 2}));
+    QVERIFY(names.contains("aten::conv2d"));
+    QVERIFY(names.contains("ConvolutionBackward0"));
   }
 
   void badInputExitsWithOneLine_data() {

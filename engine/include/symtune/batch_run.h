@@ -3,8 +3,10 @@
 // and a RunReport that is complete even when the run fails or is interrupted.
 
 #include <atomic>
+#include <cstdint>
 #include <filesystem>
 #include <iosfwd>
+#include <optional>
 
 #include "symtune/report.h"
 #include "symtune/session.h"
@@ -16,6 +18,9 @@ struct BatchOptions {
   double progressIntervalSeconds = 1.0;
   std::ostream* progress = nullptr;         // where progress lines go; nullptr: nowhere
   const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT) to stop at the next step
+  // Write a Chrome trace (every op of steps 1..traceSteps, memory counters per step) here.
+  std::optional<std::filesystem::path> trace;
+  int64_t traceSteps = 5;
 };
 
 // Builds the trainer and runs session.run.steps steps. Setup errors (bad model file, no CUDA)

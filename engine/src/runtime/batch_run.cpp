@@ -9,6 +9,7 @@
 
 #include <sys/resource.h>
 
+#include "symtune/op_tracer.h"
 #include "symtune/torch_compat.h"
 #include "symtune/trainer.h"
 #include "symtune/version.h"
@@ -117,13 +118,30 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   }
   ProgressPrinter progress(options.progress, options.progressIntervalSeconds, session.run.steps,
                            report.batchSize);
+  // Steps 1..traceSteps are traced: step 0 runs TorchScript's profiling pass, not a typical step.
+  OpTracer tracer;
+  std::vector<CounterSample> counters;
+  auto traced = [&](int64_t step) {
+    return options.trace && step >= 1 && step <= options.traceSteps;
+  };
   try {
     for (int64_t i = 0; i < session.run.steps; ++i) {
       if (options.stop != nullptr && options.stop->load()) {
         report.status = RunReport::Status::Interrupted;
         break;
       }
+      if (traced(i)) {
+        tracer.start();
+        tracer.markStep(i);
+      }
       const StepResult r = trainer.step();
+      if (traced(i)) {
+        const int64_t now = OpTracer::nowNs();
+        counters.push_back({"peak_memory_bytes", now, r.features[Feature::PeakMemory]});
+        counters.push_back({"live_memory_bytes", now, r.features[Feature::LiveMemory]});
+        if (!traced(i + 1))
+          tracer.stop();
+      }
       report.loss.push_back(r.loss);
       report.stepSeconds.push_back(r.seconds);
       report.trainSeconds += r.seconds;
@@ -136,6 +154,15 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   } catch (const std::exception& e) {  // c10::Error and TorchScript's errors alike
     report.status = RunReport::Status::Failed;
     report.error = "step " + std::to_string(report.stepsCompleted()) + ": " + oneLine(e);
+  }
+  tracer.stop();
+  if (options.trace) {
+    try {
+      writeFileAtomically(*options.trace, chromeTrace(tracer.takeEvents(), counters));
+    } catch (const std::exception& e) {
+      report.status = RunReport::Status::Failed;
+      report.error = std::string("cannot write the trace: ") + e.what();
+    }
   }
   if (cuda)
     report.peakCudaAllocatedBytes = compat::cudaPeakAllocatedBytes(trainer.device().index());
