@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <ostream>
 
 #include <sys/resource.h>
@@ -121,6 +122,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   // Steps 1..traceSteps are traced: step 0 runs TorchScript's profiling pass, not a typical step.
   OpTracer tracer;
   std::vector<CounterSample> counters;
+  std::optional<StepFeatures> last;  // the report keeps the last step's features
   auto traced = [&](int64_t step) {
     return options.trace && step >= 1 && step <= options.traceSteps;
   };
@@ -146,16 +148,18 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       report.stepSeconds.push_back(r.seconds);
       report.trainSeconds += r.seconds;
       progress.onStep(r, report.trainSeconds);
-      report.features.clear();
-      for (int f = 0; f < kFeatureCount; ++f) {
-        report.features.emplace_back(featureName(static_cast<Feature>(f)), r.features.values[f]);
-      }
+      last = r.features;
     }
   } catch (const std::exception& e) {  // c10::Error and TorchScript's errors alike
     report.status = RunReport::Status::Failed;
     report.error = "step " + std::to_string(report.stepsCompleted()) + ": " + oneLine(e);
   }
   tracer.stop();
+  if (last) {
+    for (int f = 0; f < kFeatureCount; ++f) {
+      report.features.emplace_back(featureName(static_cast<Feature>(f)), last->values[f]);
+    }
+  }
   if (options.trace) {
     try {
       writeFileAtomically(*options.trace, chromeTrace(tracer.takeEvents(), counters));

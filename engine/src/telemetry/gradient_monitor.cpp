@@ -44,11 +44,10 @@ GradientMonitor::~GradientMonitor() {
 
 void GradientMonitor::beginStep() {
   for (auto& s : stats_) {
-    const std::string name = std::move(s.name);
-    const int64_t numel = s.numel;
-    s = ParameterStats{};
-    s.name = name;
-    s.numel = numel;
+    ParameterStats fresh;
+    fresh.name = std::move(s.name);
+    fresh.numel = s.numel;
+    s = std::move(fresh);
   }
   before_.clear();
 }

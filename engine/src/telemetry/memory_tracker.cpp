@@ -30,15 +30,13 @@ class MemoryTracker::Reporter final : public c10::MemoryReportingInfoBase {
   }
   bool memoryProfilingEnabled() const override { return true; }
 
-  AtomicCounters& slot(c10::DeviceType type) {
+  // Counters are atomics updated from const contexts too (reports arrive through a const tracker).
+  AtomicCounters& slot(c10::DeviceType type) const {
     return type == c10::DeviceType::CUDA ? cuda_ : type == c10::DeviceType::CPU ? cpu_ : other_;
-  }
-  const AtomicCounters& slot(c10::DeviceType type) const {
-    return const_cast<Reporter*>(this)->slot(type);
   }
 
  private:
-  AtomicCounters cpu_, cuda_, other_;
+  mutable AtomicCounters cpu_, cuda_, other_;
 };
 
 MemoryTracker::MemoryTracker() : reporter_(std::make_shared<Reporter>()) {
