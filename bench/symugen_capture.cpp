@@ -17,31 +17,19 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_common.h"
 #include "symtune/model_zoo.h"
 #include "symtune/symugen.h"
 
 namespace {
 
+using symtune::bench::cpuModel;
+using symtune::bench::median;
+
 using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string cpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0)
-      return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
 }
 
 }  // namespace

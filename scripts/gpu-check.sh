@@ -2,7 +2,7 @@
 # Every GPU check in one call, for the GPU machine (the device tool): builds the engine, kernels,
 # runner and GPU checks with the `gpu` preset (no Qt), runs them, and writes the results under
 # $OUT (default bench-results/): machine.txt, build.log, gpu-check.json, ctest.log, demo.log,
-# demo-report.json.
+# demo-report.json, bench-telemetry.json.
 #
 # Here, once before carrying:   scripts/gpu-check.sh --prepare   (copies nlohmann/json's headers
 #                                                                 into the ignored .deps/include)
@@ -45,6 +45,10 @@ sed 's/"device": "auto"/"device": "cuda"/' resources/sessions/demo.json > "$OUT/
 build/gpu/bin/symtune-runner --batch "$OUT/.demo-gpu.json" --report "$OUT/demo-report.json" \
   --progress-interval 2 > "$OUT/demo.log" 2>&1 || status=1
 rm -f "$OUT/.demo-gpu.json"
+
+# Telemetry overhead on the GPU preset (features-only and per-node against off).
+build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 > "$OUT/bench-telemetry.json" \
+  2> "$OUT/bench-telemetry.log" || status=1
 
 cat "$OUT/gpu-check.json"
 tail -5 "$OUT/ctest.log" "$OUT/demo.log"

@@ -7,6 +7,7 @@
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
   m.def("grad_stats(Tensor g) -> Tensor");
+  m.def("grad_stats_multi(Tensor[] grads) -> Tensor");
 }
 
 namespace symtune::kernels {
@@ -16,6 +17,14 @@ at::Tensor gradStats(const at::Tensor& g) {
                              .findSchemaOrThrow("symtune::grad_stats", "")
                              .typed<at::Tensor(const at::Tensor&)>();
   return op.call(g);
+}
+
+at::Tensor gradStatsMulti(at::TensorList grads) {
+  TORCH_CHECK(!grads.empty(), "symtune::grad_stats_multi needs at least one tensor");
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("symtune::grad_stats_multi", "")
+                             .typed<at::Tensor(at::TensorList)>();
+  return op.call(grads);
 }
 
 }  // namespace symtune::kernels

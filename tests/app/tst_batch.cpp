@@ -4,6 +4,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMap>
 #include <QProcess>
 #include <QSet>
 #include <QTemporaryDir>
@@ -106,7 +107,8 @@ class TestBatch : public QObject {
     const QJsonArray events = trace["traceEvents"].toArray();
     QSet<QString> names;
     QSet<int> steps;
-    int complete = 0, counters = 0;
+    QMap<QString, int> counters;
+    int complete = 0, convWithNode = 0, convBackwardWithNode = 0;
     // The Trace Event Format's required fields: name, ph, pid, tid and ts (complete events: dur;
     // counters: numeric args).
     for (const auto& v : events) {
@@ -120,17 +122,33 @@ class TestBatch : public QObject {
         ++complete;
         QVERIFY(e["tid"].isDouble());
         QVERIFY(e["dur"].isDouble() && e["dur"].toDouble() >= 0);
-        names << e["name"].toString();
-        steps << e["args"].toObject()["step"].toInt();
+        const QString name = e["name"].toString();
+        const QJsonObject args = e["args"].toObject();
+        names << name;
+        steps << args["step"].toInt();
+        QVERIFY(args["bytes_allocated"].isDouble() && args["bytes_freed"].isDouble());
+        // Ops carry their graph node, module path and input shapes (per-node telemetry).
+        if (name == "aten::conv2d" && args["node"].isDouble() &&
+            args["node_kind"].toString() == "aten::conv2d" &&
+            args["input_shapes"].toString().startsWith("[[16, ")) {
+          ++convWithNode;
+          QVERIFY(args["source"].toString().contains("dynamic_resnet.py:"));
+        }
+        if (name == "ConvolutionBackward0" && args["node_kind"].toString() == "aten::conv2d")
+          ++convBackwardWithNode;
       } else {
         QCOMPARE(ph, QString("C"));
-        ++counters;
-        QVERIFY(e["args"].toObject()["value"].toDouble() > 0 ||
-                e["name"].toString() == "live_memory_bytes");
+        counters[e["name"].toString()] += 1;
+        QVERIFY(e["args"].toObject()["value"].isDouble());
       }
     }
     QVERIFY(complete > 100);
-    QCOMPARE(counters, 4);  // peak and live memory after each of the two steps
+    // Peak and live memory after each of the two steps; live bytes after every outermost op.
+    QCOMPARE(counters["peak_memory_bytes"], 2);
+    QCOMPARE(counters["live_memory_bytes"], 2);
+    QVERIFY(counters["live_bytes"] > 100);
+    QVERIFY(convWithNode > 10);
+    QVERIFY(convBackwardWithNode > 10);
     QCOMPARE(steps, (QSet<int>{1, 2}));
     QVERIFY(names.contains("aten::conv2d"));
     QVERIFY(names.contains("ConvolutionBackward0"));

@@ -162,6 +162,50 @@ Check gradientMonitorOnCuda() {
   return c;
 }
 
+// Per-node telemetry on CUDA: backward runs on the autograd engine's device thread, so the
+// attribution by sequence number and the thread buffers are what is checked; ops get CUDA event
+// times; the step's features still come out.
+Check perNodeTelemetryOnCuda() {
+  Check c;
+  symtune::Session s;
+  s.name = "per-node cuda";
+  s.model.zoo = "dynamic_resnet";
+  s.model.preset = "ci";
+  s.run.device = "cuda";
+  symtune::Trainer trainer(s);
+  trainer.setTelemetry(symtune::Telemetry::PerNode);
+  trainer.step();
+  const symtune::StepResult r = trainer.step();
+  const symtune::Graph& graph = trainer.staticGraph();
+  int convs = 0, convsWithBackward = 0, withDeviceTime = 0;
+  double device = 0;
+  for (const auto& n : r.nodes->nodes) {
+    if (graph.node(n.node).kind == "aten::conv2d") {
+      ++convs;
+      convsWithBackward += n.backwardCalls > 0;
+    }
+    if (n.forwardDeviceSeconds) {
+      ++withDeviceTime;
+      device += *n.forwardDeviceSeconds + n.backwardDeviceSeconds.value_or(0.0);
+    }
+  }
+  const double modelSeconds =
+      r.features[symtune::Feature::ForwardTime] + r.features[symtune::Feature::BackwardTime];
+  c.details["nodes"] = r.nodes->nodes.size();
+  c.details["convs"] = convs;
+  c.details["convs_with_backward"] = convsWithBackward;
+  c.details["nodes_with_device_time"] = withDeviceTime;
+  c.details["device_seconds"] = device;
+  c.details["attributed_s"] = r.nodes->attributedSeconds;
+  c.details["forward_backward_s"] = modelSeconds;
+  c.details["peak_memory_bytes"] = r.features[symtune::Feature::PeakMemory];
+  c.expect(convs > 0 && convsWithBackward == convs,
+           "every conv's backward (autograd device thread) attributed to it");
+  c.expect(withDeviceTime > 0 && device > 0, "CUDA event times on the nodes");
+  c.expect(r.features[symtune::Feature::PeakMemory] > 0, "step peak memory on CUDA");
+  return c;
+}
+
 }  // namespace
 
 int main() {
@@ -179,6 +223,7 @@ int main() {
       {"symugen_captures_on_cuda", symugenCapturesOnCuda},
       {"memory_tracker_agrees_with_caching_allocator", memoryTrackerAgreesWithCachingAllocator},
       {"gradient_monitor_on_cuda", gradientMonitorOnCuda},
+      {"per_node_telemetry_on_cuda", perNodeTelemetryOnCuda},
   };
   for (const auto& [name, run] : checks) {
     Check c;

@@ -13,7 +13,10 @@
 // Note [Gradient hooks]
 // Each parameter has its own slot, written only by the hook of that parameter's gradient, so the
 // hooks take no lock even when autograd runs them on several threads; a step's statistics are
-// complete once backward() has returned (autograd joins its threads before returning).
+// complete once backward() has returned (autograd joins its threads before returning). A hook only
+// keeps a reference to its gradient; the first stats() call after backward computes the
+// statistics of all of them in one symtune::grad_stats_multi call per device (one dispatch, one
+// read-back), so call it before anything changes the gradients (MetaInfoBroker::afterBackward).
 
 #include <cstdint>
 #include <optional>
@@ -44,6 +47,10 @@ class GradientMonitor {
   GradientMonitor(const GradientMonitor&) = delete;
   GradientMonitor& operator=(const GradientMonitor&) = delete;
 
+  // Hooks are on from construction; off, backward runs with no hook of ours.
+  void setEnabled(bool on);
+  bool enabled() const { return !hookIds_.empty(); }
+
   // Clears the statistics for a new step (call before backward).
   void beginStep();
   // Snapshot the weights so afterUpdate() can measure the update ratio (copies every parameter:
@@ -51,14 +58,16 @@ class GradientMonitor {
   void beforeUpdate();
   void afterUpdate();
 
-  const std::vector<ParameterStats>& stats() const { return stats_; }
+  // The step's statistics (Note [Gradient hooks]).
+  const std::vector<ParameterStats>& stats() const;
   // Over all parameters with a gradient: sqrt(sum of squared norms).
   double globalNorm() const;
   int64_t nanCount() const;
 
  private:
   std::vector<torch::Tensor> params_;
-  std::vector<ParameterStats> stats_;
+  mutable std::vector<ParameterStats> stats_;
+  mutable std::vector<torch::Tensor> pending_;  // per slot: this step's gradient, not yet read
   std::vector<unsigned> hookIds_;
   std::vector<torch::Tensor> before_;
 };

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include <c10/core/DeviceType.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
@@ -31,6 +32,33 @@ struct MemoryCounters {
   int64_t peak = 0;         // highest `current` since the last resetPeak()
   int64_t allocations = 0;  // number of allocations
   int64_t frees = 0;
+};
+
+// This thread's running totals of bytes allocated and freed (all devices) while any MemoryTracker
+// was active on it. OpTracer reads them when an op starts and ends: the difference is what the op
+// allocated and freed, on whichever thread it ran, without a lock.
+struct ThreadMemoryTotals {
+  int64_t allocated = 0;
+  int64_t freed = 0;
+};
+const ThreadMemoryTotals& threadMemoryTotals();
+
+// Note [Step memory without reports]
+// Memory reports cost more than they look on the CPU: with memoryProfilingEnabled(), LibTorch's
+// CPU allocator also keeps every block's size in a map under a mutex, which costs a step of the
+// zoo's cpu preset about 4 % (bench/telemetry_overhead). Step features need only the step's
+// peak, live bytes and allocation count, so on the CPU they come from a thin wrapper around the
+// CPU allocator instead: it swaps in its own deleter (the data pointer and context are
+// unchanged, so raw_allocate still works), counts each block's malloc_usable_size with atomics
+// and no map, and calls the wrapped deleter. The counts are process-wide. Per-op memory
+// (per-node telemetry) still uses the reports, which are per thread.
+class CpuAllocationCounter {
+ public:
+  // Installs the wrapper as LibTorch's CPU allocator (once); false when it cannot be — another
+  // allocator was set with a higher priority — or is no longer the one in use.
+  static bool active();
+  static MemoryCounters counters();
+  static void resetPeak();
 };
 
 class MemoryTracker {
@@ -45,6 +73,10 @@ class MemoryTracker {
   // Sets every device's peak to its current value and zeroes the allocation counts.
   void resetPeak();
   MemoryCounters counters(c10::DeviceType device) const;
+
+  // Bytes live on all devices (relative to the tracker's start) of the tracker active on this
+  // thread; nullopt when none is.
+  static std::optional<int64_t> activeLiveBytes();
 
  private:
   class Reporter;

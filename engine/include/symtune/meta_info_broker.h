@@ -21,6 +21,7 @@
 
 #include "symtune/gradient_monitor.h"
 #include "symtune/memory_tracker.h"
+#include "symtune/op_tracer.h"
 
 namespace symtune {
 
@@ -77,14 +78,19 @@ struct StepTimings {
 class MetaInfoBroker {
  public:
   using Subscriber = std::function<void(const StepFeatures&)>;
+  using NodeSubscriber = std::function<void(const NodeProfile&)>;
 
   MetaInfoBroker(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
                  MetaInfoBrokerOptions options = {});
   ~MetaInfoBroker();
 
   // The step's bracket: beginStep() before the batch is fetched; the guard it returns keeps the
-  // memory tracker active (keep it alive through backward and the update).
-  [[nodiscard]] std::unique_ptr<c10::DebugInfoGuard> beginStep();
+  // memory tracker active (keep it alive through backward and the update). perOpMemory: per-op
+  // memory reports are wanted (per-node telemetry); otherwise a CPU model's step memory comes
+  // from the allocation counter (Note [Step memory without reports]) and the guard is empty.
+  [[nodiscard]] std::unique_ptr<c10::DebugInfoGuard> beginStep(bool perOpMemory = false);
+  // Right after backward, before anything changes the gradients: their statistics.
+  void afterBackward() { gradients_.stats(); }
   bool wantsUpdateRatio() const;  // whether to call before/afterUpdate around this step's update
   void beforeUpdate() { gradients_.beforeUpdate(); }
   void afterUpdate() { gradients_.afterUpdate(); }
@@ -92,8 +98,17 @@ class MetaInfoBroker {
   const StepFeatures& endStep(const StepTimings& timings, double loss, double learningRate,
                               int64_t batchSize, int64_t sequenceLength);
 
+  // Per-node profiles of the steps that have one (per-node telemetry): kept (the latest) and
+  // handed to every node subscriber.
+  void publishNodes(std::shared_ptr<const NodeProfile> profile);
+  const std::shared_ptr<const NodeProfile>& lastNodes() const { return lastNodes_; }
+
   int subscribe(Subscriber subscriber);
-  void unsubscribe(int id);
+  int subscribeNodes(NodeSubscriber subscriber);
+  void unsubscribe(int id);  // either kind
+
+  // Off: no gradient hooks (the trainer does not drive a disabled broker).
+  void setEnabled(bool on) { gradients_.setEnabled(on); }
 
   const std::deque<StepFeatures>& history() const { return history_; }
   const GradientMonitor& gradients() const { return gradients_; }
@@ -102,8 +117,12 @@ class MetaInfoBroker {
   MetaInfoBrokerOptions options_;
   GradientMonitor gradients_;
   MemoryTracker memory_;
+  bool cudaModel_ = false;
+  bool countedStep_ = false;  // this step's memory comes from CpuAllocationCounter
   std::deque<StepFeatures> history_;
   std::map<int, Subscriber> subscribers_;
+  std::map<int, NodeSubscriber> nodeSubscribers_;
+  std::shared_ptr<const NodeProfile> lastNodes_;
   int nextSubscriber_ = 0;
   int64_t step_ = 0;
   double lossEma_ = 0;

@@ -15,7 +15,8 @@
 // is seen, every prim::If knows the branch it took and every prim::Loop its trip count, and the
 // autograd sequence numbers handed out while a node ran (at::sequence_number) are exactly those of
 // the autograd nodes it created — the link from a backward node to its forward op is by sequence
-// number, never by name. The evaluator is for sampled steps only; training runs the module as is.
+// number, never by name. The evaluator runs sampled steps (captureStep) and, in per-node telemetry,
+// every profiled step (forward); otherwise training runs the module as is.
 
 #include <functional>
 #include <memory>
@@ -26,6 +27,7 @@
 #include <torch/script.h>
 
 #include "symtune/graph.h"
+#include "symtune/node_context.h"
 
 namespace torch::nn {
 class Module;
@@ -37,6 +39,14 @@ struct StepCapture {
   Graph graph;         // the static graph joined with the step: shapes, branches, autograd nodes
   torch::Tensor loss;  // live: call backward() on it to finish the step
   int64_t nodesExecuted = 0;  // forward IR node executions (loop bodies count each iteration)
+  SequenceOwners owners;      // which node created which autograd functions
+};
+
+// A forward run through the evaluator for per-node telemetry (no graph is built).
+struct EvaluatorRun {
+  c10::IValue output;
+  SequenceOwners owners;  // which node created which autograd functions
+  int64_t nodesExecuted = 0;
 };
 
 class SyMuGen {
@@ -53,18 +63,26 @@ class SyMuGen {
   StepCapture captureStep(const std::vector<c10::IValue>& inputs,
                           const std::function<torch::Tensor(const c10::IValue&)>& lossFn);
 
+  // Runs one forward on `inputs` through the evaluator, publishing each op's node to OpTracer
+  // (node_context.h): the per-node telemetry path. The output trains like the module's own.
+  EvaluatorRun forward(const std::vector<c10::IValue>& inputs);
+
   // A plain torch::nn::Module has no IR: its graph is the module tree, one node per module, with
   // its parameters as outputs.
   static Graph captureModuleTree(const torch::nn::Module& module, const std::string& name);
 
  private:
   class Evaluator;
+  void prepareEvaluator();
 
   torch::jit::Module module_;
   std::string method_;
   std::shared_ptr<torch::jit::Graph> ir_;  // the inlined copy the static graph describes
   std::unordered_map<const torch::jit::Node*, NodeId> nodeIds_;
   std::unordered_map<const torch::jit::Block*, RegionId> blockRegions_;
+  // The values each node reads last in its block (the evaluator drops them after the node).
+  std::unordered_map<const torch::jit::Node*, std::vector<const torch::jit::Value*>> lastUses_;
+  bool lastUsesReady_ = false;
   Graph graph_;
 };
 

@@ -13,6 +13,7 @@
 #include "symtune/executor.h"
 #include "symtune/meta_info_broker.h"
 #include "symtune/meta_optimizer.h"
+#include "symtune/op_tracer.h"
 #include "symtune/session.h"
 #include "symtune/symugen.h"
 
@@ -25,12 +26,27 @@ class SetupError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How much the trainer measures (Note [Telemetry levels]).
+enum class Telemetry {
+  Off,       // nothing: the baseline the overhead benchmark compares against
+  Features,  // the 24 step features (the default)
+  PerNode,   // the features plus every op's time and memory, attributed to graph nodes
+};
+
+// Note [Telemetry levels]
+// Features costs a step two clock reads per phase, one memory report per allocation (atomics)
+// and one grad_stats pass per gradient. PerNode adds a RecordFunction callback on every op and
+// runs the forward through SyMuGen's evaluator, which publishes each op's graph node: that is what
+// ties an ATen op to its node without any lookup by name (node_context.h). bench/telemetry_overhead
+// measures both against Off.
+
 struct StepResult {
   int64_t step = 0;  // 0-based
   double loss = 0;
   double seconds = 0;  // wall time of the whole step (data, forward, backward, update)
   double closureSeconds = 0, updateSeconds = 0;
-  StepFeatures features;  // MetaInfoBroker's feature vector of the step
+  StepFeatures features;  // MetaInfoBroker's feature vector of the step (zeros when Off)
+  std::shared_ptr<const NodeProfile> nodes;  // per-node telemetry: the step's profile
 };
 
 class Trainer {
@@ -47,6 +63,14 @@ class Trainer {
   // (Note [Step capture]), and returns the step's graph: shapes, branches taken, loop trips, and
   // the autograd graph linked to the forward ops. The step trains like any other.
   Graph captureStep(StepResult* result = nullptr);
+
+  // Takes effect from the next step. PerNode builds the static graph on first use; `ops` adds
+  // input shapes or CUDA device time (deviceTime is turned on by itself on a CUDA model).
+  void setTelemetry(Telemetry level, OpTracerOptions ops = {});
+  Telemetry telemetry() const { return telemetry_; }
+  // Keeps the raw op events of per-node steps (for a trace) until takeEvents().
+  void setKeepEvents(bool on) { keepEvents_ = on; }
+  std::vector<OpEvent> takeEvents() { return std::move(keptEvents_); }
 
   int64_t stepsDone() const { return optimizer_->stepCount(); }
   int64_t batchSize() const { return data_->batchSize(); }
@@ -69,6 +93,10 @@ class Trainer {
   std::unique_ptr<MetaOptimizer> optimizer_;
   std::unique_ptr<SyMuGen> symugen_;
   std::unique_ptr<MetaInfoBroker> broker_;
+  Telemetry telemetry_ = Telemetry::Features;
+  std::unique_ptr<OpTracer> tracer_;  // recording while telemetry_ is PerNode
+  bool keepEvents_ = false;
+  std::vector<OpEvent> keptEvents_;
   int64_t parameterCount_ = 0;
   std::string description_;
 };

@@ -14,6 +14,7 @@
 
 #include "ir_values.h"
 #include "symtune/cost_templates.h"
+#include "symtune/node_context.h"
 #include "symtune/symugen.h"
 
 namespace symtune {
@@ -22,9 +23,53 @@ using torch::jit::Block;
 using torch::jit::Node;
 using torch::jit::Value;
 
+namespace {
+
+bool definedIn(const Value* v, const Block* block) {
+  return v->node()->owningBlock() == block || v->node() == block->param_node();
+}
+
+// Calls f on every value `node` reads, itself or in its nested blocks (their returns included).
+template <class F>
+void forEachUse(const Node* node, F&& f) {
+  for (const Value* in : node->inputs())
+    f(in);
+  for (const Block* b : node->blocks()) {
+    for (const Node* inner : b->nodes())
+      forEachUse(inner, f);
+    for (const Value* out : b->outputs())
+      f(out);
+  }
+}
+
+// For every node, the values of its block that nothing after it reads: the evaluator drops them
+// once the node has run, as TorchScript's interpreter does, so a run through the evaluator holds
+// no more memory than the module's own forward. A block's returns stay (its owner reads them).
+void collectLastUses(const Block* block,
+                     std::unordered_map<const Node*, std::vector<const Value*>>& out) {
+  std::unordered_map<const Value*, const Node*> last;
+  for (const Node* node : block->nodes()) {
+    forEachUse(node, [&](const Value* v) {
+      if (definedIn(v, block))
+        last[v] = node;
+    });
+    for (const Value* v : node->outputs())
+      last.emplace(v, node);  // never read: dropped right away
+    for (const Block* inner : node->blocks())
+      collectLastUses(inner, out);
+  }
+  for (const Value* v : block->outputs())
+    last.erase(v);
+  for (const auto& [value, node] : last)
+    out[node].push_back(value);
+}
+
+}  // namespace
+
 class SyMuGen::Evaluator {
  public:
-  Evaluator(SyMuGen& gen, Graph& out) : gen_(gen), g_(out) {}
+  // record: note every node's runtime values (shapes) into `out` on their first execution.
+  Evaluator(SyMuGen& gen, Graph& out, bool record) : gen_(gen), g_(out), record_(record) {}
 
   c10::IValue run(const std::vector<c10::IValue>& inputs) {
     const auto& params = gen_.ir_->inputs();
@@ -37,14 +82,9 @@ class SyMuGen::Evaluator {
     return env_.at(gen_.ir_->outputs()[0]);
   }
 
-  // The forward node that handed out autograd sequence number `seq`, if any.
-  NodeId ownerOf(uint64_t seq) const {
-    auto it = seqOwners_.upper_bound(seq);
-    if (it == seqOwners_.begin())
-      return {};
-    --it;  // the range starting at or before seq
-    return seq < it->second.first ? it->second.second : NodeId();
-  }
+  // Which forward node handed out each autograd sequence number.
+  const SequenceOwners& owners() const { return owners_; }
+  SequenceOwners takeOwners() { return std::move(owners_); }
 
   int64_t executed() const { return executed_; }
   bool ran(RegionId branch) const { return taken_.count(branch) > 0; }
@@ -55,12 +95,26 @@ class SyMuGen::Evaluator {
 
  private:
   std::vector<c10::IValue> runBlock(const Block* block) {
-    for (const Node* node : block->nodes())
+    for (const Node* node : block->nodes()) {
       runNode(node);
+      auto dead = gen_.lastUses_.find(node);
+      if (dead != gen_.lastUses_.end()) {
+        for (const Value* v : dead->second)
+          env_.erase(v);
+      }
+    }
     std::vector<c10::IValue> outs;
     for (const Value* v : block->outputs())
       outs.push_back(env_.at(v));
     return outs;
+  }
+
+  // After its owner has taken them: drops a block's returns that were computed inside it.
+  void dropReturns(const Block* block) {
+    for (const Value* v : block->outputs()) {
+      if (definedIn(v, block))
+        env_.erase(v);
+    }
   }
 
   void bindBlockInputs(const Block* block, const std::vector<c10::IValue>& values) {
@@ -106,6 +160,7 @@ class SyMuGen::Evaluator {
       const Block* branch = node->blocks()[cond ? 0 : 1];
       markTaken(branch);
       const auto outs = runBlock(branch);
+      dropReturns(branch);
       for (size_t i = 0; i < outs.size(); ++i)
         env_[node->outputs()[i]] = outs[i];
     } else if (kind == c10::prim::Loop) {
@@ -115,7 +170,7 @@ class SyMuGen::Evaluator {
                   "SyMuGen: ", kind.toQualString(), " left after inlining is not supported");
       runOperator(node);
     }
-    if (recorded)
+    if (recorded && record_)
       recordValues(node, id->second);
   }
 
@@ -135,6 +190,7 @@ class SyMuGen::Evaluator {
       cond = outs[0].toBool();
       carried.assign(outs.begin() + 1, outs.end());
     }
+    dropReturns(body);
     trips_[gen_.blockRegions_.at(body)] += trips;
     for (size_t i = 0; i < carried.size(); ++i)
       env_[node->outputs()[i]] = carried[i];
@@ -148,17 +204,21 @@ class SyMuGen::Evaluator {
     stack.reserve(node->inputs().size());
     for (const Value* in : node->inputs())
       stack.push_back(env_.at(in));
+    auto id = gen_.nodeIds_.find(node);
+    const NodeId nodeId = id != gen_.nodeIds_.end() ? id->second : NodeId();
     const uint64_t before = at::sequence_number::peek();
-    op->second(stack);
+    {
+      CurrentNodeScope scope(nodeId);  // OpTracer attributes the op's events to the node
+      op->second(stack);
+    }
     const uint64_t after = at::sequence_number::peek();
     TORCH_INTERNAL_ASSERT(stack.size() == node->outputs().size(),
                           "SyMuGen: ", node->kind().toQualString(), " left ", stack.size(),
                           " values for ", node->outputs().size(), " outputs");
     for (size_t i = 0; i < stack.size(); ++i)
       env_[node->outputs()[i]] = std::move(stack[i]);
-    auto id = gen_.nodeIds_.find(node);
-    if (after > before && id != gen_.nodeIds_.end())
-      seqOwners_[before] = {after, id->second};
+    if (nodeId.valid())
+      owners_.add(before, after, nodeId);
   }
 
   void markTaken(const Block* branch) { taken_.insert(gen_.blockRegions_.at(branch)); }
@@ -179,9 +239,10 @@ class SyMuGen::Evaluator {
  private:
   SyMuGen& gen_;
   Graph& g_;
+  bool record_;
   std::unordered_map<const Value*, c10::IValue> env_;
   std::unordered_map<const Node*, torch::jit::Operation> ops_;
-  std::map<uint64_t, std::pair<uint64_t, NodeId>> seqOwners_;  // [begin -> (end, node)]
+  SequenceOwners owners_;
   std::unordered_set<NodeId> seen_;
   std::unordered_set<RegionId> taken_;           // branches that ran at least once
   std::unordered_map<RegionId, int64_t> trips_;  // loop body -> iterations in the step
@@ -234,15 +295,35 @@ std::vector<ValueInfo> savedTensorsOf(const std::shared_ptr<torch::autograd::Nod
 
 }  // namespace
 
+void SyMuGen::prepareEvaluator() {
+  if (lastUsesReady_)
+    return;
+  collectLastUses(ir_->block(), lastUses_);
+  lastUsesReady_ = true;
+}
+
+EvaluatorRun SyMuGen::forward(const std::vector<c10::IValue>& inputs) {
+  prepareEvaluator();
+  Graph unused;  // nothing is recorded into it: forward() keeps no values
+  Evaluator eval(*this, unused, /*record=*/false);
+  EvaluatorRun run;
+  run.output = eval.run(inputs);
+  run.nodesExecuted = eval.executed();
+  run.owners = eval.takeOwners();
+  return run;
+}
+
 StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
                                  const std::function<torch::Tensor(const c10::IValue&)>& lossFn) {
+  prepareEvaluator();
   StepCapture step;
   step.graph = graph_;
   Graph& g = step.graph;
-  Evaluator eval(*this, g);
+  Evaluator eval(*this, g, /*record=*/true);
   const c10::IValue output = eval.run(inputs);
   step.nodesExecuted = eval.executed();
   step.loss = lossFn(output);
+  step.owners = eval.owners();
 
   // Branches and loops of the step.
   for (size_t i = 0; i < g.regions().size(); ++i) {
@@ -303,7 +384,7 @@ StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
     backwardIds[fn.get()] = id;
     queue.push_back(fn);
     if (g.node(id).sequenceNr >= 0) {
-      const NodeId forward = eval.ownerOf(static_cast<uint64_t>(g.node(id).sequenceNr));
+      const NodeId forward = eval.owners().ownerOf(static_cast<uint64_t>(g.node(id).sequenceNr));
       if (forward.valid()) {
         g.link(forward, id);
         g.node(id).modulePath = g.node(forward).modulePath;

@@ -120,7 +120,6 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   ProgressPrinter progress(options.progress, options.progressIntervalSeconds, session.run.steps,
                            report.batchSize);
   // Steps 1..traceSteps are traced: step 0 runs TorchScript's profiling pass, not a typical step.
-  OpTracer tracer;
   std::vector<CounterSample> counters;
   std::optional<StepFeatures> last;  // the report keeps the last step's features
   auto traced = [&](int64_t step) {
@@ -132,9 +131,11 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         report.status = RunReport::Status::Interrupted;
         break;
       }
-      if (traced(i)) {
-        tracer.start();
-        tracer.markStep(i);
+      if (traced(i) && trainer.telemetry() != Telemetry::PerNode) {
+        OpTracerOptions ops;
+        ops.shapes = true;
+        trainer.setTelemetry(Telemetry::PerNode, ops);
+        trainer.setKeepEvents(true);
       }
       const StepResult r = trainer.step();
       if (traced(i)) {
@@ -142,7 +143,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         counters.push_back({"peak_memory_bytes", now, r.features[Feature::PeakMemory]});
         counters.push_back({"live_memory_bytes", now, r.features[Feature::LiveMemory]});
         if (!traced(i + 1))
-          tracer.stop();
+          trainer.setTelemetry(Telemetry::Features);
       }
       report.loss.push_back(r.loss);
       report.stepSeconds.push_back(r.seconds);
@@ -154,7 +155,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     report.status = RunReport::Status::Failed;
     report.error = "step " + std::to_string(report.stepsCompleted()) + ": " + oneLine(e);
   }
-  tracer.stop();
+  trainer.setTelemetry(Telemetry::Features);
   if (last) {
     for (int f = 0; f < kFeatureCount; ++f) {
       report.features.emplace_back(featureName(static_cast<Feature>(f)), last->values[f]);
@@ -162,7 +163,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   }
   if (options.trace) {
     try {
-      writeFileAtomically(*options.trace, chromeTrace(tracer.takeEvents(), counters));
+      writeFileAtomically(*options.trace,
+                          chromeTrace(trainer.takeEvents(), counters, &trainer.staticGraph()));
     } catch (const std::exception& e) {
       report.status = RunReport::Status::Failed;
       report.error = std::string("cannot write the trace: ") + e.what();

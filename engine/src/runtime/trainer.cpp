@@ -146,6 +146,21 @@ Trainer::Trainer(const Session& session) : session_(session) {
   broker_ = std::make_unique<MetaInfoBroker>(executor_->namedParameters());
 }
 
+void Trainer::setTelemetry(Telemetry level, OpTracerOptions ops) {
+  broker_->setEnabled(level != Telemetry::Off);
+  if (level == Telemetry::PerNode) {
+    staticGraph();
+    ops.deviceTime = ops.deviceTime || device_.is_cuda();
+    if (!tracer_)
+      tracer_ = std::make_unique<OpTracer>();
+    tracer_->stop();
+    tracer_->start(ops);
+  } else if (tracer_) {
+    tracer_->stop();
+  }
+  telemetry_ = level;
+}
+
 StepResult Trainer::step() {
   return runStep(nullptr);
 }
@@ -169,7 +184,15 @@ Graph Trainer::captureStep(StepResult* result) {
 }
 
 StepResult Trainer::runStep(Graph* capture) {
-  const auto active = broker_->beginStep();  // memory reports from here to the end of the step
+  const bool measured = telemetry_ != Telemetry::Off;
+  const bool perNode = telemetry_ == Telemetry::PerNode;
+  std::unique_ptr<c10::DebugInfoGuard> active;
+  if (measured)
+    active = broker_->beginStep(perNode);  // memory from here to the end of the step
+  if (perNode) {
+    tracer_->takeEvents();  // ops between steps belong to no step
+    tracer_->markStep(optimizer_->stepCount());
+  }
   const auto t0 = Clock::now();
   Batch batch = data_->batch(optimizer_->stepCount());
   for (auto& in : batch.inputs)
@@ -180,7 +203,8 @@ StepResult Trainer::runStep(Graph* capture) {
   };
   StepTimings timings;
   timings.data = secondsSince(t0);
-  const bool updateRatio = broker_->wantsUpdateRatio();
+  const bool updateRatio = measured && broker_->wantsUpdateRatio();
+  SequenceOwners owners;
 
   const MetaStepStats stats = optimizer_->step([&] {
     const auto tf = Clock::now();
@@ -189,7 +213,12 @@ StepResult Trainer::runStep(Graph* capture) {
       StepCapture step = symugen_->captureStep(
           batch.inputs, [&](const c10::IValue& out) { return lossOf(out.toTensor()); });
       *capture = std::move(step.graph);
+      owners = std::move(step.owners);
       loss = step.loss;
+    } else if (perNode) {
+      EvaluatorRun run = symugen_->forward(batch.inputs);
+      owners = std::move(run.owners);
+      loss = lossOf(run.output.toTensor());
     } else {
       loss = lossOf(executor_->forward(batch.inputs));
     }
@@ -197,6 +226,8 @@ StepResult Trainer::runStep(Graph* capture) {
     const auto tb = Clock::now();
     loss.backward();
     timings.backward = secondsSince(tb);
+    if (measured)
+      broker_->afterBackward();
     if (updateRatio)
       broker_->beforeUpdate();  // the closure ends right before the update
     return loss;
@@ -210,12 +241,26 @@ StepResult Trainer::runStep(Graph* capture) {
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.closureSeconds = stats.closureSeconds;
   r.updateSeconds = stats.updateSeconds;
+  if (!measured)
+    return r;
   timings.optimizer = stats.updateSeconds;
   timings.total = r.seconds;
   const auto& first = batch.inputs.front().toTensor();
   const int64_t sequence = first.dim() == 2 || first.dim() == 3 ? first.size(1) : 0;
   const double lr = optimizer_->inner().param_groups().front().options().get_lr();
+  if (perNode) {
+    std::vector<OpEvent> events = tracer_->takeEvents();
+    auto profile = std::make_shared<NodeProfile>(attributeOps(events, owners));
+    profile->step = r.step;
+    if (keepEvents_) {
+      keptEvents_.insert(keptEvents_.end(), std::make_move_iterator(events.begin()),
+                         std::make_move_iterator(events.end()));
+    }
+    r.nodes = profile;
+  }
   r.features = broker_->endStep(timings, r.loss, lr, batch.size, sequence);
+  if (r.nodes)
+    broker_->publishNodes(r.nodes);
   return r;
 }
 

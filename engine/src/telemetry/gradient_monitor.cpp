@@ -1,5 +1,6 @@
 #include "symtune/gradient_monitor.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <torch/torch.h>
@@ -19,27 +20,64 @@ GradientMonitor::GradientMonitor(
     s.numel = p.numel();
     stats_.push_back(std::move(s));
   }
+  pending_.resize(params_.size());
+  setEnabled(true);
+}
+
+void GradientMonitor::setEnabled(bool on) {
+  if (on == enabled() || params_.empty())
+    return;
+  if (!on) {
+    for (size_t i = 0; i < params_.size(); ++i)
+      params_[i].remove_hook(hookIds_[i]);
+    hookIds_.clear();
+    return;
+  }
   // Hooks capture a slot index; stats_ is never resized after this point (Note [Gradient hooks]).
   for (size_t slot = 0; slot < params_.size(); ++slot) {
-    hookIds_.push_back(params_[slot].register_hook([this, slot](const torch::Tensor& grad) {
-      ParameterStats& s = stats_[slot];
-      const torch::Tensor st = kernels::gradStats(grad.detach()).cpu();
-      const double* v = st.const_data_ptr<double>();
-      const int64_t nonFinite = static_cast<int64_t>(v[kernels::kNanCount] + v[kernels::kInfCount]);
-      const int64_t finite = grad.numel() - nonFinite;
-      s.hasGradient = true;
-      s.norm = std::sqrt(v[kernels::kSumSquares]);
-      s.meanAbs = finite > 0 ? v[kernels::kSumAbs] / static_cast<double>(finite) : 0.0;
-      s.maxAbs = v[kernels::kMaxAbs];
-      s.nanCount = static_cast<int64_t>(v[kernels::kNanCount]);
-      s.infCount = static_cast<int64_t>(v[kernels::kInfCount]);
-    }));
+    hookIds_.push_back(params_[slot].register_hook(
+        [this, slot](const torch::Tensor& grad) { pending_[slot] = grad.detach(); }));
   }
 }
 
+const std::vector<ParameterStats>& GradientMonitor::stats() const {
+  // Results grouped by device, each group read back with one copy.
+  std::vector<std::pair<c10::Device, std::vector<size_t>>> groups;
+  for (size_t slot = 0; slot < pending_.size(); ++slot) {
+    if (!pending_[slot].defined())
+      continue;
+    const c10::Device device = pending_[slot].device();
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const auto& g) { return g.first == device; });
+    if (group == groups.end())
+      group = groups.insert(groups.end(), {device, {}});
+    group->second.push_back(slot);
+  }
+  for (const auto& [device, slots] : groups) {
+    std::vector<torch::Tensor> grads;
+    for (size_t slot : slots)
+      grads.push_back(pending_[slot]);
+    const torch::Tensor all = kernels::gradStatsMulti(grads).to(torch::kCPU).contiguous();
+    const double* row = all.const_data_ptr<double>();
+    for (size_t i = 0; i < slots.size(); ++i, row += all.size(1)) {
+      ParameterStats& s = stats_[slots[i]];
+      const int64_t nonFinite =
+          static_cast<int64_t>(row[kernels::kNanCount] + row[kernels::kInfCount]);
+      const int64_t finite = s.numel - nonFinite;
+      s.hasGradient = true;
+      s.norm = std::sqrt(row[kernels::kSumSquares]);
+      s.meanAbs = finite > 0 ? row[kernels::kSumAbs] / static_cast<double>(finite) : 0.0;
+      s.maxAbs = row[kernels::kMaxAbs];
+      s.nanCount = static_cast<int64_t>(row[kernels::kNanCount]);
+      s.infCount = static_cast<int64_t>(row[kernels::kInfCount]);
+      pending_[slots[i]] = torch::Tensor();
+    }
+  }
+  return stats_;
+}
+
 GradientMonitor::~GradientMonitor() {
-  for (size_t i = 0; i < params_.size(); ++i)
-    params_[i].remove_hook(hookIds_[i]);
+  setEnabled(false);
 }
 
 void GradientMonitor::beginStep() {
@@ -49,6 +87,8 @@ void GradientMonitor::beginStep() {
     fresh.numel = s.numel;
     s = std::move(fresh);
   }
+  for (auto& p : pending_)
+    p = torch::Tensor();
   before_.clear();
 }
 
@@ -73,14 +113,14 @@ void GradientMonitor::afterUpdate() {
 
 double GradientMonitor::globalNorm() const {
   double sum = 0;
-  for (const auto& s : stats_)
+  for (const auto& s : stats())
     sum += s.norm * s.norm;
   return std::sqrt(sum);
 }
 
 int64_t GradientMonitor::nanCount() const {
   int64_t n = 0;
-  for (const auto& s : stats_)
+  for (const auto& s : stats())
     n += s.nanCount;
   return n;
 }

@@ -1,6 +1,11 @@
 #include "symtune/memory_tracker.h"
 
+#include <malloc.h>
+
 #include <atomic>
+#include <mutex>
+
+#include <c10/core/CPUAllocator.h>
 
 #include "symtune/torch_compat.h"
 
@@ -20,15 +25,28 @@ struct AtomicCounters {
   }
 };
 
+thread_local ThreadMemoryTotals tTotals;
+
 }  // namespace
+
+const ThreadMemoryTotals& threadMemoryTotals() {
+  return tTotals;
+}
 
 class MemoryTracker::Reporter final : public c10::MemoryReportingInfoBase {
  public:
   void reportMemoryUsage(void* /*ptr*/, int64_t allocSize, compat::MemoryReportTotal /*total*/,
                          compat::MemoryReportTotal /*reserved*/, c10::Device device) override {
     slot(device.type()).add(allocSize);
+    (allocSize >= 0 ? tTotals.allocated : tTotals.freed) += allocSize >= 0 ? allocSize : -allocSize;
   }
   bool memoryProfilingEnabled() const override { return true; }
+
+  int64_t liveBytes() const {
+    return cpu_.current.load(std::memory_order_relaxed) +
+           cuda_.current.load(std::memory_order_relaxed) +
+           other_.current.load(std::memory_order_relaxed);
+  }
 
   // Counters are atomics updated from const contexts too (reports arrive through a const tracker).
   AtomicCounters& slot(c10::DeviceType type) const {
@@ -59,6 +77,83 @@ void MemoryTracker::resetPeak() {
 MemoryCounters MemoryTracker::counters(c10::DeviceType device) const {
   const AtomicCounters& c = reporter_->slot(device);
   return {c.current.load(), c.peak.load(), c.allocations.load(), c.frees.load()};
+}
+
+std::optional<int64_t> MemoryTracker::activeLiveBytes() {
+  const auto* reporter = dynamic_cast<const Reporter*>(
+      c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE));
+  if (reporter == nullptr)
+    return std::nullopt;
+  return reporter->liveBytes();
+}
+
+namespace {
+
+AtomicCounters gCpuCounts;
+std::atomic<c10::DeleterFnPtr> gWrappedDeleter{nullptr};
+
+void countingDelete(void* data) {
+  gCpuCounts.add(-static_cast<int64_t>(malloc_usable_size(data)));
+  gWrappedDeleter.load(std::memory_order_relaxed)(data);
+}
+
+// Note [Step memory without reports]
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit CountingCpuAllocator(c10::Allocator* inner) : inner_(inner) {}
+
+  c10::DataPtr allocate(size_t n) override {
+    c10::DataPtr block = inner_->allocate(n);
+    void* data = block.get();
+    c10::DeleterFnPtr wrapped = block.get_deleter();
+    c10::DeleterFnPtr expected = nullptr;
+    // Only blocks that own their memory through one plain deleter are counted (LibTorch's default
+    // CPU allocator hands out only those).
+    if (data == nullptr || data != block.get_context() || wrapped == nullptr ||
+        (!gWrappedDeleter.compare_exchange_strong(expected, wrapped) && expected != wrapped)) {
+      return block;
+    }
+    if (!block.compare_exchange_deleter(wrapped, &countingDelete))
+      return block;
+    gCpuCounts.add(static_cast<int64_t>(malloc_usable_size(data)));
+    return block;
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return gWrappedDeleter.load() != nullptr ? &countingDelete : inner_->raw_deleter();
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    inner_->copy_data(dest, src, count);
+  }
+
+ private:
+  c10::Allocator* inner_;
+};
+
+CountingCpuAllocator* installCounting() {
+  static CountingCpuAllocator* installed = [] {
+    auto* counting = new CountingCpuAllocator(c10::GetCPUAllocator());  // lives as long as LibTorch
+    c10::SetCPUAllocator(counting, /*priority=*/0);
+    return counting;
+  }();
+  return installed;
+}
+
+}  // namespace
+
+bool CpuAllocationCounter::active() {
+  const CountingCpuAllocator* counting = installCounting();  // before asking which is in use
+  return c10::GetCPUAllocator() == counting;
+}
+
+MemoryCounters CpuAllocationCounter::counters() {
+  return {gCpuCounts.current.load(), gCpuCounts.peak.load(), gCpuCounts.allocations.load(),
+          gCpuCounts.frees.load()};
+}
+
+void CpuAllocationCounter::resetPeak() {
+  gCpuCounts.peak.store(gCpuCounts.current.load());
+  gCpuCounts.allocations.store(0);
+  gCpuCounts.frees.store(0);
 }
 
 }  // namespace symtune

@@ -39,12 +39,19 @@ const char* featureName(Feature feature) {
 MetaInfoBroker::MetaInfoBroker(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
                                MetaInfoBrokerOptions options)
     : options_(options), gradients_(parameters) {
+  for (const auto& [name, p] : parameters)
+    cudaModel_ = cudaModel_ || p.is_cuda();
 }
 
 MetaInfoBroker::~MetaInfoBroker() = default;
 
-std::unique_ptr<c10::DebugInfoGuard> MetaInfoBroker::beginStep() {
+std::unique_ptr<c10::DebugInfoGuard> MetaInfoBroker::beginStep(bool perOpMemory) {
   gradients_.beginStep();
+  countedStep_ = !perOpMemory && !cudaModel_ && CpuAllocationCounter::active();
+  if (countedStep_) {
+    CpuAllocationCounter::resetPeak();
+    return nullptr;
+  }
   auto guard = memory_.activate();
   memory_.resetPeak();
   return guard;
@@ -68,7 +75,8 @@ const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, d
   f[Feature::BatchSize] = static_cast<double>(batchSize);
   f[Feature::SequenceLength] = static_cast<double>(sequenceLength);
 
-  const MemoryCounters cpu = memory_.counters(c10::DeviceType::CPU);
+  const MemoryCounters cpu =
+      countedStep_ ? CpuAllocationCounter::counters() : memory_.counters(c10::DeviceType::CPU);
   const MemoryCounters cuda = memory_.counters(c10::DeviceType::CUDA);
   f[Feature::PeakMemory] = static_cast<double>(std::max(cpu.peak, cuda.peak));
   f[Feature::LiveMemory] = static_cast<double>(cpu.current + cuda.current);
@@ -121,8 +129,20 @@ int MetaInfoBroker::subscribe(Subscriber subscriber) {
   return nextSubscriber_++;
 }
 
+int MetaInfoBroker::subscribeNodes(NodeSubscriber subscriber) {
+  nodeSubscribers_.emplace(nextSubscriber_, std::move(subscriber));
+  return nextSubscriber_++;
+}
+
 void MetaInfoBroker::unsubscribe(int id) {
   subscribers_.erase(id);
+  nodeSubscribers_.erase(id);
+}
+
+void MetaInfoBroker::publishNodes(std::shared_ptr<const NodeProfile> profile) {
+  lastNodes_ = std::move(profile);
+  for (const auto& [id, subscriber] : nodeSubscribers_)
+    subscriber(*lastNodes_);
 }
 
 }  // namespace symtune

@@ -2,15 +2,35 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <sstream>
 
 #include <ATen/record_function.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <nlohmann/json.hpp>
 
+#include "symtune/graph.h"
+#include "symtune/memory_tracker.h"
+
 namespace symtune {
+
+namespace {
+
+// A pair of CUDA events around one outermost op, reused from step to step.
+struct DeviceSpan {
+  c10::Event begin{c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT};
+  c10::Event end{c10::DeviceType::CUDA, c10::EventFlag::BACKEND_DEFAULT};
+};
+
+}  // namespace
 
 struct OpTracer::Buffer {
   uint64_t thread = 0;
   std::vector<OpEvent> events;
+  std::vector<std::unique_ptr<DeviceSpan>> spans;  // spans[i] timed events[spanOwners[i]]
+  std::vector<size_t> spanOwners;
+  size_t spansUsed = 0;
 };
 
 namespace {
@@ -23,40 +43,103 @@ struct ThreadSlot {
   OpTracer::Buffer* buffer = nullptr;
 };
 thread_local ThreadSlot tSlot;
+thread_local int tDepth = 0;
+constexpr size_t kUnfinished = SIZE_MAX;  // a span whose op has not ended while recording
+constexpr const char* kEngineFrame =
+    "autograd::engine::evaluate_function: ";  // RecordFunctions of ours open on this thread
 
 struct StartContext : at::ObserverContext {
   int64_t startNs = 0;
   int64_t step = -1;
+  int depth = 0;
+  NodeId node;
+  ThreadMemoryTotals memory;
+  int64_t span = -1;  // index into the thread buffer's spans
+  std::string shapes;
 };
+
+std::string shapesOf(c10::ArrayRef<const c10::IValue> inputs) {
+  std::ostringstream s;
+  s << '[';
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0)
+      s << ", ";
+    if (inputs[i].isTensor() && inputs[i].toTensor().defined()) {
+      s << inputs[i].toTensor().sizes();
+    } else {
+      s << "[]";
+    }
+  }
+  s << ']';
+  return s.str();
+}
+
+c10::Stream currentCudaStream() {
+  const c10::impl::DeviceGuardImplInterface* impl =
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  return impl->getStream(impl->getDevice());
+}
 
 }  // namespace
 
 // Gives the C-style callbacks access to the tracer's internals.
 struct TracerAccess {
-  static std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& /*fn*/) {
+  static std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     OpTracer* tracer = gActive.load(std::memory_order_acquire);
     if (tracer == nullptr)
       return nullptr;
     auto ctx = std::make_unique<StartContext>();
     ctx->step = tracer->step_.load(std::memory_order_relaxed);
-    ctx->startNs = OpTracer::nowNs();
+    ctx->depth = tDepth++;
+    ctx->node = currentNode();
+    ctx->memory = threadMemoryTotals();
+    if (tracer->options_.shapes)
+      ctx->shapes = shapesOf(fn.inputs());
+    if (tracer->options_.deviceTime && ctx->depth == 0) {
+      OpTracer::Buffer& buffer = tracer->bufferForThisThread();
+      if (buffer.spansUsed == buffer.spans.size()) {
+        buffer.spans.push_back(std::make_unique<DeviceSpan>());
+        buffer.spanOwners.push_back(kUnfinished);
+      }
+      buffer.spanOwners[buffer.spansUsed] = kUnfinished;
+      ctx->span = static_cast<int64_t>(buffer.spansUsed++);
+      buffer.spans[static_cast<size_t>(ctx->span)]->begin.record(currentCudaStream());
+    }
+    ctx->startNs = OpTracer::nowNs();  // last: the bookkeeping above is not the op's time
     return ctx;
   }
 
   static void onEnd(const at::RecordFunction& fn, at::ObserverContext* raw) {
-    OpTracer* tracer = gActive.load(std::memory_order_acquire);
     auto* ctx = static_cast<StartContext*>(raw);
-    if (tracer == nullptr || ctx == nullptr)
+    if (ctx == nullptr)
+      return;
+    const int64_t endNs = OpTracer::nowNs();
+    --tDepth;
+    OpTracer* tracer = gActive.load(std::memory_order_acquire);
+    if (tracer == nullptr)
       return;
     OpEvent e;
     e.name = fn.name();
     e.startNs = ctx->startNs;
-    e.durationNs = OpTracer::nowNs() - ctx->startNs;
+    e.durationNs = endNs - ctx->startNs;
     e.sequenceNr = fn.seqNr();
     e.step = ctx->step;
     e.backward = fn.scope() == at::RecordScope::BACKWARD_FUNCTION;
+    e.depth = ctx->depth;
+    e.node = ctx->node;
+    const ThreadMemoryTotals& now = threadMemoryTotals();
+    e.bytesAllocated = now.allocated - ctx->memory.allocated;
+    e.bytesFreed = now.freed - ctx->memory.freed;
+    if (ctx->depth == 0)
+      e.liveBytesAfter = MemoryTracker::activeLiveBytes();
+    e.shapes = std::move(ctx->shapes);
     OpTracer::Buffer& buffer = tracer->bufferForThisThread();
     e.thread = buffer.thread;
+    if (ctx->span >= 0) {
+      const auto span = static_cast<size_t>(ctx->span);
+      buffer.spans[span]->end.record(currentCudaStream());
+      buffer.spanOwners[span] = buffer.events.size();
+    }
     buffer.events.push_back(std::move(e));
   }
 };
@@ -84,14 +167,16 @@ OpTracer::Buffer& OpTracer::bufferForThisThread() {
   return *tSlot.buffer;
 }
 
-void OpTracer::start() {
+void OpTracer::start(const OpTracerOptions& options) {
   if (handle_ != 0)
     return;
   OpTracer* expected = nullptr;
   TORCH_CHECK(gActive.compare_exchange_strong(expected, this),
               "another OpTracer is recording; one at a time");
+  options_ = options;
   handle_ = at::addGlobalCallback(
       at::RecordFunctionCallback(&TracerAccess::onStart, &TracerAccess::onEnd)
+          .needsInputs(options.shapes)
           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
 }
 
@@ -107,17 +192,114 @@ std::vector<OpEvent> OpTracer::takeEvents() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<OpEvent> all;
   for (auto& b : buffers_) {
+    for (size_t i = 0; i < b->spansUsed; ++i) {
+      if (b->spanOwners[i] == kUnfinished)
+        continue;
+      DeviceSpan& span = *b->spans[i];
+      span.end.synchronize();
+      b->events[b->spanOwners[i]].deviceNs =
+          static_cast<int64_t>(span.begin.elapsedTime(span.end) * 1e6);  // ms
+    }
+    b->spansUsed = 0;
     all.insert(all.end(), std::make_move_iterator(b->events.begin()),
                std::make_move_iterator(b->events.end()));
     b->events.clear();
   }
-  std::sort(all.begin(), all.end(),
-            [](const OpEvent& a, const OpEvent& b) { return a.startNs < b.startNs; });
+  // By start; an op and the first op nested in it may share a start: the outer one first.
+  std::sort(all.begin(), all.end(), [](const OpEvent& a, const OpEvent& b) {
+    return a.startNs != b.startNs ? a.startNs < b.startNs : a.depth < b.depth;
+  });
   return all;
 }
 
+NodeProfile attributeOps(std::vector<OpEvent>& events, const SequenceOwners& owners) {
+  NodeProfile profile;
+  std::map<int32_t, NodeStats> nodes;
+  std::map<std::string, double> unattributed;
+  // Per thread, the chain of ops open at the current event: an event's parent is the chain's
+  // last entry one level up.
+  struct Open {
+    size_t event;
+    bool summed;   // it, or an op enclosing it, is summed in a node already
+    bool counted;  // it is summed in a node
+  };
+  std::map<uint64_t, std::vector<Open>> chains;
+  profile.ops = static_cast<int64_t>(events.size());
+  for (size_t i = 0; i < events.size(); ++i) {  // by start time: parents come before children
+    OpEvent& e = events[i];
+    if (profile.step < 0)
+      profile.step = e.step;
+    auto& chain = chains[e.thread];
+    chain.resize(std::min(chain.size(), static_cast<size_t>(e.depth)));
+    const Open* parent = chain.empty() ? nullptr : &chain.back();
+    if (e.backward && e.sequenceNr >= 0)
+      e.node = owners.ownerOf(static_cast<uint64_t>(e.sequenceNr));
+    if (!e.node.valid() && parent != nullptr)
+      e.node = events[parent->event].node;
+    const bool covered = parent != nullptr && parent->summed;
+    const bool counted = !covered && e.node.valid();
+    const double seconds = static_cast<double>(e.durationNs) * 1e-9;
+    if (counted) {
+      // The autograd engine runs each function inside its own outermost op
+      // ("autograd::engine::evaluate_function: ConvolutionBackward0"): all of that frame is the
+      // node's backward (input buffers, stream guards and hooks included).
+      const OpEvent* frame = nullptr;
+      if (e.backward && chain.size() == 1 && !chain.front().counted &&
+          events[chain.front().event].name.rfind(kEngineFrame, 0) == 0) {
+        frame = &events[chain.front().event];
+      }
+      const OpEvent& whole = frame != nullptr ? *frame : e;
+      const double credit = static_cast<double>(whole.durationNs) * 1e-9;
+      NodeStats& n = nodes[e.node.value()];
+      n.node = e.node;
+      auto addDevice = [&](std::optional<double>& total) {
+        if (whole.deviceNs)
+          total = total.value_or(0.0) + static_cast<double>(*whole.deviceNs) * 1e-9;
+      };
+      if (e.backward) {
+        ++n.backwardCalls;
+        n.backwardSeconds += credit;
+        n.backwardBytesAllocated += whole.bytesAllocated;
+        n.backwardBytesFreed += whole.bytesFreed;
+        addDevice(n.backwardDeviceSeconds);
+      } else {
+        ++n.calls;
+        n.forwardSeconds += credit;
+        n.bytesAllocated += e.bytesAllocated;
+        n.bytesFreed += e.bytesFreed;
+        if (e.liveBytesAfter)
+          n.liveBytesAfter = e.liveBytesAfter;
+        addDevice(n.forwardDeviceSeconds);
+      }
+      profile.attributedSeconds += credit;
+      // The outermost op around it belongs to no node (the engine's frame, or a caller's own
+      // RecordFunction): it keeps only the time that is not in a node.
+      if (!chain.empty() && !chain.front().counted) {
+        OpEvent& outer = events[chain.front().event];
+        unattributed[outer.name] -= credit;
+        profile.unattributedSeconds -= credit;
+        if (frame != nullptr)
+          outer.node = e.node;
+      }
+    } else if (e.depth == 0) {
+      unattributed[e.name] += seconds;
+      profile.unattributedSeconds += seconds;
+    }
+    chain.push_back({i, covered || counted, counted});
+  }
+  for (auto& [id, n] : nodes)
+    profile.nodes.push_back(n);
+  for (const auto& [name, seconds] : unattributed) {
+    if (seconds > 1e-12)  // frames wholly credited to nodes leave (rounding) zero
+      profile.unattributed.emplace_back(name, seconds);
+  }
+  std::sort(profile.unattributed.begin(), profile.unattributed.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  return profile;
+}
+
 std::string chromeTrace(const std::vector<OpEvent>& events,
-                        const std::vector<CounterSample>& counters) {
+                        const std::vector<CounterSample>& counters, const Graph* graph) {
   using json = nlohmann::ordered_json;
   int64_t origin = INT64_MAX;
   for (const auto& e : events)
@@ -135,6 +317,26 @@ std::string chromeTrace(const std::vector<OpEvent>& events,
                   {"tid", 0},
                   {"args", {{"name", "symtune-runner"}}}});
   for (const auto& e : events) {
+    json args = {{"step", e.step},
+                 {"sequence_nr", e.sequenceNr},
+                 {"bytes_allocated", e.bytesAllocated},
+                 {"bytes_freed", e.bytesFreed}};
+    if (e.liveBytesAfter)
+      args["live_bytes_after"] = *e.liveBytesAfter;
+    if (e.deviceNs)
+      args["device_us"] = static_cast<double>(*e.deviceNs) / 1000.0;
+    if (!e.shapes.empty())
+      args["input_shapes"] = e.shapes;
+    if (e.node.valid()) {
+      args["node"] = e.node.value();
+      if (graph != nullptr && static_cast<size_t>(e.node.value()) < graph->nodes().size()) {
+        const GraphNode& n = graph->node(e.node);
+        args["node_kind"] = n.kind;
+        args["module"] = n.modulePath;
+        if (n.source.known())
+          args["source"] = n.source.file + ":" + std::to_string(n.source.line);
+      }
+    }
     list.push_back({{"name", e.name},
                     {"cat", e.backward ? "backward" : "op"},
                     {"ph", "X"},
@@ -142,7 +344,14 @@ std::string chromeTrace(const std::vector<OpEvent>& events,
                     {"dur", static_cast<double>(e.durationNs) / 1000.0},
                     {"pid", 1},
                     {"tid", e.thread},
-                    {"args", {{"step", e.step}, {"sequence_nr", e.sequenceNr}}}});
+                    {"args", std::move(args)}});
+    if (e.liveBytesAfter) {  // the memory curve, one sample per outermost op
+      list.push_back({{"name", "live_bytes"},
+                      {"ph", "C"},
+                      {"ts", us(e.startNs + e.durationNs)},
+                      {"pid", 1},
+                      {"args", {{"value", *e.liveBytesAfter}}}});
+    }
   }
   for (const auto& c : counters) {
     list.push_back({{"name", c.name},

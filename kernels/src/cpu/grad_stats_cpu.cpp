@@ -1,13 +1,14 @@
-// CPU implementation of symtune::grad_stats: parallel over chunks, each chunk accumulated in
-// double, then combined.
+// CPU implementation of symtune::grad_stats and symtune::grad_stats_multi: every tensor cut into
+// chunks, all chunks of all tensors in one parallel loop, each accumulated in double, then
+// combined per tensor. One call for a model's gradients instead of one dispatch per parameter.
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
-#include <c10/util/irange.h>
 #include <torch/library.h>
 
 #include "symtune/kernels/grad_stats.h"
@@ -21,8 +22,9 @@ struct Partial {
   int64_t nans = 0, infs = 0;
 };
 
+// The exact path: any values, non-finite ones counted and left out of the sums.
 template <typename T>
-void accumulate(const T* data, int64_t begin, int64_t end, Partial& p) {
+void accumulateAny(const T* data, int64_t begin, int64_t end, Partial& p) {
   for (int64_t i = begin; i < end; ++i) {
     const double v = static_cast<double>(data[i]);
     if (std::isnan(v)) {
@@ -38,38 +40,148 @@ void accumulate(const T* data, int64_t begin, int64_t end, Partial& p) {
   }
 }
 
-at::Tensor gradStatsCpu(const at::Tensor& g) {
-  TORCH_CHECK(g.is_floating_point(), "symtune::grad_stats expects a floating point tensor, got ",
-              g.scalar_type());
-  const at::Tensor c = g.contiguous();
-  const int64_t n = c.numel();
-  constexpr int64_t kGrain = 32768;
-  const int64_t chunks = std::max<int64_t>(1, (n + kGrain - 1) / kGrain);
-  std::vector<Partial> partials(static_cast<size_t>(chunks));
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, c.scalar_type(), "grad_stats_cpu", [&] {
-    const scalar_t* data = c.const_data_ptr<scalar_t>();
-    at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
-      for (int64_t k = first; k < last; ++k) {
-        accumulate(data, k * kGrain, std::min(n, (k + 1) * kGrain), partials[k]);
-      }
-    });
-  });
-  Partial total;
-  for (const auto& p : partials) {
-    total.sumSquares += p.sumSquares;
-    total.sumAbs += p.sumAbs;
-    total.maxAbs = std::max(total.maxAbs, p.maxAbs);
-    total.nans += p.nans;
-    total.infs += p.infs;
+// The fast path for float and double: independent lanes without a branch per element, which the
+// compiler vectorises. v - v is 0 for a finite v and NaN otherwise, so `bad` tells whether the
+// chunk needs the exact path. Returns false (p untouched) when it does.
+template <typename T>
+bool accumulateFinite(const T* data, int64_t begin, int64_t end, Partial& p) {
+  constexpr int kLanes = 8;
+  double sq[kLanes] = {}, ab[kLanes] = {}, mx[kLanes] = {}, bad[kLanes] = {};
+  int64_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const double v = static_cast<double>(data[i + l]);
+      const double a = std::fabs(v);
+      sq[l] += v * v;
+      ab[l] += a;
+      mx[l] = a > mx[l] ? a : mx[l];
+      bad[l] += v - v;
+    }
   }
-  at::Tensor out = at::empty({kGradStatCount}, c.options().dtype(at::kDouble));
+  for (; i < end; ++i) {
+    const double v = static_cast<double>(data[i]);
+    const double a = std::fabs(v);
+    sq[0] += v * v;
+    ab[0] += a;
+    mx[0] = a > mx[0] ? a : mx[0];
+    bad[0] += v - v;
+  }
+  Partial q;
+  double anyBad = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    q.sumSquares += sq[l];
+    q.sumAbs += ab[l];
+    q.maxAbs = mx[l] > q.maxAbs ? mx[l] : q.maxAbs;
+    anyBad += bad[l];
+  }
+  if (!(anyBad == 0))
+    return false;
+  p = q;
+  return true;
+}
+
+// float: lanes of float, added into double every block of 1024 elements (each lane sums 64 values
+// in float: a relative error of about 1e-7, far below what a float gradient resolves), four times
+// the speed of double lanes.
+bool accumulateFinite(const float* data, int64_t begin, int64_t end, Partial& p) {
+  constexpr int kLanes = 16;
+  constexpr int64_t kBlock = 1024;
+  float mx[kLanes] = {}, bad[kLanes] = {};
+  Partial q;
+  int64_t i = begin;
+  while (i + kBlock <= end) {
+    float sq[kLanes] = {}, ab[kLanes] = {};
+    for (const int64_t blockEnd = i + kBlock; i < blockEnd; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) {
+        const float v = data[i + l];
+        const float a = std::fabs(v);
+        sq[l] += v * v;
+        ab[l] += a;
+        mx[l] = a > mx[l] ? a : mx[l];
+        bad[l] += v - v;
+      }
+    }
+    for (int l = 0; l < kLanes; ++l) {
+      q.sumSquares += sq[l];
+      q.sumAbs += ab[l];
+    }
+  }
+  Partial tail;
+  if (!accumulateFinite<float>(data, i, end, tail))
+    return false;
+  float anyBad = 0;
+  for (int l = 0; l < kLanes; ++l) {
+    q.maxAbs = std::max(q.maxAbs, static_cast<double>(mx[l]));
+    anyBad += bad[l];
+  }
+  if (!(anyBad == 0))
+    return false;
+  q.sumSquares += tail.sumSquares;
+  q.sumAbs += tail.sumAbs;
+  q.maxAbs = std::max(q.maxAbs, tail.maxAbs);
+  p = q;
+  return true;
+}
+
+template <typename T>
+void accumulate(const T* data, int64_t begin, int64_t end, Partial& p) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (accumulateFinite(data, begin, end, p))
+      return;
+  }
+  accumulateAny(data, begin, end, p);
+}
+
+struct Chunk {
+  size_t tensor;
+  int64_t begin, end;
+};
+
+// Row i of the result: the statistics of grads[i].
+at::Tensor gradStatsMultiCpu(at::TensorList grads) {
+  std::vector<at::Tensor> tensors;
+  std::vector<Chunk> chunks;
+  constexpr int64_t kGrain = 32768;
+  for (size_t t = 0; t < grads.size(); ++t) {
+    const at::Tensor& g = grads[t];
+    TORCH_CHECK(g.is_floating_point(), "symtune::grad_stats expects floating point tensors, got ",
+                g.scalar_type(), " (tensor ", t, ")");
+    TORCH_CHECK(g.device().is_cpu(), "symtune::grad_stats_multi: tensor ", t, " is on ", g.device(),
+                ", the first on cpu");
+    tensors.push_back(g.contiguous());
+    const int64_t n = g.numel();
+    for (int64_t b = 0; b < n; b += kGrain)
+      chunks.push_back({t, b, std::min(n, b + kGrain)});
+  }
+  std::vector<Partial> partials(chunks.size());
+  at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k) {
+      const Chunk& c = chunks[static_cast<size_t>(k)];
+      const at::Tensor& t = tensors[c.tensor];
+      AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "grad_stats_cpu",
+                                      [&] {
+                                        accumulate(t.const_data_ptr<scalar_t>(), c.begin, c.end,
+                                                   partials[static_cast<size_t>(k)]);
+                                      });
+    }
+  });
+  at::Tensor out = at::zeros({static_cast<int64_t>(grads.size()), kGradStatCount},
+                             at::TensorOptions().dtype(at::kDouble));
   double* o = out.data_ptr<double>();
-  o[kSumSquares] = total.sumSquares;
-  o[kSumAbs] = total.sumAbs;
-  o[kMaxAbs] = total.maxAbs;
-  o[kNanCount] = static_cast<double>(total.nans);
-  o[kInfCount] = static_cast<double>(total.infs);
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    const Partial& p = partials[k];
+    double* row = o + chunks[k].tensor * kGradStatCount;
+    row[kSumSquares] += p.sumSquares;
+    row[kSumAbs] += p.sumAbs;
+    row[kMaxAbs] = std::max(row[kMaxAbs], p.maxAbs);
+    row[kNanCount] += static_cast<double>(p.nans);
+    row[kInfCount] += static_cast<double>(p.infs);
+  }
   return out;
+}
+
+at::Tensor gradStatsCpu(const at::Tensor& g) {
+  return gradStatsMultiCpu({g})[0];
 }
 
 }  // namespace
@@ -77,4 +189,5 @@ at::Tensor gradStatsCpu(const at::Tensor& g) {
 
 TORCH_LIBRARY_IMPL(symtune, CPU, m) {
   m.impl("grad_stats", &symtune::kernels::gradStatsCpu);
+  m.impl("grad_stats_multi", &symtune::kernels::gradStatsMultiCpu);
 }

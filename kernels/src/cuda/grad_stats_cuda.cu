@@ -67,25 +67,42 @@ __global__ void gradStatsKernel(const T* __restrict__ data, int64_t n, double* o
   }
 }
 
-at::Tensor gradStatsCuda(const at::Tensor& g) {
+// Adds g's statistics into out[0..4] (zeroed by the caller) on the current stream.
+void launchGradStats(const at::Tensor& g, double* out) {
   TORCH_CHECK(g.is_floating_point(), "symtune::grad_stats expects a floating point tensor, got ",
               g.scalar_type());
-  const c10::cuda::CUDAGuard guard(g.device());
   const at::Tensor c = g.contiguous();
-  at::Tensor out = at::zeros({kGradStatCount}, c.options().dtype(at::kDouble));
   const int64_t n = c.numel();
   if (n == 0)
-    return out;
+    return;
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
   const int64_t wanted = (n + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(std::min<int64_t>(wanted, static_cast<int64_t>(sms) * 8));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, c.scalar_type(), "grad_stats_cuda",
-                                  [&] {
-                                    gradStatsKernel<scalar_t><<<blocks, kThreads, 0, stream>>>(
-                                        c.const_data_ptr<scalar_t>(), n, out.data_ptr<double>());
-                                  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, c.scalar_type(), "grad_stats_cuda", [&] {
+        gradStatsKernel<scalar_t>
+            <<<blocks, kThreads, 0, stream>>>(c.const_data_ptr<scalar_t>(), n, out);
+      });
   SYMTUNE_CUDA_CHECK(cudaGetLastError());
+}
+
+at::Tensor gradStatsCuda(const at::Tensor& g) {
+  const c10::cuda::CUDAGuard guard(g.device());
+  at::Tensor out = at::zeros({kGradStatCount}, g.options().dtype(at::kDouble));
+  launchGradStats(g, out.data_ptr<double>());
+  return out;
+}
+
+at::Tensor gradStatsMultiCuda(at::TensorList grads) {
+  const c10::cuda::CUDAGuard guard(grads[0].device());
+  at::Tensor out = at::zeros({static_cast<int64_t>(grads.size()), kGradStatCount},
+                             grads[0].options().dtype(at::kDouble));
+  for (size_t i = 0; i < grads.size(); ++i) {
+    TORCH_CHECK(grads[i].device() == grads[0].device(), "symtune::grad_stats_multi: tensor ", i,
+                " is on ", grads[i].device(), ", the first on ", grads[0].device());
+    launchGradStats(grads[i], out.data_ptr<double>() + i * kGradStatCount);
+  }
   return out;
 }
 
@@ -94,4 +111,5 @@ at::Tensor gradStatsCuda(const at::Tensor& g) {
 
 TORCH_LIBRARY_IMPL(symtune, CUDA, m) {
   m.impl("grad_stats", &symtune::kernels::gradStatsCuda);
+  m.impl("grad_stats_multi", &symtune::kernels::gradStatsMultiCuda);
 }

@@ -1,0 +1,30 @@
+#pragma once
+// Small helpers the benchmarks share: medians and the machine's CPU model.
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace symtune::bench {
+
+inline double median(std::vector<double> v) {
+  if (v.empty())
+    return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The "model name" line of /proc/cpuinfo, or "unknown".
+inline std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0)
+      return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+}  // namespace symtune::bench
