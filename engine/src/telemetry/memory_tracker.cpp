@@ -3,7 +3,6 @@
 #include <malloc.h>
 
 #include <atomic>
-#include <mutex>
 
 #include <c10/core/CPUAllocator.h>
 

@@ -43,10 +43,10 @@ struct ThreadSlot {
   OpTracer::Buffer* buffer = nullptr;
 };
 thread_local ThreadSlot tSlot;
-thread_local int tDepth = 0;
+thread_local int tDepth = 0;              // RecordFunctions of ours open on this thread
 constexpr size_t kUnfinished = SIZE_MAX;  // a span whose op has not ended while recording
-constexpr const char* kEngineFrame =
-    "autograd::engine::evaluate_function: ";  // RecordFunctions of ours open on this thread
+// The name prefix of the autograd engine's frame around each function it runs.
+constexpr const char* kEngineFrame = "autograd::engine::evaluate_function: ";
 
 struct StartContext : at::ObserverContext {
   int64_t startNs = 0;
