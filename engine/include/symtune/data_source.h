@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <torch/script.h>
@@ -13,9 +14,11 @@
 namespace symtune {
 
 struct Batch {
-  std::vector<torch::jit::IValue> inputs;  // the model's forward arguments
-  torch::Tensor target;                    // class indices, int64 [batch]
-  int64_t size = 0;                        // samples in the batch
+  std::vector<torch::jit::IValue> inputs;  // the model's forward arguments (tensors, ints, int[])
+  // Class indices, int64: [batch], or one per position flattened for per-token tasks ([batch *
+  // positions], -100 where a position is padding: cross_entropy's ignore_index).
+  torch::Tensor target;
+  int64_t size = 0;  // samples in the batch
 };
 
 class DataSource {
@@ -26,12 +29,13 @@ class DataSource {
 };
 
 // Image classification whose task is learnable: class c's images are a fixed random template plus
-// unit Gaussian noise.
+// Gaussian noise. With a noise range each sample's noise scale is drawn uniformly from it, so some
+// samples are easy and some hard (what an early-exit network needs).
 //   ClassTemplateImages data(/*classes=*/10, /*shape=*/{3, 32, 32}, /*batch=*/16, /*seed=*/0);
 class ClassTemplateImages final : public DataSource {
  public:
   ClassTemplateImages(int64_t classes, std::vector<int64_t> sampleShape, int64_t batchSize,
-                      uint64_t seed);
+                      uint64_t seed, std::pair<double, double> noise = {1.0, 1.0});
   Batch batch(int64_t index) override;
   int64_t batchSize() const override { return batchSize_; }
 
@@ -39,6 +43,7 @@ class ClassTemplateImages final : public DataSource {
   int64_t classes_, batchSize_;
   std::vector<int64_t> sampleShape_;
   uint64_t seed_;
+  std::pair<double, double> noise_;
   torch::Tensor templates_;  // [classes, sampleShape...]
 };
 

@@ -21,6 +21,10 @@ class Executor {
   virtual std::vector<std::pair<std::string, torch::Tensor>> namedParameters() = 0;
   virtual void setTraining(bool on) = 0;
   virtual void to(const torch::Device& device) = 0;
+  // The TorchScript module it runs, if any (graph capture and per-node telemetry need one).
+  virtual torch::jit::Module* scriptModule() { return nullptr; }
+  // A short name for reports: "torchscript", "checkpoint", ...
+  virtual const char* name() const = 0;
 };
 
 // Runs a TorchScript module's `forward` with TorchScript's default (profiling) executor.
@@ -33,6 +37,8 @@ class ScriptModuleExecutor final : public Executor {
   std::vector<std::pair<std::string, torch::Tensor>> namedParameters() override;
   void setTraining(bool on) override;
   void to(const torch::Device& device) override;
+  torch::jit::Module* scriptModule() override { return &module_; }
+  const char* name() const override { return "torchscript"; }
 
   torch::jit::Module& module() { return module_; }
 

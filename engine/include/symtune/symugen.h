@@ -42,11 +42,31 @@ struct StepCapture {
   SequenceOwners owners;      // which node created which autograd functions
 };
 
+// The operator templates' cost of one forward, summed over every op execution (loop bodies on
+// each trip, with that trip's shapes).
+struct ForwardCost {
+  double flops = 0;
+  double bytes = 0;            // read plus written
+  int64_t opsWithoutCost = 0;  // op executions without a template (or whose shapes it lacks)
+};
+
 // A forward run through the evaluator for per-node telemetry (no graph is built).
 struct EvaluatorRun {
   c10::IValue output;
   SequenceOwners owners;  // which node created which autograd functions
   int64_t nodesExecuted = 0;
+  int64_t checkpointed = 0;  // top-level block calls run under checkpointing
+  ForwardCost cost;          // with ForwardOptions::countCost
+};
+
+struct ForwardOptions {
+  // Full activation checkpointing (Note [Checkpointed spans]): every top-level block runs without
+  // keeping its activations for backward, and runs again during backward to compute its
+  // gradients. Only while grad mode is on.
+  bool checkpoint = false;
+  // Sum every op's template cost (cost_templates.h) into EvaluatorRun::cost: slower, for
+  // benchmarks' FLOP counts.
+  bool countCost = false;
 };
 
 class SyMuGen {
@@ -65,15 +85,23 @@ class SyMuGen {
 
   // Runs one forward on `inputs` through the evaluator, publishing each op's node to OpTracer
   // (node_context.h): the per-node telemetry path. The output trains like the module's own.
-  EvaluatorRun forward(const std::vector<c10::IValue>& inputs);
+  EvaluatorRun forward(const std::vector<c10::IValue>& inputs, const ForwardOptions& options = {});
+
+  // The module paths full checkpointing treats as top-level blocks: the root module's children,
+  // with a chain (a "Sequential") standing for its members ("stem", "layer1.0", "layer1.1", ...).
+  std::vector<std::string> checkpointBlocks() const;
 
   // A plain torch::nn::Module has no IR: its graph is the module tree, one node per module, with
   // its parameters as outputs.
   static Graph captureModuleTree(const torch::nn::Module& module, const std::string& name);
 
- private:
+  // Internals of engine/src/graph/ (evaluator.h).
   class Evaluator;
+  struct CheckpointSpan;
+
+ private:
   void prepareEvaluator();
+  void prepareCheckpointSpans();
 
   torch::jit::Module module_;
   std::string method_;
@@ -83,6 +111,9 @@ class SyMuGen {
   // The values each node reads last in its block (the evaluator drops them after the node).
   std::unordered_map<const torch::jit::Node*, std::vector<const torch::jit::Value*>> lastUses_;
   bool lastUsesReady_ = false;
+  // Checkpointed spans by their first node (built on first use).
+  std::unordered_map<const torch::jit::Node*, std::shared_ptr<const CheckpointSpan>> spans_;
+  bool spansReady_ = false;
   Graph graph_;
 };
 

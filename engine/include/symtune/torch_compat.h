@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include <torch/version.h>
 
@@ -34,5 +35,7 @@ using MemoryReportTotal =
 // since.)
 std::optional<int64_t> cudaPeakAllocatedBytes(int device);
 void cudaResetPeakStats(int device);
+// The CUDA device's name ("NVIDIA H200"), or "" without CUDA.
+std::string cudaDeviceName(int device);
 
 }  // namespace symtune::compat

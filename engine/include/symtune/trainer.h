@@ -79,6 +79,11 @@ class Trainer {
   const std::string& modelDescription() const { return description_; }
 
   Executor& executor() { return *executor_; }
+  // Runs the model through `executor` from the next step on (e.g. CheckpointExecutor). It must run
+  // this trainer's model: the same parameter tensors, which the optimizer updates.
+  void setExecutor(std::unique_ptr<Executor> executor);
+  // Batch `index` of the trainer's data, on its device (what step `index` trains on).
+  Batch batch(int64_t index);
   const Session& session() const { return session_; }
   MetaOptimizer& optimizer() { return *optimizer_; }
   MetaInfoBroker& broker() { return *broker_; }

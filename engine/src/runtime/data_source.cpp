@@ -13,9 +13,16 @@ at::Generator batchGenerator(uint64_t seed, int64_t index) {
 }
 
 ClassTemplateImages::ClassTemplateImages(int64_t classes, std::vector<int64_t> sampleShape,
-                                         int64_t batchSize, uint64_t seed)
-    : classes_(classes), batchSize_(batchSize), sampleShape_(std::move(sampleShape)), seed_(seed) {
+                                         int64_t batchSize, uint64_t seed,
+                                         std::pair<double, double> noise)
+    : classes_(classes),
+      batchSize_(batchSize),
+      sampleShape_(std::move(sampleShape)),
+      seed_(seed),
+      noise_(noise) {
   TORCH_CHECK(classes_ >= 2 && batchSize_ > 0, "ClassTemplateImages: bad sizes");
+  TORCH_CHECK(noise_.first > 0 && noise_.second >= noise_.first,
+              "ClassTemplateImages: bad noise range");
   std::vector<int64_t> shape{classes_};
   shape.insert(shape.end(), sampleShape_.begin(), sampleShape_.end());
   templates_ = torch::randn(shape, batchGenerator(seed_, -1));
@@ -26,7 +33,15 @@ Batch ClassTemplateImages::batch(int64_t index) {
   auto labels = torch::randint(classes_, {batchSize_}, gen, torch::kLong);
   std::vector<int64_t> shape{batchSize_};
   shape.insert(shape.end(), sampleShape_.begin(), sampleShape_.end());
-  auto x = templates_.index_select(0, labels) + torch::randn(shape, gen);
+  auto noise = torch::randn(shape, gen);
+  if (noise_.second > noise_.first) {
+    std::vector<int64_t> perSample(shape.size(), 1);
+    perSample[0] = batchSize_;
+    noise.mul_(torch::rand(perSample, gen) * (noise_.second - noise_.first) + noise_.first);
+  } else if (noise_.first != 1.0) {
+    noise.mul_(noise_.first);
+  }
+  auto x = templates_.index_select(0, labels) + noise;
   return Batch{{x}, labels, batchSize_};
 }
 

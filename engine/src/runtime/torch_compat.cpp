@@ -2,6 +2,7 @@
 
 #ifdef SYMTUNE_HAVE_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace symtune::compat {
@@ -20,6 +21,15 @@ void cudaResetPeakStats([[maybe_unused]] int device) {
 #ifdef SYMTUNE_HAVE_TORCH_CUDA
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
 #endif
+}
+
+std::string cudaDeviceName([[maybe_unused]] int device) {
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, device) == cudaSuccess)
+    return props.name;
+#endif
+  return {};
 }
 
 }  // namespace symtune::compat

@@ -121,8 +121,10 @@ Trainer::Trainer(const Session& session) : session_(session) {
     torch::NoGradGuard noGrad;
     executor_->setTraining(false);
     Batch probe = data_->batch(0);
-    for (auto& in : probe.inputs)
-      in = in.toTensor().to(device_);
+    for (auto& in : probe.inputs) {
+      if (in.isTensor())
+        in = in.toTensor().to(device_);
+    }
     torch::Tensor out;
     try {
       out = executor_->forward(probe.inputs);
@@ -165,11 +167,32 @@ StepResult Trainer::step() {
   return runStep(nullptr);
 }
 
+void Trainer::setExecutor(std::unique_ptr<Executor> executor) {
+  TORCH_CHECK(executor != nullptr, "Trainer::setExecutor: no executor");
+  auto mine = executor_->parameters(), theirs = executor->parameters();
+  bool same = mine.size() == theirs.size();
+  for (size_t i = 0; same && i < mine.size(); ++i)
+    same = mine[i].is_same(theirs[i]);
+  TORCH_CHECK(same, "Trainer::setExecutor: the executor must run the trainer's own parameters");
+  executor->to(device_);
+  executor_ = std::move(executor);
+}
+
+Batch Trainer::batch(int64_t index) {
+  Batch b = data_->batch(index);
+  for (auto& in : b.inputs) {
+    if (in.isTensor())
+      in = in.toTensor().to(device_);
+  }
+  b.target = b.target.to(device_);
+  return b;
+}
+
 const Graph& Trainer::staticGraph() {
   if (!symugen_) {
-    auto* script = dynamic_cast<ScriptModuleExecutor*>(executor_.get());
+    torch::jit::Module* script = executor_->scriptModule();
     TORCH_CHECK(script != nullptr, "graph capture needs a TorchScript model");
-    symugen_ = std::make_unique<SyMuGen>(script->module(), session_.name);
+    symugen_ = std::make_unique<SyMuGen>(*script, session_.name);
   }
   return symugen_->staticGraph();
 }
@@ -195,8 +218,10 @@ StepResult Trainer::runStep(Graph* capture) {
   }
   const auto t0 = Clock::now();
   Batch batch = data_->batch(optimizer_->stepCount());
-  for (auto& in : batch.inputs)
-    in = in.toTensor().to(device_, /*non_blocking=*/true);
+  for (auto& in : batch.inputs) {
+    if (in.isTensor())  // sizes and lists (segment lengths, tree levels) stay on the host
+      in = in.toTensor().to(device_, /*non_blocking=*/true);
+  }
   const torch::Tensor target = batch.target.to(device_, /*non_blocking=*/true);
   auto lossOf = [&](const torch::Tensor& logits) {
     return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), target);

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "module_factory.h"
-#include "symtune/model_zoo.h"
+#include "zoo_models.h"
 
 namespace symtune::zoo {
 
@@ -114,9 +114,7 @@ ZooModel buildDynamicResNet(const ZooOptions& options) {
   Builder builder(factory, batchGenerator(options.seed, -2));
   ZooModel model;
   model.module = builder.resnet(p);
-  for (auto param : model.module.parameters()) {
-    param.requires_grad_(true);  // what torch.nn.Parameter does in Python
-  }
+  makeTrainable(model.module);
   const int64_t batch = options.batchSize.value_or(p.batchSize);
   model.data = std::make_unique<ClassTemplateImages>(
       p.classes, std::vector<int64_t>{3, p.image, p.image}, batch, options.seed);

@@ -54,6 +54,23 @@ torch::jit::Module ModuleFactory::finish(torch::jit::Module module, const std::s
   return module;
 }
 
+void ModuleFactory::param(torch::jit::Module& module, const std::string& name,
+                          torch::Tensor value) {
+  module.register_parameter(name, std::move(value), /*is_buffer=*/false);
+}
+
+void ModuleFactory::attr(torch::jit::Module& module, const std::string& name, int64_t value) {
+  module.register_attribute(name, c10::IntType::get(), value);
+}
+
+void ModuleFactory::attr(torch::jit::Module& module, const std::string& name, double value) {
+  module.register_attribute(name, c10::FloatType::get(), value);
+}
+
+void ModuleFactory::attr(torch::jit::Module& module, const std::string& name, bool value) {
+  module.register_attribute(name, c10::BoolType::get(), value);
+}
+
 torch::jit::Module ModuleFactory::sequential(
     const std::vector<std::pair<std::string, torch::jit::Module>>& chain) {
   // Each chain has its own type (its submodules' types differ), so the name is mangled.

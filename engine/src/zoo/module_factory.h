@@ -27,6 +27,13 @@ class ModuleFactory {
   // Compiles the class's methods when this is its first instance. Returns `module`.
   torch::jit::Module finish(torch::jit::Module module, const std::string& cls);
 
+  // Registers `value` as trainable parameter `name` of `module`.
+  static void param(torch::jit::Module& module, const std::string& name, torch::Tensor value);
+  // Registers an int, float or bool attribute.
+  static void attr(torch::jit::Module& module, const std::string& name, int64_t value);
+  static void attr(torch::jit::Module& module, const std::string& name, double value);
+  static void attr(torch::jit::Module& module, const std::string& name, bool value);
+
   // A "Sequential": submodules named by `chain` called in order by a generated forward.
   torch::jit::Module sequential(
       const std::vector<std::pair<std::string, torch::jit::Module>>& chain);

@@ -1,0 +1,364 @@
+#include "harness.h"
+
+#include <torch/csrc/jit/python/update_graph_executor_opt.h>
+#include <torch/serialize.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+
+#include "bench_common.h"
+#include "symtune/checkpoint_executor.h"
+#include "symtune/torch_compat.h"
+
+namespace symtune::bench {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+json summary(const std::vector<double>& v) {
+  if (v.empty())
+    return nullptr;
+  return {{"median", median(v)},
+          {"min", *std::min_element(v.begin(), v.end())},
+          {"max", *std::max_element(v.begin(), v.end())}};
+}
+
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda())
+    torch::cuda::synchronize();
+}
+
+// The best time of `fn` over a few rounds, each long enough to be timed reliably.
+double bestSeconds(const torch::Device& device, const std::function<void()>& fn) {
+  fn();  // warm-up
+  synchronize(device);
+  double best = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    int reps = 0;
+    const auto t0 = Clock::now();
+    double elapsed = 0;
+    do {
+      fn();
+      ++reps;
+      synchronize(device);
+      elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    } while (elapsed < 0.2);
+    best = std::min(best, elapsed / reps);
+  }
+  return best;
+}
+
+struct ModeRecord {
+  std::vector<double> losses;  // every step, warm-up included
+  std::vector<double> stepSeconds, samplesPerSecond, forward, backward, optimizer, peakBytes;
+};
+
+json lossAgreement(const std::vector<double>& losses, const std::vector<double>& baseline) {
+  const size_t n = std::min(losses.size(), baseline.size());
+  if (n == 0)
+    return nullptr;
+  double worst = 0;
+  size_t within = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double dev = std::abs(losses[i] - baseline[i]) / std::max(std::abs(baseline[i]), 1e-12);
+    worst = std::max(worst, dev);
+    within += dev <= 0.01;
+  }
+  return {{"max_rel_dev", worst}, {"within_1pct", static_cast<double>(within) / n}};
+}
+
+// Everything bench/python/anchor.py needs to train the same model on the same batches.
+void exportForAnchor(const std::string& model, Trainer& trainer, const Session& session,
+                     const RunConfig& config) {
+  const fs::path dir = fs::path(config.exportDir) / model;
+  fs::create_directories(dir);
+  torch::jit::Module& module = *trainer.executor().scriptModule();
+  module.save((dir / "module.pt").string());
+
+  c10::impl::GenericList batches(c10::AnyType::get());
+  for (int i = 0; i < config.warmup + config.steps; ++i) {
+    Batch b = trainer.batch(i);
+    c10::impl::GenericList inputs(c10::AnyType::get());
+    for (const auto& in : b.inputs)
+      inputs.push_back(in.isTensor() ? c10::IValue(in.toTensor().cpu()) : in);
+    batches.push_back(c10::ivalue::Tuple::create({inputs, b.target.cpu()}));
+  }
+  const std::vector<char> bytes = torch::pickle_save(batches);
+  std::ofstream(dir / "batches.pt", std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+
+  json modules = json::array();
+  for (const auto& m : module.named_modules()) {
+    json entry{{"path", m.name}, {"class", m.value.type()->name()->name()}};
+    json children = json::array();
+    for (const auto& c : m.value.named_children())
+      children.push_back(c.name);
+    entry["children"] = children;
+    json attributes = json::object();
+    const auto& type = m.value.type();
+    for (size_t i = 0; i < type->numAttributes(); ++i) {
+      const std::string& name = type->getAttributeName(i);
+      if (type->is_parameter(i) || type->is_buffer(i) || name == "training")
+        continue;
+      const c10::IValue value = m.value.attr(name);
+      if (value.isInt())
+        attributes[name] = value.toInt();
+      else if (value.isDouble())
+        attributes[name] = value.toDouble();
+      else if (value.isBool())
+        attributes[name] = value.toBool();
+    }
+    entry["attributes"] = attributes;
+    modules.push_back(entry);
+  }
+  const json manifest{{"model", model},
+                      {"preset", config.preset},
+                      {"description", trainer.modelDescription()},
+                      {"seed", config.seed},
+                      {"batch_size", trainer.batchSize()},
+                      {"optimizer",
+                       {{"name", session.optimizer.name},
+                        {"lr", session.optimizer.lr},
+                        {"weight_decay", session.optimizer.weightDecay},
+                        {"momentum", session.optimizer.momentum}}},
+                      {"steps", config.steps},
+                      {"warmup", config.warmup},
+                      {"modules", modules}};
+  std::ofstream(dir / "session.json") << manifest.dump(2) << "\n";
+}
+
+}  // namespace
+
+const std::vector<Mode>& baselineModes() {
+  static const std::vector<Mode> modes = {
+      {"script", "TorchScript's default (profiling) executor", {}, {}, {}},
+      {"script-noopt",
+       "TorchScript with graph optimization off (closest to eager)",
+       {},
+       [] { torch::jit::setGraphExecutorOptimize(false); },
+       [] { torch::jit::setGraphExecutorOptimize(true); }},
+      {"checkpoint",
+       "full activation checkpointing of every top-level block",
+       [](Trainer& trainer) {
+         torch::jit::Module* module = trainer.executor().scriptModule();
+         TORCH_CHECK(module != nullptr, "checkpointing needs a TorchScript model");
+         trainer.setExecutor(std::make_unique<CheckpointExecutor>(*module));
+       },
+       {},
+       {}},
+  };
+  return modes;
+}
+
+const Mode* findMode(const std::string& name) {
+  for (const auto& m : baselineModes()) {
+    if (m.name == name)
+      return &m;
+  }
+  return nullptr;
+}
+
+Probes probeMachine(const torch::Device& device) {
+  torch::NoGradGuard noGrad;
+  Probes p;
+  const int64_t n = device.is_cuda() ? 8192 : 1024;
+  auto a = torch::randn({n, n}, torch::TensorOptions(device));
+  auto b = torch::randn({n, n}, torch::TensorOptions(device));
+  auto c = torch::empty({n, n}, torch::TensorOptions(device));
+  const double mm = bestSeconds(device, [&] { torch::mm_out(c, a, b); });
+  p.matmulFlopsPerSecond = 2.0 * static_cast<double>(n) * n * n / mm;
+  const int64_t elements = device.is_cuda() ? (int64_t{1} << 28) : (int64_t{1} << 26);
+  auto src = torch::ones({elements}, torch::TensorOptions(device));
+  auto dst = torch::empty({elements}, torch::TensorOptions(device));
+  const double copy = bestSeconds(device, [&] { dst.copy_(src); });
+  p.memoryBytesPerSecond = 2.0 * static_cast<double>(elements) * sizeof(float) / copy;
+  return p;
+}
+
+Session benchSession(const std::string& model, const RunConfig& config) {
+  Session session;
+  bool found = false;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(config.sessionsDir, ec)) {
+    if (entry.path().extension() == ".json")
+      files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    Session s = loadSession(file);
+    if (s.model.isZoo() && s.model.zoo == model) {
+      session = s;
+      found = true;
+      break;
+    }
+  }
+  if (!found)
+    throw std::runtime_error("no session in " + config.sessionsDir + " trains zoo model " + model +
+                             " (the benchmark takes its optimizer settings from it)");
+  session.name = model + " benchmark";
+  session.model.preset = config.preset;
+  session.data.seed = config.seed;
+  session.data.batchSize.reset();
+  session.run.device = config.device;
+  session.run.threads = config.threads;
+  session.run.steps = config.warmup + config.steps;
+  return session;
+}
+
+json machineInfo(const torch::Device& device) {
+  return {{"cpu", cpuModel()},
+          {"cores", std::thread::hardware_concurrency()},
+          {"threads", at::get_num_threads()},
+          {"gpu", device.is_cuda() ? compat::cudaDeviceName(device.index()) : ""},
+          {"torch", TORCH_VERSION},
+          {"device", device.is_cuda() ? "cuda" : "cpu"},
+          {"runner", "symtune"}};
+}
+
+json runModel(const std::string& model, const RunConfig& config, const Probes& probes) {
+  const Session session = benchSession(model, config);
+  std::vector<const Mode*> modes;
+  size_t baseline = config.modes.size();
+  for (const auto& name : config.modes) {
+    const Mode* mode = findMode(name);
+    if (mode == nullptr)
+      throw std::runtime_error("unknown mode \"" + name + "\"");
+    if (name == config.baseline)
+      baseline = modes.size();
+    modes.push_back(mode);
+  }
+  if (baseline == modes.size())
+    throw std::runtime_error("the baseline mode \"" + config.baseline + "\" is not among --modes");
+
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  for (const Mode* mode : modes) {
+    trainers.push_back(std::make_unique<Trainer>(session));
+    if (mode->setup)
+      mode->setup(*trainers.back());
+    trainers.back()->setTelemetry(Telemetry::Features);
+  }
+  if (!config.exportDir.empty())
+    exportForAnchor(model, *trainers[baseline], session, config);
+
+  // Interleaved: every step of every mode in turn, rotating which mode goes first.
+  std::vector<ModeRecord> records(modes.size());
+  const int total = config.warmup + config.steps;
+  for (int i = 0; i < total; ++i) {
+    for (size_t k = 0; k < modes.size(); ++k) {
+      const size_t m = (static_cast<size_t>(i) + k) % modes.size();
+      if (modes[m]->enter)
+        modes[m]->enter();
+      const StepResult r = trainers[m]->step();
+      if (modes[m]->leave)
+        modes[m]->leave();
+      ModeRecord& rec = records[m];
+      rec.losses.push_back(r.loss);
+      if (i < config.warmup)
+        continue;
+      rec.stepSeconds.push_back(r.seconds);
+      rec.samplesPerSecond.push_back(static_cast<double>(trainers[m]->batchSize()) / r.seconds);
+      rec.forward.push_back(r.features[Feature::ForwardTime]);
+      rec.backward.push_back(r.features[Feature::BackwardTime]);
+      rec.optimizer.push_back(r.features[Feature::OptimizerTime]);
+      rec.peakBytes.push_back(r.features[Feature::PeakMemory]);
+    }
+  }
+
+  // FLOPs and bytes from SyMuGen's templates, on the measured batches (a few of them), forward
+  // only; a training step is taken as three forwards (backward ≈ twice the forward).
+  ForwardCost cost;
+  int counted = 0;
+  {
+    torch::NoGradGuard noGrad;
+    SyMuGen gen(*trainers[baseline]->executor().scriptModule(), model);
+    for (int i = config.warmup; i < total && counted < 5; ++i, ++counted) {
+      const ForwardCost c = gen.forward(trainers[baseline]->batch(i).inputs, {false, true}).cost;
+      cost.flops += c.flops;
+      cost.bytes += c.bytes;
+      cost.opsWithoutCost += c.opsWithoutCost;
+    }
+  }
+  const double flopsPerStep = counted ? 3 * cost.flops / counted : 0;
+  const double bytesPerStep = counted ? 3 * cost.bytes / counted : 0;
+
+  const ModeRecord& base = records[baseline];
+  json modeResults = json::array();
+  for (size_t m = 0; m < modes.size(); ++m) {
+    const ModeRecord& rec = records[m];
+    const double stepMedian = median(rec.stepSeconds);
+    json roofline = nullptr;
+    if (flopsPerStep > 0 && stepMedian > 0) {
+      roofline = {{"flops_per_s", flopsPerStep / stepMedian},
+                  {"flop_share", flopsPerStep / stepMedian / probes.matmulFlopsPerSecond},
+                  {"bytes_per_s", bytesPerStep / stepMedian},
+                  {"bandwidth_share", bytesPerStep / stepMedian / probes.memoryBytesPerSecond}};
+    }
+    const double basePeak = median(base.peakBytes);
+    modeResults.push_back(
+        {{"mode", modes[m]->name},
+         {"description", modes[m]->description},
+         {"samples_per_s", summary(rec.samplesPerSecond)},
+         {"step_s", summary(rec.stepSeconds)},
+         {"forward_s", summary(rec.forward)},
+         {"backward_s", summary(rec.backward)},
+         {"optimizer_s", summary(rec.optimizer)},
+         {"peak_bytes", summary(rec.peakBytes)},
+         {"losses", rec.losses},
+         {"final_loss", rec.losses.back()},
+         {"ratio",
+          {{"samples_per_s", median(rec.samplesPerSecond) / median(base.samplesPerSecond)},
+           {"peak_bytes", basePeak > 0 ? json(median(rec.peakBytes) / basePeak) : json(nullptr)}}},
+         {"loss_agreement", lossAgreement(rec.losses, base.losses)},
+         {"roofline", roofline}});
+  }
+  return {{"model", model},
+          {"description", trainers[baseline]->modelDescription()},
+          {"parameters", trainers[baseline]->parameterCount()},
+          {"batch_size", trainers[baseline]->batchSize()},
+          {"flops_per_step", flopsPerStep > 0 ? json(flopsPerStep) : json(nullptr)},
+          {"bytes_per_step", bytesPerStep > 0 ? json(bytesPerStep) : json(nullptr)},
+          {"ops_without_cost", counted ? cost.opsWithoutCost / counted : 0},
+          {"modes", modeResults}};
+}
+
+std::string table(const json& results) {
+  std::ostringstream out;
+  out << std::fixed;
+  for (const auto& model : results["models"]) {
+    out << model["model"].get<std::string>() << " — " << model["description"].get<std::string>()
+        << "\n";
+    out << "  " << std::left << std::setw(14) << "mode" << std::right << std::setw(11)
+        << "samples/s" << std::setw(8) << "ratio" << std::setw(11) << "step ms" << std::setw(11)
+        << "peak MB" << std::setw(8) << "ratio" << std::setw(10) << "loss dev" << std::setw(10)
+        << "GFLOP/s"
+        << "\n";
+    for (const auto& m : model["modes"]) {
+      const auto& ratio = m["ratio"];
+      out << "  " << std::left << std::setw(14) << m["mode"].get<std::string>() << std::right
+          << std::setprecision(1) << std::setw(11) << m["samples_per_s"]["median"].get<double>()
+          << std::setprecision(3) << std::setw(8) << ratio["samples_per_s"].get<double>()
+          << std::setprecision(1) << std::setw(11) << 1e3 * m["step_s"]["median"].get<double>()
+          << std::setw(11) << m["peak_bytes"]["median"].get<double>() / 1048576.0
+          << std::setprecision(3) << std::setw(8)
+          << (ratio["peak_bytes"].is_null() ? 0.0 : ratio["peak_bytes"].get<double>())
+          << std::setw(10) << m["loss_agreement"]["max_rel_dev"].get<double>()
+          << std::setprecision(2) << std::setw(10)
+          << (m["roofline"].is_null() ? 0.0 : m["roofline"]["flops_per_s"].get<double>() / 1e9)
+          << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace symtune::bench

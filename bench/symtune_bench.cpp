@@ -1,0 +1,170 @@
+// symtune-bench: the six zoo models in named modes, side by side (bench/harness.h). Prints a table
+// to stderr and the JSON to --output (or stdout).
+//
+//   build/ci/bin/symtune-bench --preset cpu --output bench-results/cpu.json
+//   build/ci/bin/symtune-bench-chart bench-results/cpu.json bench-results/cpu.png
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "harness.h"
+#include "symtune/trainer.h"
+#include "symtune/zoo_catalog.h"
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr const char* kUsage = R"(usage: symtune-bench [options]
+  --models LIST      comma-separated zoo models, or "all" (default: all)
+  --preset NAME      ci, cpu or gpu (default: cpu)
+  --modes LIST       modes to run (default: script,script-noopt,checkpoint)
+  --baseline MODE    the mode ratios are taken against (default: script)
+  --steps N          measured steps per mode (default: 20)
+  --warmup N         steps per mode before measuring (default: 3)
+  --seed N           parameters and data (default: 7)
+  --device NAME      auto, cpu or cuda (default: auto)
+  --threads N        intra-op threads (default: LibTorch's)
+  --sessions DIR     where the models' sessions are (default: resources/sessions)
+  --export-anchor DIR  also write each model, its batches and a manifest for bench/python/anchor.py
+  --output FILE      the JSON (default: stdout)
+modes: script (TorchScript's default profiling executor), script-noopt (graph optimization off),
+checkpoint (full activation checkpointing of every top-level block)
+)";
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> items;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty())
+      items.push_back(item);
+  }
+  return items;
+}
+
+int toInt(const std::string& text, const std::string& option) {
+  try {
+    size_t used = 0;
+    const int v = std::stoi(text, &used);
+    if (used == text.size() && v >= 0)
+      return v;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument(option + " needs a non-negative integer, got \"" + text + "\"");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  symtune::bench::RunConfig config;
+  std::vector<std::string> models;
+  std::string output;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--help" || arg == "-h") {
+        std::cout << kUsage;
+        return 0;
+      }
+      if (i + 1 >= argc)
+        throw std::invalid_argument(arg + " needs a value (see --help)");
+      const std::string value = argv[++i];
+      if (arg == "--models")
+        models = value == "all" ? std::vector<std::string>{} : split(value);
+      else if (arg == "--preset")
+        config.preset = value;
+      else if (arg == "--modes")
+        config.modes = split(value);
+      else if (arg == "--baseline")
+        config.baseline = value;
+      else if (arg == "--steps")
+        config.steps = toInt(value, arg);
+      else if (arg == "--warmup")
+        config.warmup = toInt(value, arg);
+      else if (arg == "--seed")
+        config.seed = static_cast<uint64_t>(toInt(value, arg));
+      else if (arg == "--device")
+        config.device = value;
+      else if (arg == "--threads")
+        config.threads = toInt(value, arg);
+      else if (arg == "--sessions")
+        config.sessionsDir = value;
+      else if (arg == "--export-anchor")
+        config.exportDir = value;
+      else if (arg == "--output")
+        output = value;
+      else
+        throw std::invalid_argument("unknown option " + arg + " (see --help)");
+    }
+    if (config.steps < 1)
+      throw std::invalid_argument("--steps must be at least 1");
+    if (models.empty()) {
+      for (const auto& entry : symtune::zooCatalog())
+        models.push_back(entry.name);
+    }
+    for (const auto& m : models) {
+      if (symtune::findZooEntry(m) == nullptr)
+        throw std::invalid_argument("unknown zoo model \"" + m + "\"");
+    }
+    for (const auto& m : config.modes) {
+      if (symtune::bench::findMode(m) == nullptr)
+        throw std::invalid_argument("unknown mode \"" + m + "\" (see --help)");
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "symtune-bench: " << e.what() << "\n";
+    return 2;
+  }
+
+  try {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (config.threads > 0)
+      at::set_num_threads(config.threads);
+    const bool cuda =
+        config.device == "cuda" || (config.device == "auto" && torch::cuda::is_available());
+    const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    std::cerr << "probing the machine...\n";
+    const auto probes = symtune::bench::probeMachine(device);
+    json results{{"format", "symtune-bench"},
+                 {"version", 1},
+                 {"machine", symtune::bench::machineInfo(device)},
+                 {"config",
+                  {{"preset", config.preset},
+                   {"steps", config.steps},
+                   {"warmup", config.warmup},
+                   {"seed", config.seed},
+                   {"baseline", config.baseline},
+                   {"modes", config.modes}}},
+                 {"probes",
+                  {{"matmul_flops_per_s", probes.matmulFlopsPerSecond},
+                   {"memory_bytes_per_s", probes.memoryBytesPerSecond}}},
+                 {"models", json::array()}};
+    for (const auto& model : models) {
+      std::cerr << model << " (" << config.preset << ")...\n";
+      results["models"].push_back(symtune::bench::runModel(model, config, probes));
+    }
+    results["seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << symtune::bench::table(results);
+    if (output.empty()) {
+      std::cout << results.dump(2) << "\n";
+    } else {
+      std::ofstream out(output);
+      out << results.dump(2) << "\n";
+      if (!out)
+        throw std::runtime_error("cannot write " + output);
+    }
+  } catch (const symtune::SetupError& e) {
+    std::cerr << "symtune-bench: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "symtune-bench: " << symtune::oneLine(e) << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "symtune-bench: " << symtune::oneLine(e) << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,324 @@
+// Full activation checkpointing in SyMuGen's evaluator (Note [Checkpointed spans]).
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <unordered_set>
+
+#include "evaluator.h"
+
+namespace symtune {
+
+// Note [Checkpointed spans]
+// Inlining puts each call of a top-level block (checkpointBlocks()) into one contiguous run of
+// nodes of the block that made the call. prepareCheckpointSpans() finds those runs by the module
+// path of each node's call stack, with the values each reads from before it and the values read
+// after it. With ForwardOptions::checkpoint the evaluator runs every span through
+// CheckpointFunction. Its forward runs the span with grad mode off — the span's activations are
+// freed as soon as their last use has run — and keeps only the span's tensor inputs. Its backward
+// runs the span again with grad mode on and back-propagates the incoming gradients through it
+// (reentrant, like torch.utils.checkpoint with use_reentrant=True): the parameters' gradients
+// accumulate as in any backward and the inputs' gradients are returned. Control flow in a span
+// reads the same values when recomputed, so it takes the same branches and trip counts.
+// Limitations: a random op inside a span would draw new numbers when recomputed (the zoo models
+// have none), and an op that updates state in place (batch norm's running statistics) updates it
+// once more — as with PyTorch's checkpointing.
+
+namespace {
+
+constexpr int kNoBlock = -1;
+constexpr int kAnyBlock = -2;  // constants: belong to whichever span surrounds them
+
+// Every value defined inside `node` (its outputs and, recursively, its blocks' values).
+void collectDefined(const Node* node, std::unordered_set<const Value*>& out) {
+  for (const Value* v : node->outputs())
+    out.insert(v);
+  for (const Block* b : node->blocks()) {
+    for (const Value* v : b->inputs())
+      out.insert(v);
+    for (const Node* inner : b->nodes())
+      collectDefined(inner, out);
+  }
+}
+
+bool holdsGradTensor(const c10::IValue& value) {
+  if (value.isTensor())
+    return value.toTensor().defined() && value.toTensor().requires_grad();
+  if (value.isTuple()) {
+    for (const auto& item : value.toTupleRef().elements()) {
+      if (holdsGradTensor(item))
+        return true;
+    }
+  }
+  if (value.isList()) {
+    for (const auto& item : value.toListRef()) {
+      if (holdsGradTensor(item))
+        return true;
+    }
+  }
+  return false;
+}
+
+bool allTensors(c10::ArrayRef<c10::IValue> items) {
+  for (const auto& item : items) {
+    if (!item.isTensor() || !item.toTensor().defined())
+      return false;
+  }
+  return true;
+}
+
+// One execution of a span: what its backward needs to run it again.
+struct SpanRun : torch::CustomClassHolder {
+  SyMuGen* gen = nullptr;
+  std::shared_ptr<const SyMuGen::CheckpointSpan> span;
+  std::vector<c10::IValue> inputs;  // span inputs; tensors are taken from the function's inputs
+  std::vector<int> tensorSlot;      // per span input: its index among the tensors, or -1
+
+  // How the span's outputs map onto the function's flat tensor outputs.
+  struct Output {
+    enum Kind { Tensor, Tuple, List, Other } kind = Other;
+    size_t first = 0, count = 0;  // tensors first .. first + count
+    c10::IValue other;            // Other: the value itself (no gradient flows through it)
+    c10::TypePtr elementType;     // List: the element type
+  };
+  std::vector<Output> layout;
+
+  std::vector<c10::IValue> run(const torch::autograd::variable_list& tensors) {
+    std::vector<c10::IValue> in = inputs;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (tensorSlot[i] >= 0)
+        in[i] = tensors[static_cast<size_t>(tensorSlot[i])];
+    }
+    Graph unused;
+    SyMuGen::Evaluator eval(*gen, unused, /*record=*/false);
+    return eval.runSpan(*span, in);
+  }
+
+  torch::autograd::variable_list flatten(const std::vector<c10::IValue>& outs, bool learn) {
+    torch::autograd::variable_list flat;
+    if (learn)
+      layout.clear();
+    for (const auto& value : outs) {
+      Output o;
+      o.first = flat.size();
+      if (value.isTensor() && value.toTensor().defined()) {
+        o.kind = Output::Tensor;
+        flat.push_back(value.toTensor());
+      } else if (value.isTuple() && allTensors(value.toTupleRef().elements())) {
+        o.kind = Output::Tuple;
+        for (const auto& item : value.toTupleRef().elements())
+          flat.push_back(item.toTensor());
+      } else if (value.isList() && allTensors(value.toListRef())) {
+        o.kind = Output::List;
+        o.elementType = value.toList().elementType();
+        for (const auto& item : value.toListRef())
+          flat.push_back(item.toTensor());
+      } else {
+        o.other = value;
+      }
+      o.count = flat.size() - o.first;
+      if (learn)
+        layout.push_back(std::move(o));
+    }
+    return flat;
+  }
+
+  std::vector<c10::IValue> unflatten(const torch::autograd::variable_list& flat) const {
+    std::vector<c10::IValue> outs;
+    for (const auto& o : layout) {
+      const auto items = c10::ArrayRef<at::Tensor>(flat).slice(o.first, o.count);
+      switch (o.kind) {
+        case Output::Tensor:
+          outs.emplace_back(items[0]);
+          break;
+        case Output::Tuple:
+          outs.emplace_back(
+              c10::ivalue::Tuple::create(std::vector<c10::IValue>(items.begin(), items.end())));
+          break;
+        case Output::List: {
+          c10::impl::GenericList list(o.elementType);
+          for (const auto& t : items)
+            list.push_back(t);
+          outs.emplace_back(std::move(list));
+          break;
+        }
+        case Output::Other:
+          outs.push_back(o.other);
+          break;
+      }
+    }
+    return outs;
+  }
+};
+
+struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
+  // `tensors`: the span's tensor inputs, then a grad-requiring placeholder so that the outputs
+  // require grad even when no input does (the span's parameters are not inputs).
+  // (A TensorList, not a vector: only a TensorList's tensors count as the function's inputs.)
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                at::TensorList inputs,
+                                                c10::intrusive_ptr<SpanRun> run) {
+    torch::autograd::variable_list tensors = inputs.vec();
+    tensors.pop_back();
+    ctx->save_for_backward(tensors);
+    auto outs = run->flatten(run->run(tensors), /*learn=*/true);
+    ctx->saved_data["run"] = c10::IValue::make_capsule(run);
+    return outs;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto run = c10::static_intrusive_pointer_cast<SpanRun>(ctx->saved_data["run"].toCapsule());
+    torch::autograd::variable_list inputs;
+    for (const auto& t : ctx->get_saved_variables())
+      inputs.push_back(t.detach().requires_grad_(t.requires_grad()));
+    torch::autograd::variable_list outs;
+    {
+      at::AutoGradMode grad(true);
+      outs = run->flatten(run->run(inputs), /*learn=*/false);
+    }
+    torch::autograd::variable_list roots, rootGrads;
+    for (size_t i = 0; i < outs.size() && i < grads.size(); ++i) {
+      if (outs[i].requires_grad() && grads[i].defined()) {
+        roots.push_back(outs[i]);
+        rootGrads.push_back(grads[i]);
+      }
+    }
+    if (!roots.empty())
+      torch::autograd::backward(roots, rootGrads);
+    torch::autograd::variable_list result;
+    for (const auto& in : inputs)
+      result.push_back(in.requires_grad() ? in.grad() : at::Tensor());
+    result.emplace_back();  // the placeholder
+    result.emplace_back();  // `run`, not a tensor
+    return result;
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> SyMuGen::checkpointBlocks() const {
+  std::vector<std::string> blocks;
+  for (const auto& child : module_.named_children()) {
+    const auto type = child.value.type()->name();
+    if (type && type->name().rfind("Sequential", 0) == 0) {
+      for (const auto& member : child.value.named_children())
+        blocks.push_back(child.name + "." + member.name);
+    } else {
+      blocks.push_back(child.name);
+    }
+  }
+  return blocks;
+}
+
+void SyMuGen::prepareCheckpointSpans() {
+  if (spansReady_)
+    return;
+  spansReady_ = true;
+  const std::vector<std::string> blocks = checkpointBlocks();
+  auto blockOf = [&](const Node* node) {
+    if (node->kind() == c10::prim::Constant)
+      return kAnyBlock;
+    const std::string path = detail::modulePathOf(node);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (path == blocks[i] || path.rfind(blocks[i] + ".", 0) == 0)
+        return static_cast<int>(i);
+    }
+    return kNoBlock;
+  };
+  auto addSpan = [&](const Block* owner, const Node* first, const Node* last, int block) {
+    auto span = std::make_shared<CheckpointSpan>();
+    span->block = blocks[static_cast<size_t>(block)];
+    span->first = first;
+    span->last = last;
+    std::unordered_set<const Value*> defined, seen;
+    for (const Node* n = first;; n = n->next()) {
+      collectDefined(n, defined);
+      if (n == last)
+        break;
+    }
+    for (const Node* n = first;; n = n->next()) {
+      detail::forEachUse(n, [&](const Value* v) {
+        if (!defined.count(v) && seen.insert(v).second)
+          span->inputs.push_back(v);
+      });
+      if (n == last)
+        break;
+    }
+    std::unordered_set<const Value*> readAfter;
+    for (const Node* n = last->next(); n != owner->return_node(); n = n->next())
+      detail::forEachUse(n, [&](const Value* v) { readAfter.insert(v); });
+    for (const Value* v : owner->outputs())
+      readAfter.insert(v);
+    for (const Node* n = first;; n = n->next()) {
+      for (const Value* v : n->outputs()) {
+        if (readAfter.count(v))
+          span->outputs.push_back(v);
+      }
+      if (n == last)
+        break;
+    }
+    spans_[first] = std::move(span);
+  };
+  // Spans within each block; the blocks of nodes outside any span are searched too (a block
+  // called in a loop body).
+  std::function<void(const Block*)> scan = [&](const Block* b) {
+    const Node* first = nullptr;
+    const Node* last = nullptr;
+    int current = kNoBlock;
+    for (const Node* node : b->nodes()) {
+      const int block = blockOf(node);
+      if (block == kAnyBlock)
+        continue;
+      if (block != current) {
+        if (current >= 0)
+          addSpan(b, first, last, current);
+        current = block;
+        first = node;
+      }
+      last = node;
+      if (block == kNoBlock) {
+        for (const Block* inner : node->blocks())
+          scan(inner);
+      }
+    }
+    if (current >= 0)
+      addSpan(b, first, last, current);
+  };
+  scan(ir_->block());
+}
+
+bool SyMuGen::Evaluator::runCheckpointed(const CheckpointSpan& span) {
+  if (!at::GradMode::is_enabled())
+    return false;
+  auto run = c10::make_intrusive<SpanRun>();
+  run->gen = &gen_;
+  run->span = gen_.spans_.at(span.first);
+  torch::autograd::variable_list tensors;
+  for (const Value* v : span.inputs) {
+    const c10::IValue& value = env_.at(v);
+    if (value.isTensor() && value.toTensor().defined()) {
+      run->tensorSlot.push_back(static_cast<int>(tensors.size()));
+      run->inputs.emplace_back();
+      tensors.push_back(value.toTensor());
+    } else {
+      if (holdsGradTensor(value))
+        return false;  // gradients could not flow back through it
+      run->tensorSlot.push_back(-1);
+      run->inputs.push_back(value);
+    }
+  }
+  tensors.push_back(torch::empty({0}, torch::requires_grad()));
+  const auto outs = CheckpointFunction::apply(at::TensorList(tensors), run);
+  const auto values = run->unflatten(outs);
+  for (size_t i = 0; i < values.size(); ++i)
+    env_[span.outputs[i]] = values[i];
+  for (const Node* node = span.first;; node = node->next()) {
+    dropDead(node);  // the span's inputs whose last reader was in it
+    if (node == span.last)
+      break;
+  }
+  ++checkpointed_;
+  return true;
+}
+
+}  // namespace symtune
