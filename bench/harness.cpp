@@ -185,12 +185,19 @@ Probes probeMachine(const torch::Device& device) {
   return p;
 }
 
+std::string defaultSessionsDir() {
+  if (fs::is_directory("resources/sessions"))
+    return "resources/sessions";
+  return SYMTUNE_SOURCE_SESSIONS_DIR;
+}
+
 Session benchSession(const std::string& model, const RunConfig& config) {
+  const std::string dir = config.sessionsDir.empty() ? defaultSessionsDir() : config.sessionsDir;
   Session session;
   bool found = false;
   std::error_code ec;
   std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(config.sessionsDir, ec)) {
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (entry.path().extension() == ".json")
       files.push_back(entry.path());
   }
@@ -204,7 +211,7 @@ Session benchSession(const std::string& model, const RunConfig& config) {
     }
   }
   if (!found)
-    throw std::runtime_error("no session in " + config.sessionsDir + " trains zoo model " + model +
+    throw std::runtime_error("no session in " + dir + " trains zoo model " + model +
                              " (the benchmark takes its optimizer settings from it)");
   session.name = model + " benchmark";
   session.model.preset = config.preset;

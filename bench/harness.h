@@ -37,9 +37,9 @@ struct RunConfig {
   int warmup = 3;  // steps per mode before measuring (their losses are kept)
   uint64_t seed = 7;
   std::string device = "auto";
-  int threads = 0;                                 // 0: LibTorch's default
-  std::string sessionsDir = "resources/sessions";  // optimizer settings per model
-  std::string exportDir;  // when set: model, batches and manifest for bench/python/anchor.py
+  int threads = 0;          // 0: LibTorch's default
+  std::string sessionsDir;  // optimizer settings per model; empty: defaultSessionsDir()
+  std::string exportDir;    // when set: model, batches and manifest for bench/python/anchor.py
 };
 
 // The machine's measured peaks: a matmul probe and a copy probe on the benchmark's device.
@@ -48,6 +48,9 @@ struct Probes {
   double memoryBytesPerSecond = 0;
 };
 Probes probeMachine(const torch::Device& device);
+
+// resources/sessions under the working directory when there is one, else the source tree's.
+std::string defaultSessionsDir();
 
 // The session a model is benchmarked with: the bundled session whose model is `model` (its
 // optimizer), with the config's preset, seed, device and threads.

@@ -5,6 +5,7 @@
 //   build/ci/bin/symtune-bench-chart bench-results/cpu.json bench-results/cpu.png
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -27,9 +28,12 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
   --seed N           parameters and data (default: 7)
   --device NAME      auto, cpu or cuda (default: auto)
   --threads N        intra-op threads (default: LibTorch's)
-  --sessions DIR     where the models' sessions are (default: resources/sessions)
+  --sessions DIR     where the models' sessions are (default: resources/sessions, here or in
+                     the source tree)
   --export-anchor DIR  also write each model, its batches and a manifest for bench/python/anchor.py
-  --output FILE      the JSON (default: stdout)
+  --budget SECONDS   start no further model after this long (those left are listed as skipped)
+  --output FILE      the JSON (default: stdout); rewritten after every model, so a run stopped
+                     midway leaves the models done ("complete": false until the end)
 modes: script (TorchScript's default profiling executor), script-noopt (graph optimization off),
 checkpoint (full activation checkpointing of every top-level block)
 )";
@@ -56,12 +60,25 @@ int toInt(const std::string& text, const std::string& option) {
   throw std::invalid_argument(option + " needs a non-negative integer, got \"" + text + "\"");
 }
 
+// Writes through a temporary file, so a reader never sees half a file.
+void writeJson(const std::string& path, const json& results) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << results.dump(2) << "\n";
+    if (!out)
+      throw std::runtime_error("cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   symtune::bench::RunConfig config;
   std::vector<std::string> models;
   std::string output;
+  int budget = 0;  // seconds; 0: none
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
@@ -96,6 +113,8 @@ int main(int argc, char** argv) {
         config.exportDir = value;
       else if (arg == "--output")
         output = value;
+      else if (arg == "--budget")
+        budget = toInt(value, arg);
       else
         throw std::invalid_argument("unknown option " + arg + " (see --help)");
     }
@@ -140,22 +159,31 @@ int main(int argc, char** argv) {
                  {"probes",
                   {{"matmul_flops_per_s", probes.matmulFlopsPerSecond},
                    {"memory_bytes_per_s", probes.memoryBytesPerSecond}}},
-                 {"models", json::array()}};
+                 {"models", json::array()},
+                 {"skipped", json::array()},
+                 {"complete", false}};
+    auto elapsed = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
     for (const auto& model : models) {
+      if (budget > 0 && elapsed() > budget) {
+        std::cerr << model << ": skipped (the " << budget << " s budget is spent)\n";
+        results["skipped"].push_back(model);
+        continue;
+      }
       std::cerr << model << " (" << config.preset << ")...\n";
       results["models"].push_back(symtune::bench::runModel(model, config, probes));
+      results["seconds"] = elapsed();
+      if (!output.empty())
+        writeJson(output, results);
     }
-    results["seconds"] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    results["complete"] = true;
+    results["seconds"] = elapsed();
     std::cerr << symtune::bench::table(results);
-    if (output.empty()) {
+    if (output.empty())
       std::cout << results.dump(2) << "\n";
-    } else {
-      std::ofstream out(output);
-      out << results.dump(2) << "\n";
-      if (!out)
-        throw std::runtime_error("cannot write " + output);
-    }
+    else
+      writeJson(output, results);
   } catch (const symtune::SetupError& e) {
     std::cerr << "symtune-bench: " << e.what() << "\n";
     return 1;

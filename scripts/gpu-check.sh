@@ -2,7 +2,9 @@
 # Every GPU check in one call, for the GPU machine (the device tool): builds the engine, kernels,
 # runner and GPU checks with the `gpu` preset (no Qt), runs them, and writes the results under
 # $OUT (default bench-results/): machine.txt, build.log, gpu-check.json, ctest.log, demo.log,
-# demo-report.json, bench-telemetry.json.
+# demo-report.json, bench-telemetry.json, and the six-model benchmark: bench-gpu.json (the
+# engine's modes, symtune-bench) and bench-gpu-python.json (PyTorch eager and torch.compile on the
+# same models and batches, bench/python/anchor.py), within a 9-minute budget together.
 #
 # Here, once before carrying:   scripts/gpu-check.sh --prepare   (copies nlohmann/json's headers
 #                                                                 into the ignored .deps/include)
@@ -47,8 +49,25 @@ build/gpu/bin/symtune-runner --batch "$OUT/.demo-gpu.json" --report "$OUT/demo-r
 rm -f "$OUT/.demo-gpu.json"
 
 # Telemetry overhead on the GPU preset (features-only and per-node against off).
-build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 > "$OUT/bench-telemetry.json" \
+build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 --model dynamic_resnet > "$OUT/bench-telemetry.json" \
   2> "$OUT/bench-telemetry.log" || status=1
+
+# The six models' gpu presets in every mode, then the Python anchor on the same parameters and
+# batches (exported to the machine's /tmp: the ResNet's batches are large). 9 minutes together.
+export_dir=$(mktemp -d /tmp/symtune-anchor.XXXXXX)
+timeout 360 build/gpu/bin/symtune-bench --preset gpu --steps 10 --warmup 3 --budget 270 \
+  --export-anchor "$export_dir" --output "$OUT/bench-gpu.json" 2> "$OUT/bench-gpu.log" || status=1
+# torch.compile's default backend (inductor) needs Triton on CUDA; without it, aot_eager (the same
+# graph capture, no code generation) — the log says which ran.
+backend=inductor
+python3 -c 'from torch.utils._triton import has_triton; raise SystemExit(not has_triton())' \
+  2> /dev/null || backend=aot_eager
+echo "torch.compile backend: $backend" > "$OUT/bench-gpu-python.log"
+timeout 180 python3 bench/python/anchor.py --export "$export_dir" --device cuda \
+  --compile-backend "$backend" --engine-results "$OUT/bench-gpu.json" \
+  --output "$OUT/bench-gpu-python.json" 2>> "$OUT/bench-gpu-python.log" || status=1
+rm -rf "$export_dir"
+tail -40 "$OUT/bench-gpu.log" "$OUT/bench-gpu-python.log"
 
 cat "$OUT/gpu-check.json"
 tail -5 "$OUT/ctest.log" "$OUT/demo.log"

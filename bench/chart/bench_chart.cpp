@@ -394,7 +394,7 @@ QChart* lossChart(const ModelResult& model, int warmup) {
   chart->legend()->setAlignment(Qt::AlignBottom);
   auto* x = new QValueAxis;
   x->setLabelFormat(QStringLiteral("%d"));
-  x->setTitleText(warmup > 0 ? QStringLiteral("step (the first %1 are warm-up)").arg(warmup)
+  x->setTitleText(warmup > 0 ? QStringLiteral("step (warm-up: steps 0-%1)").arg(warmup - 1)
                              : QStringLiteral("step"));
   chart->addAxis(x, Qt::AlignBottom);
   auto* y = new QValueAxis;

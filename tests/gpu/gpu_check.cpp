@@ -15,12 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "symtune/checkpoint_executor.h"
 #include "symtune/gradient_monitor.h"
 #include "symtune/kernels/grad_stats.h"
 #include "symtune/memory_tracker.h"
 #include "symtune/model_zoo.h"
 #include "symtune/symugen.h"
 #include "symtune/trainer.h"
+#include "symtune/zoo_catalog.h"
 
 namespace {
 
@@ -89,6 +91,30 @@ Check trainerLearnsOnCuda() {
   c.details["loss_last5"] = last;
   c.expect(trainer.device().is_cuda(), "trainer runs on CUDA");
   c.expect(last < 0.8 * first, "loss falls by a fifth in 50 steps");
+  return c;
+}
+
+// Every zoo model trains on CUDA, and full checkpointing gives the same losses and less memory.
+Check zooModelsAndCheckpointingOnCuda() {
+  Check c;
+  for (const auto& entry : symtune::zooCatalog()) {
+    symtune::Session s = cudaSession(3);
+    s.model.zoo = entry.name;
+    symtune::Trainer plain(s), checkpointed(s);
+    checkpointed.setExecutor(
+        std::make_unique<symtune::CheckpointExecutor>(*checkpointed.executor().scriptModule()));
+    double worst = 0, peakPlain = 0, peakCheckpointed = 0;
+    for (int i = 0; i < 3; ++i) {
+      const auto a = plain.step(), b = checkpointed.step();
+      worst = std::max(worst, std::abs(a.loss - b.loss) / std::abs(a.loss));
+      peakPlain = a.features[symtune::Feature::PeakMemory];
+      peakCheckpointed = b.features[symtune::Feature::PeakMemory];
+    }
+    c.details[entry.name] = {{"max_rel_loss_dev", worst},
+                             {"peak_bytes", peakPlain},
+                             {"peak_bytes_checkpointed", peakCheckpointed}};
+    c.expect(worst < 1e-4, entry.name + ": checkpointed losses match");
+  }
   return c;
 }
 
@@ -221,6 +247,7 @@ int main() {
       {"grad_stats_matches_cpu", gradStatsMatchesCpu},
       {"trainer_learns_on_cuda", trainerLearnsOnCuda},
       {"symugen_captures_on_cuda", symugenCapturesOnCuda},
+      {"zoo_models_and_checkpointing_on_cuda", zooModelsAndCheckpointingOnCuda},
       {"memory_tracker_agrees_with_caching_allocator", memoryTrackerAgreesWithCachingAllocator},
       {"gradient_monitor_on_cuda", gradientMonitorOnCuda},
       {"per_node_telemetry_on_cuda", perNodeTelemetryOnCuda},

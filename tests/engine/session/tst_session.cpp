@@ -81,7 +81,8 @@ class TestSession : public QObject {
     row("neither zoo nor file", sessionText(R"("model": {})"),
         "model: missing \"zoo\" (a bundled model) or \"file\" (a TorchScript archive)");
     row("unknown zoo model", sessionText(R"("model": {"zoo": "vgg"})"),
-        "model.zoo: unknown zoo model \"vgg\" (known: dynamic_resnet)");
+        "model.zoo: unknown zoo model \"vgg\" (known: dynamic_resnet, transformer_xl, "
+        "dynamic_tagger, moe_topk, early_exit, tree_rnn)");
     row("unknown preset", sessionText(R"("model": {"zoo": "dynamic_resnet", "preset": "xl"})"),
         "model.preset: expected one of ci, cpu, gpu, found \"xl\"");
     row("unknown top-level field",
