@@ -45,8 +45,9 @@ struct SourceLocation {
 // structure. Costs are absent when the op has no template or its shapes are unknown — never
 // guessed.
 struct NodeFeatures {
-  std::string opClass;  // "conv", "matmul", "norm", "activation", "elementwise", "reduction",
-                        // "pool", "loss", "control", "other"
+  std::string opClass;  // "conv", "matmul", "attention", "rnn", "norm", "activation",
+                        // "elementwise", "reduction", "pool", "lookup", "loss", "layout",
+                        // "creation", "control", "other"
   std::optional<double> flops, bytesRead, bytesWritten, savedBytes;
   int controlDepth = 0;  // number of enclosing prim::If / prim::Loop regions
 

@@ -47,7 +47,7 @@ struct StepCapture {
 struct ForwardCost {
   double flops = 0;
   double bytes = 0;            // read plus written
-  int64_t opsWithoutCost = 0;  // op executions without a template (or whose shapes it lacks)
+  int64_t opsWithoutCost = 0;  // tensor op executions without a template (or shapes it needs)
 };
 
 // A forward run through the evaluator for per-node telemetry (no graph is built).

@@ -90,9 +90,24 @@ const std::vector<CostTemplate>& costTemplates() {
       {"aten::abs aten::neg aten::exp aten::log aten::sqrt aten::rsqrt aten::pow", "elementwise",
        "numel(out0)", kBinaryRead, kOutBytes, kUnaryRead},
 
+      // Selection and clamping: one comparison or pick per output element.
+      {"aten::where", "elementwise", "numel(out0)", "bytes(in0) + bytes(in1) + bytes(in2)",
+       kOutBytes, kUnaryRead},
+      {"aten::masked_fill aten::masked_fill_", "elementwise", "numel(out0)", kBinaryRead, kOutBytes,
+       "bytes(in1)"},
+      {"aten::clamp aten::clamp_ aten::clamp_min aten::clamp_max", "elementwise", "numel(out0)",
+       kUnaryRead, kOutBytes, kUnaryRead},
+      {"aten::__and__ aten::__or__ aten::logical_and aten::logical_or aten::logical_not",
+       "elementwise", "numel(out0)", kBinaryRead, kOutBytes, "0"},
+
       // --- reductions ----------------------------------------------------------------------------
-      {"aten::mean aten::sum aten::amax aten::amin aten::norm", "reduction", "numel(in0)",
-       kUnaryRead, kOutBytes, "0"},
+      {"aten::mean aten::sum aten::amax aten::amin aten::norm aten::any aten::all", "reduction",
+       "numel(in0)", kUnaryRead, kOutBytes, "0"},
+      {"aten::cumsum", "reduction", "numel(out0)", kUnaryRead, kOutBytes, "0"},
+      // topk(x, k, dim): one comparison per element (a selection), values and indices written.
+      {"aten::topk", "reduction", "numel(in0)", kUnaryRead, "bytes(out0) + bytes(out1)",
+       "bytes(out1)"},
+      {"aten::nonzero", "reduction", "numel(in0)", kUnaryRead, kOutBytes, "0"},
 
       // --- pooling and lookup --------------------------------------------------------------------
       // max_pool2d(x, kernel_size, ...): one comparison per window element per output.
@@ -103,6 +118,15 @@ const std::vector<CostTemplate>& costTemplates() {
       {"aten::adaptive_avg_pool2d", "pool", "numel(in0)", kUnaryRead, kOutBytes, "0"},
       // embedding(weight[V,D], indices): reads the looked-up rows and the indices.
       {"aten::embedding", "lookup", "0", "bytes(out0) + bytes(in1)", kOutBytes, "bytes(in1)"},
+      // index_select(x, dim, index): reads the selected slices and the index.
+      {"aten::index_select", "lookup", "0", "bytes(out0) + bytes(in2)", kOutBytes, "bytes(in2)"},
+      // index(x, [indices...]) and gather(x, dim, index): the picked elements.
+      {"aten::index aten::gather", "lookup", "0", kOutBytes, kOutBytes, "0"},
+      // index_add(x, dim, index, source): one add per source element; x is copied.
+      {"aten::index_add aten::index_add_", "lookup", "numel(in3)",
+       "bytes(in0) + bytes(in2) + bytes(in3)", kOutBytes, "bytes(in2)"},
+      {"aten::index_copy aten::index_copy_ aten::scatter aten::scatter_", "lookup", "0",
+       "bytes(in0) + bytes(in2) + bytes(in3)", kOutBytes, "bytes(in2)"},
 
       // --- losses ------------------------------------------------------------------------------
       // cross_entropy_loss(logits[N,C], target[N]): log_softmax (5 per logit) + one pick per row.
@@ -116,8 +140,13 @@ const std::vector<CostTemplate>& costTemplates() {
        "aten::unsqueeze aten::squeeze aten::expand aten::select aten::slice aten::size "
        "aten::dim aten::Bool aten::Int aten::Float aten::item",
        "layout", "0", "0", "0", "0"},
-      {"aten::cat aten::stack aten::contiguous aten::clone", "layout", "0", kOutBytes, kOutBytes,
-       "0"},
+      {"aten::cat aten::stack aten::contiguous aten::clone aten::to", "layout", "0", kOutBytes,
+       kOutBytes, "0"},
+      {"aten::detach", "layout", "0", "0", "0", "0"},
+      // New tensors: written once, nothing read.
+      {"aten::zeros aten::zeros_like aten::ones aten::ones_like aten::full aten::full_like "
+       "aten::empty aten::empty_like aten::arange",
+       "creation", "0", "0", kOutBytes, "0"},
   };
   return table;
 }

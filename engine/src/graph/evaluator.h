@@ -272,6 +272,13 @@ class SyMuGen::Evaluator {
       in.push_back(detail::describeRuntimeValue(node->inputs()[i], inputs[i]));
     for (const Value* v : node->outputs())
       out.push_back(detail::describeRuntimeValue(v, env_.at(v)));
+    bool tensors = false;
+    for (const auto& v : in)
+      tensors = tensors || v.type == "Tensor";
+    for (const auto& v : out)
+      tensors = tensors || v.type == "Tensor";
+    if (!tensors)
+      return;  // int arithmetic, list and shape bookkeeping: no tensor work
     const OpCost cost = evaluateCost(node->kind().toQualString(), in, out);
     if (!cost.known || !cost.flops) {
       ++cost_.opsWithoutCost;

@@ -72,6 +72,18 @@ class TestCostTemplates : public QObject {
     QTest::addRow("layer_norm: 8 per element")
         << "aten::layer_norm" << Values{t({4, 10, 32}), ints({32}), t({32}), t({32})}
         << Values{t({4, 10, 32})} << 10240.0 << (1280 + 64) * 4.0 << -1.0 << -1.0;
+    // index_add(x[10,8], 0, index[4] int64, source[4,8]): 32 adds; reads x, index and source.
+    QTest::addRow("index_add") << "aten::index_add"
+                               << Values{t({10, 8}), typed("int"), t({4}, "int64"), t({4, 8})}
+                               << Values{t({10, 8})} << 32.0 << (320 + 32 + 128) * 1.0 << 320.0
+                               << 32.0;
+    // topk(x[6,5], 2): a selection over every element; values and indices written.
+    QTest::addRow("topk") << "aten::topk" << Values{t({6, 5}), typed("int")}
+                          << Values{t({6, 2}), t({6, 2}, "int64")} << 30.0 << 120.0
+                          << (48 + 96) * 1.0 << 96.0;
+    QTest::addRow("index_select reads what it selects")
+        << "aten::index_select" << Values{t({100, 8}), typed("int"), t({3}, "int64")}
+        << Values{t({3, 8})} << 0.0 << (96 + 24) * 1.0 << 96.0 << 24.0;
     QTest::addRow("softmax") << "aten::softmax" << Values{t({4, 10}), ints({1}), none()}
                              << Values{t({4, 10})} << 200.0 << -1.0 << -1.0 << 160.0;
     QTest::addRow("max_pool2d 2x2") << "aten::max_pool2d" << Values{t({1, 4, 8, 8}), ints({2, 2})}
