@@ -138,7 +138,7 @@ const std::vector<CostTemplate>& costTemplates() {
       // --- layout (views and shape queries cost nothing) -----------------------------------------
       {"aten::view aten::reshape aten::flatten aten::t aten::transpose aten::permute "
        "aten::unsqueeze aten::squeeze aten::expand aten::select aten::slice aten::size "
-       "aten::dim aten::Bool aten::Int aten::Float aten::item",
+       "aten::dim aten::numel aten::Bool aten::Int aten::Float aten::item aten::append",
        "layout", "0", "0", "0", "0"},
       {"aten::cat aten::stack aten::contiguous aten::clone aten::to", "layout", "0", kOutBytes,
        kOutBytes, "0"},
