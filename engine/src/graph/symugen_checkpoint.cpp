@@ -20,8 +20,11 @@ namespace symtune {
 // accumulate as in any backward and the inputs' gradients are returned. Control flow in a span
 // reads the same values when recomputed, so it takes the same branches and trip counts.
 // Limitations: a random op inside a span would draw new numbers when recomputed (the zoo models
-// have none), and an op that updates state in place (batch norm's running statistics) updates it
-// once more — as with PyTorch's checkpointing.
+// have none); an op that updates state in place (batch norm's running statistics) updates it once
+// more, as with PyTorch's checkpointing; and a span that mutates a list or object it was given
+// (appending to a caller's list, prim::SetAttr) would mutate it again when recomputed — the zoo's
+// blocks only mutate what they create. A span whose list or tuple inputs hold tensors that require
+// grad runs without checkpointing (gradients could not flow back through them).
 
 namespace {
 
