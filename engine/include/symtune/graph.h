@@ -47,7 +47,8 @@ struct SourceLocation {
 struct NodeFeatures {
   std::string opClass;  // "conv", "matmul", "attention", "rnn", "norm", "activation",
                         // "elementwise", "reduction", "pool", "lookup", "loss", "layout",
-                        // "creation", "control", "other"
+                        // "creation", "control", "other" (backward nodes: "autograd";
+                        // module-tree nodes: "module")
   std::optional<double> flops, bytesRead, bytesWritten, savedBytes;
   int controlDepth = 0;  // number of enclosing prim::If / prim::Loop regions
 
