@@ -19,50 +19,12 @@
 
 #include <torch/types.h>
 
+#include "symtune/features.h"
 #include "symtune/gradient_monitor.h"
 #include "symtune/memory_tracker.h"
 #include "symtune/op_tracer.h"
 
 namespace symtune {
-
-// The features, in vector order. Each is defined once, in docs/features.md.
-enum class Feature : int {
-  Step,
-  StepTime,
-  DataTime,
-  ForwardTime,
-  BackwardTime,
-  OptimizerTime,
-  SamplesPerSecond,
-  BatchSize,
-  SequenceLength,
-  PeakMemory,
-  LiveMemory,
-  Allocations,
-  Loss,
-  LossDelta,
-  LossEma,
-  GradGlobalNorm,
-  GradMaxParamNorm,
-  GradMinParamNorm,
-  GradMeanAbs,
-  GradNanCount,
-  GradInfCount,
-  ParamsWithoutGrad,
-  UpdateRatioMax,
-  LearningRate,
-};
-inline constexpr int kFeatureCount = 24;
-static_assert(static_cast<int>(Feature::LearningRate) + 1 == kFeatureCount);
-
-// The feature's name as docs/features.md and the JSON outputs spell it ("step_time_s", ...).
-const char* featureName(Feature feature);
-
-struct StepFeatures {
-  std::array<double, kFeatureCount> values{};
-  double operator[](Feature f) const { return values[static_cast<size_t>(f)]; }
-  double& operator[](Feature f) { return values[static_cast<size_t>(f)]; }
-};
 
 struct MetaInfoBrokerOptions {
   size_t historySize = 4096;      // steps kept; the oldest is dropped first
