@@ -60,6 +60,11 @@ class MetaInfoBroker {
   const StepFeatures& endStep(const StepTimings& timings, double loss, double learningRate,
                               int64_t batchSize, int64_t sequenceLength);
 
+  // What rules read during a step, after afterBackward(): the previous step's features with this
+  // step's index, loss (and its delta and moving average), gradient statistics and learning
+  // rate filled in.
+  StepFeatures featuresSoFar(double loss, double learningRate) const;
+
   // Per-node profiles of the steps that have one (per-node telemetry): kept (the latest) and
   // handed to every node subscriber.
   void publishNodes(std::shared_ptr<const NodeProfile> profile);
@@ -81,6 +86,8 @@ class MetaInfoBroker {
   MemoryTracker memory_;
   bool cudaModel_ = false;
   bool countedStep_ = false;  // this step's memory comes from CpuAllocationCounter
+  void fillLossAndGradients(StepFeatures& f, double loss) const;
+
   std::deque<StepFeatures> history_;
   std::map<int, Subscriber> subscribers_;
   std::map<int, NodeSubscriber> nodeSubscribers_;

@@ -29,6 +29,7 @@ struct MetaStepStats {
   torch::Tensor loss;         // what the closure returned (detached)
   double closureSeconds = 0;  // forward + loss + backward
   double updateSeconds = 0;   // the inner optimizer's update
+  bool skipped = false;       // the update gate held the update back (no parameter changed)
 };
 
 class MetaOptimizer {
@@ -40,6 +41,12 @@ class MetaOptimizer {
   // the inner optimizer's update. Throws c10::Error when the closure returns an undefined tensor.
   MetaStepStats step(const std::function<torch::Tensor()>& closure);
 
+  // Called after the closure with its loss, before the update: false skips this step's update
+  // (parameters and optimizer state stay as they are). Rules use it (`skip step`).
+  void setUpdateGate(std::function<bool(const torch::Tensor& loss)> gate) {
+    gate_ = std::move(gate);
+  }
+
   void zeroGrad();
   torch::optim::Optimizer& inner() { return *inner_; }
   int64_t stepCount() const { return steps_; }
@@ -47,6 +54,7 @@ class MetaOptimizer {
  private:
   std::unique_ptr<torch::optim::Optimizer> inner_;
   MetaOptimizerOptions options_;
+  std::function<bool(const torch::Tensor&)> gate_;
   int64_t steps_ = 0;
 };
 

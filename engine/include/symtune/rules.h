@@ -38,6 +38,7 @@ struct Expr {
   std::string name;
   std::vector<std::shared_ptr<Expr>> args;  // operands or arguments
   Type type = Type::Scalar;                 // set by the checker
+  int depth = 1;  // of the expression tree below and including it (bounded by the parser)
 };
 using ExprPtr = std::shared_ptr<Expr>;
 

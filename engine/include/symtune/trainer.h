@@ -14,6 +14,7 @@
 #include "symtune/meta_info_broker.h"
 #include "symtune/meta_optimizer.h"
 #include "symtune/op_tracer.h"
+#include "symtune/rule_engine.h"
 #include "symtune/session.h"
 #include "symtune/symugen.h"
 
@@ -47,6 +48,10 @@ struct StepResult {
   double closureSeconds = 0, updateSeconds = 0;
   StepFeatures features;  // MetaInfoBroker's feature vector of the step (zeros when Off)
   std::shared_ptr<const NodeProfile> nodes;  // per-node telemetry: the step's profile
+  // Rules (docs/rules.md): the rules in force during the step, those that fired, and whether a
+  // `skip step` held the update back.
+  std::vector<std::string> rulesInForce, rulesFired;
+  bool skipped = false;
 };
 
 class Trainer {
@@ -79,6 +84,11 @@ class Trainer {
   const std::string& modelDescription() const { return description_; }
 
   Executor& executor() { return *executor_; }
+  // The rules applied after each step's backward, before its update. Add, enable and disable
+  // them between steps; a step records the set in force (StepResult::rulesInForce). They read
+  // gradient statistics through MetaInfoBroker, so they need telemetry on (Features, the default).
+  rules::RuleSet& rules() { return rules_; }
+
   // Runs the model through `executor` from the next step on (e.g. CheckpointExecutor). It must run
   // this trainer's model: the same parameter tensors, which the optimizer updates.
   void setExecutor(std::unique_ptr<Executor> executor);
@@ -90,6 +100,7 @@ class Trainer {
 
  private:
   StepResult runStep(Graph* capture);
+  bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
 
   Session session_;
   torch::Device device_{torch::kCPU};
@@ -98,6 +109,9 @@ class Trainer {
   std::unique_ptr<MetaOptimizer> optimizer_;
   std::unique_ptr<SyMuGen> symugen_;
   std::unique_ptr<MetaInfoBroker> broker_;
+  rules::RuleSet rules_;
+  rules::RuleOutcome lastRules_;  // of the step being run
+  std::vector<std::pair<std::string, torch::Tensor>> namedParameters_;
   Telemetry telemetry_ = Telemetry::Features;
   std::unique_ptr<OpTracer> tracer_;  // recording while telemetry_ is PerNode
   bool keepEvents_ = false;

@@ -1,5 +1,6 @@
 // The rule language's lexer and recursive-descent parser (docs/rules.md has the grammar).
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <utility>
@@ -201,6 +202,10 @@ class Lexer {
   SourcePos pos_;
 };
 
+// Deeper expressions are refused: the parser, the checker and the compiler all recurse over the
+// expression tree, and a rule nested this deep is a mistake, not a rule.
+constexpr int kMaxDepth = 200;
+
 class Parser {
  public:
   Parser(const std::string& text, std::vector<Token> tokens) : text_(text), t_(std::move(tokens)) {}
@@ -339,8 +344,34 @@ class Parser {
     return s;
   }
 
+  // Counts the parser's own recursion (parentheses, arguments, prefix operators).
+  struct Nesting {
+    Nesting(Parser& p, SourcePos pos) : parser(p) {
+      if (++parser.nesting_ > kMaxDepth)
+        throw RuleError(
+            pos, "expression nested more than " + std::to_string(kMaxDepth) + " levels deep");
+    }
+    ~Nesting() { --parser.nesting_; }
+    Parser& parser;
+  };
+
+  // An expression tree deeper than kMaxDepth (a long chain of operators) is refused too.
+  static ExprPtr limited(ExprPtr e) {
+    int depth = 0;
+    for (const auto& a : e->args)
+      depth = std::max(depth, a->depth);
+    e->depth = depth + 1;
+    if (e->depth > kMaxDepth)
+      throw RuleError(e->pos, "expression nested more than " + std::to_string(kMaxDepth) +
+                                  " levels deep (split it with `let`)");
+    return e;
+  }
+
   // Precedence, loosest first: || && ! comparisons + - * / unary-minus ^.
-  ExprPtr expr() { return orExpr(); }
+  ExprPtr expr() {
+    Nesting n(*this, peek().pos);
+    return orExpr();
+  }
 
   ExprPtr binary(const Token& op, ExprPtr a, ExprPtr b) {
     auto e = std::make_shared<Expr>();
@@ -348,7 +379,7 @@ class Parser {
     e->pos = op.pos;
     e->name = op.text;
     e->args = {std::move(a), std::move(b)};
-    return e;
+    return limited(e);
   }
 
   ExprPtr unary(const Token& op, ExprPtr a) {
@@ -357,7 +388,7 @@ class Parser {
     e->pos = op.pos;
     e->name = op.text;
     e->args = {std::move(a)};
-    return e;
+    return limited(e);
   }
 
   ExprPtr orExpr() {
@@ -380,6 +411,7 @@ class Parser {
 
   ExprPtr notExpr() {
     if (isOp("!")) {
+      Nesting n(*this, peek().pos);
       const Token op = next();
       return unary(op, notExpr());
     }
@@ -422,6 +454,7 @@ class Parser {
 
   ExprPtr negation() {
     if (isOp("-")) {
+      Nesting n(*this, peek().pos);
       const Token op = next();
       return unary(op, negation());
     }
@@ -468,7 +501,7 @@ class Parser {
         } while (isOp(",") && (next(), true));
       }
       expectOp(")");
-      return e;
+      return limited(e);
     }
     if (isOp("(")) {
       next();
@@ -482,6 +515,7 @@ class Parser {
   const std::string& text_;
   std::vector<Token> t_;
   size_t k_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace

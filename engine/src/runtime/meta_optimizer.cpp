@@ -31,8 +31,10 @@ MetaStepStats MetaOptimizer::step(const std::function<torch::Tensor()>& closure)
   torch::Tensor loss = closure();
   TORCH_CHECK(loss.defined(), "the MetaOptimizer closure returned an undefined tensor");
   stats.closureSeconds = secondsSince(t0);
+  stats.skipped = gate_ && !gate_(loss);
   t0 = Clock::now();
-  inner_->step();
+  if (!stats.skipped)
+    inner_->step();
   stats.updateSeconds = secondsSince(t0);
   stats.loss = loss.detach();
   ++steps_;

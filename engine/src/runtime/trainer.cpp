@@ -145,7 +145,9 @@ Trainer::Trainer(const Session& session) : session_(session) {
   }
   executor_->setTraining(true);
   optimizer_ = std::make_unique<MetaOptimizer>(makeOptimizer(session_.optimizer, params));
-  broker_ = std::make_unique<MetaInfoBroker>(executor_->namedParameters());
+  namedParameters_ = executor_->namedParameters();
+  broker_ = std::make_unique<MetaInfoBroker>(namedParameters_);
+  optimizer_->setUpdateGate([this](const torch::Tensor& loss) { return applyRules(loss); });
 }
 
 void Trainer::setTelemetry(Telemetry level, OpTracerOptions ops) {
@@ -165,6 +167,21 @@ void Trainer::setTelemetry(Telemetry level, OpTracerOptions ops) {
 
 StepResult Trainer::step() {
   return runStep(nullptr);
+}
+
+bool Trainer::applyRules(const torch::Tensor& loss) {
+  lastRules_ = rules::RuleOutcome{};
+  if (rules_.names().empty())
+    return true;
+  auto& groups = optimizer_->inner().param_groups();
+  const double lr = groups.front().options().get_lr();
+  const StepFeatures features = broker_->featuresSoFar(loss.item<double>(), lr);
+  lastRules_ = rules_.apply(namedParameters_, features, lr);
+  if (lastRules_.lr) {
+    for (auto& group : groups)
+      group.options().set_lr(*lastRules_.lr);
+  }
+  return !lastRules_.skipStep;
 }
 
 void Trainer::setExecutor(std::unique_ptr<Executor> executor) {
@@ -262,6 +279,9 @@ StepResult Trainer::runStep(Graph* capture) {
 
   StepResult r;
   r.step = stats.step;
+  r.skipped = stats.skipped;
+  r.rulesInForce = std::move(lastRules_.inForce);
+  r.rulesFired = std::move(lastRules_.fired);
   r.loss = stats.loss.item<double>();  // synchronises with the device: step time is real
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.closureSeconds = stats.closureSeconds;

@@ -31,6 +31,45 @@ bool MetaInfoBroker::wantsUpdateRatio() const {
   return options_.updateRatioEvery > 0 && step_ % options_.updateRatioEvery == 0;
 }
 
+void MetaInfoBroker::fillLossAndGradients(StepFeatures& f, double loss) const {
+  const double previous = history_.empty() ? loss : history_.back()[Feature::Loss];
+  f[Feature::Loss] = loss;
+  f[Feature::LossDelta] = loss - previous;
+  f[Feature::LossEma] = step_ == 0 ? loss : 0.9 * lossEma_ + 0.1 * loss;
+
+  double maxNorm = 0, minNorm = std::numeric_limits<double>::infinity(), absSum = 0;
+  double elements = 0;
+  int64_t nans = 0, infs = 0, without = 0;
+  for (const auto& s : gradients_.stats()) {
+    if (!s.hasGradient) {
+      ++without;
+      continue;
+    }
+    maxNorm = std::max(maxNorm, s.norm);
+    minNorm = std::min(minNorm, s.norm);
+    absSum += s.meanAbs * static_cast<double>(s.numel - s.nanCount - s.infCount);
+    elements += static_cast<double>(s.numel - s.nanCount - s.infCount);
+    nans += s.nanCount;
+    infs += s.infCount;
+  }
+  f[Feature::GradGlobalNorm] = gradients_.globalNorm();
+  f[Feature::GradMaxParamNorm] = maxNorm;
+  f[Feature::GradMinParamNorm] = std::isinf(minNorm) ? 0.0 : minNorm;
+  f[Feature::GradMeanAbs] = elements > 0 ? absSum / elements : 0.0;
+  f[Feature::GradNanCount] = static_cast<double>(nans);
+  f[Feature::GradInfCount] = static_cast<double>(infs);
+  f[Feature::ParamsWithoutGrad] = static_cast<double>(without);
+}
+
+StepFeatures MetaInfoBroker::featuresSoFar(double loss, double learningRate) const {
+  StepFeatures f = history_.empty() ? StepFeatures{} : history_.back();
+  f[Feature::Step] = static_cast<double>(step_);
+  fillLossAndGradients(f, loss);
+  f[Feature::UpdateRatioMax] = std::numeric_limits<double>::quiet_NaN();
+  f[Feature::LearningRate] = learningRate;
+  return f;
+}
+
 const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, double learningRate,
                                             int64_t batchSize, int64_t sequenceLength) {
   StepFeatures f;
@@ -52,36 +91,14 @@ const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, d
   f[Feature::LiveMemory] = static_cast<double>(cpu.current + cuda.current);
   f[Feature::Allocations] = static_cast<double>(cpu.allocations + cuda.allocations);
 
-  const double previous = history_.empty() ? loss : history_.back()[Feature::Loss];
   lossEma_ = step_ == 0 ? loss : 0.9 * lossEma_ + 0.1 * loss;
-  f[Feature::Loss] = loss;
-  f[Feature::LossDelta] = loss - previous;
+  fillLossAndGradients(f, loss);
   f[Feature::LossEma] = lossEma_;
-
-  double maxNorm = 0, minNorm = std::numeric_limits<double>::infinity(), absSum = 0;
-  double elements = 0, maxRatio = nan;
-  int64_t nans = 0, infs = 0, without = 0;
-  for (const auto& s : gradients_.stats()) {
-    if (!s.hasGradient) {
-      ++without;
-      continue;
-    }
-    maxNorm = std::max(maxNorm, s.norm);
-    minNorm = std::min(minNorm, s.norm);
-    absSum += s.meanAbs * static_cast<double>(s.numel - s.nanCount - s.infCount);
-    elements += static_cast<double>(s.numel - s.nanCount - s.infCount);
-    nans += s.nanCount;
-    infs += s.infCount;
-    if (s.updateRatio)
-      maxRatio = std::isnan(maxRatio) ? *s.updateRatio : std::max(maxRatio, *s.updateRatio);
+  double maxRatio = nan;
+  for (const auto& st : gradients_.stats()) {
+    if (st.hasGradient && st.updateRatio)
+      maxRatio = std::isnan(maxRatio) ? *st.updateRatio : std::max(maxRatio, *st.updateRatio);
   }
-  f[Feature::GradGlobalNorm] = gradients_.globalNorm();
-  f[Feature::GradMaxParamNorm] = maxNorm;
-  f[Feature::GradMinParamNorm] = std::isinf(minNorm) ? 0.0 : minNorm;
-  f[Feature::GradMeanAbs] = elements > 0 ? absSum / elements : 0.0;
-  f[Feature::GradNanCount] = static_cast<double>(nans);
-  f[Feature::GradInfCount] = static_cast<double>(infs);
-  f[Feature::ParamsWithoutGrad] = static_cast<double>(without);
   f[Feature::UpdateRatioMax] = maxRatio;
   f[Feature::LearningRate] = learningRate;
 

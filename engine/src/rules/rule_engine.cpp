@@ -1,0 +1,437 @@
+#include "symtune/rule_engine.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <stdexcept>
+
+namespace symtune::rules {
+
+namespace {
+
+// A value at run time. Scalars and bools computed from tensors stay 0-dim tensors (no read-back
+// from the device until a decision needs one); constants and features are plain numbers.
+struct Value {
+  double number = 0;
+  bool truth = false;
+  torch::Tensor tensor;  // when defined, the value
+
+  double asNumber() const { return tensor.defined() ? tensor.item<double>() : number; }
+  bool asBool() const { return tensor.defined() ? tensor.item<bool>() : truth; }
+};
+
+struct Env {
+  const StepFeatures* features = nullptr;
+  double lr = 0;
+  const torch::Tensor* grad = nullptr;
+  const torch::Tensor* param = nullptr;
+  std::vector<Value> lets;
+};
+
+using Fn = std::function<Value(Env&)>;
+
+Value number(double d) {
+  Value v;
+  v.number = d;
+  return v;
+}
+Value truth(bool b) {
+  Value v;
+  v.truth = b;
+  return v;
+}
+Value tensor(torch::Tensor t) {
+  Value v;
+  v.tensor = std::move(t);
+  return v;
+}
+
+// A value as a tensor on the parameter's device (a plain number becomes a 0-dim tensor).
+torch::Tensor asTensor(const Value& v, const Env& env, bool isBool = false) {
+  if (v.tensor.defined())
+    return v.tensor;
+  auto options = env.grad ? env.grad->options() : torch::TensorOptions().dtype(torch::kFloat);
+  if (isBool)
+    return torch::scalar_tensor(v.truth, options.dtype(torch::kBool));
+  return torch::scalar_tensor(v.number, options);
+}
+
+class Compiler {
+ public:
+  explicit Compiler(std::map<std::string, size_t>& lets) : lets_(lets) {}
+
+  Fn compile(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::Number: {
+        const double d = e.number;
+        return [d](Env&) { return number(d); };
+      }
+      case Expr::Kind::Boolean: {
+        const bool b = e.boolean;
+        return [b](Env&) { return truth(b); };
+      }
+      case Expr::Kind::Name:
+        return name(e);
+      case Expr::Kind::Unary:
+        return unaryOp(e);
+      case Expr::Kind::Binary:
+        return binaryOp(e);
+      case Expr::Kind::Call:
+        return call(e);
+    }
+    throw std::logic_error("unknown expression kind");
+  }
+
+ private:
+  Fn name(const Expr& e) {
+    if (e.name == "grad")
+      return [](Env& env) { return tensor(*env.grad); };
+    if (e.name == "param")
+      return [](Env& env) { return tensor(env.param->detach()); };
+    if (e.name == "lr")
+      return [](Env& env) { return number(env.lr); };
+    if (auto f = featureNamed(e.name)) {
+      const Feature feature = *f;
+      return [feature](Env& env) { return number((*env.features)[feature]); };
+    }
+    const size_t slot = lets_.at(e.name);
+    return [slot](Env& env) { return env.lets[slot]; };
+  }
+
+  Fn unaryOp(const Expr& e) {
+    Fn a = compile(*e.args[0]);
+    if (e.name == "!") {
+      return [a](Env& env) {
+        Value v = a(env);
+        return v.tensor.defined() ? tensor(v.tensor.logical_not()) : truth(!v.truth);
+      };
+    }
+    return [a](Env& env) {
+      Value v = a(env);
+      return v.tensor.defined() ? tensor(-v.tensor) : number(-v.number);
+    };
+  }
+
+  Fn binaryOp(const Expr& e) {
+    Fn a = compile(*e.args[0]);
+    Fn b = compile(*e.args[1]);
+    const std::string op = e.name;
+    if (op == "&&" || op == "||") {
+      const bool isAnd = op == "&&";
+      return [a, b, isAnd](Env& env) {
+        Value x = a(env);
+        if (!x.tensor.defined() && x.truth != isAnd)
+          return truth(x.truth);  // short circuit on a plain bool
+        Value y = b(env);
+        if (!x.tensor.defined() && !y.tensor.defined())
+          return truth(y.truth);
+        auto tx = asTensor(x, env, true), ty = asTensor(y, env, true);
+        return tensor(isAnd ? tx.logical_and(ty) : tx.logical_or(ty));
+      };
+    }
+    using Plain = std::function<double(double, double)>;
+    using Tensors = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+    Plain plain;
+    Tensors tensors;
+    bool comparison = false;
+    if (op == "+") {
+      plain = [](double x, double y) { return x + y; };
+      tensors = [](const auto& x, const auto& y) { return x + y; };
+    } else if (op == "-") {
+      plain = [](double x, double y) { return x - y; };
+      tensors = [](const auto& x, const auto& y) { return x - y; };
+    } else if (op == "*") {
+      plain = [](double x, double y) { return x * y; };
+      tensors = [](const auto& x, const auto& y) { return x * y; };
+    } else if (op == "/") {
+      plain = [](double x, double y) { return x / y; };
+      tensors = [](const auto& x, const auto& y) { return x / y; };
+    } else if (op == "^") {
+      plain = [](double x, double y) { return std::pow(x, y); };
+      tensors = [](const auto& x, const auto& y) { return torch::pow(x, y); };
+    } else {
+      comparison = true;
+      if (op == "<") {
+        plain = [](double x, double y) { return double(x < y); };
+        tensors = [](const auto& x, const auto& y) { return x < y; };
+      } else if (op == "<=") {
+        plain = [](double x, double y) { return double(x <= y); };
+        tensors = [](const auto& x, const auto& y) { return x <= y; };
+      } else if (op == ">") {
+        plain = [](double x, double y) { return double(x > y); };
+        tensors = [](const auto& x, const auto& y) { return x > y; };
+      } else if (op == ">=") {
+        plain = [](double x, double y) { return double(x >= y); };
+        tensors = [](const auto& x, const auto& y) { return x >= y; };
+      } else if (op == "==") {
+        plain = [](double x, double y) { return double(x == y); };
+        tensors = [](const auto& x, const auto& y) { return x == y; };
+      } else {
+        plain = [](double x, double y) { return double(x != y); };
+        tensors = [](const auto& x, const auto& y) { return x != y; };
+      }
+    }
+    return [a, b, plain, tensors, comparison](Env& env) {
+      Value x = a(env), y = b(env);
+      if (!x.tensor.defined() && !y.tensor.defined()) {
+        const double r = plain(x.number, y.number);
+        return comparison ? truth(r != 0) : number(r);
+      }
+      return tensor(tensors(asTensor(x, env), asTensor(y, env)));
+    };
+  }
+
+  Fn call(const Expr& e) {
+    std::vector<Fn> args;
+    for (const auto& arg : e.args)
+      args.push_back(compile(*arg));
+    const std::string& f = e.name;
+    auto unaryTensor = [&](std::function<torch::Tensor(const torch::Tensor&)> op,
+                           std::function<double(double)> plain) -> Fn {
+      Fn a = args[0];
+      return [a, op, plain](Env& env) {
+        Value v = a(env);
+        return v.tensor.defined() ? tensor(op(v.tensor)) : number(plain(v.number));
+      };
+    };
+    if (f == "mean")
+      return reduce(args[0], [](const torch::Tensor& t) { return t.mean(); });
+    if (f == "sum")
+      return reduce(args[0], [](const torch::Tensor& t) { return t.sum(); });
+    if (f == "norm")
+      return reduce(args[0], [](const torch::Tensor& t) { return t.norm(); });
+    if (f == "std")
+      return reduce(args[0], [](const torch::Tensor& t) { return t.std(); });
+    if (f == "numel") {
+      Fn a = args[0];
+      return [a](Env& env) { return number(static_cast<double>(a(env).tensor.numel())); };
+    }
+    if ((f == "max" || f == "min") && args.size() == 1) {
+      return f == "max" ? reduce(args[0], [](const torch::Tensor& t) { return t.max(); })
+                        : reduce(args[0], [](const torch::Tensor& t) { return t.min(); });
+    }
+    if (f == "max" || f == "min") {
+      Fn a = args[0], b = args[1];
+      const bool isMax = f == "max";
+      return [a, b, isMax](Env& env) {
+        Value x = a(env), y = b(env);
+        if (!x.tensor.defined() && !y.tensor.defined())
+          return number(isMax ? std::max(x.number, y.number) : std::min(x.number, y.number));
+        auto tx = asTensor(x, env), ty = asTensor(y, env);
+        return tensor(isMax ? torch::maximum(tx, ty) : torch::minimum(tx, ty));
+      };
+    }
+    if (f == "abs")
+      return unaryTensor([](const torch::Tensor& t) { return t.abs(); },
+                         [](double d) { return std::abs(d); });
+    if (f == "sqrt")
+      return unaryTensor([](const torch::Tensor& t) { return t.sqrt(); },
+                         [](double d) { return std::sqrt(d); });
+    if (f == "sign")
+      return unaryTensor([](const torch::Tensor& t) { return t.sign(); },
+                         [](double d) { return double((d > 0) - (d < 0)); });
+    if (f == "exp")
+      return unaryTensor([](const torch::Tensor& t) { return t.exp(); },
+                         [](double d) { return std::exp(d); });
+    if (f == "log")
+      return unaryTensor([](const torch::Tensor& t) { return t.log(); },
+                         [](double d) { return std::log(d); });
+    if (f == "unit_norm") {
+      Fn a = args[0];
+      return [a](Env& env) {
+        const torch::Tensor t = a(env).tensor;
+        if (t.dim() <= 1)
+          return tensor(t.norm());
+        std::vector<int64_t> dims;
+        for (int64_t d = 1; d < t.dim(); ++d)
+          dims.push_back(d);
+        return tensor(t.norm(2, dims, /*keepdim=*/true));
+      };
+    }
+    if (f == "clamp") {
+      Fn x = args[0], lo = args[1], hi = args[2];
+      return [x, lo, hi](Env& env) {
+        Value v = x(env), l = lo(env), h = hi(env);
+        if (!v.tensor.defined() && !l.tensor.defined() && !h.tensor.defined())
+          return number(std::min(std::max(v.number, l.number), h.number));
+        return tensor(torch::clamp(asTensor(v, env), asTensor(l, env), asTensor(h, env)));
+      };
+    }
+    if (f == "where") {
+      Fn c = args[0], x = args[1], y = args[2];
+      const bool mask = e.args[0]->type == Type::Mask;
+      return [c, x, y, mask](Env& env) {
+        Value cond = c(env);
+        if (!mask)
+          return cond.asBool() ? x(env) : y(env);
+        return tensor(torch::where(cond.tensor, asTensor(x(env), env), asTensor(y(env), env)));
+      };
+    }
+    throw std::logic_error("the checker let an unknown function through: " + f);
+  }
+
+  static Fn reduce(Fn a, std::function<torch::Tensor(const torch::Tensor&)> op) {
+    return [a, op](Env& env) { return tensor(op(a(env).tensor)); };
+  }
+
+  std::map<std::string, size_t>& lets_;
+};
+
+}  // namespace
+
+// One rule, compiled: its trigger and actions as closures.
+class CompiledRule {
+ public:
+  explicit CompiledRule(const Rule& rule) : rule_(rule) {
+    Compiler compiler(letSlots_);
+    if (rule.trigger)
+      trigger_ = compiler.compile(*rule.trigger);
+    for (const auto& a : rule.actions) {
+      Step s;
+      s.kind = a.kind;
+      if (a.value)
+        s.value = compiler.compile(*a.value);
+      if (a.kind == Action::Kind::Let) {
+        s.slot = letSlots_.size();
+        letSlots_[a.name] = s.slot;
+      }
+      steps_.push_back(std::move(s));
+    }
+  }
+
+  const Rule& rule() const { return rule_; }
+  bool enabled = true;
+
+  bool selects(const std::string& parameter) const {
+    for (const auto& s : rule_.selectors) {
+      if (s.kind == SelectorKind::Params && globMatch(s.glob, parameter))
+        return true;
+    }
+    return false;
+  }
+
+  // Runs the rule once in `env`; true when its trigger held.
+  bool run(Env& env, RuleOutcome& outcome) const {
+    env.lets.assign(letSlots_.size(), Value{});
+    if (trigger_ && !trigger_(env).asBool())
+      return false;
+    for (const auto& s : steps_) {
+      switch (s.kind) {
+        case Action::Kind::Let:
+          env.lets[s.slot] = s.value(env);
+          break;
+        case Action::Kind::SetGrad: {
+          const Value v = s.value(env);
+          torch::NoGradGuard noGrad;
+          if (v.tensor.defined())
+            env.grad->copy_(v.tensor);
+          else
+            env.grad->fill_(v.number);
+          ++outcome.gradientsChanged;
+          break;
+        }
+        case Action::Kind::SetLr:
+          outcome.lr = s.value(env).asNumber();
+          env.lr = *outcome.lr;
+          break;
+        case Action::Kind::SkipStep:
+          outcome.skipStep = true;
+          break;
+        case Action::Kind::Rewrite:
+          break;
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct Step {
+    Action::Kind kind = Action::Kind::Let;
+    Fn value;
+    size_t slot = 0;
+  };
+  Rule rule_;
+  Fn trigger_;
+  std::vector<Step> steps_;
+  std::map<std::string, size_t> letSlots_;
+};
+
+RuleSet::RuleSet() = default;
+RuleSet::~RuleSet() = default;
+RuleSet::RuleSet(RuleSet&&) noexcept = default;
+RuleSet& RuleSet::operator=(RuleSet&&) noexcept = default;
+
+void RuleSet::add(const std::vector<Rule>& rules, bool enabled) {
+  for (const auto& r : rules) {
+    for (const auto& existing : rules_) {
+      if (existing->rule().name == r.name)
+        throw std::invalid_argument("a rule named `" + r.name + "` is already in the set");
+    }
+    for (const auto& a : r.actions) {
+      if (a.kind == Action::Kind::Rewrite)
+        throw std::invalid_argument("rule `" + r.name +
+                                    "` rewrites the model: it is applied to the graph, not to a "
+                                    "step");
+    }
+    rules_.push_back(std::make_unique<CompiledRule>(r));
+    rules_.back()->enabled = enabled;
+  }
+}
+
+void RuleSet::setEnabled(const std::string& name, bool on) {
+  for (auto& r : rules_) {
+    if (r->rule().name == name) {
+      r->enabled = on;
+      return;
+    }
+  }
+  throw std::out_of_range("no rule named `" + name + "`");
+}
+
+bool RuleSet::enabled(const std::string& name) const {
+  for (const auto& r : rules_) {
+    if (r->rule().name == name)
+      return r->enabled;
+  }
+  throw std::out_of_range("no rule named `" + name + "`");
+}
+
+std::vector<std::string> RuleSet::names() const {
+  std::vector<std::string> out;
+  for (const auto& r : rules_)
+    out.push_back(r->rule().name);
+  return out;
+}
+
+RuleOutcome RuleSet::apply(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
+                           const StepFeatures& features, double lr) {
+  RuleOutcome outcome;
+  Env env;
+  env.features = &features;
+  env.lr = lr;
+  for (const auto& r : rules_) {
+    if (!r->enabled)
+      continue;
+    outcome.inForce.push_back(r->rule().name);
+    bool fired = false;
+    if (!r->rule().perParameter) {
+      env.grad = env.param = nullptr;
+      fired = r->run(env, outcome);
+    } else {
+      for (const auto& [name, p] : parameters) {
+        torch::Tensor grad = p.grad();
+        if (!grad.defined() || !r->selects(name))
+          continue;
+        env.grad = &grad;
+        env.param = &p;
+        fired = r->run(env, outcome) || fired;
+      }
+      env.grad = env.param = nullptr;
+    }
+    if (fired)
+      outcome.fired.push_back(r->rule().name);
+  }
+  return outcome;
+}
+
+}  // namespace symtune::rules

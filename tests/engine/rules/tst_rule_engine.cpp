@@ -1,0 +1,221 @@
+// Rules on a step: each kind of rule changes exactly what it should on planted gradients (values
+// checked by hand), and on a trainer a NaN guard keeps every parameter bit-identical across a
+// poisoned step, `set lr` changes the optimizer, and each step records the rules in force.
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "symtune/rule_engine.h"
+#include "symtune/trainer.h"
+#include "test_main.h"
+
+namespace {
+
+using Params = std::vector<std::pair<std::string, torch::Tensor>>;
+
+torch::Tensor withGrad(std::vector<float> value, std::vector<float> grad,
+                       std::vector<int64_t> shape) {
+  auto p = torch::tensor(value).reshape(shape).requires_grad_();
+  p.mutable_grad() = torch::tensor(grad).reshape(shape);
+  return p;
+}
+
+symtune::rules::RuleSet ruleSet(const std::string& text) {
+  symtune::rules::RuleSet set;
+  set.add(symtune::rules::parseRules(text));
+  return set;
+}
+
+void expectValues(const torch::Tensor& t, std::vector<float> expected) {
+  const auto flat = t.flatten().contiguous();
+  QCOMPARE(flat.numel(), static_cast<int64_t>(expected.size()));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const float got = flat[static_cast<int64_t>(i)].item<float>();
+    QVERIFY2(std::abs(got - expected[i]) <= 1e-5f * std::max(1.0f, std::abs(expected[i])),
+             qPrintable(QString("element %1: %2, expected %3").arg(i).arg(got).arg(expected[i])));
+  }
+}
+
+// Every byte of every parameter.
+std::vector<std::vector<char>> snapshot(const Params& params) {
+  std::vector<std::vector<char>> out;
+  for (const auto& [name, p] : params) {
+    const auto c = p.detach().contiguous();
+    std::vector<char> bytes(c.nbytes());
+    std::memcpy(bytes.data(), c.data_ptr(), c.nbytes());
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
+symtune::Session zooSession() {
+  symtune::Session s;
+  s.name = "rules";
+  s.model.zoo = "dynamic_resnet";
+  s.model.preset = "ci";
+  s.optimizer.lr = 3e-3;
+  s.run.steps = 10;
+  return s;
+}
+
+}  // namespace
+
+class TestRuleEngine : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void gradientSteeringClampsToTheGradientsRms() {
+    auto a = withGrad({0, 0, 0, 0}, {1, -2, 3, 10}, {4});
+    auto b = withGrad({0, 0}, {0.5, -0.5}, {2});
+    auto rules = ruleSet(R"(rule gradient_steering {
+      select params "*"
+      let t = sqrt(mean(grad^2))
+      set grad = clamp(grad, -t, t)
+    })");
+    const auto outcome = rules.apply({{"a", a}, {"b", b}}, {}, 1e-3);
+    const float t = std::sqrt((1 + 4 + 9 + 100) / 4.0f);  // 5.3385
+    expectValues(a.grad(), {1, -2, 3, t});
+    expectValues(b.grad(), {0.5, -0.5});  // |g| equals its RMS: unchanged
+    QCOMPARE(outcome.gradientsChanged, int64_t{2});
+    QCOMPARE(outcome.fired, std::vector<std::string>{"gradient_steering"});
+    QVERIFY(!outcome.skipStep);
+  }
+
+  void selectorsPickParametersByGlob() {
+    auto w = withGrad({0, 0}, {1, 2}, {2});
+    auto bias = withGrad({0, 0}, {1, 2}, {2});
+    auto rules = ruleSet(R"(rule zero_weights { select params "*.weight" set grad = 0 })");
+    rules.apply({{"layer1.weight", w}, {"layer1.bias", bias}}, {}, 1e-3);
+    expectValues(w.grad(), {0, 0});
+    expectValues(bias.grad(), {1, 2});
+  }
+
+  void adaptiveClippingIsUnitWise() {
+    // Row 0: |w| = 5, limit 0.05, |g| = 50 -> scaled by 0.001. Row 1: |g| = 0.001 < limit 0.01.
+    auto w = withGrad({3, 4, 0, 1}, {30, 40, 0, 0.001f}, {2, 2});
+    auto rules = ruleSet(R"(rule agc {
+      select params "*"
+      let limit = 0.01 * max(unit_norm(param), 0.001)
+      let n = max(unit_norm(grad), 0.000001)
+      set grad = where(n > limit, grad * (limit / n), grad)
+    })");
+    rules.apply({{"w", w}}, {}, 1e-3);
+    expectValues(w.grad(), {0.03f, 0.04f, 0, 0.001f});
+    expectValues(w, {3, 4, 0, 1});  // the parameter itself is untouched
+  }
+
+  void globalNormClippingReadsTheFeature() {
+    auto a = withGrad({0, 0}, {3, 4}, {2});
+    symtune::StepFeatures f;
+    f[symtune::Feature::GradGlobalNorm] = 5;
+    auto rules = ruleSet(R"(rule clip_global {
+      select params "*"
+      when grad_global_norm > 1
+      set grad = grad / grad_global_norm
+    })");
+    rules.apply({{"a", a}}, f, 1e-3);
+    expectValues(a.grad(), {0.6f, 0.8f});
+    f[symtune::Feature::GradGlobalNorm] = 0.5;
+    auto c = withGrad({0, 0}, {0.3f, 0.4f}, {2});
+    const auto outcome = rules.apply({{"c", c}}, f, 1e-3);
+    expectValues(c.grad(), {0.3f, 0.4f});  // under the threshold: untouched
+    QVERIFY(outcome.fired.empty());
+  }
+
+  void stepRulesSkipAndSetTheLearningRate() {
+    auto rules = ruleSet(R"(
+      rule loss_spike { when step > 10 && loss > 3 * loss_ema  skip step }
+      rule halve_lr { when step == 100  set lr = lr * 0.5 }
+    )");
+    symtune::StepFeatures f;
+    f[symtune::Feature::Step] = 20;
+    f[symtune::Feature::Loss] = 10;
+    f[symtune::Feature::LossEma] = 1;
+    auto outcome = rules.apply({}, f, 0.01);
+    QVERIFY(outcome.skipStep);
+    QVERIFY(!outcome.lr);
+    QCOMPARE(outcome.fired, std::vector<std::string>{"loss_spike"});
+    f[symtune::Feature::Step] = 100;
+    f[symtune::Feature::Loss] = 1;
+    outcome = rules.apply({}, f, 0.01);
+    QVERIFY(!outcome.skipStep);
+    QCOMPARE(outcome.lr.value_or(0), 0.005);
+    rules.setEnabled("halve_lr", false);
+    outcome = rules.apply({}, f, 0.01);
+    QVERIFY(!outcome.lr);
+    QCOMPARE(outcome.inForce, std::vector<std::string>{"loss_spike"});
+  }
+
+  void setRejectsDuplicatesAndRewrites() {
+    auto rules = ruleSet("rule a { skip step }");
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             rules.add(symtune::rules::parseRules("rule a { skip step }")));
+    QVERIFY_THROWS_EXCEPTION(
+        std::invalid_argument,
+        rules.add(symtune::rules::parseRules(R"(rule r { rewrite "x" => "y" })")));
+    QVERIFY_THROWS_EXCEPTION(std::out_of_range, rules.setEnabled("b", true));
+  }
+
+  void nanGuardKeepsParametersBitIdenticalAcrossAPoisonedStep() {
+    symtune::Trainer trainer(zooSession());
+    trainer.rules().add(symtune::rules::parseRules(R"(rule nan_guard {
+      when grad_nan_count + grad_inf_count > 0
+      skip step
+    })"));
+    const auto first = trainer.step();
+    QVERIFY(!first.skipped);
+    QCOMPARE(first.rulesInForce, std::vector<std::string>{"nan_guard"});
+    QVERIFY(first.rulesFired.empty());
+
+    // Poison one weight: the forward, the loss and every gradient behind it become NaN.
+    auto params = trainer.executor().namedParameters();
+    torch::Tensor poisoned = params[1].second;
+    const float kept = poisoned.flatten()[0].item<float>();
+    {
+      torch::NoGradGuard noGrad;
+      poisoned.flatten()[0] = std::numeric_limits<float>::quiet_NaN();
+    }
+    const auto before = snapshot(params);
+    const auto bad = trainer.step();
+    QVERIFY(bad.skipped);
+    QCOMPARE(bad.rulesFired, std::vector<std::string>{"nan_guard"});
+    QVERIFY(std::isnan(bad.loss));
+    QVERIFY2(snapshot(params) == before, "every parameter byte is as before the poisoned step");
+
+    {
+      torch::NoGradGuard noGrad;
+      poisoned.flatten()[0] = kept;
+    }
+    const auto after = trainer.step();
+    QVERIFY(!after.skipped);
+    QVERIFY(std::isfinite(after.loss));
+  }
+
+  void withoutTheGuardAPoisonedStepSpreads() {
+    symtune::Trainer trainer(zooSession());
+    trainer.step();
+    auto params = trainer.executor().namedParameters();
+    {
+      torch::NoGradGuard noGrad;
+      params[1].second.flatten()[0] = std::numeric_limits<float>::quiet_NaN();
+    }
+    const auto before = snapshot(params);
+    QVERIFY(!trainer.step().skipped);
+    QVERIFY(snapshot(params) != before);
+  }
+
+  void setLrChangesTheOptimizer() {
+    symtune::Trainer trainer(zooSession());
+    trainer.rules().add(symtune::rules::parseRules("rule h { when step == 1  set lr = lr * 0.5 }"));
+    auto lr = [&] { return trainer.optimizer().inner().param_groups().front().options().get_lr(); };
+    trainer.step();
+    QCOMPARE(lr(), 3e-3);
+    const auto r = trainer.step();
+    QCOMPARE(r.rulesFired, std::vector<std::string>{"h"});
+    QCOMPARE(lr(), 1.5e-3);
+  }
+};
+
+SYMTUNE_TEST_MAIN_CORE(TestRuleEngine)
+#include "tst_rule_engine.moc"
