@@ -6,6 +6,58 @@
 
 namespace symtune::app {
 
+namespace {
+
+CommandLine parseRulesCommand(const std::vector<std::string>& args) {
+  CommandLine cl;
+  cl.mode = CommandLine::Mode::Rules;
+  if (args.size() < 2 || (args[1] != "check" && args[1] != "export" && args[1] != "import")) {
+    if (args.size() >= 2 && (args[1] == "-h" || args[1] == "--help")) {
+      cl.mode = CommandLine::Mode::Help;
+      return cl;
+    }
+    throw std::invalid_argument("rules needs check, export or import (see --help)");
+  }
+  cl.rulesCommand = args[1];
+  for (size_t i = 2; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size())
+        throw std::invalid_argument(a + " needs a value");
+      return args[++i];
+    };
+    const bool exporting = cl.rulesCommand == "export";
+    if (a == "-h" || a == "--help") {
+      cl.mode = CommandLine::Mode::Help;
+      return cl;
+    } else if (exporting && a == "--name") {
+      cl.packName = value();
+    } else if (exporting && a == "--version") {
+      cl.packVersion = value();
+    } else if (exporting && a == "--description") {
+      cl.packDescription = value();
+    } else if (exporting && a == "--output") {
+      cl.output = value();
+    } else if (cl.rulesCommand == "import" && a == "--library") {
+      cl.library = value();
+    } else if (!a.empty() && a[0] == '-') {
+      throw std::invalid_argument("unknown option " + a + " for rules " + cl.rulesCommand +
+                                  " (see --help)");
+    } else if (cl.rulesFile.empty()) {
+      cl.rulesFile = a;
+    } else {
+      throw std::invalid_argument("unexpected argument \"" + a + "\" (see --help)");
+    }
+  }
+  if (cl.rulesFile.empty())
+    throw std::invalid_argument("rules " + cl.rulesCommand + " needs a file");
+  if (cl.rulesCommand == "export" && (cl.packName.empty() || cl.packVersion.empty() || !cl.output))
+    throw std::invalid_argument("rules export needs --name, --version and --output");
+  return cl;
+}
+
+}  // namespace
+
 CommandLine parseCommandLine(const std::vector<std::string>& args) {
   CommandLine cl;
   auto value = [&](size_t& i) -> const std::string& {
@@ -19,6 +71,8 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     cl.mode = CommandLine::Mode::Graph;
     first = 1;
   }
+  if (!args.empty() && args[0] == "rules")
+    return parseRulesCommand(args);
   for (size_t i = first; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
@@ -102,6 +156,18 @@ std::string usage(const std::string& program, bool studio) {
                  : std::string()) +
          "  " + program +
          " --batch SESSION [options] train a session without a window\n"
+         "  " +
+         program +
+         " rules check FILE          check a rule pack (.json) or a rules file\n"
+         "  " +
+         program +
+         " rules export RULES --name N --version X.Y.Z [--description D] --output PACK\n"
+         "                             pack a rules file (docs/rules.md)\n"
+         "  " +
+         program +
+         " rules import PACK [--library DIR]\n"
+         "                             install a pack (default library: ~/.local/share/symtune/"
+         "rulepacks)\n"
          "  " +
          program +
          " --version | --help\n"

@@ -9,7 +9,7 @@
 namespace symtune::app {
 
 struct CommandLine {
-  enum class Mode { Studio, Batch, Graph, Help, Version };
+  enum class Mode { Studio, Batch, Graph, Rules, Help, Version };
   Mode mode = Mode::Studio;
   std::string session;                // --batch SESSION, or the studio's optional SESSION
   std::optional<std::string> report;  // --report FILE
@@ -21,6 +21,12 @@ struct CommandLine {
   std::string graphFormat = "json";
   bool graphStep = false;
   std::optional<std::string> output;
+  // rules check FILE | rules export RULES --name N --version V [--description D] --output PACK
+  // | rules import PACK [--library DIR]
+  std::string rulesCommand;  // "check", "export" or "import"
+  std::string rulesFile;
+  std::string packName, packVersion, packDescription;
+  std::optional<std::string> library;
 };
 
 // Parses argv (without argv[0]). Throws std::invalid_argument with a one-line reason.

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "command_line.h"
+#include "rules_command.h"
 #include "symtune/version.h"
 
 #ifdef SYMTUNE_HAS_STUDIO
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
     case symtune::app::CommandLine::Mode::Batch:
     case symtune::app::CommandLine::Mode::Graph:
       return handOverToRunner(argv);
+    case symtune::app::CommandLine::Mode::Rules:
+      return symtune::app::runRulesCommand(cl);
     case symtune::app::CommandLine::Mode::Studio:
       break;
   }

@@ -136,6 +136,8 @@ int main(int argc, char** argv) {
       return runBatchCommand(cl);
     case symtune::app::CommandLine::Mode::Graph:
       return runGraphCommand(cl);
+    case symtune::app::CommandLine::Mode::Rules:
+      return fail("rule packs are handled by symtune: symtune rules ... (see symtune --help)", 2);
     case symtune::app::CommandLine::Mode::Studio:
       break;
   }

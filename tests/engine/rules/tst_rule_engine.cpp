@@ -7,12 +7,14 @@
 #include <limits>
 
 #include "symtune/rule_engine.h"
+#include "symtune/rule_pack.h"
 #include "symtune/trainer.h"
 #include "test_main.h"
 
 namespace {
 
 using Params = std::vector<std::pair<std::string, torch::Tensor>>;
+using symtune::rules::Action;
 
 torch::Tensor withGrad(std::vector<float> value, std::vector<float> grad,
                        std::vector<int64_t> shape) {
@@ -80,6 +82,32 @@ class TestRuleEngine : public QObject {
     QCOMPARE(outcome.gradientsChanged, int64_t{2});
     QCOMPARE(outcome.fired, std::vector<std::string>{"gradient_steering"});
     QVERIFY(!outcome.skipStep);
+  }
+
+  // The built-in pack's own rules (resources/rulepacks/builtin.json) on planted gradients.
+  void builtinPackRulesRun() {
+    const auto pack =
+        symtune::rules::loadRulePack(SYMTUNE_SOURCE_DIR "/resources/rulepacks/builtin.json");
+    symtune::rules::RuleSet rules;
+    for (const auto& r : pack.rules) {
+      auto parsed = symtune::rules::parseRules(r.source);
+      if (parsed[0].actions[0].kind != Action::Kind::Rewrite)
+        rules.add(parsed, r.name == "gradient_steering" || r.name == "nan_guard");
+    }
+    QCOMPARE(rules.names().size(), size_t{5});  // all but the rewrite
+    auto a = withGrad({0, 0, 0, 0}, {1, -2, 3, 10}, {4});
+    symtune::StepFeatures f;
+    auto outcome = rules.apply({{"a", a}}, f, 1e-3);
+    expectValues(a.grad(), {1, -2, 3, std::sqrt(28.5f)});
+    QVERIFY(!outcome.skipStep);
+    f[symtune::Feature::GradNanCount] = 1;
+    QVERIFY(rules.apply({{"a", a}}, f, 1e-3).skipStep);
+    rules.setEnabled("global_norm_clipping", true);
+    f[symtune::Feature::GradNanCount] = 0;
+    f[symtune::Feature::GradGlobalNorm] = 2;
+    auto b = withGrad({0, 0}, {0.5f, -0.5f}, {2});
+    rules.apply({{"b", b}}, f, 1e-3);
+    expectValues(b.grad(), {0.25f, -0.25f});  // steering leaves it, global clipping halves it
   }
 
   void selectorsPickParametersByGlob() {
