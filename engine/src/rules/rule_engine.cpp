@@ -23,7 +23,7 @@ struct Value {
 struct Env {
   const StepFeatures* features = nullptr;
   double lr = 0;
-  const torch::Tensor* grad = nullptr;
+  torch::Tensor* grad = nullptr;  // the selected parameter's gradient (a handle to it)
   const torch::Tensor* param = nullptr;
   std::vector<Value> lets;
 };
@@ -129,55 +129,88 @@ class Compiler {
         return tensor(isAnd ? tx.logical_and(ty) : tx.logical_or(ty));
       };
     }
+    // Each operator three ways: on two numbers, tensor with number (ATen's Scalar overloads,
+    // e.g. pow(x, 2) squares), and on two tensors.
     using Plain = std::function<double(double, double)>;
+    using TensorNumber = std::function<torch::Tensor(const torch::Tensor&, double)>;
+    using NumberTensor = std::function<torch::Tensor(double, const torch::Tensor&)>;
     using Tensors = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
     Plain plain;
-    Tensors tensors;
+    TensorNumber tn;
+    NumberTensor nt;
+    Tensors tt;
     bool comparison = false;
     if (op == "+") {
       plain = [](double x, double y) { return x + y; };
-      tensors = [](const auto& x, const auto& y) { return x + y; };
+      tn = [](const torch::Tensor& x, double y) { return x + y; };
+      nt = [](double x, const torch::Tensor& y) { return y + x; };
+      tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x + y; };
     } else if (op == "-") {
       plain = [](double x, double y) { return x - y; };
-      tensors = [](const auto& x, const auto& y) { return x - y; };
+      tn = [](const torch::Tensor& x, double y) { return x - y; };
+      nt = [](double x, const torch::Tensor& y) { return torch::rsub(y, x); };
+      tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x - y; };
     } else if (op == "*") {
       plain = [](double x, double y) { return x * y; };
-      tensors = [](const auto& x, const auto& y) { return x * y; };
+      tn = [](const torch::Tensor& x, double y) { return x * y; };
+      nt = [](double x, const torch::Tensor& y) { return y * x; };
+      tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x * y; };
     } else if (op == "/") {
       plain = [](double x, double y) { return x / y; };
-      tensors = [](const auto& x, const auto& y) { return x / y; };
+      tn = [](const torch::Tensor& x, double y) { return x / y; };
+      nt = [](double x, const torch::Tensor& y) { return y.reciprocal() * x; };
+      tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x / y; };
     } else if (op == "^") {
       plain = [](double x, double y) { return std::pow(x, y); };
-      tensors = [](const auto& x, const auto& y) { return torch::pow(x, y); };
+      tn = [](const torch::Tensor& x, double y) { return torch::pow(x, y); };
+      nt = [](double x, const torch::Tensor& y) { return torch::pow(x, y); };
+      tt = [](const torch::Tensor& x, const torch::Tensor& y) { return torch::pow(x, y); };
     } else {
       comparison = true;
       if (op == "<") {
         plain = [](double x, double y) { return double(x < y); };
-        tensors = [](const auto& x, const auto& y) { return x < y; };
+        tn = [](const torch::Tensor& x, double y) { return x.lt(y); };
+        nt = [](double x, const torch::Tensor& y) { return y.gt(x); };
+        tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x.lt(y); };
       } else if (op == "<=") {
         plain = [](double x, double y) { return double(x <= y); };
-        tensors = [](const auto& x, const auto& y) { return x <= y; };
+        tn = [](const torch::Tensor& x, double y) { return x.le(y); };
+        nt = [](double x, const torch::Tensor& y) { return y.ge(x); };
+        tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x.le(y); };
       } else if (op == ">") {
         plain = [](double x, double y) { return double(x > y); };
-        tensors = [](const auto& x, const auto& y) { return x > y; };
+        tn = [](const torch::Tensor& x, double y) { return x.gt(y); };
+        nt = [](double x, const torch::Tensor& y) { return y.lt(x); };
+        tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x.gt(y); };
       } else if (op == ">=") {
         plain = [](double x, double y) { return double(x >= y); };
-        tensors = [](const auto& x, const auto& y) { return x >= y; };
+        tn = [](const torch::Tensor& x, double y) { return x.ge(y); };
+        nt = [](double x, const torch::Tensor& y) { return y.le(x); };
+        tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x.ge(y); };
       } else if (op == "==") {
         plain = [](double x, double y) { return double(x == y); };
-        tensors = [](const auto& x, const auto& y) { return x == y; };
+        tn = [](const torch::Tensor& x, double y) { return x.eq(y); };
+        nt = [](double x, const torch::Tensor& y) { return y.eq(x); };
+        tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x.eq(y); };
       } else {
         plain = [](double x, double y) { return double(x != y); };
-        tensors = [](const auto& x, const auto& y) { return x != y; };
+        tn = [](const torch::Tensor& x, double y) { return x.ne(y); };
+        nt = [](double x, const torch::Tensor& y) { return y.ne(x); };
+        tt = [](const torch::Tensor& x, const torch::Tensor& y) { return x.ne(y); };
       }
     }
-    return [a, b, plain, tensors, comparison](Env& env) {
+    return [a, b, plain, tn, nt, tt, comparison](Env& env) {
       Value x = a(env), y = b(env);
-      if (!x.tensor.defined() && !y.tensor.defined()) {
+      const bool xt = x.tensor.defined(), yt = y.tensor.defined();
+      if (!xt && !yt) {
         const double r = plain(x.number, y.number);
         return comparison ? truth(r != 0) : number(r);
       }
-      return tensor(tensors(asTensor(x, env), asTensor(y, env)));
+      if (!yt)
+        return tensor(tn(x.tensor, y.number));
+      if (!xt)
+        return tensor(nt(x.number, y.tensor));
+      return tensor(tt(x.tensor, y.tensor));
     };
   }
 
@@ -289,7 +322,9 @@ class CompiledRule {
     for (const auto& a : rule.actions) {
       Step s;
       s.kind = a.kind;
-      if (a.value)
+      if (a.kind == Action::Kind::SetGrad)
+        s.inPlace = inPlaceForm(*a.value, compiler, s.operands);
+      if (a.value && s.inPlace == InPlace::None)
         s.value = compiler.compile(*a.value);
       if (a.kind == Action::Kind::Let) {
         s.slot = letSlots_.size();
@@ -317,16 +352,35 @@ class CompiledRule {
       return false;
     for (const auto& s : steps_) {
       switch (s.kind) {
-        case Action::Kind::Let:
-          env.lets[s.slot] = s.value(env);
+        case Action::Kind::Let: {
+          Value v = s.value(env);
+          // `let g = grad` keeps the gradient as it is now, whatever a later `set grad` does.
+          if (v.tensor.defined() && env.grad && v.tensor.is_same(*env.grad))
+            v.tensor = v.tensor.clone();
+          env.lets[s.slot] = std::move(v);
           break;
+        }
         case Action::Kind::SetGrad: {
+          if (s.inPlace != InPlace::None) {
+            updateInPlace(s, env);
+            ++outcome.gradientsChanged;
+            break;
+          }
           const Value v = s.value(env);
           torch::NoGradGuard noGrad;
-          if (v.tensor.defined())
-            env.grad->copy_(v.tensor);
-          else
-            env.grad->fill_(v.number);
+          torch::Tensor& grad = *env.grad;
+          if (!v.tensor.defined()) {
+            grad.fill_(v.number);
+          } else if (v.tensor.storage().use_count() == 1 && !v.tensor.is_same(grad) &&
+                     v.tensor.sizes() == grad.sizes() && v.tensor.strides() == grad.strides() &&
+                     v.tensor.dtype() == grad.dtype() && v.tensor.device() == grad.device()) {
+            // A fresh tensor (its storage is its own: not a view of the parameter or of another
+            // value) laid out like the gradient becomes the gradient: no copy.
+            env.param->mutable_grad() = v.tensor;
+            grad = v.tensor;
+          } else {
+            grad.copy_(v.tensor);
+          }
           ++outcome.gradientsChanged;
           break;
         }
@@ -345,11 +399,71 @@ class CompiledRule {
   }
 
  private:
+  // `set grad = grad OP x` and `set grad = clamp(grad, lo, hi)` update the gradient in place:
+  // the operands are evaluated first, then one in-place ATen op (no new gradient tensor).
+  enum class InPlace { None, Add, Sub, Mul, Div, Clamp };
+
   struct Step {
     Action::Kind kind = Action::Kind::Let;
     Fn value;
     size_t slot = 0;
+    InPlace inPlace = InPlace::None;
+    std::vector<Fn> operands;  // the in-place form's operands after `grad`
   };
+
+  static InPlace inPlaceForm(const Expr& e, Compiler& compiler, std::vector<Fn>& operands) {
+    const bool gradFirst =
+        !e.args.empty() && e.args[0]->kind == Expr::Kind::Name && e.args[0]->name == "grad";
+    if (!gradFirst)
+      return InPlace::None;
+    InPlace form = InPlace::None;
+    if (e.kind == Expr::Kind::Call && e.name == "clamp")
+      form = InPlace::Clamp;
+    else if (e.kind == Expr::Kind::Binary && e.name == "+")
+      form = InPlace::Add;
+    else if (e.kind == Expr::Kind::Binary && e.name == "-")
+      form = InPlace::Sub;
+    else if (e.kind == Expr::Kind::Binary && e.name == "*")
+      form = InPlace::Mul;
+    else if (e.kind == Expr::Kind::Binary && e.name == "/")
+      form = InPlace::Div;
+    if (form != InPlace::None) {
+      for (size_t i = 1; i < e.args.size(); ++i)
+        operands.push_back(compiler.compile(*e.args[i]));
+    }
+    return form;
+  }
+
+  static void updateInPlace(const Step& s, Env& env) {
+    std::vector<Value> v;
+    for (const auto& f : s.operands)
+      v.push_back(f(env));
+    torch::NoGradGuard noGrad;
+    torch::Tensor& g = *env.grad;
+    auto operand = [&](const Value& x) { return x.tensor.defined() ? x.tensor : asTensor(x, env); };
+    switch (s.inPlace) {
+      case InPlace::Add:
+        v[0].tensor.defined() ? g.add_(v[0].tensor) : g.add_(v[0].number);
+        break;
+      case InPlace::Sub:
+        v[0].tensor.defined() ? g.sub_(v[0].tensor) : g.sub_(v[0].number);
+        break;
+      case InPlace::Mul:
+        v[0].tensor.defined() ? g.mul_(v[0].tensor) : g.mul_(v[0].number);
+        break;
+      case InPlace::Div:
+        v[0].tensor.defined() ? g.div_(v[0].tensor) : g.div_(v[0].number);
+        break;
+      case InPlace::Clamp:
+        if (!v[0].tensor.defined() && !v[1].tensor.defined())
+          g.clamp_(v[0].number, v[1].number);
+        else
+          g.clamp_(operand(v[0]), operand(v[1]));
+        break;
+      case InPlace::None:
+        break;
+    }
+  }
   Rule rule_;
   Fn trigger_;
   std::vector<Step> steps_;
@@ -415,7 +529,8 @@ RuleOutcome RuleSet::apply(const std::vector<std::pair<std::string, torch::Tenso
     outcome.inForce.push_back(r->rule().name);
     bool fired = false;
     if (!r->rule().perParameter) {
-      env.grad = env.param = nullptr;
+      env.grad = nullptr;
+      env.param = nullptr;
       fired = r->run(env, outcome);
     } else {
       for (const auto& [name, p] : parameters) {
@@ -426,7 +541,8 @@ RuleOutcome RuleSet::apply(const std::vector<std::pair<std::string, torch::Tenso
         env.param = &p;
         fired = r->run(env, outcome) || fired;
       }
-      env.grad = env.param = nullptr;
+      env.grad = nullptr;
+      env.param = nullptr;
     }
     if (fired)
       outcome.fired.push_back(r->rule().name);

@@ -110,6 +110,19 @@ class TestRuleEngine : public QObject {
     expectValues(b.grad(), {0.25f, -0.25f});  // steering leaves it, global clipping halves it
   }
 
+  // `let` binds a value: a later in-place `set grad` does not change what it holds.
+  void letKeepsTheGradientItSaw() {
+    auto a = withGrad({0, 0}, {1, 2}, {2});
+    auto rules = ruleSet(R"(rule r {
+      select params "*"
+      let before = grad
+      set grad = grad * 10
+      set grad = grad + before
+    })");
+    rules.apply({{"a", a}}, {}, 1e-3);
+    expectValues(a.grad(), {11, 22});
+  }
+
   void selectorsPickParametersByGlob() {
     auto w = withGrad({0, 0}, {1, 2}, {2});
     auto bias = withGrad({0, 0}, {1, 2}, {2});
