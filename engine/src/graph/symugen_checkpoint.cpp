@@ -19,12 +19,13 @@ namespace symtune {
 // (reentrant, like torch.utils.checkpoint with use_reentrant=True): the parameters' gradients
 // accumulate as in any backward and the inputs' gradients are returned. Control flow in a span
 // reads the same values when recomputed, so it takes the same branches and trip counts.
+// Spans run without checkpointing when it would be wrong: an output whose tensors are nested (a
+// tuple inside a tuple, an Optional), a span that writes to one of its inputs (an in-place ReLU
+// block, appending to a caller's list, prim::SetAttr on a module it was given), and — decided at
+// run time — list or tuple inputs holding tensors that require grad.
 // Limitations: a random op inside a span would draw new numbers when recomputed (the zoo models
-// have none); an op that updates state in place (batch norm's running statistics) updates it once
-// more, as with PyTorch's checkpointing; and a span that mutates a list or object it was given
-// (appending to a caller's list, prim::SetAttr) would mutate it again when recomputed — the zoo's
-// blocks only mutate what they create. A span whose list or tuple inputs hold tensors that require
-// grad runs without checkpointing (gradients could not flow back through them).
+// have none), and an op that updates state it does not take as an input (batch norm's running
+// statistics, read through the module) updates it once more, as with PyTorch's checkpointing.
 
 namespace {
 
@@ -41,6 +42,57 @@ void collectDefined(const Node* node, std::unordered_set<const Value*>& out) {
     for (const Node* inner : b->nodes())
       collectDefined(inner, out);
   }
+}
+
+bool containsTensor(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType)
+    return true;
+  for (const auto& inner : type->containedTypes()) {
+    if (containsTensor(inner))
+      return true;
+  }
+  return false;
+}
+
+bool allTensorTypes(c10::ArrayRef<c10::TypePtr> types) {
+  for (const auto& t : types) {
+    if (t->kind() != c10::TypeKind::TensorType)
+      return false;
+  }
+  return true;
+}
+
+// Whether a span output of this type can pass through CheckpointFunction with its gradient: a
+// Tensor, a tuple or list of Tensors, or a value holding no tensor at all (an int, a bool).
+bool passable(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType || !containsTensor(type))
+    return true;
+  if (auto tuple = type->cast<c10::TupleType>())
+    return allTensorTypes(tuple->elements());
+  if (auto list = type->cast<c10::ListType>())
+    return list->getElementType()->kind() == c10::TypeKind::TensorType;
+  return false;
+}
+
+// Whether `node` (or a node nested in it) writes to one of `inputs` in place: recomputing the span
+// would then start from the written value, or write to a leaf autograd refuses.
+bool writesTo(const Node* node, const std::unordered_set<const Value*>& inputs) {
+  if (node->kind() == c10::prim::SetAttr && inputs.count(node->input(0)))
+    return true;
+  if (const auto* schema = node->maybeSchema()) {
+    for (size_t i = 0; i < node->inputs().size() && i < schema->arguments().size(); ++i) {
+      const auto* alias = schema->arguments()[i].alias_info();
+      if (alias && alias->isWrite() && inputs.count(node->input(i)))
+        return true;
+    }
+  }
+  for (const Block* b : node->blocks()) {
+    for (const Node* inner : b->nodes()) {
+      if (writesTo(inner, inputs))
+        return true;
+    }
+  }
+  return false;
 }
 
 bool holdsGradTensor(const c10::IValue& value) {
@@ -257,6 +309,20 @@ void SyMuGen::prepareCheckpointSpans() {
         if (readAfter.count(v))
           span->outputs.push_back(v);
       }
+      if (n == last)
+        break;
+    }
+    // Spans that checkpointing would get wrong run as usual: an output whose tensors are nested
+    // (a tuple holding a tuple, an Optional) would lose its gradient, and a span that writes to
+    // its own input (an in-place ReLU block) cannot be recomputed from it.
+    for (const Value* v : span->outputs) {
+      if (!passable(v->type()))
+        return;
+    }
+    const std::unordered_set<const Value*> inputs(span->inputs.begin(), span->inputs.end());
+    for (const Node* n = first;; n = n->next()) {
+      if (writesTo(n, inputs))
+        return;
       if (n == last)
         break;
     }

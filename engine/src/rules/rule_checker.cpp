@@ -113,6 +113,12 @@ class Checker {
     for (auto& a : rule_.actions)
       action(a);
     rule_.perParameter = perParameter_;
+    for (const auto& a : rule_.actions) {
+      if (a.kind == Action::Kind::SetLr && perParameter_)
+        throw RuleError(a.pos,
+                        "`set lr` runs once per step: put it in a rule that does not read "
+                        "`grad` or `param` or set `grad`");
+    }
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "symtune/rule_engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -60,7 +61,22 @@ class Compiler {
  public:
   explicit Compiler(std::map<std::string, size_t>& lets) : lets_(lets) {}
 
+  // A tensor- or mask-typed expression always yields a tensor at run time (a `where` on a bool
+  // may pick a plain number; `&&` may short-circuit to a plain bool).
   Fn compile(const Expr& e) {
+    Fn f = compileNode(e);
+    if (e.type != Type::Tensor && e.type != Type::Mask)
+      return f;
+    const bool mask = e.type == Type::Mask;
+    return [f, mask](Env& env) {
+      Value v = f(env);
+      if (!v.tensor.defined())
+        v.tensor = asTensor(v, env, mask);
+      return v;
+    };
+  }
+
+  Fn compileNode(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::Number: {
         const double d = e.number;
@@ -371,11 +387,12 @@ class CompiledRule {
           torch::Tensor& grad = *env.grad;
           if (!v.tensor.defined()) {
             grad.fill_(v.number);
-          } else if (v.tensor.storage().use_count() == 1 && !v.tensor.is_same(grad) &&
-                     v.tensor.sizes() == grad.sizes() && v.tensor.strides() == grad.strides() &&
-                     v.tensor.dtype() == grad.dtype() && v.tensor.device() == grad.device()) {
-            // A fresh tensor (its storage is its own: not a view of the parameter or of another
-            // value) laid out like the gradient becomes the gradient: no copy.
+          } else if (v.tensor.use_count() == 1 && v.tensor.storage().use_count() == 1 &&
+                     !v.tensor.is_same(grad) && v.tensor.sizes() == grad.sizes() &&
+                     v.tensor.strides() == grad.strides() && v.tensor.dtype() == grad.dtype() &&
+                     v.tensor.device() == grad.device()) {
+            // A fresh tensor (held by nothing else, not even a `let`, and with storage of its own:
+            // not a view of the parameter) laid out like the gradient becomes the gradient.
             env.param->mutable_grad() = v.tensor;
             grad = v.tensor;
           } else {
@@ -476,20 +493,26 @@ RuleSet::RuleSet(RuleSet&&) noexcept = default;
 RuleSet& RuleSet::operator=(RuleSet&&) noexcept = default;
 
 void RuleSet::add(const std::vector<Rule>& rules, bool enabled) {
+  // All or nothing: every rule is checked against the set and the batch before any is added.
+  std::vector<std::string> names = this->names();
   for (const auto& r : rules) {
-    for (const auto& existing : rules_) {
-      if (existing->rule().name == r.name)
-        throw std::invalid_argument("a rule named `" + r.name + "` is already in the set");
-    }
+    if (std::find(names.begin(), names.end(), r.name) != names.end())
+      throw std::invalid_argument("a rule named `" + r.name + "` is already in the set");
+    names.push_back(r.name);
     for (const auto& a : r.actions) {
       if (a.kind == Action::Kind::Rewrite)
         throw std::invalid_argument("rule `" + r.name +
                                     "` rewrites the model: it is applied to the graph, not to a "
                                     "step");
     }
-    rules_.push_back(std::make_unique<CompiledRule>(r));
-    rules_.back()->enabled = enabled;
   }
+  std::vector<std::unique_ptr<CompiledRule>> compiled;
+  for (const auto& r : rules) {
+    compiled.push_back(std::make_unique<CompiledRule>(r));
+    compiled.back()->enabled = enabled;
+  }
+  for (auto& c : compiled)
+    rules_.push_back(std::move(c));
 }
 
 void RuleSet::setEnabled(const std::string& name, bool on) {

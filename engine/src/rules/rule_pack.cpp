@@ -1,5 +1,6 @@
 #include "symtune/rule_pack.h"
 
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -67,6 +68,21 @@ const json& field(const json& j, const char* name, json::value_t type, const std
   return *it;
 }
 
+// A pack's name names its file in the library: letters, digits, `_`, `-` and `.`, starting with a
+// letter or digit, at most 64 characters (no path separators, no `..`).
+void checkPackName(const std::string& name, const std::string& where) {
+  const bool ok = !name.empty() && name.size() <= 64 &&
+                  std::isalnum(static_cast<unsigned char>(name[0])) &&
+                  name.find_first_not_of(
+                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789_-.") == std::string::npos &&
+                  name.find("..") == std::string::npos;
+  if (!ok)
+    throw RulePackError(where + "pack name \"" + name +
+                        "\" must be 1-64 letters, digits, `_`, `-` or `.`, starting with a letter "
+                        "or digit");
+}
+
 }  // namespace
 
 int compareVersions(const std::string& a, const std::string& b) {
@@ -89,8 +105,7 @@ std::string rulePackChecksum(const RulePack& pack) {
 RulePack packFromText(const std::string& text, const std::string& name, const std::string& version,
                       const std::string& description) {
   versionParts(version);
-  if (name.empty())
-    throw RulePackError("a rule pack needs a name");
+  checkPackName(name, "");
   RulePack pack{name, version, description, {}};
   for (const auto& rule : parseRules(text))
     pack.rules.push_back({rule.name, commentAbove(text, rule.pos.line), rule.source});
@@ -129,6 +144,7 @@ RulePack parseRulePack(const std::string& text, const std::string& origin) {
                         "; this Symtune reads version " + std::to_string(RulePack::kFormatVersion));
   RulePack pack;
   pack.name = field(j, "name", json::value_t::string, origin).get<std::string>();
+  checkPackName(pack.name, origin + ": ");
   pack.version = field(j, "pack_version", json::value_t::string, origin).get<std::string>();
   pack.description = j.value("description", "");
   try {

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
+#include <charconv>
+#include <cmath>
 #include <utility>
 
 #include "symtune/rules.h"
@@ -137,14 +138,33 @@ class Lexer {
     }
   }
 
+  // DIGITS [. DIGITS] [(e|E) [+|-] DIGITS], or . DIGITS ...: parsed with std::from_chars, which
+  // ignores the locale (a comma decimal point must not change what a rule means).
   void number(Token& t) {
     t.kind = Tok::Number;
-    const char* begin = s_.c_str() + i_;
-    char* end = nullptr;
-    t.number = std::strtod(begin, &end);
-    const size_t length = static_cast<size_t>(end - begin);
-    for (size_t k = 0; k < length; ++k)
+    auto digits = [&] {
+      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_])))
+        t.text += advance();
+    };
+    digits();
+    if (i_ < s_.size() && s_[i_] == '.') {
       t.text += advance();
+      digits();
+    }
+    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+      size_t k = i_ + 1;
+      if (k < s_.size() && (s_[k] == '+' || s_[k] == '-'))
+        ++k;
+      if (k < s_.size() && std::isdigit(static_cast<unsigned char>(s_[k]))) {
+        while (i_ < k)
+          t.text += advance();
+        digits();
+      }  // else not an exponent: reported below as a number running into a name
+    }
+    const auto [end, error] =
+        std::from_chars(t.text.data(), t.text.data() + t.text.size(), t.number);
+    if (error != std::errc() || end != t.text.data() + t.text.size() || !std::isfinite(t.number))
+      throw RuleError(t.pos, "`" + t.text + "` is not a finite number");
     if (i_ < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
       throw RuleError(pos_, "a number must not run into a name (found `" + t.text + s_[i_] + "`)");
   }
@@ -465,6 +485,7 @@ class Parser {
   ExprPtr power() {
     ExprPtr e = primary();
     if (isOp("^")) {
+      Nesting n(*this, peek().pos);
       const Token op = next();
       e = binary(op, e, negation());
     }

@@ -173,6 +173,11 @@ bool Trainer::applyRules(const torch::Tensor& loss) {
   lastRules_ = rules::RuleOutcome{};
   if (rules_.names().empty())
     return true;
+  // With telemetry off the broker sees no gradients and counts no steps: rules would read stale
+  // values (a NaN guard firing forever, `when step == N` holding every step).
+  TORCH_CHECK(
+      telemetry_ != Telemetry::Off,
+      "rules read the step's features: turn telemetry on (Features or PerNode) to use them");
   auto& groups = optimizer_->inner().param_groups();
   const double lr = groups.front().options().get_lr();
   const StepFeatures features = broker_->featuresSoFar(loss.item<double>(), lr);

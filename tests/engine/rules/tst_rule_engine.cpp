@@ -123,6 +123,43 @@ class TestRuleEngine : public QObject {
     expectValues(a.grad(), {11, 22});
   }
 
+  // A mask built from a plain bool and a tensor comparison, and a `where` on a bool picking a
+  // number, still behave as tensors.
+  void mixedBoolsAndMasks() {
+    auto a = withGrad({0, 0}, {-1, 2}, {2});
+    auto rules = ruleSet(R"(rule r {
+      select params "*"
+      let g = where(step > 100, grad, 0)
+      set grad = where(step > 10 && grad > 0, grad, grad + norm(g))
+    })");
+    symtune::StepFeatures f;
+    f[symtune::Feature::Step] = 5;
+    rules.apply({{"a", a}}, f, 1e-3);
+    expectValues(a.grad(), {-1, 2});  // step 5: the mask is all false, norm(g) = 0
+  }
+
+  void addIsAllOrNothing() {
+    symtune::rules::RuleSet rules;
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument,
+                             rules.add(symtune::rules::parseRules(
+                                 R"(rule a { skip step } rule r { rewrite "x" => "y" })")));
+    QVERIFY(rules.names().empty());
+  }
+
+  // A gradient taken over from a `let` does not change the `let` when updated in place later.
+  void takenOverGradientDoesNotAliasALet() {
+    auto a = withGrad({0, 0}, {1, 2}, {2});
+    auto rules = ruleSet(R"(rule r {
+      select params "*"
+      let s = grad * 2
+      set grad = s
+      set grad = grad * 0.5
+      set grad = grad + s
+    })");
+    rules.apply({{"a", a}}, {}, 1e-3);
+    expectValues(a.grad(), {3, 6});
+  }
+
   void selectorsPickParametersByGlob() {
     auto w = withGrad({0, 0}, {1, 2}, {2});
     auto bias = withGrad({0, 0}, {1, 2}, {2});

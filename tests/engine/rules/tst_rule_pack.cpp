@@ -85,6 +85,18 @@ class TestRulePack : public QObject {
                              symtune::rules::packFromText("rule a { }", "mine", "1.0.0", ""));
   }
 
+  void packNamesCannotLeaveTheLibrary() {
+    auto pack = symtune::rules::packFromText(kRules, "mine", "1.0.0", "");
+    std::string json = symtune::rules::rulePackJson(pack);
+    json.replace(json.find("\"name\": \"mine\""), 14, "\"name\": \"../x\"");
+    QVERIFY(messageOf([&] {
+              symtune::rules::parseRulePack(json, "p.json");
+            }).find("p.json: pack name \"../x\" must be") == 0);
+    QVERIFY_THROWS_EXCEPTION(RulePackError,
+                             symtune::rules::packFromText(kRules, "/etc/x", "1.0.0", ""));
+    QVERIFY_THROWS_EXCEPTION(RulePackError, symtune::rules::packFromText(kRules, "", "1.0.0", ""));
+  }
+
   void duplicateNamesInAPackAreRefused() {
     auto pack = symtune::rules::packFromText(kRules, "mine", "1.0.0", "");
     pack.rules.push_back(pack.rules[0]);

@@ -168,6 +168,12 @@ rule tanh_gelu {
         "1:29: a rule with `rewrite` only rewrites: put other actions in a rule of their own");
     row("rewrite without arrow", "rule a { rewrite \"x\" \"y\" }",
         "1:22: expected `=>`, found a string");
+    row("set lr in a per-parameter rule",
+        "rule a { select params \"*\" set grad = grad * 2 set lr = lr * 0.5 }",
+        "1:48: `set lr` runs once per step: put it in a rule that does not read `grad` or `param` "
+        "or set `grad`");
+    row("not a finite number", "rule a { when loss > 1e999 skip step }",
+        "1:22: `1e999` is not a finite number");
     row("duplicate rule", "rule a { skip step }\nrule a { skip step }",
         "2:1: a second rule named `a` (the first is at 1:1)");
   }
@@ -199,6 +205,11 @@ rule tanh_gelu {
       QVERIFY(std::string(e.what()).find(
                   "nested more than 200 levels deep (split it with `let`)") != std::string::npos);
     }
+    std::string powers = "rule a { when ";
+    for (int i = 0; i < 5000; ++i)
+      powers += "1^";
+    powers += "1 > 0 skip step }";
+    QVERIFY_THROWS_EXCEPTION(RuleError, parseRules(powers));
     const std::string nots = "rule a { when " + std::string(5000, '!') + "true skip step }";
     QVERIFY_THROWS_EXCEPTION(RuleError, parseRules(nots));
     // 150 levels are fine.

@@ -181,6 +181,59 @@ class TestZooModels : public QObject {
           ckpt->blocks().size(), static_cast<long long>(ckpt->lastCheckpointed()));
   }
 
+  // Blocks checkpointing would get wrong run as usual: one that writes to its input in place (an
+  // in-place ReLU) and one whose output nests a tuple in a tuple. Gradients match the plain run.
+  void unsafeBlocksAreNotCheckpointed() {
+    auto module = [] {
+      torch::manual_seed(5);
+      auto make = [](const char* name, const char* source) {
+        torch::jit::Module m(name);
+        m.register_attribute("training", c10::BoolType::get(), true);
+        m.register_parameter("w", torch::randn({4, 4}).requires_grad_(), false);
+        m.define(source);
+        return m;
+      };
+      auto lin = make("Lin", "def forward(self, x: Tensor) -> Tensor:\n    return x.mm(self.w)\n");
+      auto act =
+          make("Act", "def forward(self, x: Tensor) -> Tensor:\n    return torch.relu_(x)\n");
+      auto pair = make("Pair",
+                       "def forward(self, x: Tensor) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:\n"
+                       "    h = x.mm(self.w)\n"
+                       "    return h, (h * 2.0, h * 3.0)\n");
+      torch::jit::Module root("Root");
+      root.register_attribute("training", c10::BoolType::get(), true);
+      root.register_module("lin", lin);
+      root.register_module("act", act);
+      root.register_module("pair", pair);
+      root.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    y = self.act.forward(self.lin.forward(x))
+    a, bc = self.pair.forward(y)
+    b, c = bc
+    return a + b + c
+)");
+      return root;
+    };
+    const auto x = torch::randn({3, 4});
+    auto plain = module();
+    plain.forward({x}).toTensor().sum().backward();
+    auto checkpointed = module();
+    symtune::CheckpointExecutor executor(checkpointed);
+    executor.forward({x}).sum().backward();
+    QCOMPARE(executor.lastCheckpointed(), int64_t{1});  // only `lin`
+    const auto p = plain.parameters(), q = checkpointed.parameters();
+    auto pi = p.begin(), qi = q.begin();
+    int compared = 0;
+    for (; pi != p.end(); ++pi, ++qi) {
+      QCOMPARE((*qi).grad().defined(), (*pi).grad().defined());  // `act` uses no parameter
+      if ((*pi).grad().defined()) {
+        QVERIFY(torch::allclose((*pi).grad(), (*qi).grad()));
+        ++compared;
+      }
+    }
+    QCOMPARE(compared, 2);
+  }
+
   void dataIsDeterministicAndVaries_data() { models_data(); }
   void dataIsDeterministicAndVaries() {
     QFETCH(QString, model);
