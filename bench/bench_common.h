@@ -1,10 +1,12 @@
 #pragma once
-// Small helpers the benchmarks share: medians and the machine's CPU model.
+// Small helpers the benchmarks share: medians, summaries and the machine's CPU model.
 
 #include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace symtune::bench {
 
@@ -14,6 +16,15 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// {"median", "min", "max"} of `v`; null when it is empty.
+inline nlohmann::ordered_json summary(const std::vector<double>& v) {
+  if (v.empty())
+    return nullptr;
+  return {{"median", median(v)},
+          {"min", *std::min_element(v.begin(), v.end())},
+          {"max", *std::max_element(v.begin(), v.end())}};
 }
 
 // The "model name" line of /proc/cpuinfo, or "unknown".

@@ -25,14 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-json summary(const std::vector<double>& v) {
-  if (v.empty())
-    return nullptr;
-  return {{"median", median(v)},
-          {"min", *std::min_element(v.begin(), v.end())},
-          {"max", *std::max_element(v.begin(), v.end())}};
-}
-
 void synchronize(const torch::Device& device) {
   if (device.is_cuda())
     torch::cuda::synchronize();

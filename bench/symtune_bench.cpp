@@ -5,12 +5,12 @@
 //   build/ci/bin/symtune-bench-chart bench-results/cpu.json bench-results/cpu.png
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "harness.h"
+#include "symtune/report.h"
 #include "symtune/trainer.h"
 #include "symtune/zoo_catalog.h"
 
@@ -58,18 +58,6 @@ int toInt(const std::string& text, const std::string& option) {
   } catch (const std::exception&) {
   }
   throw std::invalid_argument(option + " needs a non-negative integer, got \"" + text + "\"");
-}
-
-// Writes through a temporary file, so a reader never sees half a file.
-void writeJson(const std::string& path, const json& results) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << results.dump(2) << "\n";
-    if (!out)
-      throw std::runtime_error("cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace
@@ -175,7 +163,7 @@ int main(int argc, char** argv) {
       results["models"].push_back(symtune::bench::runModel(model, config, probes));
       results["seconds"] = elapsed();
       if (!output.empty())
-        writeJson(output, results);
+        symtune::writeFileAtomically(output, results.dump(2) + "\n");
     }
     results["complete"] = true;
     results["seconds"] = elapsed();
@@ -183,7 +171,7 @@ int main(int argc, char** argv) {
     if (output.empty())
       std::cout << results.dump(2) << "\n";
     else
-      writeJson(output, results);
+      symtune::writeFileAtomically(output, results.dump(2) + "\n");
   } catch (const symtune::SetupError& e) {
     std::cerr << "symtune-bench: " << e.what() << "\n";
     return 1;

@@ -27,14 +27,9 @@ namespace {
 
 using symtune::bench::cpuModel;
 using symtune::bench::median;
+using symtune::bench::summary;
 
 using json = nlohmann::ordered_json;
-
-json summary(const std::vector<double>& v) {
-  return {{"median", median(v)},
-          {"min", *std::min_element(v.begin(), v.end())},
-          {"max", *std::max_element(v.begin(), v.end())}};
-}
 
 // A second "off" trainer is the control: its ratio to the first shows the noise floor.
 constexpr std::array<symtune::Telemetry, 4> kModes = {

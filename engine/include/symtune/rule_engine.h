@@ -47,6 +47,7 @@ class RuleSet {
   void setEnabled(const std::string& name, bool on);  // throws std::out_of_range when unknown
   bool enabled(const std::string& name) const;
   std::vector<std::string> names() const;
+  bool empty() const { return rules_.empty(); }
 
   // Runs every enabled rule, in order, on the parameters' gradients: `features` are what `when`
   // and expressions read (the caller fills in this step's loss and gradient statistics), `lr` the

@@ -41,6 +41,15 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const OptimizerSpec& spec
       params, torch::optim::AdamWOptions(spec.lr).weight_decay(spec.weightDecay));
 }
 
+// Moves a batch's tensor inputs to `device`; sizes and lists (segment lengths, tree levels) stay
+// on the host.
+void inputsTo(std::vector<c10::IValue>& inputs, const torch::Device& device, bool nonBlocking) {
+  for (auto& in : inputs) {
+    if (in.isTensor())
+      in = in.toTensor().to(device, nonBlocking);
+  }
+}
+
 std::string shapeText(const torch::Tensor& t) {
   std::ostringstream s;
   s << t.sizes();
@@ -121,10 +130,7 @@ Trainer::Trainer(const Session& session) : session_(session) {
     torch::NoGradGuard noGrad;
     executor_->setTraining(false);
     Batch probe = data_->batch(0);
-    for (auto& in : probe.inputs) {
-      if (in.isTensor())
-        in = in.toTensor().to(device_);
-    }
+    inputsTo(probe.inputs, device_, false);
     torch::Tensor out;
     try {
       out = executor_->forward(probe.inputs);
@@ -171,7 +177,7 @@ StepResult Trainer::step() {
 
 bool Trainer::applyRules(const torch::Tensor& loss) {
   lastRules_ = rules::RuleOutcome{};
-  if (rules_.names().empty())
+  if (rules_.empty())
     return true;
   // With telemetry off the broker sees no gradients and counts no steps: rules would read stale
   // values (a NaN guard firing forever, `when step == N` holding every step).
@@ -202,10 +208,7 @@ void Trainer::setExecutor(std::unique_ptr<Executor> executor) {
 
 Batch Trainer::batch(int64_t index) {
   Batch b = data_->batch(index);
-  for (auto& in : b.inputs) {
-    if (in.isTensor())
-      in = in.toTensor().to(device_);
-  }
+  inputsTo(b.inputs, device_, false);
   b.target = b.target.to(device_);
   return b;
 }
@@ -240,10 +243,7 @@ StepResult Trainer::runStep(Graph* capture) {
   }
   const auto t0 = Clock::now();
   Batch batch = data_->batch(optimizer_->stepCount());
-  for (auto& in : batch.inputs) {
-    if (in.isTensor())  // sizes and lists (segment lengths, tree levels) stay on the host
-      in = in.toTensor().to(device_, /*non_blocking=*/true);
-  }
+  inputsTo(batch.inputs, device_, /*nonBlocking=*/true);
   const torch::Tensor target = batch.target.to(device_, /*non_blocking=*/true);
   auto lossOf = [&](const torch::Tensor& logits) {
     return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), target);
