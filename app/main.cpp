@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
     case symtune::app::CommandLine::Mode::Graph:
       return handOverToRunner(argv);
     case symtune::app::CommandLine::Mode::Rules:
+      // A rewrite's IR needs LibTorch's parser: the runner checks such files.
+      if (symtune::app::needsRewriteCheck(cl) && std::filesystem::exists(runnerPath()))
+        return handOverToRunner(argv);
       return symtune::app::runRulesCommand(cl);
     case symtune::app::CommandLine::Mode::Studio:
       break;

@@ -1,5 +1,6 @@
 #include "rules_command.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -23,10 +24,21 @@ bool isPack(const std::string& path) {
   return path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
 }
 
+bool rewrites(const rules::Rule& r) {
+  for (const auto& a : r.actions) {
+    if (a.kind == rules::Action::Kind::Rewrite)
+      return true;
+  }
+  return false;
+}
+
 // One line per rule: name, when it runs, what it selects and does.
-void describe(const std::vector<rules::Rule>& parsed) {
+void describe(const std::vector<rules::Rule>& parsed, bool irChecked) {
   for (const auto& r : parsed) {
-    std::cout << "  " << r.name << ": " << (r.perParameter ? "per parameter" : "per step");
+    std::cout << "  " << r.name << ": "
+              << (rewrites(r) ? (irChecked ? "rewrite (IR checked)" : "rewrite (IR not checked)")
+                  : r.perParameter ? "per parameter"
+                                   : "per step");
     for (const auto& s : r.selectors)
       std::cout << ", " << rules::toString(s.kind) << " \"" << s.glob << "\"";
     std::cout << ", " << r.actions.size() << (r.actions.size() == 1 ? " action" : " actions")
@@ -34,12 +46,14 @@ void describe(const std::vector<rules::Rule>& parsed) {
   }
 }
 
-int check(const CommandLine& cl) {
+// The rules of a pack or a rules file (checked by the front end); `header` gets the first line.
+std::vector<rules::Rule> readRules(const CommandLine& cl, std::string* header) {
   std::vector<rules::Rule> parsed;
   if (isPack(cl.rulesFile)) {
     const auto pack = rules::loadRulePack(cl.rulesFile);
-    std::cout << cl.rulesFile << ": pack \"" << pack.name << "\" " << pack.version << ", "
-              << pack.rules.size() << " rules, checksum " << rules::rulePackChecksum(pack) << "\n";
+    *header = cl.rulesFile + ": pack \"" + pack.name + "\" " + pack.version + ", " +
+              std::to_string(pack.rules.size()) + " rules, checksum " +
+              rules::rulePackChecksum(pack);
     for (const auto& r : pack.rules) {
       auto one = rules::parseRules(r.source);
       parsed.insert(parsed.end(), one.begin(), one.end());
@@ -50,9 +64,26 @@ int check(const CommandLine& cl) {
     } catch (const rules::RuleError& e) {
       throw rules::RulePackError(cl.rulesFile + ":" + e.what());
     }
-    std::cout << cl.rulesFile << ": " << parsed.size() << " rules\n";
+    *header = cl.rulesFile + ": " + std::to_string(parsed.size()) + " rules";
   }
-  describe(parsed);
+  return parsed;
+}
+
+int check(const CommandLine& cl, const RewriteCheck& checkRewrites) {
+  std::string header;
+  const auto parsed = readRules(cl, &header);
+  if (checkRewrites) {
+    for (const auto& r : parsed) {
+      try {
+        checkRewrites(r);
+      } catch (const rules::RuleError& e) {
+        // A pack's positions are within the rule's own source; a file's are the file's.
+        throw rules::RulePackError(cl.rulesFile + ": rule `" + r.name + "`: " + e.what());
+      }
+    }
+  }
+  std::cout << header << "\n";
+  describe(parsed, static_cast<bool>(checkRewrites));
   return 0;
 }
 
@@ -81,10 +112,22 @@ int importPack(const CommandLine& cl) {
 
 }  // namespace
 
-int runRulesCommand(const CommandLine& cl) {
+bool needsRewriteCheck(const CommandLine& cl) {
+  if (cl.rulesCommand != "check")
+    return false;
+  try {
+    std::string header;
+    const auto parsed = readRules(cl, &header);
+    return std::any_of(parsed.begin(), parsed.end(), rewrites);
+  } catch (const std::exception&) {
+    return false;  // the front end reports it
+  }
+}
+
+int runRulesCommand(const CommandLine& cl, const RewriteCheck& checkRewrites) {
   try {
     if (cl.rulesCommand == "check")
-      return check(cl);
+      return check(cl, checkRewrites);
     if (cl.rulesCommand == "export")
       return exportPack(cl);
     return importPack(cl);

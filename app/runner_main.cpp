@@ -8,8 +8,11 @@
 #include <torch/version.h>
 
 #include "command_line.h"
+#include "rules_command.h"
 #include "symtune/batch_run.h"
 #include "symtune/graph.h"
+#include "symtune/plugin_loader.h"
+#include "symtune/rule_rewrite.h"
 #include "symtune/symugen.h"
 #include "symtune/trainer.h"
 #include "symtune/version.h"
@@ -27,6 +30,26 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
+// The session names rules: the registry gets the trusted plugin folders' rules too. What was
+// refused, and library packs that were skipped, are said on stderr; the run goes on without them.
+void loadRulePlugins() {
+  auto& registry = symtune::rules::Registry::global();
+  for (const auto& report : symtune::rules::loadPlugins(registry)) {
+    if (report.loaded) {
+      std::cerr << "symtune: plugin " << report.name << " " << report.version << " ("
+                << report.path.string() << "):";
+      for (const auto& rule : report.rules)
+        std::cerr << " " << rule;
+      std::cerr << std::endl;
+    } else {
+      std::cerr << "symtune: warning: plugin " << report.path.string()
+                << " refused: " << report.reason << std::endl;
+    }
+  }
+  for (const auto& problem : registry.problems())
+    std::cerr << "symtune: warning: " << problem << std::endl;
+}
+
 int runBatchCommand(const symtune::app::CommandLine& cl) {
   symtune::Session session;
   try {
@@ -35,6 +58,8 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
     return fail(e.what(), 2);
   }
   const std::string reportPath = cl.report.value_or(symtune::app::defaultReportPath(cl.session));
+  if (!session.rules.empty())
+    loadRulePlugins();
 
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
@@ -137,7 +162,8 @@ int main(int argc, char** argv) {
     case symtune::app::CommandLine::Mode::Graph:
       return runGraphCommand(cl);
     case symtune::app::CommandLine::Mode::Rules:
-      return fail("rule packs are handled by symtune: symtune rules ... (see symtune --help)", 2);
+      // `symtune rules check` hands files with rewrites over: their IR is checked here.
+      return symtune::app::runRulesCommand(cl, &symtune::rules::validateRewrites);
     case symtune::app::CommandLine::Mode::Studio:
       break;
   }

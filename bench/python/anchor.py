@@ -97,7 +97,7 @@ def model_classes(source: Path) -> dict:
     # A registered module rather than a bare dict: torch.compile imports a class's __module__.
     module = types.ModuleType(f"symtune_zoo_{source.stem}")
     module.__file__ = str(source)
-    module.__dict__.update(torch=torch, Tensor=torch.Tensor, List=List, Tuple=Tuple,
+    module.__dict__.update(torch=torch, F=F, Tensor=torch.Tensor, List=List, Tuple=Tuple,
                            Optional=Optional)
     sys.modules[module.__name__] = module
     exec(compile(source.read_text(), str(source), "exec"), module.__dict__)

@@ -4,7 +4,7 @@
 # Experts that no token chose do not run.
 #
 # Compiled at run time as TorchScript (engine/src/zoo/moe_topk.cpp builds the parameters); every
-# method is valid Python as well.
+# method is valid Python as well (`F` is torch.nn.functional).
 
 
 # weight [out, in], bias [out].
@@ -29,7 +29,7 @@ class MoELayer(torch.nn.Module):
             rows = hit.any(1).nonzero().squeeze(1)
             if rows.numel() > 0:
                 weight = (gate * hit.to(gate.dtype)).sum(1).index_select(0, rows)
-                hidden = torch.relu(torch.matmul(y.index_select(0, rows), self.w1[e]) + self.b1[e])
+                hidden = F.gelu(torch.matmul(y.index_select(0, rows), self.w1[e]) + self.b1[e])
                 expert = torch.matmul(hidden, self.w2[e]) + self.b2[e]
                 out = out.index_add(0, rows, expert * weight.unsqueeze(1))
         return x + out

@@ -4,7 +4,7 @@
 # and the memory length are inputs drawn per batch, so the attention shapes differ every batch.
 #
 # Compiled at run time as TorchScript (engine/src/zoo/transformer_xl.cpp builds the parameters);
-# every method is valid Python as well. The layers' weights are stacked along a leading layer
+# every method is valid Python as well (`F` is torch.nn.functional). The layers' weights are stacked along a leading layer
 # dimension and the decoder loops over them.
 
 
@@ -39,7 +39,7 @@ class XLDecoder(torch.nn.Module):
             o = torch.matmul(att, v).transpose(1, 2).reshape(b, seg, d)
             h = h + torch.matmul(o, self.w_o[l])
             y = torch.layer_norm(h, [d], self.ln2_w[l], self.ln2_b[l], 1e-5)
-            y = torch.relu(torch.matmul(y, self.w_ff1[l]) + self.b_ff1[l])
+            y = F.gelu(torch.matmul(y, self.w_ff1[l]) + self.b_ff1[l])
             h = h + torch.matmul(y, self.w_ff2[l]) + self.b_ff2[l]
         return h, torch.stack(new_mems)
 

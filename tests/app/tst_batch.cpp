@@ -46,6 +46,25 @@ const QByteArray kSession = R"({
   "data": {"seed": 2}, "optimizer": {"lr": 0.003}, "run": {"steps": 30, "threads": 2}
 })";
 
+// A rewrite whose sides take different inputs.
+const QByteArray kBadRewrite =
+    "rule bad {\n"
+    "  rewrite \"\"\"graph(%x):\n"
+    "  %y = aten::relu(%x)\n"
+    "  return (%y)\"\"\" => \"\"\"graph(%x, %z):\n"
+    "  return (%x)\"\"\"\n"
+    "}\n";
+
+// The built-in pack's GELU rewrite, its NaN guard, the example plugin's C++ rule and a rule of
+// the session's own.
+// (Not a raw string: moc misreads a raw string holding \".)
+const QByteArray kRulesSession =
+    "{\"format\": \"symtune-session\", \"version\": 1, \"name\": \"rules\",\n"
+    " \"model\": {\"zoo\": \"transformer_xl\", \"preset\": \"ci\"}, \"run\": {\"steps\": 5},\n"
+    " \"rules\": {\"enable\": [\"tanh_gelu\", \"nan_guard\", \"gradient_centralization\"],\n"
+    "           \"source\": \"rule every_step { select params \\\"*\\\"  set grad = grad * 1 "
+    "}\"}}\n";
+
 }  // namespace
 
 class TestBatch : public QObject {
@@ -234,6 +253,52 @@ class TestBatch : public QObject {
     const Result r = run(args);
     QCOMPARE(r.exitCode, 2);
     QVERIFY2(r.err.contains(message), qPrintable(r.err));
+  }
+
+  void batchRunAppliesTheSessionsRules() {
+    // The built-in pack's GELU rewrite, its NaN guard, the example plugin's C++ rule (from the
+    // build tree's install plugin folder; the user's is empty) and a rule of the session's own:
+    // the report says what was rewritten, what was in force and what fired.
+    QTemporaryDir dir;
+    qputenv("XDG_DATA_HOME", dir.filePath("xdg").toUtf8());
+    qputenv("SYMTUNE_RULEPACKS", dir.filePath("library").toUtf8());
+    const QString session = writeFile(dir, "s.json", kRulesSession);
+    const QString reportPath = dir.filePath("r.json");
+    const Result r = run({"--batch", session, "--report", reportPath});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("rewrite tanh_gelu: 1 sites"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("rules: nan_guard gradient_centralization every_step"),
+             qPrintable(r.out));
+    QVERIFY2(r.err.contains("symtune: plugin gradient_centralization 1.0.0 (") &&
+                 r.err.contains("): gradient_centralization sparsify_gradients"),
+             qPrintable(r.err));
+    QFile f(reportPath);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject rules = QJsonDocument::fromJson(f.readAll()).object()["rules"].toObject();
+    QCOMPARE(rules["in_force"].toArray(),
+             (QJsonArray{"nan_guard", "gradient_centralization", "every_step"}));
+    QCOMPARE(rules["fired_steps"].toObject(),
+             (QJsonObject{{"gradient_centralization", 5}, {"every_step", 5}}));
+    QCOMPARE(rules["skipped_steps"].toInt(), 0);
+    QCOMPARE(rules["rewrites"].toArray(),
+             (QJsonArray{QJsonObject{{"rule", "tanh_gelu"}, {"sites", 1}}}));
+  }
+
+  void rulesCheckValidatesRewriteIr() {
+    // symtune hands a file with rewrites to symtune-runner, whose engine parses the IR.
+    const Result ok = run(
+        {"rules", "check", QStringLiteral(SYMTUNE_SOURCE_DIR "/resources/rulepacks/builtin.json")});
+    QVERIFY2(ok.exitCode == 0, qPrintable(ok.err));
+    QVERIFY2(ok.out.contains("tanh_gelu: rewrite (IR checked)"), qPrintable(ok.out));
+    QVERIFY(ok.out.contains("nan_guard: per step"));
+    QTemporaryDir dir;
+    const QString bad = writeFile(dir, "bad.rules", kBadRewrite);
+    const Result r = run({"rules", "check", bad});
+    QCOMPARE(r.exitCode, 2);
+    QCOMPARE(r.err.trimmed(),
+             "symtune: error: " + bad +
+                 ": rule `bad`: 2:3: the pattern takes 1 input, the replacement 2 inputs: they "
+                 "must match (the replacement gets the pattern's inputs)");
   }
 
   void versionAndHelp() {

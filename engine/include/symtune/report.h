@@ -43,6 +43,14 @@ struct RunReport {
   // The last step's feature vector (docs/features.md), by name, in vector order.
   std::vector<std::pair<std::string, double>> features;
 
+  // Rules (docs/rules.md): those in force at the last step; each rule that fired with the number
+  // of steps it fired in; the steps a `skip step` held back; and each rewrite rule with the sites
+  // it replaced in the model.
+  std::vector<std::string> rulesInForce;
+  std::vector<std::pair<std::string, int64_t>> rulesFired;
+  int64_t stepsSkipped = 0;
+  std::vector<std::pair<std::string, int64_t>> rewrites;
+
   int64_t stepsCompleted() const { return static_cast<int64_t>(loss.size()); }
   // Samples per second over all completed steps (0 when none).
   double samplesPerSecond() const;

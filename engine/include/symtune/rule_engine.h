@@ -32,6 +32,8 @@ struct RuleOutcome {
 };
 
 class CompiledRule;
+struct NativeRule;
+struct RegistryEntry;
 
 class RuleSet {
  public:
@@ -44,6 +46,11 @@ class RuleSet {
   // rule whose name is taken, and for rewrites (they change the model, not a step: the engine
   // applies them to the model's graph, not here).
   void add(const std::vector<Rule>& rules, bool enabled = true);
+  // A C++ rule (rule_registry.h). Throws std::invalid_argument for a taken name.
+  void add(const NativeRule& rule, bool enabled = true);
+  // A registered rule of either kind, as add() above.
+  void add(const RegistryEntry& entry, bool enabled = true);
+  void remove(const std::string& name);               // throws std::out_of_range when unknown
   void setEnabled(const std::string& name, bool on);  // throws std::out_of_range when unknown
   bool enabled(const std::string& name) const;
   std::vector<std::string> names() const;
@@ -57,6 +64,8 @@ class RuleSet {
                     const StepFeatures& features, double lr);
 
  private:
+  static void checkFree(const std::vector<std::string>& names, const std::string& name);
+
   std::vector<std::unique_ptr<CompiledRule>> rules_;
 };
 

@@ -98,6 +98,9 @@ std::vector<Rule> parseRules(const std::string& text);
 // The checker alone, on a parsed rule (sets each expression's type). Throws RuleError.
 void checkRule(Rule& rule);
 
+// " (did you mean `x`?)" for the name of `known` closest to `name` (at most two edits away), or "".
+std::string didYouMean(const std::string& name, const std::vector<std::string>& known);
+
 // Whether `text` matches `glob` (`*` any run, `?` one character).
 bool globMatch(const std::string& glob, const std::string& text);
 

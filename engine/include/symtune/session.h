@@ -61,6 +61,17 @@ struct RunSpec {
   int threads = 0;             // intra-op threads; 0 keeps LibTorch's default
 };
 
+// The rules the run starts with (docs/session-format.md, "rules"; docs/rules.md).
+struct RulesSpec {
+  // Names of registered rules (the built-in pack, installed packs, plugins, C++ rules), enabled
+  // in this order; rewrites among them change the model before it first runs.
+  std::vector<std::string> enable;
+  // Rules written in the session itself (the rule language), checked when the session loads and
+  // enabled after `enable`.
+  std::string source;
+  bool empty() const { return enable.empty() && source.empty(); }
+};
+
 struct Session {
   static constexpr int kFormatVersion = 1;
 
@@ -70,6 +81,7 @@ struct Session {
   DataSpec data;
   OptimizerSpec optimizer;
   RunSpec run;
+  RulesSpec rules;
 };
 
 // Parses and validates session JSON. `origin` names the file in errors and anchors relative paths.

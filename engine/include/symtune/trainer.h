@@ -3,7 +3,10 @@
 // loop that drives the optimizer through MetaOptimizer. The model runs behind an Executor.
 
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +18,7 @@
 #include "symtune/meta_optimizer.h"
 #include "symtune/op_tracer.h"
 #include "symtune/rule_engine.h"
+#include "symtune/rule_rewrite.h"
 #include "symtune/session.h"
 #include "symtune/symugen.h"
 
@@ -56,7 +60,9 @@ struct StepResult {
 
 class Trainer {
  public:
-  // Builds the model, data and optimizer. Throws SetupError.
+  // Builds the model, data and optimizer, and sets up the session's rules
+  // (rules::Registry::global() resolves their names; rewrites change the model first). Throws
+  // SetupError.
   explicit Trainer(const Session& session);
 
   // Runs one training step on the next batch.
@@ -88,6 +94,13 @@ class Trainer {
   // them between steps; a step records the set in force (StepResult::rulesInForce). They read
   // gradient statistics through MetaInfoBroker, so they need telemetry on (Features, the default).
   rules::RuleSet& rules() { return rules_; }
+  // Changes the rules from any thread (the attach server's): `change` runs on the training thread
+  // at the next step boundary, before that step begins, so a step never sees half a change. The
+  // future becomes ready then, holding what `change` threw (an unknown rule, a taken name).
+  std::future<void> changeRules(std::function<void(rules::RuleSet&)> change);
+  // What the session's rewrite rules changed in the model when the trainer was built (one report
+  // per rewrite rule, in the session's order).
+  const std::vector<rules::RewriteReport>& rewrites() const { return rewrites_; }
 
   // Runs the model through `executor` from the next step on (e.g. CheckpointExecutor). It must run
   // this trainer's model: the same parameter tensors, which the optimizer updates.
@@ -100,6 +113,8 @@ class Trainer {
 
  private:
   StepResult runStep(Graph* capture);
+  void setUpRules();                           // the session's rules, before the model first runs
+  void applyRuleChanges();                     // those changeRules() queued
   bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
 
   Session session_;
@@ -111,6 +126,9 @@ class Trainer {
   std::unique_ptr<MetaInfoBroker> broker_;
   rules::RuleSet rules_;
   rules::RuleOutcome lastRules_;  // of the step being run
+  std::vector<rules::RewriteReport> rewrites_;
+  std::mutex ruleChangesMutex_;
+  std::vector<std::pair<std::function<void(rules::RuleSet&)>, std::promise<void>>> ruleChanges_;
   std::vector<std::pair<std::string, torch::Tensor>> namedParameters_;
   Telemetry telemetry_ = Telemetry::Features;
   std::unique_ptr<OpTracer> tracer_;  // recording while telemetry_ is PerNode

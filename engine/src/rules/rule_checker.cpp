@@ -65,8 +65,9 @@ size_t editDistance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-// " (did you mean `x`?)" for the closest known name, if it is close.
-std::string suggestion(const std::string& name, const std::vector<std::string>& known) {
+}  // namespace
+
+std::string didYouMean(const std::string& name, const std::vector<std::string>& known) {
   std::string best;
   size_t bestDistance = 3;  // at most two edits
   for (const auto& k : known) {
@@ -78,6 +79,8 @@ std::string suggestion(const std::string& name, const std::vector<std::string>& 
   }
   return best.empty() ? "" : " (did you mean `" + best + "`?)";
 }
+
+namespace {
 
 const std::vector<std::string>& functionNames() {
   static const std::vector<std::string> names = {"mean", "sum",   "norm",  "std",   "max",
@@ -238,7 +241,7 @@ class Checker {
     if (std::find(functionNames().begin(), functionNames().end(), e.name) != functionNames().end())
       throw RuleError(e.pos,
                       "`" + e.name + "` is a function: call it, e.g. `" + e.name + "(grad)`");
-    throw RuleError(e.pos, "unknown name `" + e.name + "`" + suggestion(e.name, knownNames()));
+    throw RuleError(e.pos, "unknown name `" + e.name + "`" + didYouMean(e.name, knownNames()));
   }
 
   Type unaryOp(Expr& e) {
@@ -323,7 +326,7 @@ class Checker {
       need(2, numeric(args[2]), "a number");
       return args[0] == Type::Mask ? Type::Tensor : join({args[1], args[2]});
     }
-    throw RuleError(e.pos, "unknown function `" + f + "`" + suggestion(f, functionNames()));
+    throw RuleError(e.pos, "unknown function `" + f + "`" + didYouMean(f, functionNames()));
   }
 
   Rule& rule_;

@@ -6,6 +6,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "symtune/rule_registry.h"
+
 namespace symtune::rules {
 
 namespace {
@@ -331,6 +333,11 @@ class Compiler {
 // One rule, compiled: its trigger and actions as closures.
 class CompiledRule {
  public:
+  explicit CompiledRule(std::shared_ptr<const NativeRule> native) : native_(std::move(native)) {
+    rule_.name = native_->name;
+    rule_.perParameter = false;
+  }
+
   explicit CompiledRule(const Rule& rule) : rule_(rule) {
     Compiler compiler(letSlots_);
     if (rule.trigger)
@@ -351,7 +358,22 @@ class CompiledRule {
   }
 
   const Rule& rule() const { return rule_; }
+  const std::string& name() const { return rule_.name; }
   bool enabled = true;
+
+  // A C++ rule: runs once per step on its selected parameters that have a gradient.
+  bool runNative(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
+                 const StepFeatures& features, double lr, RuleOutcome& outcome) const {
+    std::vector<std::pair<std::string, torch::Tensor>> selected;
+    for (const auto& [name, p] : parameters) {
+      if (p.grad().defined() && globMatch(native_->select, name))
+        selected.emplace_back(name, p);
+    }
+    RuleContext context(features, lr, std::move(selected), outcome);
+    torch::NoGradGuard noGrad;
+    return native_->run(context);
+  }
+  bool isNative() const { return native_ != nullptr; }
 
   bool selects(const std::string& parameter) const {
     for (const auto& s : rule_.selectors) {
@@ -482,6 +504,7 @@ class CompiledRule {
     }
   }
   Rule rule_;
+  std::shared_ptr<const NativeRule> native_;
   Fn trigger_;
   std::vector<Step> steps_;
   std::map<std::string, size_t> letSlots_;
@@ -496,14 +519,13 @@ void RuleSet::add(const std::vector<Rule>& rules, bool enabled) {
   // All or nothing: every rule is checked against the set and the batch before any is added.
   std::vector<std::string> names = this->names();
   for (const auto& r : rules) {
-    if (std::find(names.begin(), names.end(), r.name) != names.end())
-      throw std::invalid_argument("a rule named `" + r.name + "` is already in the set");
+    checkFree(names, r.name);
     names.push_back(r.name);
     for (const auto& a : r.actions) {
       if (a.kind == Action::Kind::Rewrite)
         throw std::invalid_argument("rule `" + r.name +
-                                    "` rewrites the model: it is applied to the graph, not to a "
-                                    "step");
+                                    "` rewrites the model: it is applied to the model's code when "
+                                    "the trainer is built (rule_rewrite.h), not to a step");
     }
   }
   std::vector<std::unique_ptr<CompiledRule>> compiled;
@@ -513,6 +535,38 @@ void RuleSet::add(const std::vector<Rule>& rules, bool enabled) {
   }
   for (auto& c : compiled)
     rules_.push_back(std::move(c));
+}
+
+void RuleSet::add(const NativeRule& rule, bool enabled) {
+  TORCH_CHECK(rule.run, "C++ rule `", rule.name, "` has no body");
+  checkFree(names(), rule.name);
+  rules_.push_back(std::make_unique<CompiledRule>(std::make_shared<const NativeRule>(rule)));
+  rules_.back()->enabled = enabled;
+}
+
+void RuleSet::add(const RegistryEntry& entry, bool enabled) {
+  if (entry.native) {
+    checkFree(names(), entry.name);
+    rules_.push_back(std::make_unique<CompiledRule>(entry.native));
+    rules_.back()->enabled = enabled;
+  } else {
+    add(std::vector<Rule>{*entry.rule}, enabled);
+  }
+}
+
+void RuleSet::remove(const std::string& name) {
+  for (auto it = rules_.begin(); it != rules_.end(); ++it) {
+    if ((*it)->name() == name) {
+      rules_.erase(it);
+      return;
+    }
+  }
+  throw std::out_of_range("no rule named `" + name + "`");
+}
+
+void RuleSet::checkFree(const std::vector<std::string>& names, const std::string& name) {
+  if (std::find(names.begin(), names.end(), name) != names.end())
+    throw std::invalid_argument("a rule named `" + name + "` is already in the set");
 }
 
 void RuleSet::setEnabled(const std::string& name, bool on) {
@@ -551,7 +605,11 @@ RuleOutcome RuleSet::apply(const std::vector<std::pair<std::string, torch::Tenso
       continue;
     outcome.inForce.push_back(r->rule().name);
     bool fired = false;
-    if (!r->rule().perParameter) {
+    if (r->isNative()) {
+      fired = r->runNative(parameters, features, env.lr, outcome);
+      if (outcome.lr)
+        env.lr = *outcome.lr;
+    } else if (!r->rule().perParameter) {
       env.grad = nullptr;
       env.param = nullptr;
       fired = r->run(env, outcome);

@@ -107,6 +107,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   report.device = trainer.device().str();
   report.threads = at::get_num_threads();
   report.batchSize = trainer.batchSize();
+  for (const auto& rewrite : trainer.rewrites())
+    report.rewrites.emplace_back(rewrite.rule, rewrite.sites);
   const bool cuda = trainer.device().is_cuda();
   if (cuda)
     compat::cudaResetPeakStats(trainer.device().index());
@@ -116,6 +118,15 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
                       << trainer.modelDescription() << ", " << report.parameterCount
                       << " parameters, batch " << report.batchSize << ", " << report.device << " ("
                       << report.threads << " threads)" << std::endl;
+    for (const auto& rewrite : trainer.rewrites())
+      *options.progress << "rewrite " << rewrite.rule << ": " << rewrite.sites << " sites"
+                        << std::endl;
+    if (!trainer.rules().empty()) {
+      *options.progress << "rules:";
+      for (const auto& name : trainer.rules().names())
+        *options.progress << " " << name;
+      *options.progress << std::endl;
+    }
   }
   ProgressPrinter progress(options.progress, options.progressIntervalSeconds, session.run.steps,
                            report.batchSize);
@@ -148,6 +159,16 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       report.loss.push_back(r.loss);
       report.stepSeconds.push_back(r.seconds);
       report.trainSeconds += r.seconds;
+      report.rulesInForce = r.rulesInForce;
+      for (const auto& name : r.rulesFired) {
+        auto it = std::find_if(report.rulesFired.begin(), report.rulesFired.end(),
+                               [&](const auto& f) { return f.first == name; });
+        if (it == report.rulesFired.end())
+          report.rulesFired.emplace_back(name, 1);
+        else
+          ++it->second;
+      }
+      report.stepsSkipped += r.skipped;
       progress.onStep(r, report.trainSeconds);
       last = r.features;
     }

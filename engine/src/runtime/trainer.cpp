@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "symtune/model_zoo.h"
+#include "symtune/rule_registry.h"
 
 namespace symtune {
 
@@ -112,6 +113,7 @@ Trainer::Trainer(const Session& session) : session_(session) {
     description_ = file.filename().string();
   }
 
+  setUpRules();
   executor_->to(device_);
   std::vector<torch::Tensor> params;
   for (auto& p : executor_->parameters()) {
@@ -154,6 +156,49 @@ Trainer::Trainer(const Session& session) : session_(session) {
   namedParameters_ = executor_->namedParameters();
   broker_ = std::make_unique<MetaInfoBroker>(namedParameters_);
   optimizer_->setUpdateGate([this](const torch::Tensor& loss) { return applyRules(loss); });
+}
+
+void Trainer::setUpRules() {
+  const auto& spec = session_.rules;
+  if (spec.empty())
+    return;
+  const std::string where = session_.path.empty() ? "rules" : session_.path.string() + ": rules";
+  std::vector<rules::Rule> rewrites;
+  auto take = [&](const rules::RegistryEntry& entry) {
+    if (entry.isRewrite())
+      rewrites.push_back(*entry.rule);
+    else
+      rules_.add(entry);
+  };
+  auto& registry = rules::Registry::global();
+  try {
+    for (const auto& name : spec.enable)
+      take(registry.get(name));
+    if (!spec.source.empty()) {
+      for (auto& rule : rules::parseRules(spec.source)) {
+        rules::validateRewrites(rule);
+        rules::RegistryEntry entry;
+        entry.name = rule.name;
+        entry.origin = "the session";
+        entry.rule = std::move(rule);
+        take(entry);
+      }
+    }
+  } catch (const rules::RuleError& e) {
+    throw SetupError(where + ".source: " + e.what());
+  } catch (const std::exception& e) {
+    throw SetupError(where + ": " + e.what());
+  }
+  if (rewrites.empty())
+    return;
+  torch::jit::Module* module = executor_->scriptModule();
+  if (module == nullptr)
+    throw SetupError(where + ": rewrite rules need a TorchScript model");
+  try {
+    rewrites_ = rules::applyRewrites(*module, rewrites);
+  } catch (const std::exception& e) {
+    throw SetupError(where + ": " + oneLine(e));
+  }
 }
 
 void Trainer::setTelemetry(Telemetry level, OpTracerOptions ops) {
@@ -231,7 +276,33 @@ Graph Trainer::captureStep(StepResult* result) {
   return graph;
 }
 
+std::future<void> Trainer::changeRules(std::function<void(rules::RuleSet&)> change) {
+  TORCH_CHECK(change != nullptr, "Trainer::changeRules: no change");
+  std::promise<void> done;
+  auto future = done.get_future();
+  std::lock_guard<std::mutex> lock(ruleChangesMutex_);
+  ruleChanges_.emplace_back(std::move(change), std::move(done));
+  return future;
+}
+
+void Trainer::applyRuleChanges() {
+  decltype(ruleChanges_) changes;
+  {
+    std::lock_guard<std::mutex> lock(ruleChangesMutex_);
+    changes.swap(ruleChanges_);
+  }
+  for (auto& [change, done] : changes) {
+    try {
+      change(rules_);
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  }
+}
+
 StepResult Trainer::runStep(Graph* capture) {
+  applyRuleChanges();
   const bool measured = telemetry_ != Telemetry::Off;
   const bool perNode = telemetry_ == Telemetry::PerNode;
   std::unique_ptr<c10::DebugInfoGuard> active;

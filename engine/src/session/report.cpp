@@ -44,6 +44,12 @@ std::string toJson(const RunReport& r) {
   for (const auto& [name, value] : r.features) {
     features[name] = std::isfinite(value) ? json(value) : json(nullptr);
   }
+  json fired = json::object();
+  for (const auto& [name, steps] : r.rulesFired)
+    fired[name] = steps;
+  json rewrites = json::array();
+  for (const auto& [name, sites] : r.rewrites)
+    rewrites.push_back({{"rule", name}, {"sites", sites}});
   json out = {
       {"format", "symtune-report"},
       {"version", RunReport::kFormatVersion},
@@ -66,6 +72,11 @@ std::string toJson(const RunReport& r) {
         {"step_s", r.stepSeconds}}},
       {"memory", memory},
       {"features", features},
+      {"rules",
+       {{"in_force", r.rulesInForce},
+        {"fired_steps", fired},
+        {"skipped_steps", r.stepsSkipped},
+        {"rewrites", rewrites}}},
       {"wall_time_s", r.wallSeconds},
       {"started_at", r.startedAt},
   };

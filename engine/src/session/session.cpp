@@ -1,11 +1,13 @@
 #include "symtune/session.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "json_fields.h"
+#include "symtune/rules.h"
 #include "symtune/zoo_catalog.h"
 
 namespace symtune {
@@ -137,7 +139,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                             " (this Symtune reads version " +
                             std::to_string(Session::kFormatVersion) + ")");
   }
-  top.rejectUnknown({"format", "version", "name", "model", "data", "optimizer", "run"});
+  top.rejectUnknown({"format", "version", "name", "model", "data", "optimizer", "run", "rules"});
 
   Session s;
   s.path = origin;
@@ -249,6 +251,34 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
       run.fail("threads", "expected an integer in [0, 1024], found " + std::to_string(threads));
     }
     s.run.threads = static_cast<int>(threads);
+  }
+
+  // rules
+  if (top.has("rules")) {
+    const JsonFields rules = top.object("rules");
+    rules.rejectUnknown({"enable", "source"});
+    if (rules.has("enable")) {
+      const auto& list = rules.require("enable");
+      if (!list.is_array())
+        rules.fail("enable", "expected an array of rule names, found " + describeJsonType(list));
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string field = "enable[" + std::to_string(i) + "]";
+        if (!list[i].is_string())
+          rules.fail(field, "expected a rule name, found " + describeJsonType(list[i]));
+        const std::string name = list[i].get<std::string>();
+        if (std::find(s.rules.enable.begin(), s.rules.enable.end(), name) != s.rules.enable.end())
+          rules.fail(field, "rule " + inQuotes(name) + " is listed twice");
+        s.rules.enable.push_back(name);
+      }
+    }
+    s.rules.source = rules.string("source", "");
+    if (!s.rules.source.empty()) {
+      try {
+        rules::parseRules(s.rules.source);
+      } catch (const rules::RuleError& e) {
+        rules.fail("source", e.what());
+      }
+    }
   }
   return s;
 }

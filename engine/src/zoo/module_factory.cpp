@@ -8,6 +8,24 @@ namespace symtune::zoo {
 
 namespace {
 
+// The zoo's model files call torch.nn.functional as `F` (as Python code does): `F.gelu(x)` is
+// aten::gelu. Everything else resolves as with torch::jit::compile.
+struct ZooResolver : torch::jit::Resolver {
+  std::shared_ptr<torch::jit::SugaredValue> resolveValue(
+      const std::string& name, torch::jit::GraphFunction& m,
+      const torch::jit::SourceRange& loc) override {
+    if (name == "F")
+      return std::make_shared<torch::jit::BuiltinModule>("aten");
+    return native_->resolveValue(name, m, loc);
+  }
+  c10::TypePtr resolveType(const std::string& name, const torch::jit::SourceRange& loc) override {
+    return native_->resolveType(name, loc);
+  }
+
+ private:
+  torch::jit::ResolverPtr native_ = torch::jit::nativeResolver();
+};
+
 // Module::define with a named source: its ranges then carry the model file and its line numbers.
 void defineMethods(torch::jit::Module& module, const std::string& text, const std::string& file,
                    int firstLine) {
@@ -15,9 +33,10 @@ void defineMethods(torch::jit::Module& module, const std::string& text, const st
   torch::jit::Parser parser(source);
   std::vector<torch::jit::Def> defs;
   std::vector<torch::jit::ResolverPtr> resolvers;
+  const auto resolver = std::make_shared<ZooResolver>();
   while (parser.lexer().cur().kind != torch::jit::TK_EOF) {
     defs.emplace_back(parser.parseFunction(/*is_method=*/true));
-    resolvers.push_back(torch::jit::nativeResolver());
+    resolvers.push_back(resolver);
   }
   const torch::jit::SimpleSelf self(module.type());
   module._ivalue()->compilation_unit()->define(module.type()->name(), {}, {}, defs, resolvers,

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "planted_gradients.h"
 #include "symtune/rule_engine.h"
 #include "symtune/rule_pack.h"
 #include "symtune/trainer.h"
@@ -15,28 +16,13 @@ namespace {
 
 using Params = std::vector<std::pair<std::string, torch::Tensor>>;
 using symtune::rules::Action;
-
-torch::Tensor withGrad(std::vector<float> value, std::vector<float> grad,
-                       std::vector<int64_t> shape) {
-  auto p = torch::tensor(value).reshape(shape).requires_grad_();
-  p.mutable_grad() = torch::tensor(grad).reshape(shape);
-  return p;
-}
+using symtune::test::expectValues;
+using symtune::test::withGrad;
 
 symtune::rules::RuleSet ruleSet(const std::string& text) {
   symtune::rules::RuleSet set;
   set.add(symtune::rules::parseRules(text));
   return set;
-}
-
-void expectValues(const torch::Tensor& t, std::vector<float> expected) {
-  const auto flat = t.flatten().contiguous();
-  QCOMPARE(flat.numel(), static_cast<int64_t>(expected.size()));
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const float got = flat[static_cast<int64_t>(i)].item<float>();
-    QVERIFY2(std::abs(got - expected[i]) <= 1e-5f * std::max(1.0f, std::abs(expected[i])),
-             qPrintable(QString("element %1: %2, expected %3").arg(i).arg(got).arg(expected[i])));
-  }
 }
 
 // Every byte of every parameter.

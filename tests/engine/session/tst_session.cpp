@@ -87,7 +87,8 @@ class TestSession : public QObject {
         "model.preset: expected one of ci, cpu, gpu, found \"xl\"");
     row("unknown top-level field",
         sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "stepz": 3)"),
-        "stepz: unknown field (known here: format, version, name, model, data, optimizer, run)");
+        "stepz: unknown field (known here: format, version, name, model, data, optimizer, run, "
+        "rules)");
     row("steps of wrong type",
         sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "run": {"steps": "10"})"),
         "run.steps: expected an integer, found a string");
