@@ -10,11 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
 #include "bench_common.h"
 #include "symtune/checkpoint_executor.h"
+#include "symtune/rule_registry.h"
+#include "symtune/rule_rewrite.h"
 #include "symtune/torch_compat.h"
 
 namespace symtune::bench {
@@ -145,6 +148,18 @@ const std::vector<Mode>& baselineModes() {
          torch::jit::Module* module = trainer.executor().scriptModule();
          TORCH_CHECK(module != nullptr, "checkpointing needs a TorchScript model");
          trainer.setExecutor(std::make_unique<CheckpointExecutor>(*module));
+       },
+       {},
+       {}},
+      {"tanh-gelu",
+       "the built-in tanh_gelu rewrite: exact GELU to its tanh approximation",
+       [](Trainer& trainer) {
+         torch::jit::Module* module = trainer.executor().scriptModule();
+         TORCH_CHECK(module != nullptr, "the tanh_gelu rewrite needs a TorchScript model");
+         // The trainer has not run yet: its methods have no executor to keep the old code.
+         const auto rule = *rules::Registry::global().get("tanh_gelu").rule;
+         const auto reports = rules::applyRewrites(*module, {rule});
+         std::cerr << "  tanh-gelu: " << reports.front().sites << " sites rewritten\n";
        },
        {},
        {}},

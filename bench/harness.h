@@ -25,7 +25,8 @@ struct Mode {
 
 // The baselines: "script" (TorchScript's default profiling executor), "script-noopt" (the same
 // with graph optimization off: the closest TorchScript gets to eager), "checkpoint" (full
-// activation checkpointing of every top-level block).
+// activation checkpointing of every top-level block); and "tanh-gelu" (the built-in tanh_gelu
+// rewrite applied to the model before it runs; the same as "script" on models without GELU).
 const std::vector<Mode>& baselineModes();
 const Mode* findMode(const std::string& name);
 

@@ -35,7 +35,8 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
   --output FILE      the JSON (default: stdout); rewritten after every model, so a run stopped
                      midway leaves the models done ("complete": false until the end)
 modes: script (TorchScript's default profiling executor), script-noopt (graph optimization off),
-checkpoint (full activation checkpointing of every top-level block)
+checkpoint (full activation checkpointing of every top-level block), tanh-gelu (the built-in
+tanh_gelu rewrite: exact GELU to its tanh approximation)
 )";
 
 std::vector<std::string> split(const std::string& list) {

@@ -539,9 +539,10 @@ void RuleSet::add(const std::vector<Rule>& rules, bool enabled) {
 
 void RuleSet::add(const NativeRule& rule, bool enabled) {
   TORCH_CHECK(rule.run, "C++ rule `", rule.name, "` has no body");
-  checkFree(names(), rule.name);
-  rules_.push_back(std::make_unique<CompiledRule>(std::make_shared<const NativeRule>(rule)));
-  rules_.back()->enabled = enabled;
+  RegistryEntry entry;
+  entry.name = rule.name;
+  entry.native = std::make_shared<const NativeRule>(rule);
+  add(entry, enabled);
 }
 
 void RuleSet::add(const RegistryEntry& entry, bool enabled) {
