@@ -112,6 +112,8 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       cl.traceSteps = n;
     } else if (a == "--report") {
       cl.report = value(i);
+    } else if (a == "--listen") {
+      cl.listen = value(i);
     } else if (a == "--progress-interval") {
       const std::string& v = value(i);
       size_t used = 0;
@@ -138,6 +140,11 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
   if (cl.mode == CommandLine::Mode::Graph && cl.graphTarget.empty()) {
     throw std::invalid_argument("graph needs a session (.json) or a TorchScript archive (.pt)");
   }
+  // `symtune-runner SESSION --listen ADDR` trains SESSION like --batch, attachable.
+  if (cl.listen && cl.mode == CommandLine::Mode::Studio && !cl.session.empty())
+    cl.mode = CommandLine::Mode::Batch;
+  if (cl.listen && cl.mode != CommandLine::Mode::Batch)
+    throw std::invalid_argument("--listen needs a session to train (SESSION --listen ADDR)");
   if (cl.mode != CommandLine::Mode::Batch && (cl.report || cl.trace)) {
     throw std::invalid_argument(std::string(cl.report ? "--report" : "--trace") +
                                 " only applies with --batch");
@@ -156,6 +163,10 @@ std::string usage(const std::string& program, bool studio) {
                  : std::string()) +
          "  " + program +
          " --batch SESSION [options] train a session without a window\n"
+         "  " +
+         program +
+         " SESSION --listen ADDR     train it, attachable (ADDR: unix:/path, tcp:127.0.0.1:PORT,\n"
+         "                             or \"\" for a socket in $XDG_RUNTIME_DIR/symtune)\n"
          "  " +
          program +
          " rules check FILE          check a rule pack (.json) or a rules file\n"
@@ -179,6 +190,8 @@ std::string usage(const std::string& program, bool studio) {
          "  --trace FILE               write a Chrome trace (Perfetto, chrome://tracing) of\n"
          "                             steps 1..N: every op, memory per step\n"
          "  --trace-steps N            how many steps to trace (default 5)\n"
+         "  --listen ADDR              serve the attach protocol (docs/protocol.md) while\n"
+         "                             training and after, until a client sends stop\n"
          "\n"
          "Exit status: 0 done, 1 the run failed (the report says why), 2 bad input,\n"
          "130 interrupted (the report holds the steps done).\n";

@@ -16,6 +16,7 @@ struct CommandLine {
   double progressInterval = 1.0;      // --progress-interval SECONDS
   std::optional<std::string> trace;   // --trace FILE
   int64_t traceSteps = 5;             // --trace-steps N
+  std::optional<std::string> listen;  // --listen ADDR: serve the attach protocol while training
   // graph TARGET [--format json|dot] [--step] [--output FILE]
   std::string graphTarget;  // a session (.json) or a TorchScript archive (.pt)
   std::string graphFormat = "json";

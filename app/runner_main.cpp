@@ -70,6 +70,7 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   if (cl.trace)
     options.trace = *cl.trace;
   options.traceSteps = cl.traceSteps;
+  options.listen = cl.listen;
 
   symtune::RunReport report;
   try {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iosfwd>
 #include <optional>
+#include <string>
 
 #include "symtune/report.h"
 #include "symtune/session.h"
@@ -21,6 +22,12 @@ struct BatchOptions {
   // Write a Chrome trace (every op of steps 1..traceSteps, memory counters per step) here.
   std::optional<std::filesystem::path> trace;
   int64_t traceSteps = 5;
+  // Serve an attach endpoint ("unix:/path", "tcp:127.0.0.1:PORT", "" for the default socket;
+  // docs/protocol.md) while training; "listening on ENDPOINT" goes to `progress` first.
+  std::optional<std::string> listen;
+  // With `listen`: after the last step keep serving (state "finished") until a client sends stop
+  // or `stop` is set.
+  bool serveAfterLastStep = true;
 };
 
 // Builds the trainer and runs session.run.steps steps. Setup errors (bad model file, no CUDA)

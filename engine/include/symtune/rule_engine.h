@@ -54,6 +54,9 @@ class RuleSet {
   void setEnabled(const std::string& name, bool on);  // throws std::out_of_range when unknown
   bool enabled(const std::string& name) const;
   std::vector<std::string> names() const;
+  // A rule-language rule's text (`rule NAME { ... }`); empty for a C++ rule. Throws
+  // std::out_of_range when unknown.
+  const std::string& source(const std::string& name) const;
   bool empty() const { return rules_.empty(); }
 
   // Runs every enabled rule, in order, on the parameters' gradients: `features` are what `when`

@@ -88,6 +88,10 @@ struct Session {
 // Throws SessionError naming the field and what was expected.
 Session parseSession(const std::string& text, const std::filesystem::path& origin);
 
+// The session as session-format JSON (absolute model file path; every field written), such that
+// parseSession(sessionJson(s), s.path) gives back `s`.
+std::string sessionJson(const Session& session);
+
 // Reads and parses a session file. Throws SessionError (also when the file cannot be read).
 Session loadSession(const std::filesystem::path& path);
 

@@ -98,6 +98,9 @@ class Trainer {
   // at the next step boundary, before that step begins, so a step never sees half a change. The
   // future becomes ready then, holding what `change` threw (an unknown rule, a taken name).
   std::future<void> changeRules(std::function<void(rules::RuleSet&)> change);
+  // Runs the changes changeRules() queued, on the calling (training) thread. step() does it
+  // first; call it while no steps run (paused, finished) so changes still take effect.
+  void applyRuleChanges();
   // What the session's rewrite rules changed in the model when the trainer was built (one report
   // per rewrite rule, in the session's order).
   const std::vector<rules::RewriteReport>& rewrites() const { return rewrites_; }
@@ -114,7 +117,6 @@ class Trainer {
  private:
   StepResult runStep(Graph* capture);
   void setUpRules();                           // the session's rules, before the model first runs
-  void applyRuleChanges();                     // those changeRules() queued
   bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
 
   Session session_;

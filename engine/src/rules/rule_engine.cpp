@@ -588,6 +588,14 @@ bool RuleSet::enabled(const std::string& name) const {
   throw std::out_of_range("no rule named `" + name + "`");
 }
 
+const std::string& RuleSet::source(const std::string& name) const {
+  for (const auto& r : rules_) {
+    if (r->rule().name == name)
+      return r->rule().source;
+  }
+  throw std::out_of_range("no rule named `" + name + "`");
+}
+
 std::vector<std::string> RuleSet::names() const {
   std::vector<std::string> out;
   for (const auto& r : rules_)

@@ -10,6 +10,7 @@
 
 #include <sys/resource.h>
 
+#include "../attach/run_controller.h"
 #include "symtune/op_tracer.h"
 #include "symtune/torch_compat.h"
 #include "symtune/trainer.h"
@@ -128,6 +129,15 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       *options.progress << std::endl;
     }
   }
+  std::unique_ptr<attach::RunController> attached;
+  if (options.listen) {
+    try {
+      attached =
+          std::make_unique<attach::RunController>(trainer, *options.listen, options.progress);
+    } catch (const std::exception& e) {
+      throw SetupError(e.what());
+    }
+  }
   ProgressPrinter progress(options.progress, options.progressIntervalSeconds, session.run.steps,
                            report.batchSize);
   // Steps 1..traceSteps are traced: step 0 runs TorchScript's profiling pass, not a typical step.
@@ -138,10 +148,14 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   };
   try {
     for (int64_t i = 0; i < session.run.steps; ++i) {
-      if (options.stop != nullptr && options.stop->load()) {
+      if ((options.stop != nullptr && options.stop->load()) ||
+          (attached && !attached->beforeStep(options.stop))) {
         report.status = RunReport::Status::Interrupted;
         break;
       }
+      const bool sampled = attached && !traced(i) && attached->sampleStep(i);
+      if (sampled)
+        trainer.setTelemetry(Telemetry::PerNode);
       if (traced(i) && trainer.telemetry() != Telemetry::PerNode) {
         OpTracerOptions ops;
         ops.shapes = true;
@@ -149,6 +163,10 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         trainer.setKeepEvents(true);
       }
       const StepResult r = trainer.step();
+      if (sampled)
+        trainer.setTelemetry(Telemetry::Features);
+      if (attached)
+        attached->afterStep(r);
       if (traced(i)) {
         const int64_t now = OpTracer::nowNs();
         counters.push_back({"peak_memory_bytes", now, r.features[Feature::PeakMemory]});
@@ -177,6 +195,9 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     report.error = "step " + std::to_string(report.stepsCompleted()) + ": " + oneLine(e);
   }
   trainer.setTelemetry(Telemetry::Features);
+  if (attached && report.status == RunReport::Status::Completed && options.serveAfterLastStep)
+    attached->serveUntilStopped(options.stop);
+  attached.reset();
   if (last) {
     for (int f = 0; f < kFeatureCount; ++f) {
       report.features.emplace_back(featureName(static_cast<Feature>(f)), last->values[f]);

@@ -283,6 +283,37 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   return s;
 }
 
+std::string sessionJson(const Session& s) {
+  nlohmann::json model;
+  if (s.model.isZoo()) {
+    model = {{"zoo", s.model.zoo}, {"preset", s.model.preset}};
+  } else {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const auto& in : s.model.inputs)
+      inputs.push_back({{"shape", in.shape}, {"dtype", toString(in.dtype)}});
+    model = {{"file", s.model.file.string()}, {"inputs", inputs}, {"classes", s.model.classes}};
+  }
+  nlohmann::json data = {{"seed", s.data.seed}};
+  if (s.data.batchSize)
+    data["batch_size"] = *s.data.batchSize;
+  nlohmann::json optimizer = {{"name", s.optimizer.name},
+                              {"lr", s.optimizer.lr},
+                              {"weight_decay", s.optimizer.weightDecay}};
+  if (s.optimizer.name == "sgd")
+    optimizer["momentum"] = s.optimizer.momentum;
+  nlohmann::json out = {
+      {"format", "symtune-session"},
+      {"version", Session::kFormatVersion},
+      {"name", s.name},
+      {"model", model},
+      {"data", data},
+      {"optimizer", optimizer},
+      {"run", {{"steps", s.run.steps}, {"device", s.run.device}, {"threads", s.run.threads}}}};
+  if (!s.rules.empty())
+    out["rules"] = {{"enable", s.rules.enable}, {"source", s.rules.source}};
+  return out.dump(2) + "\n";
+}
+
 Session loadSession(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -8,6 +8,7 @@
 
 #include <QTemporaryDir>
 
+#include "error_of.h"
 #include "planted_gradients.h"
 #include "symtune/rule_engine.h"
 #include "symtune/rule_registry.h"
@@ -39,14 +40,7 @@ using symtune::rules::RegistryError;
 
 using symtune::test::withGrad;
 
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using symtune::test::errorOf;
 
 symtune::Session zooSession() {
   symtune::Session s;

@@ -1,0 +1,526 @@
+#include "symtune/attach_server.h"
+
+#include <netinet/in.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <asio.hpp>
+
+#include "symtune/version.h"
+
+namespace symtune::attach {
+
+// Note [Back-pressure]
+// Publishing posts the message to the server's Asio thread and returns: the training thread never
+// touches a socket. Each client has its own queue, written one frame at a time. A client that
+// stops reading fills the kernel's socket buffer, then its queue: per-node updates beyond
+// maxQueuedNodeUpdates drop the oldest (the client is told how many with a `dropped` message
+// before the next frame it gets), and steps beyond maxQueuedSteps fold into the newest queued
+// step, whose `coalesced` says how many earlier steps it stands for — the feature vector a
+// client sees is always the latest, and it knows what it missed. Graph, rules and state updates
+// are rare and queue as they are. So a stalled client costs the trainer one post per message
+// and the server bounded memory.
+
+namespace {
+
+using asio::generic::stream_protocol;
+using Acceptor = asio::basic_socket_acceptor<stream_protocol>;
+
+std::string randomToken() {
+  std::random_device device;  // /dev/urandom on Linux
+  static const char* hex = "0123456789abcdef";
+  std::string token;
+  for (int i = 0; i < 4; ++i) {  // 128 bits
+    const uint32_t word = device();
+    for (int shift = 28; shift >= 0; shift -= 4)
+      token += hex[(word >> shift) & 0xf];
+  }
+  return token;
+}
+
+bool sameToken(const std::string& a, const std::string& b) {
+  // Constant time in the length of the expected token.
+  unsigned diff = a.size() != b.size();
+  for (size_t i = 0; i < b.size(); ++i)
+    diff |= static_cast<unsigned>(i < a.size() ? a[i] : 0) ^ static_cast<unsigned>(b[i]);
+  return diff == 0;
+}
+
+enum class Kind { Control, Step, Nodes };
+
+struct Outgoing {
+  Kind kind = Kind::Control;
+  std::string frame;    // Control, Nodes: encoded
+  nlohmann::json step;  // Step: encoded when written (it may still coalesce)
+};
+
+}  // namespace
+
+struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
+  struct Connection;
+
+  ServerOptions options;
+  nlohmann::json run;
+  std::string token;
+  Endpoint bound;
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::unique_ptr<Acceptor> acceptor;
+  std::thread thread;
+  std::atomic<bool> stopped{false};
+  std::mutex handlerMutex;
+  CommandHandler handler;
+  // Io thread only:
+  std::vector<std::shared_ptr<Connection>> connections;
+  nlohmann::json graph, rules, step;
+  std::string state = "starting";
+  uint64_t nextId = 1;
+  std::atomic<size_t> ready{0};
+
+  void log(const std::string& line) const {
+    if (options.log)
+      options.log(line);
+    else
+      std::cerr << "symtune: attach: " << line << std::endl;
+  }
+
+  struct Connection : std::enable_shared_from_this<Connection> {
+    Connection(Impl& server, stream_protocol::socket s, uint64_t id)
+        : impl(server), socket(std::move(s)), helloTimer(server.io), id(id) {}
+
+    Impl& impl;
+    stream_protocol::socket socket;
+    asio::steady_timer helloTimer;
+    uint64_t id;
+    FrameDecoder decoder{kMaxClientFrameBytes};
+    std::array<char, 4096> buffer{};
+    std::deque<Outgoing> queue;
+    std::string writing;  // the frame being written
+    bool isWriting = false, isReady = false, closed = false;
+    int64_t droppedNodes = 0;
+
+    std::string name() const { return "client " + std::to_string(id); }
+
+    void start() {
+      nlohmann::json hello = {{"type", "hello"},
+                              {"protocol", kProtocolVersion},
+                              {"engine", kVersion},
+                              {"run", impl.run},
+                              {"auth", impl.token.empty() ? "none" : "token"}};
+      sendControl(hello);
+      helloTimer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(impl.options.helloTimeoutSeconds)));
+      helloTimer.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+        if (!ec && !self->isReady)
+          self->close("no hello within " + std::to_string(self->impl.options.helloTimeoutSeconds) +
+                      " s");
+      });
+      read();
+    }
+
+    void read() {
+      socket.async_read_some(
+          asio::buffer(buffer), [self = shared_from_this()](const asio::error_code& ec, size_t n) {
+            if (self->closed)
+              return;
+            if (ec) {
+              self->close(ec == asio::error::eof ? "the client closed the connection"
+                                                 : "read failed: " + ec.message());
+              return;
+            }
+            self->decoder.feed(self->buffer.data(), n);
+            try {
+              while (auto message = self->decoder.next()) {
+                self->handle(*message);
+                if (self->closed)
+                  return;
+              }
+            } catch (const ProtocolError& e) {
+              self->close(std::string("protocol error: ") + e.what());
+              return;
+            }
+            self->read();
+          });
+    }
+
+    void handle(const nlohmann::json& message) {
+      const std::string type = message["type"].get<std::string>();
+      if (!isReady) {
+        if (type != "hello") {
+          refuse("the first message must be a hello, got \"" + type + "\"");
+          return;
+        }
+        const auto protocol = message.find("protocol");
+        if (protocol == message.end() || !protocol->is_number_integer() ||
+            protocol->get<int64_t>() != kProtocolVersion) {
+          refuse("protocol version " + (protocol == message.end() ? "missing" : protocol->dump()) +
+                 ", this server speaks " + std::to_string(kProtocolVersion));
+          return;
+        }
+        if (!impl.token.empty()) {
+          const auto token = message.find("token");
+          if (token == message.end() || !token->is_string() ||
+              !sameToken(token->get<std::string>(), impl.token)) {
+            refuse("wrong token");
+            return;
+          }
+        }
+        isReady = true;
+        helloTimer.cancel();
+        ++impl.ready;
+        impl.log(name() + ": attached");
+        sendControl({{"type", "welcome"}});
+        if (!impl.graph.is_null())
+          sendControl({{"type", "graph"}, {"graph", impl.graph}});
+        if (!impl.rules.is_null())
+          sendControl({{"type", "rules"}, {"rules", impl.rules}});
+        sendControl({{"type", "state"}, {"state", impl.state}});
+        if (!impl.step.is_null())
+          enqueueStep(impl.step);
+        return;
+      }
+      if (type != "command") {
+        sendControl({{"type", "error"}, {"reason", "unknown message type \"" + type + "\""}});
+        return;
+      }
+      Command command;
+      try {
+        command = parseCommand(message);
+      } catch (const ProtocolError& e) {
+        nlohmann::json error = {{"type", "error"}, {"reason", e.what()}};
+        if (message.contains("id") && message["id"].is_number_integer())
+          error["id"] = message["id"];
+        sendControl(error);
+        return;
+      }
+      CommandHandler handler;
+      {
+        std::lock_guard<std::mutex> lock(impl.handlerMutex);
+        handler = impl.handler;
+      }
+      std::weak_ptr<Connection> weak = shared_from_this();
+      auto once = std::make_shared<std::atomic<bool>>(false);
+      Reply reply = [weak, id = command.id, name = command.name, once,
+                     io = &impl.io](nlohmann::json result) {
+        if (once->exchange(true))
+          return;
+        asio::post(*io, [weak, id, name, result = std::move(result)]() mutable {
+          auto self = weak.lock();
+          if (!self || self->closed)
+            return;
+          nlohmann::json out = result.is_object() ? result : nlohmann::json::object();
+          if (out.contains("error")) {
+            self->sendControl({{"type", "error"}, {"id", id}, {"reason", out["error"]}});
+          } else {
+            out["type"] = "ack";
+            out["id"] = id;
+            out["command"] = name;
+            self->sendControl(out);
+          }
+        });
+      };
+      if (!handler) {
+        reply({{"error", "this server takes no commands"}});
+        return;
+      }
+      try {
+        handler(command, reply);
+      } catch (const std::exception& e) {
+        reply({{"error", e.what()}});
+      }
+    }
+
+    void refuse(const std::string& reason) {
+      sendControl({{"type", "error"}, {"reason", reason}});
+      // Close once the error is written: the client reads why.
+      closeAfterWrite = true;
+      impl.log(name() + ": refused: " + reason);
+      if (!isWriting)
+        close(reason);
+    }
+    bool closeAfterWrite = false;
+
+    void sendControl(const nlohmann::json& message) {
+      if (closed)
+        return;
+      queue.push_back({Kind::Control, encodeFrame(message), {}});
+      write();
+    }
+
+    void enqueueNodes(const nlohmann::json& nodes) {
+      if (!isReady || closed)
+        return;
+      size_t queued = 0;
+      for (const auto& o : queue)
+        queued += o.kind == Kind::Nodes;
+      if (queued >= impl.options.maxQueuedNodeUpdates) {
+        for (auto it = queue.begin(); it != queue.end(); ++it) {
+          if (it->kind == Kind::Nodes) {
+            queue.erase(it);
+            ++droppedNodes;
+            break;
+          }
+        }
+      }
+      queue.push_back({Kind::Nodes, encodeFrame({{"type", "nodes"}, {"nodes", nodes}}), {}});
+      write();
+    }
+
+    void enqueueStep(const nlohmann::json& step) {
+      if (!isReady || closed)
+        return;
+      size_t queued = 0;
+      for (const auto& o : queue)
+        queued += o.kind == Kind::Step;
+      if (queued >= impl.options.maxQueuedSteps) {
+        for (auto it = queue.rbegin(); it != queue.rend(); ++it) {
+          if (it->kind == Kind::Step) {
+            const int64_t folded = it->step.value("coalesced", int64_t{0}) + 1;
+            it->step = step;
+            it->step["coalesced"] = folded + step.value("coalesced", int64_t{0});
+            return;  // already queued: the write loop will get to it
+          }
+        }
+      }
+      queue.push_back({Kind::Step, {}, step});
+      write();
+    }
+
+    void write() {
+      if (isWriting || closed)
+        return;
+      if (droppedNodes > 0) {
+        queue.push_front(
+            {Kind::Control, encodeFrame({{"type", "dropped"}, {"nodes", droppedNodes}}), {}});
+        droppedNodes = 0;
+      }
+      if (queue.empty()) {
+        if (closeAfterWrite)
+          close("refused");
+        return;
+      }
+      Outgoing next = std::move(queue.front());
+      queue.pop_front();
+      if (next.kind == Kind::Step) {
+        nlohmann::json message = std::move(next.step);
+        message["type"] = "step";
+        writing = encodeFrame(message);
+      } else {
+        writing = std::move(next.frame);
+      }
+      isWriting = true;
+      asio::async_write(socket, asio::buffer(writing),
+                        [self = shared_from_this()](const asio::error_code& ec, size_t) {
+                          self->isWriting = false;
+                          if (self->closed)
+                            return;
+                          if (ec) {
+                            self->close("write failed: " + ec.message());
+                            return;
+                          }
+                          self->write();
+                        });
+    }
+
+    void close(const std::string& reason) {
+      if (closed)
+        return;
+      closed = true;
+      if (isReady)
+        --impl.ready;
+      impl.log(name() + ": closed: " + reason);
+      asio::error_code ignored;
+      helloTimer.cancel();
+      socket.shutdown(asio::socket_base::shutdown_both, ignored);
+      socket.close(ignored);
+      queue.clear();
+      auto& all = impl.connections;
+      all.erase(std::remove(all.begin(), all.end(), shared_from_this()), all.end());
+    }
+  };
+
+  void accept() {
+    acceptor->async_accept(
+        [self = shared_from_this()](const asio::error_code& ec, stream_protocol::socket socket) {
+          if (self->stopped)
+            return;
+          if (!ec) {
+            auto c = std::make_shared<Connection>(*self, std::move(socket), self->nextId++);
+            self->connections.push_back(c);
+            self->log(c->name() + ": connected");
+            c->start();
+          } else if (ec == asio::error::operation_aborted) {
+            return;
+          } else {
+            self->log(std::string("accept failed: ") + ec.message());
+          }
+          self->accept();
+        });
+  }
+
+  // Runs `f` on the io thread with the connections that passed the handshake.
+  template <typename F>
+  void broadcast(F f) {
+    asio::post(io, [self = shared_from_this(), f = std::move(f)]() mutable {
+      auto connections = self->connections;  // a write error may close one mid-loop
+      f(*self, connections);
+    });
+  }
+};
+
+Server::Server(ServerOptions options, nlohmann::json run) : impl_(std::make_shared<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->run = std::move(run);
+}
+
+Server::~Server() {
+  stop();
+}
+
+void Server::setCommandHandler(CommandHandler handler) {
+  std::lock_guard<std::mutex> lock(impl_->handlerMutex);
+  impl_->handler = std::move(handler);
+}
+
+void Server::start() {
+  Endpoint e = parseEndpoint(impl_->options.listen.empty() ? "unix:" + defaultSocketPath()
+                                                           : impl_->options.listen);
+  auto& io = impl_->io;
+  auto acceptor = std::make_unique<Acceptor>(io);
+  asio::error_code ec;
+  if (e.kind == Endpoint::Kind::Unix) {
+    namespace fs = std::filesystem;
+    const fs::path path(e.path);
+    std::error_code fec;
+    if (!fs::exists(path.parent_path(), fec)) {
+      fs::create_directories(path.parent_path(), fec);
+      fs::permissions(path.parent_path(), fs::perms::owner_all, fec);
+    }
+    struct stat st {};
+    if (::lstat(e.path.c_str(), &st) == 0) {
+      if (!S_ISSOCK(st.st_mode))
+        throw std::runtime_error(e.text() + ": exists and is not a socket");
+      fs::remove(path, fec);  // a stale socket: connecting to it would fail
+    }
+    const asio::local::stream_protocol::endpoint local(e.path);
+    acceptor->open(stream_protocol(AF_UNIX, 0), ec);
+    if (!ec)
+      acceptor->bind(stream_protocol::endpoint(local), ec);
+    if (!ec && ::chmod(e.path.c_str(), 0600) != 0)
+      ec = asio::error_code(errno, asio::system_category());
+  } else {
+    const asio::ip::tcp::endpoint tcp(asio::ip::make_address(e.host, ec), e.port);
+    if (!ec)
+      acceptor->open(stream_protocol(tcp.protocol().family(), IPPROTO_TCP), ec);
+    if (!ec)
+      acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec)
+      acceptor->bind(stream_protocol::endpoint(tcp), ec);
+    if (!ec) {
+      impl_->token = randomToken();
+      // The bound port (0 picks one).
+      const auto local = acceptor->local_endpoint(ec);
+      if (!ec) {
+        const auto* address = local.data();
+        e.port = address->sa_family == AF_INET6
+                     ? ntohs(reinterpret_cast<const sockaddr_in6*>(address)->sin6_port)
+                     : ntohs(reinterpret_cast<const sockaddr_in*>(address)->sin_port);
+      }
+    }
+  }
+  if (!ec)
+    acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw std::runtime_error("cannot listen on " + e.text() + ": " + ec.message());
+  impl_->bound = e;
+  impl_->acceptor = std::move(acceptor);
+  impl_->accept();
+  impl_->thread = std::thread([impl = impl_] { impl->io.run(); });
+}
+
+void Server::stop() {
+  auto& impl = *impl_;
+  if (impl.stopped.exchange(true) || !impl.thread.joinable())
+    return;
+  asio::post(impl.io, [&impl] {
+    asio::error_code ignored;
+    if (impl.acceptor)
+      impl.acceptor->close(ignored);
+    auto connections = impl.connections;
+    for (auto& c : connections)
+      c->close("the server stopped");
+    impl.work.reset();
+  });
+  impl.thread.join();
+  if (impl.bound.kind == Endpoint::Kind::Unix && !impl.bound.path.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(impl.bound.path, ignored);
+  }
+}
+
+Endpoint Server::endpoint() const {
+  return impl_->bound;
+}
+
+const std::string& Server::token() const {
+  return impl_->token;
+}
+
+size_t Server::clientCount() const {
+  return impl_->ready.load();
+}
+
+namespace {
+
+// Keeps `value` as the latest of its kind (what a new client gets after its handshake) and sends
+// it to every client past the handshake as {"type": type, key: value}.
+template <typename Impl, typename T>
+void publishLatest(Impl& impl, T Impl::*latest, const char* type, const char* key, T value) {
+  impl.broadcast([latest, type, key, value = std::move(value)](Impl& i, auto& connections) {
+    i.*latest = value;
+    for (auto& c : connections) {
+      if (c->isReady)
+        c->sendControl({{"type", type}, {key, value}});
+    }
+  });
+}
+
+}  // namespace
+
+void Server::publishGraph(nlohmann::json graph) {
+  publishLatest(*impl_, &Impl::graph, "graph", "graph", std::move(graph));
+}
+
+void Server::publishRules(nlohmann::json rules) {
+  publishLatest(*impl_, &Impl::rules, "rules", "rules", std::move(rules));
+}
+
+void Server::publishState(const std::string& state) {
+  publishLatest(*impl_, &Impl::state, "state", "state", state);
+}
+
+void Server::publishStep(nlohmann::json step) {
+  impl_->broadcast([step = std::move(step)](Impl& impl, auto& connections) {
+    impl.step = step;
+    for (auto& c : connections)
+      c->enqueueStep(step);
+  });
+}
+
+void Server::publishNodes(nlohmann::json nodes) {
+  impl_->broadcast([nodes = std::move(nodes)](Impl&, auto& connections) {
+    for (auto& c : connections)
+      c->enqueueNodes(nodes);
+  });
+}
+
+}  // namespace symtune::attach

@@ -1,0 +1,226 @@
+#include "run_controller.h"
+
+#include <chrono>
+#include <cmath>
+#include <ostream>
+
+#include "symtune/rule_registry.h"
+
+namespace symtune::attach {
+
+namespace {
+
+nlohmann::json number(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+std::string describe(const std::exception& e) {
+  return oneLine(e);
+}
+
+}  // namespace
+
+nlohmann::json stepJson(const StepResult& r) {
+  nlohmann::json features = nlohmann::json::object();
+  for (int f = 0; f < kFeatureCount; ++f)
+    features[featureName(static_cast<Feature>(f))] = number(r.features.values[f]);
+  return {{"step", r.step},
+          {"loss", number(r.loss)},
+          {"seconds", r.seconds},
+          {"features", features},
+          {"rules", {{"in_force", r.rulesInForce}, {"fired", r.rulesFired}}},
+          {"skipped", r.skipped}};
+}
+
+nlohmann::json nodesJson(const NodeProfile& p) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : p.nodes) {
+    nlohmann::json node = {{"node", n.node.value()},
+                           {"calls", n.calls},
+                           {"backward_calls", n.backwardCalls},
+                           {"forward_s", n.forwardSeconds},
+                           {"backward_s", n.backwardSeconds},
+                           {"bytes_allocated", n.bytesAllocated},
+                           {"backward_bytes_allocated", n.backwardBytesAllocated}};
+    if (n.forwardDeviceSeconds)
+      node["forward_device_s"] = *n.forwardDeviceSeconds;
+    if (n.backwardDeviceSeconds)
+      node["backward_device_s"] = *n.backwardDeviceSeconds;
+    if (n.liveBytesAfter)
+      node["live_bytes_after"] = *n.liveBytesAfter;
+    nodes.push_back(std::move(node));
+  }
+  return {{"step", p.step},
+          {"nodes", nodes},
+          {"attributed_s", p.attributedSeconds},
+          {"unattributed_s", p.unattributedSeconds}};
+}
+
+namespace {
+
+ServerOptions listenOn(const std::string& listen) {
+  ServerOptions options;
+  options.listen = listen;
+  return options;
+}
+
+}  // namespace
+
+RunController::RunController(Trainer& trainer, const std::string& listen, std::ostream* progress)
+    : trainer_(trainer),
+      server_(listenOn(listen), {{"session", trainer.session().name},
+                                 {"session_path", trainer.session().path.string()},
+                                 {"model", trainer.modelDescription()},
+                                 {"parameters", trainer.parameterCount()},
+                                 {"batch_size", trainer.batchSize()},
+                                 {"device", trainer.device().str()},
+                                 {"steps", trainer.session().run.steps}}) {
+  server_.setCommandHandler(
+      [this](const Command& command, Server::Reply reply) { handle(command, std::move(reply)); });
+  server_.start();
+  try {
+    server_.publishGraph(nlohmann::json::parse(toJson(trainer_.staticGraph())));
+  } catch (const std::exception& e) {
+    // A model SyMuGen cannot read still trains and streams; the studio shows no graph.
+    server_.publishGraph({{"error", describe(e)}});
+  }
+  server_.publishRules(ruleState());
+  server_.publishState("training");
+  if (progress) {
+    *progress << "listening on " << server_.endpoint().text() << std::endl;
+    if (!server_.token().empty())
+      *progress << "token " << server_.token() << std::endl;
+  }
+}
+
+RunController::~RunController() {
+  server_.stop();
+}
+
+nlohmann::json RunController::ruleState() {
+  nlohmann::json out = nlohmann::json::array();
+  auto& registry = rules::Registry::global();
+  for (const auto& name : trainer_.rules().names()) {
+    nlohmann::json rule = {{"name", name}, {"enabled", trainer_.rules().enabled(name)}};
+    if (auto entry = registry.find(name);
+        entry && trainer_.rules().source(name) == (entry->rule ? entry->rule->source : "")) {
+      rule["origin"] = entry->origin;
+      rule["description"] = entry->description;
+    } else {
+      rule["origin"] = "this run";
+    }
+    out.push_back(std::move(rule));
+  }
+  return out;
+}
+
+void RunController::handle(const Command& c, Server::Reply reply) {
+  // Rule commands run on the training thread at the next step boundary (or while idle).
+  auto ruleChange = [&](std::function<void(rules::RuleSet&)> change) {
+    trainer_.changeRules([this, change = std::move(change), reply](rules::RuleSet& set) {
+      try {
+        change(set);
+      } catch (const std::exception& e) {
+        reply({{"error", describe(e)}});
+        return;
+      }
+      server_.publishRules(ruleState());
+      // Runs before step stepsDone() begins: the first step with the change.
+      reply({{"rules", ruleState()}, {"from_step", trainer_.stepsDone()}});
+    });
+    wake_.notify_all();
+  };
+  if (c.name == "toggle_rule") {
+    ruleChange([name = c.rule, on = c.enabled](rules::RuleSet& set) { set.setEnabled(name, on); });
+  } else if (c.name == "remove_rule") {
+    ruleChange([name = c.rule](rules::RuleSet& set) { set.remove(name); });
+  } else if (c.name == "add_rule") {
+    // Checked now (the reply says what is wrong); added at the step boundary.
+    std::vector<rules::Rule> parsed;
+    try {
+      parsed = rules::parseRules(c.source);
+    } catch (const rules::RuleError& e) {
+      reply({{"error", e.what()}});
+      return;
+    }
+    ruleChange([parsed](rules::RuleSet& set) { set.add(parsed); });
+  } else if (c.name == "set_sampling") {
+    samplingEvery_ = c.every;
+    reply({{"every", c.every}});
+  } else if (c.name == "pause" || c.name == "resume") {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      paused_ = c.name == "pause";
+    }
+    wake_.notify_all();
+    server_.publishState(c.name == "pause" ? "paused" : "training");
+    reply({{"state", c.name == "pause" ? "paused" : "training"}});
+  } else if (c.name == "snapshot") {
+    // The session as it stands: the enabled rules, registered ones by name and the others by
+    // their text. Read on the training thread, like any rule change.
+    trainer_.changeRules([this, reply](rules::RuleSet& set) {
+      Session s = trainer_.session();
+      s.rules = {};
+      auto& registry = rules::Registry::global();
+      for (const auto& name : set.names()) {
+        if (!set.enabled(name))
+          continue;
+        const auto entry = registry.find(name);
+        const std::string& source = set.source(name);
+        if (entry && (entry->rule ? entry->rule->source : "") == source)
+          s.rules.enable.push_back(name);
+        else
+          s.rules.source += (s.rules.source.empty() ? "" : "\n") + source + "\n";
+      }
+      reply({{"session", nlohmann::json::parse(sessionJson(s))}, {"step", trainer_.stepsDone()}});
+    });
+    wake_.notify_all();
+  } else if (c.name == "stop") {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopRequested_ = true;
+    }
+    wake_.notify_all();
+    reply({{"state", "stopping"}});
+  }
+}
+
+void RunController::applyChangesWhileIdle() {
+  trainer_.applyRuleChanges();
+}
+
+bool RunController::beforeStep(const std::atomic<bool>* stop) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (paused_ && !stopRequested_ && !(stop && stop->load())) {
+    lock.unlock();
+    applyChangesWhileIdle();
+    lock.lock();
+    wake_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  return !stopRequested_ && !(stop && stop->load());
+}
+
+bool RunController::sampleStep(int64_t step) const {
+  const int64_t every = samplingEvery_.load();
+  return every > 0 && step % every == 0;
+}
+
+void RunController::afterStep(const StepResult& result) {
+  server_.publishStep(stepJson(result));
+  if (result.nodes)
+    server_.publishNodes(nodesJson(*result.nodes));
+}
+
+void RunController::serveUntilStopped(const std::atomic<bool>* stop) {
+  server_.publishState("finished");
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopRequested_ && !(stop && stop->load())) {
+    lock.unlock();
+    applyChangesWhileIdle();
+    lock.lock();
+    wake_.wait_for(lock, std::chrono::milliseconds(50));
+  }
+  server_.publishState("stopped");
+}
+
+}  // namespace symtune::attach

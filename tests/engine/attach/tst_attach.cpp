@@ -1,0 +1,307 @@
+// The attach protocol end to end, with real processes on loopback only: symtune-runner serving a
+// zoo session, this test's clients and a client process of its own (attach_probe). Handshake,
+// graph and steps; a rule toggled from the next step on; garbage and oversized frames closing only
+// their own connection; a wrong token refused; a killed client leaving the run training; a killed
+// runner reported to the client at once.
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include "symtune/attach_client.h"
+#include "test_main.h"
+
+namespace {
+
+using symtune::attach::Client;
+using symtune::attach::Disconnected;
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const QString kRunner = QStringLiteral(SYMTUNE_BIN_DIR "/symtune-runner");
+const QString kProbe = QStringLiteral(SYMTUNE_BIN_DIR "/symtune-attach-probe");
+
+// A session that trains for longer than any test runs, with two rules to toggle.
+const QByteArray kSession =
+    "{\"format\": \"symtune-session\", \"version\": 1, \"name\": \"attach test\",\n"
+    " \"model\": {\"zoo\": \"dynamic_resnet\", \"preset\": \"ci\"},\n"
+    " \"run\": {\"steps\": 1000000, \"threads\": 1},\n"
+    " \"rules\": {\"enable\": [\"nan_guard\", \"loss_spike_guard\"]}}\n";
+
+// symtune-runner SESSION --listen ADDR, up to its "listening on" line.
+struct Runner {
+  QProcess process;
+  std::string endpoint, token;
+
+  bool start(const QString& session, const QString& listen) {
+    process.setProcessChannelMode(QProcess::SeparateChannels);
+    process.start(kRunner, {session, "--listen", listen, "--progress-interval", "1000"});
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    QByteArray out;
+    while (Clock::now() < deadline) {
+      if (!process.waitForReadyRead(1000) && process.state() != QProcess::Running)
+        break;
+      out += process.readAllStandardOutput();
+      const int at = out.indexOf("listening on ");
+      if (at >= 0 && out.indexOf('\n', at) > at) {
+        const int end = out.indexOf('\n', at);
+        endpoint = out.mid(at + 13, end - at - 13).toStdString();
+        if (endpoint.rfind("tcp:", 0) != 0)
+          return true;
+        const int t = out.indexOf("token ");
+        if (t >= 0 && out.indexOf('\n', t) > t) {
+          token = out.mid(t + 6, out.indexOf('\n', t) - t - 6).toStdString();
+          return true;
+        }
+      }
+    }
+    qWarning("runner did not start: %s / %s", out.constData(),
+             process.readAllStandardError().constData());
+    return false;
+  }
+
+  ~Runner() {
+    if (process.state() != QProcess::NotRunning) {
+      process.kill();
+      process.waitForFinished(5000);
+    }
+  }
+};
+
+// Messages until one of `type` arrives (returned), or nothing after `seconds`.
+std::optional<Json> until(Client& client, const std::string& type, double seconds = 30) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < deadline) {
+    auto m = client.next(0.5);
+    if (m && (*m)["type"] == type)
+      return m;
+  }
+  return std::nullopt;
+}
+
+QString writeSession(const QTemporaryDir& dir) {
+  QFile f(dir.filePath("session.json"));
+  if (!f.open(QIODevice::WriteOnly))
+    qFatal("cannot write the session");
+  f.write(kSession);
+  return f.fileName();
+}
+
+}  // namespace
+
+class TestAttach : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    session_ = writeSession(dir_);
+    socket_ = dir_.filePath("runner.sock");
+    QVERIFY(runner_.start(session_, "unix:" + socket_));
+    QCOMPARE(runner_.endpoint, "unix:" + socket_.toStdString());
+  }
+
+  void socketIsPrivate() {
+    struct stat st {};
+    QCOMPARE(::stat(socket_.toLocal8Bit().constData(), &st), 0);
+    QVERIFY(S_ISSOCK(st.st_mode));
+    QCOMPARE(st.st_mode & 0777, mode_t{0600});
+  }
+
+  void handshakeGraphRulesAndSteps() {
+    Client client;
+    const Json hello = client.connect(runner_.endpoint);
+    QCOMPARE(hello["protocol"].get<int>(), 1);
+    QCOMPARE(hello["auth"].get<std::string>(), std::string("none"));
+    QCOMPARE(hello["run"]["session"].get<std::string>(), std::string("attach test"));
+    QVERIFY(hello["run"]["parameters"].get<int64_t>() > 0);
+    bool graph = false, rules = false, state = false;
+    std::vector<int64_t> steps;
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (steps.size() < 5 && Clock::now() < deadline) {
+      auto m = client.next(0.5);
+      if (!m)
+        continue;
+      const std::string type = (*m)["type"];
+      if (type == "graph") {
+        graph = true;
+        QVERIFY((*m)["graph"]["nodes"].size() > 10);
+      } else if (type == "rules") {
+        rules = true;
+        QCOMPARE((*m)["rules"].size(), size_t{2});
+        QCOMPARE((*m)["rules"][0]["name"].get<std::string>(), std::string("nan_guard"));
+        QCOMPARE((*m)["rules"][0]["origin"].get<std::string>(), std::string("pack builtin 1.1.0"));
+      } else if (type == "state") {
+        state = true;
+      } else if (type == "step") {
+        QCOMPARE((*m)["features"].size(), size_t{24});
+        QVERIFY((*m)["loss"].is_number());
+        QCOMPARE((*m)["rules"]["in_force"].size(), size_t{2});
+        steps.push_back((*m)["step"].get<int64_t>());
+      }
+    }
+    QVERIFY(graph && rules && state);
+    QCOMPARE(steps.size(), size_t{5});
+    for (size_t i = 1; i < steps.size(); ++i)
+      QCOMPARE(steps[i], steps[i - 1] + 1);  // none lost, none coalesced: this client reads
+  }
+
+  void toggleChangesRulesFromTheNextStep() {
+    Client client;
+    client.connect(runner_.endpoint);
+    QVERIFY(until(client, "step"));
+    const Json ack =
+        client.command({{"command", "toggle_rule"}, {"rule", "nan_guard"}, {"enabled", false}});
+    QCOMPARE(ack["type"].get<std::string>(), std::string("ack"));
+    QCOMPARE(ack["rules"][0]["enabled"].get<bool>(), false);
+    // The ack comes at a step boundary and names the first step with the change; steps published
+    // before it may still be on their way. Every step from that one on has the change.
+    const int64_t from = ack["from_step"].get<int64_t>();
+    int checked = 0;
+    while (checked < 3) {
+      const auto step = until(client, "step");
+      QVERIFY(step);
+      if ((*step)["step"].get<int64_t>() < from) {
+        QCOMPARE((*step)["rules"]["in_force"].size(), size_t{2});
+        continue;
+      }
+      QCOMPARE((*step)["rules"]["in_force"], Json::array({"loss_spike_guard"}));
+      ++checked;
+    }
+    const Json back =
+        client.command({{"command", "toggle_rule"}, {"rule", "nan_guard"}, {"enabled", true}});
+    QCOMPARE(back["type"].get<std::string>(), std::string("ack"));
+
+    const Json unknown =
+        client.command({{"command", "toggle_rule"}, {"rule", "nope"}, {"enabled", true}});
+    QCOMPARE(unknown["type"].get<std::string>(), std::string("error"));
+    QCOMPARE(unknown["reason"].get<std::string>(), std::string("no rule named `nope`"));
+    const Json bad =
+        client.command({{"command", "add_rule"}, {"source", "rule x { set gard = 1 }"}});
+    QCOMPARE(bad["type"].get<std::string>(), std::string("error"));
+    QCOMPARE(bad["reason"].get<std::string>(),
+             std::string("1:14: expected `grad` or `lr` after `set`, found `gard`"));
+    const Json missing = client.command({{"command", "toggle_rule"}, {"rule", "nan_guard"}});
+    QCOMPARE(missing["reason"].get<std::string>(),
+             std::string("\"enabled\" must be true or false"));
+    const Json snapshot = client.command({{"command", "snapshot"}});
+    QCOMPARE(snapshot["session"]["rules"]["enable"],
+             Json::array({"nan_guard", "loss_spike_guard"}));
+    QCOMPARE(snapshot["session"]["model"]["zoo"].get<std::string>(), std::string("dynamic_resnet"));
+  }
+
+  void badFramesCloseOnlyTheirConnection_data() {
+    QTest::addColumn<QByteArray>("bytes");
+    QTest::addRow("not JSON") << QByteArray("\0\0\0\x05{oops", 9);
+    QTest::addRow("not an object") << QByteArray("\0\0\0\x02[]", 6);
+    QTest::addRow("no type") << QByteArray("\0\0\0\x02{}", 6);
+    QTest::addRow("oversized") << QByteArray("\x7f\xff\xff\xff", 4);
+  }
+
+  void badFramesCloseOnlyTheirConnection() {
+    QFETCH(QByteArray, bytes);
+    Client good;
+    good.connect(runner_.endpoint);
+    const auto before = until(good, "step");
+    QVERIFY(before);
+    Client bad;
+    bad.connect(runner_.endpoint);
+    bad.sendBytes(bytes.toStdString());
+    bool closed = false;
+    try {
+      for (int i = 0; i < 20 && !closed; ++i)
+        bad.next(0.5);
+    } catch (const Disconnected&) {
+      closed = true;
+    }
+    QVERIFY(closed);
+    // The other client and the run go on.
+    const auto after = until(good, "step");
+    QVERIFY(after);
+    QVERIFY((*after)["step"].get<int64_t>() > (*before)["step"].get<int64_t>());
+  }
+
+  void killedClientLeavesTheRunnerTraining() {
+    QProcess probe;
+    probe.start(kProbe, {QString::fromStdString(runner_.endpoint)});
+    QVERIFY(probe.waitForStarted());
+    QByteArray out;
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (!out.contains("step") && Clock::now() < deadline) {
+      probe.waitForReadyRead(500);
+      out += probe.readAllStandardOutput();
+    }
+    QVERIFY2(out.contains("step"), out.constData());
+    ::kill(static_cast<pid_t>(probe.processId()), SIGKILL);
+    QVERIFY(probe.waitForFinished(5000));
+    Client client;
+    client.connect(runner_.endpoint);
+    const auto first = until(client, "step");
+    QVERIFY(first);
+    const auto later = until(client, "step");
+    QVERIFY(later);
+    QVERIFY((*later)["step"].get<int64_t>() > (*first)["step"].get<int64_t>());
+    QCOMPARE(runner_.process.state(), QProcess::Running);
+  }
+
+  void wrongTokenIsRefused() {
+    Runner tcp;
+    QVERIFY(tcp.start(session_, "tcp:127.0.0.1:0"));
+    QCOMPARE(tcp.token.size(), size_t{32});
+    Client client;
+    try {
+      client.connect(tcp.endpoint, std::string(32, '0'));
+      QFAIL("a wrong token was accepted");
+    } catch (const Disconnected& e) {
+      QCOMPARE(std::string(e.what()), std::string("refused: wrong token"));
+    }
+    try {
+      client.connect(tcp.endpoint);
+      QFAIL("no token was accepted");
+    } catch (const Disconnected& e) {
+      QCOMPARE(std::string(e.what()), std::string("refused: wrong token"));
+    }
+    const Json hello = client.connect(tcp.endpoint, tcp.token);
+    QCOMPARE(hello["auth"].get<std::string>(), std::string("token"));
+    QVERIFY(until(client, "step"));
+  }
+
+  void tcpIsLoopbackOnly() {
+    QProcess p;
+    p.start(kRunner, {session_, "--listen", "tcp:0.0.0.0:0"});
+    QVERIFY(p.waitForFinished(120000));
+    QCOMPARE(p.exitCode(), 2);
+    QVERIFY2(p.readAllStandardError().contains("TCP is for loopback only"), "");
+  }
+
+  void killedRunnerIsReportedAtOnce() {
+    Client client;
+    client.connect(runner_.endpoint);
+    QVERIFY(until(client, "step"));
+    ::kill(static_cast<pid_t>(runner_.process.processId()), SIGKILL);
+    const auto killed = Clock::now();
+    bool reported = false;
+    try {
+      while (Clock::now() - killed < std::chrono::seconds(5))
+        client.next(0.1);
+    } catch (const Disconnected& e) {
+      reported = true;
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+    QVERIFY(reported);
+    QVERIFY2(seconds < 1.0, qPrintable(QString("reported after %1 s").arg(seconds)));
+    runner_.process.waitForFinished(5000);
+  }
+
+ private:
+  QTemporaryDir dir_;
+  QString session_, socket_;
+  Runner runner_;
+};
+
+SYMTUNE_TEST_MAIN_CORE(TestAttach)
+#include "tst_attach.moc"
