@@ -1,8 +1,9 @@
 // The attach protocol end to end, with real processes on loopback only: symtune-runner serving a
 // zoo session, this test's clients and a client process of its own (attach_probe). Handshake,
 // graph and steps; a rule toggled from the next step on; garbage and oversized frames closing only
-// their own connection; a wrong token refused; a killed client leaving the run training; a killed
-// runner reported to the client at once.
+// their own connection; a wrong token refused; a killed client leaving the run training; a client
+// that stops reading for 10 s costing the run no throughput and missing no step silently; a
+// killed runner reported to the client at once.
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -37,9 +38,10 @@ struct Runner {
   QProcess process;
   std::string endpoint, token;
 
-  bool start(const QString& session, const QString& listen) {
+  bool start(const QString& session, const QString& listen, const QStringList& more = {}) {
     process.setProcessChannelMode(QProcess::SeparateChannels);
-    process.start(kRunner, {session, "--listen", listen, "--progress-interval", "1000"});
+    process.start(kRunner,
+                  QStringList{session, "--listen", listen, "--progress-interval", "1000"} + more);
     const auto deadline = Clock::now() + std::chrono::seconds(120);
     QByteArray out;
     while (Clock::now() < deadline) {
@@ -276,6 +278,66 @@ class TestAttach : public QObject {
     QVERIFY(p.waitForFinished(120000));
     QCOMPARE(p.exitCode(), 2);
     QVERIFY2(p.readAllStandardError().contains("TCP is for loopback only"), "");
+  }
+
+  void stalledClientCostsTheRunNothing() {
+    // Two 10-second windows of one run: in the first no client is attached; in the second a
+    // client attaches and stops reading. The trainer's own step times (the report's step_s) over
+    // each window give the throughput ratio.
+    Runner run;
+    const QString report = dir_.filePath("stall.report.json");
+    QVERIFY(run.start(session_, "unix:" + dir_.filePath("stall.sock"), {"--report", report}));
+    auto latestStep = [&] {
+      Client c;
+      c.connect(run.endpoint);
+      return (*until(c, "step"))["step"].get<int64_t>();
+    };
+    QTest::qWait(3000);  // past the first steps (TorchScript's profiling runs)
+    const int64_t a0 = latestStep();
+    QTest::qWait(10000);
+    const int64_t a1 = latestStep();
+
+    Client stalled;
+    stalled.connect(run.endpoint);
+    const int64_t b0 = (*until(stalled, "step"))["step"].get<int64_t>();
+    QTest::qWait(10000);  // it reads nothing meanwhile
+    Client control;
+    control.connect(run.endpoint);
+    const int64_t b1 = (*until(control, "step"))["step"].get<int64_t>();
+
+    // The stalled client, reading again, accounts for every step: each step message stands for
+    // itself and the `coalesced` steps folded into it.
+    int64_t accounted = 0, last = b0, messages = 0;
+    while (last < b1) {
+      const auto m = until(stalled, "step", 60);
+      QVERIFY(m);
+      accounted += 1 + m->value("coalesced", int64_t{0});
+      last = (*m)["step"].get<int64_t>();
+      ++messages;
+    }
+    QCOMPARE(accounted, last - b0);
+    qInfo("the stalled client got %lld step messages for %lld steps",
+          static_cast<long long>(messages), static_cast<long long>(accounted));
+    QCOMPARE(control.command({{"command", "stop"}})["type"].get<std::string>(), std::string("ack"));
+    QVERIFY(run.process.waitForFinished(60000));
+
+    QFile f(report);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const Json steps = Json::parse(f.readAll().toStdString())["throughput"]["step_s"];
+    auto meanSeconds = [&](int64_t from, int64_t to) {
+      double sum = 0;
+      for (int64_t i = from; i <= to; ++i)
+        sum += steps[static_cast<size_t>(i)].get<double>();
+      return sum / static_cast<double>(to - from + 1);
+    };
+    const double ratio = meanSeconds(a0 + 1, a1) / meanSeconds(b0 + 1, b1);
+    qInfo(
+        "throughput with a stalled client / without a client: %.4f (steps %lld-%lld vs "
+        "%lld-%lld)",
+        ratio, static_cast<long long>(b0 + 1), static_cast<long long>(b1),
+        static_cast<long long>(a0 + 1), static_cast<long long>(a1));
+    // The target is at most 2 % lost; the bound is generous for a shared 2-core machine.
+    QVERIFY2(ratio > 0.9, qPrintable(QString::number(ratio)));
   }
 
   void killedRunnerIsReportedAtOnce() {
