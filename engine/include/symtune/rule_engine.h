@@ -8,7 +8,10 @@
 //   auto outcome = rules.apply(namedParameters, features, optimizer);   // after backward
 //   if (!outcome.skipStep) optimizer.step();
 
+#include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -70,6 +73,19 @@ class RuleSet {
   static void checkFree(const std::vector<std::string>& names, const std::string& name);
 
   std::vector<std::unique_ptr<CompiledRule>> rules_;
+};
+
+// Changes to a RuleSet queued from any thread and applied by the thread that owns the set, at a
+// point of its choosing (a trainer: its step boundaries). Each change's future becomes ready when
+// it has run, holding what it threw.
+class RuleChanges {
+ public:
+  std::future<void> push(std::function<void(RuleSet&)> change);
+  void applyTo(RuleSet& set);
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::function<void(RuleSet&)>, std::promise<void>>> pending_;
 };
 
 }  // namespace symtune::rules

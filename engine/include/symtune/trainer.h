@@ -129,8 +129,7 @@ class Trainer {
   rules::RuleSet rules_;
   rules::RuleOutcome lastRules_;  // of the step being run
   std::vector<rules::RewriteReport> rewrites_;
-  std::mutex ruleChangesMutex_;
-  std::vector<std::pair<std::function<void(rules::RuleSet&)>, std::promise<void>>> ruleChanges_;
+  rules::RuleChanges ruleChanges_;
   std::vector<std::pair<std::string, torch::Tensor>> namedParameters_;
   Telemetry telemetry_ = Telemetry::Features;
   std::unique_ptr<OpTracer> tracer_;  // recording while telemetry_ is PerNode

@@ -66,25 +66,62 @@ ServerOptions listenOn(const std::string& listen) {
 
 }  // namespace
 
+namespace {
+
+class TrainerRun : public ControlledRun {
+ public:
+  explicit TrainerRun(Trainer& trainer) : trainer_(trainer) {}
+  rules::RuleSet& rules() override { return trainer_.rules(); }
+  std::future<void> changeRules(std::function<void(rules::RuleSet&)> change) override {
+    return trainer_.changeRules(std::move(change));
+  }
+  void applyRuleChanges() override { trainer_.applyRuleChanges(); }
+  int64_t stepsDone() const override { return trainer_.stepsDone(); }
+  std::optional<Session> session() const override { return trainer_.session(); }
+
+ private:
+  Trainer& trainer_;
+};
+
+nlohmann::json trainerDescription(Trainer& trainer) {
+  return {{"session", trainer.session().name},   {"session_path", trainer.session().path.string()},
+          {"model", trainer.modelDescription()}, {"parameters", trainer.parameterCount()},
+          {"batch_size", trainer.batchSize()},   {"device", trainer.device().str()},
+          {"steps", trainer.session().run.steps}};
+}
+
+nlohmann::json trainerGraph(Trainer& trainer) {
+  try {
+    return nlohmann::json::parse(toJson(trainer.staticGraph()));
+  } catch (const std::exception& e) {
+    // A model SyMuGen cannot read still trains and streams; the studio shows no graph.
+    return {{"error", describe(e)}};
+  }
+}
+
+}  // namespace
+
 RunController::RunController(Trainer& trainer, const std::string& listen, std::ostream* progress)
-    : trainer_(trainer),
-      server_(listenOn(listen), {{"session", trainer.session().name},
-                                 {"session_path", trainer.session().path.string()},
-                                 {"model", trainer.modelDescription()},
-                                 {"parameters", trainer.parameterCount()},
-                                 {"batch_size", trainer.batchSize()},
-                                 {"device", trainer.device().str()},
-                                 {"steps", trainer.session().run.steps}}) {
+    : RunController(std::make_unique<TrainerRun>(trainer), nullptr, trainerDescription(trainer),
+                    trainerGraph(trainer), listen, progress) {
+}
+
+RunController::RunController(ControlledRun& run, nlohmann::json description, nlohmann::json graph,
+                             const std::string& listen, std::ostream* progress)
+    : RunController(nullptr, &run, std::move(description), std::move(graph), listen, progress) {
+}
+
+RunController::RunController(std::unique_ptr<ControlledRun> owned, ControlledRun* run,
+                             nlohmann::json description, nlohmann::json graph,
+                             const std::string& listen, std::ostream* progress)
+    : owned_(std::move(owned)),
+      run_(run != nullptr ? *run : *owned_),
+      server_(listenOn(listen), std::move(description)) {
   server_.setCommandHandler(
       [this](const Command& command, Server::Reply reply) { handle(command, std::move(reply)); });
   server_.start();
-  try {
-    server_.publishGraph(nlohmann::json::parse(toJson(trainer_.staticGraph())));
-  } catch (const std::exception& e) {
-    // A model SyMuGen cannot read still trains and streams; the studio shows no graph.
-    server_.publishGraph({{"error", describe(e)}});
-  }
-  server_.publishRules(ruleState());
+  server_.publishGraph(std::move(graph));
+  publishRulesIfChanged();
   server_.publishState("training");
   if (progress) {
     *progress << "listening on " << server_.endpoint().text() << std::endl;
@@ -100,10 +137,10 @@ RunController::~RunController() {
 nlohmann::json RunController::ruleState() {
   nlohmann::json out = nlohmann::json::array();
   auto& registry = rules::Registry::global();
-  for (const auto& name : trainer_.rules().names()) {
-    nlohmann::json rule = {{"name", name}, {"enabled", trainer_.rules().enabled(name)}};
+  for (const auto& name : run_.rules().names()) {
+    nlohmann::json rule = {{"name", name}, {"enabled", run_.rules().enabled(name)}};
     if (auto entry = registry.find(name);
-        entry && trainer_.rules().source(name) == (entry->rule ? entry->rule->source : "")) {
+        entry && run_.rules().source(name) == (entry->rule ? entry->rule->source : "")) {
       rule["origin"] = entry->origin;
       rule["description"] = entry->description;
     } else {
@@ -117,16 +154,16 @@ nlohmann::json RunController::ruleState() {
 void RunController::handle(const Command& c, Server::Reply reply) {
   // Rule commands run on the training thread at the next step boundary (or while idle).
   auto ruleChange = [&](std::function<void(rules::RuleSet&)> change) {
-    trainer_.changeRules([this, change = std::move(change), reply](rules::RuleSet& set) {
+    run_.changeRules([this, change = std::move(change), reply](rules::RuleSet& set) {
       try {
         change(set);
       } catch (const std::exception& e) {
         reply({{"error", describe(e)}});
         return;
       }
-      server_.publishRules(ruleState());
+      publishRulesIfChanged();
       // Runs before step stepsDone() begins: the first step with the change.
-      reply({{"rules", ruleState()}, {"from_step", trainer_.stepsDone()}});
+      reply({{"rules", ruleState()}, {"from_step", run_.stepsDone()}});
     });
     wake_.notify_all();
   };
@@ -158,8 +195,13 @@ void RunController::handle(const Command& c, Server::Reply reply) {
   } else if (c.name == "snapshot") {
     // The session as it stands: the enabled rules, registered ones by name and the others by
     // their text. Read on the training thread, like any rule change.
-    trainer_.changeRules([this, reply](rules::RuleSet& set) {
-      Session s = trainer_.session();
+    const auto session = run_.session();
+    if (!session) {
+      reply({{"error", "this run has no session to snapshot"}});
+      return;
+    }
+    run_.changeRules([this, reply, base = *session](rules::RuleSet& set) {
+      Session s = base;
       s.rules = {};
       auto& registry = rules::Registry::global();
       for (const auto& name : set.names()) {
@@ -172,7 +214,7 @@ void RunController::handle(const Command& c, Server::Reply reply) {
         else
           s.rules.source += (s.rules.source.empty() ? "" : "\n") + source + "\n";
       }
-      reply({{"session", nlohmann::json::parse(sessionJson(s))}, {"step", trainer_.stepsDone()}});
+      reply({{"session", nlohmann::json::parse(sessionJson(s))}, {"step", run_.stepsDone()}});
     });
     wake_.notify_all();
   } else if (c.name == "stop") {
@@ -186,7 +228,7 @@ void RunController::handle(const Command& c, Server::Reply reply) {
 }
 
 void RunController::applyChangesWhileIdle() {
-  trainer_.applyRuleChanges();
+  run_.applyRuleChanges();
 }
 
 bool RunController::beforeStep(const std::atomic<bool>* stop) {
@@ -205,7 +247,22 @@ bool RunController::sampleStep(int64_t step) const {
   return every > 0 && step % every == 0;
 }
 
+bool RunController::stopRequested() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stopRequested_;
+}
+
+void RunController::publishRulesIfChanged() {
+  nlohmann::json state = ruleState();
+  std::string text = state.dump();
+  if (text != publishedRules_) {
+    publishedRules_ = std::move(text);
+    server_.publishRules(std::move(state));
+  }
+}
+
 void RunController::afterStep(const StepResult& result) {
+  publishRulesIfChanged();
   server_.publishStep(stepJson(result));
   if (result.nodes)
     server_.publishNodes(nodesJson(*result.nodes));

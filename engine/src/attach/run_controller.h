@@ -1,8 +1,8 @@
 #pragma once
-// A trainer made attachable (`symtune-runner SESSION --listen ADDR`): the attach server publishes
-// the trainer's graph, rules and steps, and the clients' commands act on the run — rule changes
-// at the next step boundary (Trainer::changeRules), pause, resume, sampling and stop between
-// steps. Private to the engine; runBatch drives it.
+// A run made attachable — a Trainer (`symtune-runner SESSION --listen ADDR`) or a user's own
+// loop (AttachedLoop): the attach server publishes the run's graph, rules and steps, and the
+// clients' commands act on it — rule changes at the next step boundary, pause, resume, sampling
+// and stop between steps. Private to the engine; runBatch and AttachedLoop drive it.
 
 #include <atomic>
 #include <condition_variable>
@@ -10,6 +10,7 @@
 #include <iosfwd>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "symtune/attach_server.h"
@@ -17,10 +18,27 @@
 
 namespace symtune::attach {
 
+// What a controller needs of the run it serves.
+class ControlledRun {
+ public:
+  virtual ~ControlledRun() = default;
+  virtual rules::RuleSet& rules() = 0;  // on the training thread only
+  // Queues a change for the next step boundary (any thread).
+  virtual std::future<void> changeRules(std::function<void(rules::RuleSet&)> change) = 0;
+  virtual void applyRuleChanges() = 0;  // on the training thread, while no step runs
+  virtual int64_t stepsDone() const = 0;
+  // The session to snapshot; none for a run that has no session (a user's own loop).
+  virtual std::optional<Session> session() const = 0;
+};
+
 class RunController {
  public:
-  // Starts the server on `listen` and prints "listening on ENDPOINT" (and "token TOKEN" for TCP)
-  // to `progress`. Throws like Server::start().
+  // Starts the server on `listen` with `description` in its handshake and `graph` as the graph,
+  // and prints "listening on ENDPOINT" (and "token TOKEN" for TCP) to `progress`. Throws like
+  // Server::start(). Call on the training thread.
+  RunController(ControlledRun& run, nlohmann::json description, nlohmann::json graph,
+                const std::string& listen, std::ostream* progress);
+  // A Trainer's run: its session, model and SyMuGen graph.
   RunController(Trainer& trainer, const std::string& listen, std::ostream* progress);
   ~RunController();
 
@@ -33,18 +51,27 @@ class RunController {
   // After the last step: says "finished", then keeps serving (rule changes, snapshots) until a
   // client sends stop or `stop` is set.
   void serveUntilStopped(const std::atomic<bool>* stop);
+  bool stopRequested();  // a client sent stop
+  Endpoint endpoint() const { return server_.endpoint(); }
+  const std::string& token() const { return server_.token(); }
 
  private:
+  RunController(std::unique_ptr<ControlledRun> owned, ControlledRun* run,
+                nlohmann::json description, nlohmann::json graph, const std::string& listen,
+                std::ostream* progress);
   void handle(const Command& command, Server::Reply reply);
   nlohmann::json ruleState();
+  void publishRulesIfChanged();  // rules changed on the training thread itself
   void applyChangesWhileIdle();
 
-  Trainer& trainer_;
+  std::unique_ptr<ControlledRun> owned_;  // the Trainer adapter
+  ControlledRun& run_;
   Server server_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool paused_ = false, stopRequested_ = false;
   std::atomic<int64_t> samplingEvery_{0};
+  std::string publishedRules_;  // the rule state last published (training thread)
 };
 
 // The JSON of a step (docs/protocol.md, "step").

@@ -640,4 +640,29 @@ RuleOutcome RuleSet::apply(const std::vector<std::pair<std::string, torch::Tenso
   return outcome;
 }
 
+std::future<void> RuleChanges::push(std::function<void(RuleSet&)> change) {
+  TORCH_CHECK(change != nullptr, "RuleChanges::push: no change");
+  std::promise<void> done;
+  auto future = done.get_future();
+  std::lock_guard<std::mutex> lock(mutex_);
+  pending_.emplace_back(std::move(change), std::move(done));
+  return future;
+}
+
+void RuleChanges::applyTo(RuleSet& set) {
+  decltype(pending_) changes;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    changes.swap(pending_);
+  }
+  for (auto& [change, done] : changes) {
+    try {
+      change(set);
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  }
+}
+
 }  // namespace symtune::rules

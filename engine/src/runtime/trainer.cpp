@@ -277,28 +277,11 @@ Graph Trainer::captureStep(StepResult* result) {
 }
 
 std::future<void> Trainer::changeRules(std::function<void(rules::RuleSet&)> change) {
-  TORCH_CHECK(change != nullptr, "Trainer::changeRules: no change");
-  std::promise<void> done;
-  auto future = done.get_future();
-  std::lock_guard<std::mutex> lock(ruleChangesMutex_);
-  ruleChanges_.emplace_back(std::move(change), std::move(done));
-  return future;
+  return ruleChanges_.push(std::move(change));
 }
 
 void Trainer::applyRuleChanges() {
-  decltype(ruleChanges_) changes;
-  {
-    std::lock_guard<std::mutex> lock(ruleChangesMutex_);
-    changes.swap(ruleChanges_);
-  }
-  for (auto& [change, done] : changes) {
-    try {
-      change(rules_);
-      done.set_value();
-    } catch (...) {
-      done.set_exception(std::current_exception());
-    }
-  }
+  ruleChanges_.applyTo(rules_);
 }
 
 StepResult Trainer::runStep(Graph* capture) {

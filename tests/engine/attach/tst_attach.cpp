@@ -25,6 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 const QString kRunner = QStringLiteral(SYMTUNE_BIN_DIR "/symtune-runner");
 const QString kProbe = QStringLiteral(SYMTUNE_BIN_DIR "/symtune-attach-probe");
+const QString kExample = QStringLiteral(SYMTUNE_BIN_DIR "/symtune-example-attachable");
 
 // A session that trains for longer than any test runs, with two rules to toggle.
 const QByteArray kSession =
@@ -39,9 +40,14 @@ struct Runner {
   std::string endpoint, token;
 
   bool start(const QString& session, const QString& listen, const QStringList& more = {}) {
+    return startProgram(
+        kRunner, QStringList{session, "--listen", listen, "--progress-interval", "1000"} + more);
+  }
+
+  // Any attachable program that prints "listening on ENDPOINT" (and "token TOKEN").
+  bool startProgram(const QString& program, const QStringList& arguments) {
     process.setProcessChannelMode(QProcess::SeparateChannels);
-    process.start(kRunner,
-                  QStringList{session, "--listen", listen, "--progress-interval", "1000"} + more);
+    process.start(program, arguments);
     const auto deadline = Clock::now() + std::chrono::seconds(120);
     QByteArray out;
     while (Clock::now() < deadline) {
@@ -338,6 +344,50 @@ class TestAttach : public QObject {
         static_cast<long long>(a0 + 1), static_cast<long long>(a1));
     // The target is at most 2 % lost; the bound is generous for a shared 2-core machine.
     QVERIFY2(ratio > 0.9, qPrintable(QString::number(ratio)));
+  }
+
+  void embeddedProgramIsAttachable() {
+    // examples/attachable_mlp: a plain torch::nn loop behind AttachedLoop.
+    Runner program;
+    QVERIFY(program.startProgram(kExample, {"unix:" + dir_.filePath("mlp.sock"), "100000000"}));
+    Client client;
+    const Json hello = client.connect(program.endpoint);
+    QCOMPARE(hello["run"]["session"].get<std::string>(), std::string("attachable MLP"));
+    QCOMPARE(hello["run"]["parameters"].get<int64_t>(),
+             int64_t{8 * 64 + 64 + 64 * 64 + 64 + 64 * 4 + 4});
+    // The rules as the program set them up (the loop republishes them when they change).
+    std::optional<Json> rules;
+    while ((rules = until(client, "rules")) && (*rules)["rules"].empty()) {
+    }
+    QVERIFY(rules);
+    QCOMPARE((*rules)["rules"][0]["name"].get<std::string>(), std::string("nan_guard"));
+    const auto step = until(client, "step");
+    QVERIFY(step);
+    QCOMPARE((*step)["features"].size(), size_t{24});
+    QVERIFY((*step)["features"]["grad_global_norm"].get<double>() > 0);
+    const Json added = client.command(
+        {{"command", "add_rule"},
+         {"source", "rule clip { select params \"*\"  set grad = clamp(grad, -1, 1) }"}});
+    QCOMPARE(added["type"].get<std::string>(), std::string("ack"));
+    const int64_t from = added["from_step"].get<int64_t>();
+    while (true) {
+      const auto s = until(client, "step");
+      QVERIFY(s);
+      if ((*s)["step"].get<int64_t>() >= from) {
+        QCOMPARE((*s)["rules"]["in_force"], Json::array({"nan_guard", "clip"}));
+        QCOMPARE((*s)["rules"]["fired"], Json::array({"clip"}));
+        break;
+      }
+    }
+    const Json paused = client.command({{"command", "pause"}});
+    QCOMPARE(paused["state"].get<std::string>(), std::string("paused"));
+    const Json snapshot = client.command({{"command", "snapshot"}});
+    QCOMPARE(snapshot["reason"].get<std::string>(),
+             std::string("this run has no session to snapshot"));
+    QCOMPARE(client.command({{"command", "stop"}})["type"].get<std::string>(), std::string("ack"));
+    QVERIFY(program.process.waitForFinished(30000));
+    QCOMPARE(program.process.exitCode(), 0);
+    QVERIFY(program.process.readAllStandardOutput().contains("stopped by a client"));
   }
 
   void killedRunnerIsReportedAtOnce() {
