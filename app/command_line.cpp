@@ -114,6 +114,10 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       cl.report = value(i);
     } else if (a == "--listen") {
       cl.listen = value(i);
+    } else if (a == "--attach") {
+      cl.attach = value(i);
+    } else if (a == "--token") {
+      cl.token = value(i);
     } else if (a == "--progress-interval") {
       const std::string& v = value(i);
       size_t used = 0;
@@ -145,6 +149,10 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     cl.mode = CommandLine::Mode::Batch;
   if (cl.listen && cl.mode != CommandLine::Mode::Batch)
     throw std::invalid_argument("--listen needs a session to train (SESSION --listen ADDR)");
+  if ((cl.attach || cl.token) && cl.mode != CommandLine::Mode::Studio)
+    throw std::invalid_argument("--attach opens the studio: it does not go with --batch or graph");
+  if (cl.token && !cl.attach)
+    throw std::invalid_argument("--token goes with --attach ADDR");
   if (cl.mode != CommandLine::Mode::Batch && (cl.report || cl.trace)) {
     throw std::invalid_argument(std::string(cl.report ? "--report" : "--trace") +
                                 " only applies with --batch");
@@ -160,6 +168,8 @@ std::string usage(const std::string& program, bool studio) {
   return "Usage:\n" +
          (studio ? "  " + program +
                        " [SESSION]                 open the studio (optionally on a session)\n"
+                       "  " +
+                       program + " --attach ADDR [--token T] open the studio on a running process\n"
                  : std::string()) +
          "  " + program +
          " --batch SESSION [options] train a session without a window\n"

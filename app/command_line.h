@@ -17,6 +17,8 @@ struct CommandLine {
   std::optional<std::string> trace;   // --trace FILE
   int64_t traceSteps = 5;             // --trace-steps N
   std::optional<std::string> listen;  // --listen ADDR: serve the attach protocol while training
+  std::optional<std::string> attach;  // --attach ADDR: the studio on a running process
+  std::optional<std::string> token;   // --token TOKEN: for a TCP endpoint
   // graph TARGET [--format json|dot] [--step] [--output FILE]
   std::string graphTarget;  // a session (.json) or a TorchScript archive (.pt)
   std::string graphFormat = "json";

@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   if (!cl.session.empty()) {
     window.openSession(QString::fromStdString(cl.session));
   }
+  if (cl.attach) {
+    window.attachTo(QString::fromStdString(*cl.attach),
+                    QString::fromStdString(cl.token.value_or("")));
+  }
   return QApplication::exec();
 #else
   return fail(

@@ -195,6 +195,14 @@ class TestBatch : public QObject {
                                     << "unknown option --fast (see --help)";
     QTest::addRow("option without value")
         << QStringList{"--batch"} << QByteArray() << 2 << "--batch needs a value";
+    QTest::addRow("attach with batch")
+        << QStringList{"--batch", "@/s.json", "--attach", "unix:/x"} << kSession << 2
+        << "--attach opens the studio: it does not go with --batch or graph";
+    QTest::addRow("token without attach")
+        << QStringList{"--token", "abc"} << QByteArray() << 2 << "--token goes with --attach ADDR";
+    QTest::addRow("listen on any address")
+        << QStringList{"@/s.json", "--listen", "tcp:0.0.0.0:0"} << kSession << 2
+        << "TCP is for loopback only (127.0.0.1 or ::1)";
   }
 
   void badInputExitsWithOneLine() {

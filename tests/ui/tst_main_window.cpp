@@ -1,8 +1,11 @@
 // The studio's shell, offscreen: the window opens with its docks, opens a session into the
-// Session dock's model, and refuses a bad one with the reason as data.
+// Session dock's model, refuses a bad one with the reason as data, and follows a run it attached
+// to (a real symtune-runner) until the run dies.
 
 #include <QAbstractItemModelTester>
 #include <QDockWidget>
+#include <QElapsedTimer>
+#include <QProcess>
 #include <QSignalSpy>
 #include <QStatusBar>
 #include <QTemporaryDir>
@@ -12,6 +15,15 @@
 #include "test_main.h"
 
 using symtune::ui::MainWindow;
+
+namespace {
+
+const QByteArray kLongSession =
+    "{\"format\": \"symtune-session\", \"version\": 1, \"name\": \"studio attach\",\n"
+    " \"model\": {\"zoo\": \"dynamic_resnet\", \"preset\": \"ci\"},\n"
+    " \"run\": {\"steps\": 1000000, \"threads\": 1}}\n";
+
+}  // namespace
 
 class TestMainWindow : public QObject {
   Q_OBJECT
@@ -51,6 +63,36 @@ class TestMainWindow : public QObject {
     QCOMPARE(m->index(2, 1).data().toString(), QString("dynamic_resnet (ci)"));
     QCOMPARE(m->rowCount(model), 2);
     QCOMPARE(m->index(1, 1, model).data().toString(), QString("ci"));
+  }
+
+  void followsAnAttachedRunUntilItDies() {
+    QTemporaryDir dir;
+    QFile session(dir.filePath("s.json"));
+    QVERIFY(session.open(QIODevice::WriteOnly));
+    session.write(kLongSession);
+    session.close();
+    QProcess runner;
+    runner.start(QStringLiteral(SYMTUNE_BIN_DIR "/symtune-runner"),
+                 {session.fileName(), "--listen", "unix:" + dir.filePath("ui.sock")});
+    QByteArray out;
+    QTRY_VERIFY_WITH_TIMEOUT((out += runner.readAllStandardOutput()).contains("listening on"),
+                             120000);
+
+    MainWindow w;
+    w.show();
+    QSignalSpy ended(&w, &MainWindow::attachEnded);
+    w.attachTo("unix:" + dir.filePath("ui.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.attachStatus().startsWith("studio attach: step "), 60000);
+    QCOMPARE(w.windowTitle(), QString("Symtune — studio attach"));
+    QCOMPARE(w.statusBar()->currentMessage(), w.attachStatus());
+
+    runner.kill();
+    QElapsedTimer sinceKill;
+    sinceKill.start();
+    QTRY_VERIFY_WITH_TIMEOUT(ended.count() == 1, 5000);
+    QVERIFY2(sinceKill.elapsed() < 1000, qPrintable(QString::number(sinceKill.elapsed())));
+    QCOMPARE(w.attachStatus(), QString("The run ended: the server closed the connection"));
+    runner.waitForFinished();
   }
 
   void refusesABadSessionAndKeepsTheCurrentOne() {

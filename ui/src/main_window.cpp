@@ -15,10 +15,50 @@
 #include <QTreeView>
 
 #include "symtune/session.h"
+#include "symtune/ui/attach_connection.h"
 #include "symtune/ui/session_model.h"
 #include "symtune/version.h"
 
 namespace symtune::ui {
+
+void MainWindow::attachTo(const QString& endpoint, const QString& token) {
+  if (attach_ == nullptr) {
+    attach_ = new AttachConnection(this);
+    connect(attach_, &AttachConnection::attached, this, [this](const QJsonObject& hello) {
+      const QJsonObject run = hello["run"].toObject();
+      runName_ = run["session"].toString();
+      runState_.clear();
+      setWindowTitle(tr("Symtune — %1").arg(runName_));
+      setAttachStatus(tr("Attached to %1 (%2) at %3")
+                          .arg(runName_, run["model"].toString(), attach_->endpoint()));
+    });
+    connect(attach_, &AttachConnection::messageReceived, this, [this](const QJsonObject& m) {
+      const QString type = m["type"].toString();
+      if (type == "state") {
+        runState_ = m["state"].toString();
+      } else if (type == "step") {
+        setAttachStatus(tr("%1: step %2, loss %3%4")
+                            .arg(runName_)
+                            .arg(m["step"].toInteger())
+                            .arg(m["loss"].toDouble(), 0, 'g', 5)
+                            .arg(runState_.isEmpty() || runState_ == "training"
+                                     ? QString()
+                                     : QStringLiteral(" (%1)").arg(runState_)));
+      }
+    });
+    connect(attach_, &AttachConnection::disconnected, this, [this](const QString& reason) {
+      setAttachStatus(tr("The run ended: %1").arg(reason));
+      Q_EMIT attachEnded(reason);
+    });
+  }
+  setAttachStatus(tr("Attaching to %1…").arg(endpoint));
+  attach_->open(endpoint, token);
+}
+
+void MainWindow::setAttachStatus(const QString& text) {
+  attachStatus_ = text;
+  statusBar()->showMessage(text);
+}
 
 namespace {
 

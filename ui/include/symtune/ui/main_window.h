@@ -24,12 +24,19 @@ class MainWindow : public QMainWindow {
   // reason in the status bar and in *error, emits sessionFailed and returns false.
   bool openSession(const QString& path, QString* error = nullptr);
 
+  // Attaches to a running process (symtune-runner --listen, or any attachable program): the
+  // status bar follows the run — its steps, its state, and a clear message when it ends.
+  void attachTo(const QString& endpoint, const QString& token = {});
+  // What the status bar says about the attached run ("" when none was attached).
+  const QString& attachStatus() const { return attachStatus_; }
+
   SessionModel* sessionModel() const { return sessionModel_; }
   QDockWidget* dock(const QString& objectName) const;
 
  Q_SIGNALS:
   void sessionOpened(const QString& path);
   void sessionFailed(const QString& message);
+  void attachEnded(const QString& reason);
 
  protected:
   void closeEvent(class QCloseEvent* event) override;
@@ -40,6 +47,10 @@ class MainWindow : public QMainWindow {
   QDockWidget* addPlaceholderDock(const QString& title, const QString& objectName,
                                   const QString& emptyText, Qt::DockWidgetArea area);
 
+  void setAttachStatus(const QString& text);
+
+  class AttachConnection* attach_ = nullptr;
+  QString attachStatus_, runName_, runState_;
   SessionModel* sessionModel_ = nullptr;
   QTreeView* sessionView_ = nullptr;
   QLabel* graphPlaceholder_ = nullptr;
