@@ -202,6 +202,46 @@ class TestAttach : public QObject {
     QCOMPARE(snapshot["session"]["model"]["zoo"].get<std::string>(), std::string("dynamic_resnet"));
   }
 
+  void samplingPauseResumeAndRemove() {
+    Client client;
+    client.connect(runner_.endpoint);
+    QVERIFY(until(client, "step"));
+    // Per-node statistics every 2 steps, then off again.
+    const Json sampling = client.command({{"command", "set_sampling"}, {"every", 2}});
+    QCOMPARE(sampling["every"].get<int>(), 2);
+    const auto nodes = until(client, "nodes");
+    QVERIFY(nodes);
+    QCOMPARE((*nodes)["nodes"]["step"].get<int64_t>() % 2, int64_t{0});
+    QVERIFY((*nodes)["nodes"]["nodes"].size() > 10);
+    QVERIFY((*nodes)["nodes"]["nodes"][0]["forward_s"].get<double>() >= 0);
+    client.command({{"command", "set_sampling"}, {"every", 0}});
+
+    // Pause holds the loop between steps; resume lets it go.
+    QCOMPARE(client.command({{"command", "pause"}})["state"].get<std::string>(),
+             std::string("paused"));
+    QVERIFY(until(client, "state"));  // "paused"
+    int64_t last = -1;
+    while (auto m = client.next(1.0)) {  // drain what was sent before the pause took hold
+      if ((*m)["type"] == "step")
+        last = (*m)["step"].get<int64_t>();
+    }
+    QVERIFY(!client.next(2.0));  // nothing more while paused
+    QCOMPARE(client.command({{"command", "resume"}})["state"].get<std::string>(),
+             std::string("training"));
+    const auto resumed = until(client, "step");
+    QVERIFY(resumed);
+    QVERIFY((*resumed)["step"].get<int64_t>() > last);
+
+    // A rule removed and added back, in force again from the ack's step on.
+    const Json removed = client.command({{"command", "remove_rule"}, {"rule", "loss_spike_guard"}});
+    QCOMPARE(removed["rules"].size(), size_t{1});
+    const Json added = client.command(
+        {{"command", "add_rule"},
+         {"source", "rule loss_spike_guard { when step > 10 && loss > 3 * loss_ema  skip step }"}});
+    QCOMPARE(added["rules"].size(), size_t{2});
+    QCOMPARE(added["rules"][1]["origin"].get<std::string>(), std::string("this run"));
+  }
+
   void badFramesCloseOnlyTheirConnection_data() {
     QTest::addColumn<QByteArray>("bytes");
     QTest::addRow("not JSON") << QByteArray("\0\0\0\x05{oops", 9);
