@@ -14,10 +14,6 @@ nlohmann::json number(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
-std::string describe(const std::exception& e) {
-  return oneLine(e);
-}
-
 }  // namespace
 
 nlohmann::json stepJson(const StepResult& r) {
@@ -95,7 +91,7 @@ nlohmann::json trainerGraph(Trainer& trainer) {
     return nlohmann::json::parse(toJson(trainer.staticGraph()));
   } catch (const std::exception& e) {
     // A model SyMuGen cannot read still trains and streams; the studio shows no graph.
-    return {{"error", describe(e)}};
+    return {{"error", oneLine(e)}};
   }
 }
 
@@ -158,12 +154,12 @@ void RunController::handle(const Command& c, Server::Reply reply) {
       try {
         change(set);
       } catch (const std::exception& e) {
-        reply({{"error", describe(e)}});
+        reply({{"error", oneLine(e)}});
         return;
       }
-      publishRulesIfChanged();
+      nlohmann::json state = publishRules();
       // Runs before step stepsDone() begins: the first step with the change.
-      reply({{"rules", ruleState()}, {"from_step", run_.stepsDone()}});
+      reply({{"rules", std::move(state)}, {"from_step", run_.stepsDone()}});
     });
     wake_.notify_all();
   };
@@ -252,13 +248,32 @@ bool RunController::stopRequested() {
   return stopRequested_;
 }
 
-void RunController::publishRulesIfChanged() {
-  nlohmann::json state = ruleState();
-  std::string text = state.dump();
-  if (text != publishedRules_) {
-    publishedRules_ = std::move(text);
-    server_.publishRules(std::move(state));
+namespace {
+
+// The rule set's shape — names, enabled flags, source sizes: cheap enough to compare every step.
+std::string ruleSignature(rules::RuleSet& set) {
+  std::string signature;
+  for (const auto& name : set.names()) {
+    signature += name;
+    signature += set.enabled(name) ? ":1:" : ":0:";
+    signature += std::to_string(set.source(name).size());
+    signature += '\n';
   }
+  return signature;
+}
+
+}  // namespace
+
+nlohmann::json RunController::publishRules() {
+  publishedSignature_ = ruleSignature(run_.rules());
+  nlohmann::json state = ruleState();
+  server_.publishRules(state);
+  return state;
+}
+
+void RunController::publishRulesIfChanged() {
+  if (ruleSignature(run_.rules()) != publishedSignature_)
+    publishRules();
 }
 
 void RunController::afterStep(const StepResult& result) {

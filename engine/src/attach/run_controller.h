@@ -61,7 +61,8 @@ class RunController {
                 std::ostream* progress);
   void handle(const Command& command, Server::Reply reply);
   nlohmann::json ruleState();
-  void publishRulesIfChanged();  // rules changed on the training thread itself
+  nlohmann::json publishRules();  // the rule state, published and returned
+  void publishRulesIfChanged();   // after rules changed on the training thread itself
   void applyChangesWhileIdle();
 
   std::unique_ptr<ControlledRun> owned_;  // the Trainer adapter
@@ -71,7 +72,7 @@ class RunController {
   std::condition_variable wake_;
   bool paused_ = false, stopRequested_ = false;
   std::atomic<int64_t> samplingEvery_{0};
-  std::string publishedRules_;  // the rule state last published (training thread)
+  std::string publishedSignature_;  // of the rule state last published (training thread)
 };
 
 // The JSON of a step (docs/protocol.md, "step").
