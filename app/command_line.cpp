@@ -1,7 +1,9 @@
 #include "command_line.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <stdexcept>
 
 namespace symtune::app {
@@ -11,14 +13,20 @@ namespace {
 CommandLine parseRulesCommand(const std::vector<std::string>& args) {
   CommandLine cl;
   cl.mode = CommandLine::Mode::Rules;
-  if (args.size() < 2 || (args[1] != "check" && args[1] != "export" && args[1] != "import")) {
+  if (args.size() < 2 ||
+      (args[1] != "check" && args[1] != "export" && args[1] != "import" && args[1] != "list")) {
     if (args.size() >= 2 && (args[1] == "-h" || args[1] == "--help")) {
       cl.mode = CommandLine::Mode::Help;
       return cl;
     }
-    throw std::invalid_argument("rules needs check, export or import (see --help)");
+    throw std::invalid_argument("rules needs check, export, import or list (see --help)");
   }
   cl.rulesCommand = args[1];
+  if (cl.rulesCommand == "list") {  // the registry, as JSON: only the runner has it
+    if (args.size() > 2)
+      throw std::invalid_argument("rules list takes no arguments");
+    return cl;
+  }
   for (size_t i = 2; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -118,6 +126,31 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       cl.attach = value(i);
     } else if (a == "--token") {
       cl.token = value(i);
+    } else if (a == "--run") {
+      cl.run = true;
+    } else if (a == "--overlay") {
+      cl.overlay = value(i);
+      static const char* const kOverlays[] = {"none", "latency", "memory", "flops", "gradnorm"};
+      if (std::find(std::begin(kOverlays), std::end(kOverlays), *cl.overlay) == std::end(kOverlays))
+        throw std::invalid_argument(
+            "--overlay expects none, latency, memory, flops or gradnorm, "
+            "got \"" +
+            *cl.overlay + "\"");
+    } else if (a == "--screenshot") {
+      cl.screenshot = value(i);
+    } else if (a == "--screenshot-after") {
+      const std::string& v = value(i);
+      size_t used = 0;
+      try {
+        cl.screenshotAfterSteps = std::stoll(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || cl.screenshotAfterSteps < 1)
+        throw std::invalid_argument(
+            "--screenshot-after expects a positive number of steps, "
+            "got \"" +
+            v + "\"");
     } else if (a == "--progress-interval") {
       const std::string& v = value(i);
       size_t used = 0;
@@ -153,6 +186,10 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     throw std::invalid_argument("--attach opens the studio: it does not go with --batch or graph");
   if (cl.token && !cl.attach)
     throw std::invalid_argument("--token goes with --attach ADDR");
+  if ((cl.run || cl.overlay || cl.screenshot) && cl.mode != CommandLine::Mode::Studio)
+    throw std::invalid_argument("--run, --overlay and --screenshot are the studio's");
+  if (cl.run && cl.session.empty())
+    throw std::invalid_argument("--run needs a session (symtune --run SESSION)");
   if (cl.mode != CommandLine::Mode::Batch && (cl.report || cl.trace)) {
     throw std::invalid_argument(std::string(cl.report ? "--report" : "--trace") +
                                 " only applies with --batch");
@@ -166,11 +203,16 @@ std::string defaultReportPath(const std::string& session) {
 
 std::string usage(const std::string& program, bool studio) {
   return "Usage:\n" +
-         (studio ? "  " + program +
-                       " [SESSION]                 open the studio (optionally on a session)\n"
-                       "  " +
-                       program + " --attach ADDR [--token T] open the studio on a running process\n"
-                 : std::string()) +
+         (studio
+              ? "  " + program +
+                    " [SESSION]                 open the studio (optionally on a session)\n"
+                    "  " +
+                    program + " --attach ADDR [--token T] open the studio on a running process\n" +
+                    "  " + program +
+                    " --run SESSION             start SESSION in the studio (runner + attach)\n"
+                    "      [--overlay latency|memory|flops|gradnorm] [--screenshot PNG\n"
+                    "       [--screenshot-after STEPS]]\n"
+              : std::string()) +
          "  " + program +
          " --batch SESSION [options] train a session without a window\n"
          "  " +
@@ -189,6 +231,10 @@ std::string usage(const std::string& program, bool studio) {
          " rules import PACK [--library DIR]\n"
          "                             install a pack (default library: ~/.local/share/symtune/"
          "rulepacks)\n"
+         "  " +
+         program +
+         " rules list                every rule a session can enable, as JSON (name, origin,\n"
+         "                             description): built-in, installed packs, plugins\n"
          "  " +
          program +
          " --version | --help\n"

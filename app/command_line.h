@@ -11,14 +11,18 @@ namespace symtune::app {
 struct CommandLine {
   enum class Mode { Studio, Batch, Graph, Rules, Help, Version };
   Mode mode = Mode::Studio;
-  std::string session;                // --batch SESSION, or the studio's optional SESSION
-  std::optional<std::string> report;  // --report FILE
-  double progressInterval = 1.0;      // --progress-interval SECONDS
-  std::optional<std::string> trace;   // --trace FILE
-  int64_t traceSteps = 5;             // --trace-steps N
-  std::optional<std::string> listen;  // --listen ADDR: serve the attach protocol while training
-  std::optional<std::string> attach;  // --attach ADDR: the studio on a running process
-  std::optional<std::string> token;   // --token TOKEN: for a TCP endpoint
+  std::string session;                    // --batch SESSION, or the studio's optional SESSION
+  std::optional<std::string> report;      // --report FILE
+  double progressInterval = 1.0;          // --progress-interval SECONDS
+  std::optional<std::string> trace;       // --trace FILE
+  int64_t traceSteps = 5;                 // --trace-steps N
+  std::optional<std::string> listen;      // --listen ADDR: serve the attach protocol while training
+  std::optional<std::string> attach;      // --attach ADDR: the studio on a running process
+  std::optional<std::string> token;       // --token TOKEN: for a TCP endpoint
+  bool run = false;                       // --run: the studio starts SESSION and attaches to it
+  std::optional<std::string> overlay;     // --overlay NAME: the graph's overlay at start
+  std::optional<std::string> screenshot;  // --screenshot PNG: the screen, once the run shows
+  int64_t screenshotAfterSteps = 20;      // --screenshot-after STEPS
   // graph TARGET [--format json|dot] [--step] [--output FILE]
   std::string graphTarget;  // a session (.json) or a TorchScript archive (.pt)
   std::string graphFormat = "json";

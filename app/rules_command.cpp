@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 
 #include "symtune/rule_pack.h"
 
@@ -130,6 +131,10 @@ int runRulesCommand(const CommandLine& cl, const RewriteCheck& checkRewrites) {
       return check(cl, checkRewrites);
     if (cl.rulesCommand == "export")
       return exportPack(cl);
+    if (cl.rulesCommand == "list")
+      throw std::runtime_error(
+          "rules list needs symtune-runner next to symtune (the registry "
+          "is the engine's)");
     return importPack(cl);
   } catch (const std::exception& e) {  // RulePackError, RuleError, filesystem errors
     std::cerr << "symtune: error: " << e.what() << std::endl;

@@ -6,12 +6,14 @@
 #include <iostream>
 
 #include <torch/version.h>
+#include <nlohmann/json.hpp>
 
 #include "command_line.h"
 #include "rules_command.h"
 #include "symtune/batch_run.h"
 #include "symtune/graph.h"
 #include "symtune/plugin_loader.h"
+#include "symtune/rule_registry.h"
 #include "symtune/rule_rewrite.h"
 #include "symtune/symugen.h"
 #include "symtune/trainer.h"
@@ -48,6 +50,16 @@ void loadRulePlugins() {
   }
   for (const auto& problem : registry.problems())
     std::cerr << "symtune: warning: " << problem << std::endl;
+}
+
+// `rules list`: what the studio offers when it starts a session.
+int listRules() {
+  loadRulePlugins();
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& e : symtune::rules::Registry::global().entries())
+    list.push_back({{"name", e.name}, {"origin", e.origin}, {"description", e.description}});
+  std::cout << list.dump(2) << std::endl;
+  return 0;
 }
 
 int runBatchCommand(const symtune::app::CommandLine& cl) {
@@ -163,6 +175,8 @@ int main(int argc, char** argv) {
     case symtune::app::CommandLine::Mode::Graph:
       return runGraphCommand(cl);
     case symtune::app::CommandLine::Mode::Rules:
+      if (cl.rulesCommand == "list")
+        return listRules();
       // `symtune rules check` hands files with rewrites over: their IR is checked here.
       return symtune::app::runRulesCommand(cl, &symtune::rules::validateRewrites);
     case symtune::app::CommandLine::Mode::Studio:

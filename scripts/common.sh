@@ -19,7 +19,7 @@ SYMTUNE_PRESET=${SYMTUNE_PRESET:-ci}
 SYMTUNE_BUILD_DIR=$SYMTUNE_ROOT/build/$SYMTUNE_PRESET
 
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-pip
-  qt6-base-dev qt6-charts-dev libgl-dev libgraphviz-dev nlohmann-json3-dev libasio-dev)
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libgl-dev libgraphviz-dev nlohmann-json3-dev libasio-dev)
 PIP_PACKAGES=("torch==$SYMTUNE_TORCH_VERSION" "nvidia-cusparselt-cu13==0.8.0"
   "nvidia-nvshmem-cu13==3.4.5" "nvidia-cufile==1.15.1.6"
   # torch's pure-Python dependencies, for the tests that script models in Python

@@ -26,9 +26,58 @@ GVC_t* context() {
   return gvc;
 }
 
-double attrNumber(void* obj, const char* name) {
+QString attr(void* obj, const char* name) {
   const char* v = agget(obj, const_cast<char*>(name));
-  return v != nullptr ? QString::fromLatin1(v).toDouble() : 0.0;
+  return v != nullptr ? QString::fromLatin1(v) : QString();
+}
+
+// Graphviz points have y up; the scene's y points down from the top of the bounding box.
+struct Flip {
+  double top = 0;
+  QPointF operator()(double x, double y) const { return {x, top - y}; }
+  std::optional<QPointF> point(const QString& text) const {
+    const QStringList xy = text.split(',');
+    if (xy.size() != 2)
+      return std::nullopt;
+    return (*this)(xy[0].toDouble(), xy[1].toDouble());
+  }
+  std::optional<QRectF> box(const QString& text) const {  // "llx,lly,urx,ury"
+    const QStringList v = text.split(',');
+    if (v.size() != 4)
+      return std::nullopt;
+    return QRectF((*this)(v[0].toDouble(), v[3].toDouble()),
+                  (*this)(v[2].toDouble(), v[1].toDouble()));
+  }
+};
+
+// An edge's `pos`: "[s,x,y ][e,x,y ]x,y x,y x,y x,y ..." (one spline; ';' separates several,
+// which only happens for concentrated edges: the first is kept).
+EdgeRoute parseEdge(const QString& pos, const Flip& flip) {
+  EdgeRoute route;
+  for (const QString& token : pos.section(';', 0, 0).split(' ', Qt::SkipEmptyParts)) {
+    if (token.startsWith("e,")) {
+      route.arrowTip = flip.point(token.mid(2));
+    } else if (!token.startsWith("s,")) {
+      if (auto p = flip.point(token))
+        route.spline.push_back(*p);
+    }
+  }
+  return route;
+}
+
+void readClusters(Agraph_t* g, const Flip& flip, DotLayout& layout) {
+  for (Agraph_t* sub = agfstsubg(g); sub != nullptr; sub = agnxtsubg(sub)) {
+    const QString name = QString::fromUtf8(agnameof(sub));
+    if (name.startsWith("cluster")) {
+      if (auto rect = flip.box(attr(sub, "bb"))) {
+        ClusterBox box{rect->normalized(), {}};
+        if (auto lp = flip.point(attr(sub, "lp")))
+          box.labelPos = *lp;
+        layout.clusters.emplace(name, box);
+      }
+    }
+    readClusters(sub, flip, layout);
+  }
 }
 
 }  // namespace
@@ -44,26 +93,30 @@ DotLayout layoutDot(const QString& dot) {
   if (gvLayout(gvc, graph.get(), "dot") != 0) {
     throw LayoutError("Graphviz dot layout failed");
   }
-  // Attach the computed positions as attributes (pos, width, height, bb), then read them back.
-  gvRender(gvc, graph.get(), "dot", nullptr);
+  attach_attrs(graph.get());  // the computed positions as attributes: pos, width, height, bb, lp
 
   DotLayout layout;
-  const QStringList bb =
-      QString::fromLatin1(agget(graph.get(), const_cast<char*>("bb"))).split(',');
-  const double top = bb.size() == 4 ? bb[3].toDouble() : 0.0;
+  Flip flip;
+  const QStringList bb = attr(graph.get(), "bb").split(',');
   if (bb.size() == 4) {
-    layout.bounds =
-        QRectF(bb[0].toDouble(), 0, bb[2].toDouble() - bb[0].toDouble(), top - bb[1].toDouble());
+    flip.top = bb[3].toDouble();
+    layout.bounds = QRectF(bb[0].toDouble(), 0, bb[2].toDouble() - bb[0].toDouble(),
+                           flip.top - bb[1].toDouble());
   }
   for (Agnode_t* n = agfstnode(graph.get()); n != nullptr; n = agnxtnode(graph.get(), n)) {
-    const QStringList pos = QString::fromLatin1(agget(n, const_cast<char*>("pos"))).split(',');
     NodeBox box;
-    if (pos.size() == 2) {
-      box.center = QPointF(pos[0].toDouble(), top - pos[1].toDouble());  // y down
-    }
-    box.size = QSizeF(attrNumber(n, "width") * 72.0, attrNumber(n, "height") * 72.0);  // inches
+    if (auto center = flip.point(attr(n, "pos")))
+      box.center = *center;
+    box.size = QSizeF(attr(n, "width").toDouble() * 72.0, attr(n, "height").toDouble() * 72.0);
     layout.nodes.emplace(QString::fromUtf8(agnameof(n)), box);
+    for (Agedge_t* e = agfstout(graph.get(), n); e != nullptr; e = agnxtout(graph.get(), e)) {
+      EdgeRoute route = parseEdge(attr(e, "pos"), flip);
+      route.tail = QString::fromUtf8(agnameof(agtail(e)));
+      route.head = QString::fromUtf8(agnameof(aghead(e)));
+      layout.edges.push_back(std::move(route));
+    }
   }
+  readClusters(graph.get(), flip, layout);
   gvFreeLayout(gvc, graph.get());
   return layout;
 }

@@ -3,16 +3,27 @@
 // to (a real symtune-runner) until the run dies.
 
 #include <QAbstractItemModelTester>
+#include <QDir>
 #include <QDockWidget>
 #include <QElapsedTimer>
+#include <QJsonArray>
+#include <QJsonObject>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QStatusBar>
 #include <QTemporaryDir>
 
+#include "symtune/graphview/graph_scene.h"
+#include "symtune/ui/graph_panel.h"
+#include "symtune/ui/live_charts.h"
 #include "symtune/ui/main_window.h"
+#include "symtune/ui/rule_list_model.h"
+#include "symtune/ui/rules_dock.h"
+#include "symtune/ui/run_history_model.h"
 #include "symtune/ui/session_model.h"
 #include "test_main.h"
+
+#include <signal.h>
 
 using symtune::ui::MainWindow;
 
@@ -30,14 +41,15 @@ class TestMainWindow : public QObject {
 
  private Q_SLOTS:
   void initTestCase() {
-    QStandardPaths::setTestModeEnabled(true);  // QSettings in a test location
+    QStandardPaths::setTestModeEnabled(true);  // QSettings and run folders in a test location
+    qputenv("SYMTUNE_RUNNER", SYMTUNE_BIN_DIR "/symtune-runner");
   }
 
   void opensWithItsDocks() {
     MainWindow w;
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));
-    for (const char* name : {"chartsDock", "rulesDock", "sessionDock"}) {
+    for (const char* name : {"chartsDock", "rulesDock", "inspectorDock", "sessionDock"}) {
       QDockWidget* d = w.dock(name);
       QVERIFY2(d != nullptr, name);
       QVERIFY2(d->isVisible(), name);
@@ -63,6 +75,74 @@ class TestMainWindow : public QObject {
     QCOMPARE(m->index(2, 1).data().toString(), QString("dynamic_resnet (ci)"));
     QCOMPARE(m->rowCount(model), 2);
     QCOMPARE(m->index(1, 1, model).data().toString(), QString("ci"));
+  }
+
+  // The new-session flow end to end: the studio writes the session, launches symtune-runner,
+  // attaches; feature vectors reach the charts, the graph is drawn with per-node figures, a rule
+  // toggled in the Rules dock is acknowledged from a step on, and Stop ends the run.
+  void startsARunChartsItAndTogglesARule() {
+    MainWindow w;
+    w.show();
+    QSignalSpy attached(&w, &MainWindow::attached);
+    QSignalSpy answered(&w, &MainWindow::commandAnswered);
+    const QJsonObject session{{"format", "symtune-session"},
+                              {"version", 1},
+                              {"name", "studio steering"},
+                              {"model", QJsonObject{{"zoo", "dynamic_resnet"}, {"preset", "ci"}}},
+                              {"run", QJsonObject{{"steps", 1000000}, {"threads", 1}}},
+                              {"rules", QJsonObject{{"enable", QJsonArray{"nan_guard"}}}}};
+    QString error;
+    QVERIFY2(w.startSession(session, 2, &error), qPrintable(error));
+    // The runner is detached (it outlives the studio): a failing check must not leave it behind.
+    struct KillAtExit {
+      qint64 pid;
+      ~KillAtExit() { ::kill(static_cast<pid_t>(pid), SIGKILL); }
+    } guard{w.launchedRunnerPid()};
+    QTRY_VERIFY_WITH_TIMEOUT(attached.count() == 1, 120000);
+    const QString runFolder = QFileInfo(w.sessionPath()).path();
+    QVERIFY(QFileInfo(runFolder + "/runner.log").exists());
+
+    // Feature vectors into the charts.
+    QTRY_VERIFY_WITH_TIMEOUT(w.currentRun() != nullptr && w.currentRun()->rowCount() >= 3, 60000);
+    QCOMPARE(w.currentRun()->runName(), QString("studio steering"));
+    w.liveCharts()->flush();
+    using symtune::ui::LiveCharts;
+    QVERIFY(w.liveCharts()->pointCount(LiveCharts::LossChart, 0) >= 3);
+    QVERIFY(w.liveCharts()->pointCount(LiveCharts::SamplesChart, 0) >= 3);
+
+    // The run's graph, drawn, with live per-node figures (sampled every 2 steps).
+    auto* panel = w.graphPanel();
+    QTRY_VERIFY_WITH_TIMEOUT(panel->forwardScene()->drawnNodes() > 0, 30000);
+    panel->setOverlay(symtune::graphview::Overlay::Latency);
+    QTRY_VERIFY_WITH_TIMEOUT(panel->forwardScene()->overlayRange().has_value(), 60000);
+    QVERIFY(panel->forwardScene()->overlayRange()->second > 0);
+
+    // Toggle nan_guard off in the Rules dock: the run acknowledges it from a step on.
+    symtune::ui::RuleListModel* rules = w.rulesDock()->model();
+    QTRY_VERIFY_WITH_TIMEOUT(rules->rowOf("nan_guard") >= 0, 10000);
+    const QModelIndex rule = rules->index(rules->rowOf("nan_guard"), 0);
+    QVERIFY(rule.data(symtune::ui::RuleListModel::EnabledRole).toBool());
+    answered.clear();  // set_sampling's ack came first
+    QVERIFY(rules->setData(rule, Qt::Unchecked, Qt::CheckStateRole));
+    QTRY_VERIFY_WITH_TIMEOUT(!answered.isEmpty(), 30000);
+    const QJsonObject ack = answered.first().at(1).toJsonObject();
+    QCOMPARE(ack["type"].toString(), QString("ack"));
+    QCOMPARE(ack["command"].toString(), QString("toggle_rule"));
+    QVERIFY2(w.rulesDock()->statusText().startsWith("Applied from step "),
+             qPrintable(w.rulesDock()->statusText()));
+    QTRY_VERIFY_WITH_TIMEOUT(!rules->index(rules->rowOf("nan_guard"), 0)
+                                  .data(symtune::ui::RuleListModel::EnabledRole)
+                                  .toBool(),
+                             10000);
+
+    // Stop: the runner writes its report and exits; the studio says the run ended.
+    QSignalSpy ended(&w, &MainWindow::attachEnded);
+    const qint64 pid = w.launchedRunnerPid();
+    QVERIFY(pid > 0);
+    QVERIFY(w.stopRun() > 0);
+    QTRY_VERIFY_WITH_TIMEOUT(ended.count() == 1, 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(::kill(static_cast<pid_t>(pid), 0) != 0, 30000);
+    QDir(runFolder).removeRecursively();
   }
 
   void followsAnAttachedRunUntilItDies() {

@@ -1,134 +1,136 @@
 #include "symtune/ui/main_window.h"
 
+#include <algorithm>
+
 #include <QAction>
+#include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHeaderView>
+#include <QInputDialog>
+#include <QJsonArray>
+#include <QJsonDocument>
 #include <QKeySequence>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProcess>
+#include <QSaveFile>
+#include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTreeView>
+#include <QVBoxLayout>
 
+#include "symtune/graphview/graph_model.h"
 #include "symtune/session.h"
 #include "symtune/ui/attach_connection.h"
+#include "symtune/ui/graph_panel.h"
+#include "symtune/ui/live_charts.h"
+#include "symtune/ui/new_session_dialog.h"
+#include "symtune/ui/node_inspector.h"
+#include "symtune/ui/node_inspector_model.h"
+#include "symtune/ui/rule_list_model.h"
+#include "symtune/ui/rules_dock.h"
+#include "symtune/ui/run_history_model.h"
+#include "symtune/ui/runner_launcher.h"
 #include "symtune/ui/session_model.h"
 #include "symtune/version.h"
 
 namespace symtune::ui {
 
-void MainWindow::attachTo(const QString& endpoint, const QString& token) {
-  if (attach_ == nullptr) {
-    attach_ = new AttachConnection(this);
-    connect(attach_, &AttachConnection::attached, this, [this](const QJsonObject& hello) {
-      const QJsonObject run = hello["run"].toObject();
-      runName_ = run["session"].toString();
-      runState_.clear();
-      setWindowTitle(tr("Symtune — %1").arg(runName_));
-      setAttachStatus(tr("Attached to %1 (%2) at %3")
-                          .arg(runName_, run["model"].toString(), attach_->endpoint()));
-    });
-    connect(attach_, &AttachConnection::messageReceived, this, [this](const QJsonObject& m) {
-      const QString type = m["type"].toString();
-      if (type == "state") {
-        runState_ = m["state"].toString();
-      } else if (type == "step") {
-        setAttachStatus(tr("%1: step %2, loss %3%4")
-                            .arg(runName_)
-                            .arg(m["step"].toInteger())
-                            .arg(m["loss"].toDouble(), 0, 'g', 5)
-                            .arg(runState_.isEmpty() || runState_ == "training"
-                                     ? QString()
-                                     : QStringLiteral(" (%1)").arg(runState_)));
-      }
-    });
-    connect(attach_, &AttachConnection::disconnected, this, [this](const QString& reason) {
-      setAttachStatus(tr("The run ended: %1").arg(reason));
-      Q_EMIT attachEnded(reason);
-    });
-  }
-  setAttachStatus(tr("Attaching to %1…").arg(endpoint));
-  attach_->open(endpoint, token);
-}
-
-void MainWindow::setAttachStatus(const QString& text) {
-  attachStatus_ = text;
-  statusBar()->showMessage(text);
-}
-
 namespace {
 
-QLabel* emptyState(const QString& text, QWidget* parent) {
-  auto* label = new QLabel(text, parent);
-  label->setAlignment(Qt::AlignCenter);
-  label->setWordWrap(true);
-  label->setEnabled(false);  // drawn in the palette's disabled text colour, light or dark
-  label->setMargin(12);
-  return label;
+constexpr int kRecentSessions = 8;
+constexpr int kOverlaidRuns = 4;  // the charts keep this many runs, the newest last
+
+bool writeFile(const QString& path, const QByteArray& bytes, QString* error) {
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size() || !file.commit()) {
+    *error = QObject::tr("cannot write %1: %2").arg(path, file.errorString());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(tr("Symtune"));
-  resize(1280, 800);
+  if (const QScreen* shown = screen()) {
+    const QSize available = shown->availableGeometry().size();
+    resize(std::max(960, available.width() * 9 / 10), std::max(640, available.height() * 9 / 10));
+  }
   setDockNestingEnabled(true);
 
-  graphPlaceholder_ =
-      emptyState(tr("No model graph yet.\nOpen a session (Ctrl+O) to see its model here."), this);
-  setCentralWidget(graphPlaceholder_);
+  graphPanel_ = new GraphPanel(this);
+  setCentralWidget(graphPanel_);
 
-  addPlaceholderDock(tr("Live charts"), "chartsDock",
-                     tr("Loss, throughput, memory and gradient norms appear here while a run "
-                        "is attached."),
-                     Qt::BottomDockWidgetArea);
-  addPlaceholderDock(tr("Rules"), "rulesDock",
-                     tr("No rules in force. Rules of the session and rule packs are listed here."),
-                     Qt::RightDockWidgetArea);
+  charts_ = new LiveCharts(this);
+  addDock(tr("Live charts"), "chartsDock", charts_, Qt::BottomDockWidgetArea);
+  rules_ = new RulesDock(this);
+  addDock(tr("Rules"), "rulesDock", rules_, Qt::RightDockWidgetArea);
+  inspector_ = new NodeInspector(this);
+  addDock(tr("Node inspector"), "inspectorDock", inspector_, Qt::RightDockWidgetArea);
 
   sessionModel_ = new SessionModel(this);
-  sessionView_ = new QTreeView(this);
+  auto* sessionPane = new QWidget(this);
+  auto* sessionLayout = new QVBoxLayout(sessionPane);
+  sessionLayout->setContentsMargins(4, 4, 4, 4);
+  runStateLabel_ = new QLabel(tr("No run"), sessionPane);
+  runStateLabel_->setWordWrap(true);
+  runStateLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  sessionView_ = new QTreeView(sessionPane);
   sessionView_->setModel(sessionModel_);
   sessionView_->setUniformRowHeights(true);
   sessionView_->header()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
-  auto* sessionDock = new QDockWidget(tr("Session"), this);
-  sessionDock->setObjectName("sessionDock");
-  sessionDock->setWidget(sessionView_);
-  addDockWidget(Qt::LeftDockWidgetArea, sessionDock);
+  sessionLayout->addWidget(runStateLabel_);
+  sessionLayout->addWidget(sessionView_, 1);
+  addDock(tr("Session"), "sessionDock", sessionPane, Qt::LeftDockWidgetArea);
 
-  QMenu* file = menuBar()->addMenu(tr("&File"));
-  QAction* open = file->addAction(tr("&Open Session…"), this, &MainWindow::chooseSession);
-  open->setShortcut(QKeySequence::Open);
-  file->addSeparator();
-  QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
-  quit->setShortcut(QKeySequence::Quit);
-
-  QMenu* view = menuBar()->addMenu(tr("&View"));
-  for (QDockWidget* d : findChildren<QDockWidget*>()) {
-    view->addAction(d->toggleViewAction());
-  }
-
-  QMenu* help = menuBar()->addMenu(tr("&Help"));
-  help->addAction(tr("&About Symtune"), this, &MainWindow::showAbout);
-
+  connectionLabel_ = new QLabel(tr("Not attached"), this);
+  connectionLabel_->setContentsMargins(8, 0, 8, 0);
+  statusBar()->addPermanentWidget(connectionLabel_);
   statusBar()->showMessage(tr("No session"));
 
+  connect(graphPanel_, &GraphPanel::nodeSelected, inspector_, &NodeInspector::showNode);
+  connect(rules_, &RulesDock::toggleRequested, this, [this](const QString& name, bool on) {
+    sendCommand({{"command", "toggle_rule"}, {"rule", name}, {"enabled", on}});
+  });
+  connect(rules_, &RulesDock::applyRequested, this, [this](const QString& source) {
+    sendCommand({{"command", "add_rule"}, {"source", source}});
+  });
+  connect(rules_, &RulesDock::removeRequested, this, [this](const QString& name) {
+    sendCommand({{"command", "remove_rule"}, {"rule", name}});
+  });
+
+  buildMenus();
   QSettings settings;
   restoreGeometry(settings.value("mainWindow/geometry").toByteArray());
-  restoreState(settings.value("mainWindow/state").toByteArray());
+  if (!restoreState(settings.value("mainWindow/state").toByteArray())) {
+    // The default layout: the graph gets most of the window, the charts a readable strip.
+    resizeDocks({dock("chartsDock")}, {300}, Qt::Vertical);
+    resizeDocks({dock("sessionDock"), dock("rulesDock")}, {250, 330}, Qt::Horizontal);
+  }
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  // A graph still being read by a runner is not waited for.
+  for (QProcess* p : findChildren<QProcess*>()) {
+    p->disconnect(this);
+    p->kill();
+    p->waitForFinished(1000);
+  }
+}
 
-QDockWidget* MainWindow::addPlaceholderDock(const QString& title, const QString& objectName,
-                                            const QString& emptyText, Qt::DockWidgetArea area) {
+QDockWidget* MainWindow::addDock(const QString& title, const QString& objectName, QWidget* content,
+                                 Qt::DockWidgetArea area) {
   auto* dock = new QDockWidget(title, this);
-  dock->setObjectName(objectName);
-  dock->setWidget(emptyState(emptyText, dock));
+  dock->setObjectName(objectName);  // restoreState() finds docks by name
+  dock->setWidget(content);
   addDockWidget(area, dock);
   return dock;
 }
@@ -137,16 +139,74 @@ QDockWidget* MainWindow::dock(const QString& objectName) const {
   return findChild<QDockWidget*>(objectName);
 }
 
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&New Session…"), QKeySequence::New, this, &MainWindow::chooseNewSession);
+  file->addAction(tr("&Open Session…"), QKeySequence::Open, this, &MainWindow::chooseSession);
+  recentMenu_ = file->addMenu(tr("Open &Recent"));
+  refreshRecentMenu();
+  file->addAction(tr("&Save Session As…"), QKeySequence::SaveAs, this,
+                  &MainWindow::chooseSaveSession);
+  file->addSeparator();
+  file->addAction(tr("&Attach to Run…"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_A), this,
+                  &MainWindow::chooseAttach);
+  file->addAction(tr("&Export Graph…"), QKeySequence(Qt::CTRL | Qt::Key_E), this,
+                  &MainWindow::chooseExportGraph);
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  view->addAction(tr("&Find in Graph"), QKeySequence::Find, graphPanel_, &GraphPanel::focusSearch);
+  view->addAction(tr("Zoom to &Fit"), QKeySequence(Qt::CTRL | Qt::Key_0), graphPanel_,
+                  &GraphPanel::zoomToFit);
+  QMenu* overlays = view->addMenu(tr("&Overlay"));
+  auto* overlayGroup = new QActionGroup(this);
+  int key = Qt::Key_1;
+  for (graphview::Overlay o : graphview::kOverlays) {
+    QAction* a = overlays->addAction(graphview::overlayName(o));
+    a->setCheckable(true);
+    a->setChecked(o == graphPanel_->overlay());
+    a->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(key++)));
+    overlayGroup->addAction(a);
+    connect(a, &QAction::triggered, this, [this, o] { graphPanel_->setOverlay(o); });
+    connect(graphPanel_, &GraphPanel::overlayChanged, a,
+            [a, o](graphview::Overlay now) { a->setChecked(now == o); });
+  }
+  view->addSeparator();
+  for (QDockWidget* d : findChildren<QDockWidget*>())
+    view->addAction(d->toggleViewAction());
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  run->addAction(tr("&Start Session"), QKeySequence(Qt::Key_F5), this, [this] {
+    QString error;
+    if (isAttached() && runState_ == "paused")
+      resumeRun();
+    else if (!startOpenSession(&error))
+      QMessageBox::warning(this, tr("Cannot start the session"), error);
+  });
+  run->addAction(tr("&Pause"), QKeySequence(Qt::Key_F6), this, [this] { pauseRun(); });
+  run->addAction(tr("&Resume"), QKeySequence(Qt::SHIFT | Qt::Key_F6), this,
+                 [this] { resumeRun(); });
+  run->addAction(tr("S&top"), QKeySequence(Qt::SHIFT | Qt::Key_F5), this, [this] { stopRun(); });
+  run->addSeparator();
+  run->addAction(tr("Node &Statistics…"), this, &MainWindow::chooseSampling);
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About Symtune"), this, &MainWindow::showAbout);
+}
+
+// ---- sessions -------------------------------------------------------------------------------
+
 bool MainWindow::openSession(const QString& path, QString* error) {
   try {
     const Session session = loadSession(path.toStdString());
     sessionModel_->setSession(session);
     sessionView_->expandAll();
+    sessionPath_ = QFileInfo(path).absoluteFilePath();
     setWindowTitle(tr("%1 — Symtune").arg(QString::fromStdString(session.name)));
-    statusBar()->showMessage(tr("Session %1 loaded").arg(path));
-    graphPlaceholder_->setText(tr("Session “%1” is open.\nThis version does not capture model "
-                                  "graphs yet; the graph will be drawn here.")
-                                   .arg(QString::fromStdString(session.name)));
+    statusBar()->showMessage(tr("Session %1 loaded; Run ▸ Start (F5) trains it").arg(path));
+    rememberRecent(sessionPath_);
+    loadGraphOf(sessionPath_);
     Q_EMIT sessionOpened(path);
     return true;
   } catch (const SessionError& e) {
@@ -159,6 +219,267 @@ bool MainWindow::openSession(const QString& path, QString* error) {
   }
 }
 
+// The graph of a session that is not running: the runner builds the model and SyMuGen reads it
+// (`symtune-runner graph SESSION`), in the background.
+void MainWindow::loadGraphOf(const QString& sessionPath) {
+  auto* process = new QProcess(this);
+  connect(process, &QProcess::finished, this, [this, process, sessionPath](int code) {
+    process->deleteLater();
+    if (sessionPath != sessionPath_ || isAttached())
+      return;  // another session, or a live run's graph, came meanwhile
+    const QJsonDocument doc = QJsonDocument::fromJson(process->readAllStandardOutput());
+    if (code == 0 && doc.isObject())
+      showGraphJson(doc.object());
+    else
+      statusBar()->showMessage(
+          tr("No graph for this session: %1")
+              .arg(QString::fromUtf8(process->readAllStandardError()).trimmed()));
+  });
+  process->start(
+      RunnerLauncher::runnerPath(),
+      {QStringLiteral("graph"), sessionPath, QStringLiteral("--format"), QStringLiteral("json")});
+}
+
+bool MainWindow::startSession(const QJsonObject& session, int samplingEvery, QString* error) {
+  QString problem;
+  const QString name = session["name"].toString();
+  const QString folder = RunnerLauncher::newRunFolder(name);
+  const QString path = folder + QStringLiteral("/session.json");
+  if (writeFile(path, QJsonDocument(session).toJson(), &problem)) {
+    QString openError;
+    if (!openSession(path, &openError))
+      problem = openError;
+  }
+  if (problem.isEmpty())
+    return startOpenSession(error) && (samplingOnAttach_ = samplingEvery, true);
+  if (error != nullptr)
+    *error = problem;
+  return false;
+}
+
+bool MainWindow::startOpenSession(QString* error) {
+  if (sessionPath_.isEmpty()) {
+    if (error != nullptr)
+      *error = tr("Open a session first (Ctrl+O), or start a new one (Ctrl+N)");
+    return false;
+  }
+  if (launcher_ == nullptr) {
+    launcher_ = new RunnerLauncher(this);
+    connect(launcher_, &RunnerLauncher::listening, this, [this](const QString& endpoint) {
+      attachTo(endpoint);
+      Q_EMIT runStarted(endpoint);
+    });
+    connect(launcher_, &RunnerLauncher::failed, this, [this](const QString& message) {
+      setAttachStatus(message);
+      setConnection(tr("Not attached"), false);
+      Q_EMIT runFailed(message);
+    });
+  }
+  if (samplingOnAttach_ < 0)
+    samplingOnAttach_ = QSettings().value("run/samplingEvery", 5).toInt();
+  QString problem;
+  if (!launcher_->start(sessionPath_, &problem)) {
+    setAttachStatus(problem);
+    if (error != nullptr)
+      *error = problem;
+    return false;
+  }
+  setAttachStatus(tr("Starting %1 (symtune-runner, log in %2)…")
+                      .arg(QFileInfo(sessionPath_).fileName(), launcher_->logPath()));
+  return true;
+}
+
+qint64 MainWindow::launchedRunnerPid() const {
+  return launcher_ != nullptr ? launcher_->pid() : 0;
+}
+
+void MainWindow::rememberRecent(const QString& path) {
+  QSettings settings;
+  QStringList recent = settings.value("recentSessions").toStringList();
+  recent.removeAll(path);
+  recent.prepend(path);
+  while (recent.size() > kRecentSessions)
+    recent.removeLast();
+  settings.setValue("recentSessions", recent);
+  refreshRecentMenu();
+}
+
+QStringList MainWindow::recentSessions() const {
+  return QSettings().value("recentSessions").toStringList();
+}
+
+void MainWindow::refreshRecentMenu() {
+  if (recentMenu_ == nullptr)
+    return;
+  recentMenu_->clear();
+  const QStringList recent = recentSessions();
+  for (const QString& path : recent) {
+    recentMenu_->addAction(QFileInfo(path).fileName() + "  —  " + QFileInfo(path).path(), this,
+                           [this, path] {
+                             QString error;
+                             if (!openSession(path, &error))
+                               QMessageBox::warning(this, tr("Cannot open session"), error);
+                           });
+  }
+  recentMenu_->setEnabled(!recent.isEmpty());
+}
+
+// ---- the attached run -------------------------------------------------------------------------
+
+bool MainWindow::isAttached() const {
+  return attach_ != nullptr && attach_->isAttached();
+}
+
+void MainWindow::attachTo(const QString& endpoint, const QString& token) {
+  if (attach_ == nullptr) {
+    attach_ = new AttachConnection(this);
+    connect(attach_, &AttachConnection::attached, this, [this](const QJsonObject& hello) {
+      const QJsonObject run = hello["run"].toObject();
+      runName_ = run["session"].toString();
+      runState_.clear();
+      setWindowTitle(tr("Symtune — %1").arg(runName_));
+      setAttachStatus(tr("Attached to %1 (%2) at %3")
+                          .arg(runName_, run["model"].toString(), attach_->endpoint()));
+      setConnection(tr("● Attached: %1").arg(runName_), true);
+      // A run of its own in the charts, the earlier ones kept for comparison.
+      auto* history = new RunHistoryModel(RunHistoryModel::kDefaultCapacity, this);
+      history->setRunName(runName_);
+      charts_->addRun(history);
+      currentRun_ = history;
+      QList<RunHistoryModel*> runs =
+          findChildren<RunHistoryModel*>(QString(), Qt::FindDirectChildrenOnly);
+      for (int i = 0; i + kOverlaidRuns < runs.size(); ++i)
+        delete runs[i];  // the charts forget a destroyed run themselves
+      rules_->setRunAttached(true);
+      if (samplingOnAttach_ >= 0) {
+        setSampling(samplingOnAttach_);
+        samplingOnAttach_ = -1;
+      }
+      Q_EMIT attached();
+    });
+    connect(attach_, &AttachConnection::messageReceived, this, &MainWindow::onMessage);
+    connect(attach_, &AttachConnection::commandAnswered, this, &MainWindow::onCommandAnswered);
+    connect(attach_, &AttachConnection::disconnected, this, [this](const QString& reason) {
+      setAttachStatus(tr("The run ended: %1").arg(reason));
+      setConnection(tr("Run ended"), false);
+      runStateLabel_->setText(tr("%1 — ended: %2").arg(runName_, reason));
+      rules_->setRunAttached(false);
+      pending_.clear();
+      Q_EMIT attachEnded(reason);
+    });
+  }
+  setAttachStatus(tr("Attaching to %1…").arg(endpoint));
+  setConnection(tr("Attaching…"), false);
+  attach_->open(endpoint, token);
+}
+
+void MainWindow::onMessage(const QJsonObject& m) {
+  const QString type = m["type"].toString();
+  if (type == "step") {
+    if (currentRun_ != nullptr)
+      currentRun_->appendStep(m);
+    const QJsonValue peak = m["features"].toObject()["peak_memory_bytes"];
+    if (peak.isDouble())
+      graphPanel_->setPeakMemory(peak.toDouble());
+    const QString state = runState_.isEmpty() || runState_ == "training"
+                              ? QString()
+                              : QStringLiteral(" (%1)").arg(runState_);
+    setAttachStatus(tr("%1: step %2, loss %3%4")
+                        .arg(runName_)
+                        .arg(m["step"].toInteger())
+                        .arg(m["loss"].toDouble(), 0, 'g', 5)
+                        .arg(state));
+  } else if (type == "nodes") {
+    const QJsonObject nodes = m["nodes"].toObject();
+    graphPanel_->addNodeStats(nodes);
+    inspector_->model()->addNodeStats(nodes);
+  } else if (type == "graph") {
+    showGraphJson(m["graph"].toObject());
+  } else if (type == "rules") {
+    rules_->model()->setRules(m["rules"].toArray());
+  } else if (type == "state") {
+    runState_ = m["state"].toString();
+    runStateLabel_->setText(tr("%1 — %2").arg(runName_, runState_));
+  } else if (type == "dropped") {
+    statusBar()->showMessage(
+        tr("%1 per-node updates were dropped: the studio fell behind").arg(m["nodes"].toInteger()),
+        5000);
+  }
+}
+
+void MainWindow::showGraphJson(const QJsonObject& graph) {
+  if (graph.contains("error")) {
+    statusBar()->showMessage(tr("No graph: %1").arg(graph["error"].toString()));
+    return;
+  }
+  try {
+    auto shared = std::make_shared<const Graph>(
+        graphFromJson(QJsonDocument(graph).toJson(QJsonDocument::Compact).toStdString()));
+    inspector_->model()->setGraph(shared);
+    graphPanel_->setGraph(std::move(shared));
+    Q_EMIT graphShown();
+  } catch (const GraphFormatError& e) {
+    statusBar()->showMessage(tr("The run's graph cannot be read: %1").arg(e.what()));
+  }
+}
+
+int MainWindow::sendCommand(const QJsonObject& command) {
+  const QString name = command["command"].toString();
+  const int id = attach_ != nullptr ? attach_->sendCommand(command) : 0;
+  if (id == 0) {
+    rules_->commandFinished(name, false, tr("No run is attached"));
+    statusBar()->showMessage(tr("%1: no run is attached").arg(name), 5000);
+    return 0;
+  }
+  pending_.insert(id, name);
+  return id;
+}
+
+void MainWindow::onCommandAnswered(int id, const QJsonObject& reply) {
+  const QString name = pending_.take(id);
+  const bool ok = reply["type"].toString() == "ack";
+  QString message = reply["reason"].toString();
+  if (ok && reply.contains("from_step"))
+    message = tr("Applied from step %1").arg(reply["from_step"].toInteger());
+  else if (ok && reply.contains("state"))
+    message = tr("The run is %1").arg(reply["state"].toString());
+  else if (ok && name == "set_sampling")
+    message = tr("Node statistics every %1 steps").arg(reply["every"].toInteger());
+  if (name == "toggle_rule" || name == "add_rule" || name == "remove_rule")
+    rules_->commandFinished(name, ok, message);
+  if (id == snapshotId_) {
+    snapshotId_ = 0;
+    QString error;
+    if (!ok)
+      message = tr("No snapshot: %1").arg(message);
+    else if (writeFile(snapshotPath_, QJsonDocument(reply["session"].toObject()).toJson(), &error))
+      message = tr("Saved the run's session (step %1) to %2")
+                    .arg(reply["step"].toInteger())
+                    .arg(snapshotPath_);
+    else
+      message = error;
+  }
+  if (!message.isEmpty())
+    statusBar()->showMessage(message, 8000);
+  Q_EMIT commandAnswered(id, reply);
+}
+
+void MainWindow::setAttachStatus(const QString& text) {
+  attachStatus_ = text;
+  statusBar()->showMessage(text);
+}
+
+void MainWindow::setConnection(const QString& text, bool attachedNow) {
+  connectionLabel_->setText(text);
+  connectionLabel_->setToolTip(attach_ != nullptr ? attach_->endpoint() : QString());
+  QPalette palette = connectionLabel_->palette();
+  palette.setColor(QPalette::WindowText,
+                   attachedNow ? QColor(30, 150, 60) : this->palette().color(QPalette::WindowText));
+  connectionLabel_->setPalette(palette);
+}
+
+// ---- dialogs ----------------------------------------------------------------------------------
+
 void MainWindow::chooseSession() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open Session"), QString(),
                                                     tr("Symtune sessions (*.json)"));
@@ -170,6 +491,91 @@ void MainWindow::chooseSession() {
   }
 }
 
+void MainWindow::chooseNewSession() {
+  NewSessionDialog dialog(this);
+  dialog.loadRules();
+  if (dialog.exec() != QDialog::Accepted)
+    return;
+  QString error;
+  if (!startSession(dialog.session(), dialog.samplingEvery(), &error))
+    QMessageBox::warning(this, tr("Cannot start the session"), error);
+}
+
+void MainWindow::chooseAttach() {
+  bool ok = false;
+  const QString endpoint = QInputDialog::getText(
+      this, tr("Attach to Run"),
+      tr("Endpoint (unix:/path/to.sock or tcp:127.0.0.1:PORT), as the run printed it:"),
+      QLineEdit::Normal, QString(), &ok);
+  if (!ok || endpoint.trimmed().isEmpty())
+    return;
+  QString token;
+  if (endpoint.startsWith("tcp:")) {
+    token = QInputDialog::getText(this, tr("Attach to Run"), tr("Token (the run printed it):"),
+                                  QLineEdit::Normal, QString(), &ok);
+    if (!ok)
+      return;
+  }
+  attachTo(endpoint.trimmed(), token.trimmed());
+}
+
+void MainWindow::chooseExportGraph() {
+  if (!graphPanel_->graph()) {
+    statusBar()->showMessage(tr("There is no graph to export"), 5000);
+    return;
+  }
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export Graph"), "graph.svg",
+                                                    tr("SVG (*.svg);;PNG (*.png)"));
+  if (path.isEmpty())
+    return;
+  const QString error = graphPanel_->exportTo(path);
+  if (!error.isEmpty())
+    QMessageBox::warning(this, tr("Cannot export the graph"), error);
+  else
+    statusBar()->showMessage(tr("Exported the graph to %1").arg(path), 5000);
+}
+
+void MainWindow::chooseSaveSession() {
+  if (!isAttached() && sessionPath_.isEmpty()) {
+    statusBar()->showMessage(tr("No session to save"), 5000);
+    return;
+  }
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save Session As"), "session.json",
+                                                    tr("Symtune sessions (*.json)"));
+  if (path.isEmpty())
+    return;
+  if (isAttached()) {  // the run's session as it stands, rules included
+    snapshotPath_ = path;
+    snapshotId_ = sendCommand({{"command", "snapshot"}});
+    return;
+  }
+  QString error;
+  try {
+    const Session session = loadSession(sessionPath_.toStdString());
+    if (writeFile(path, QByteArray::fromStdString(sessionJson(session)), &error))
+      statusBar()->showMessage(tr("Saved the session to %1").arg(path), 5000);
+  } catch (const SessionError& e) {
+    error = QString::fromStdString(e.what());
+  }
+  if (!error.isEmpty())
+    QMessageBox::warning(this, tr("Cannot save the session"), error);
+}
+
+void MainWindow::chooseSampling() {
+  bool ok = false;
+  QSettings settings;
+  const int every = QInputDialog::getInt(
+      this, tr("Node Statistics"),
+      tr("Per-node latency and memory every N steps (0: off).\nThe graph's overlays show the "
+         "latest."),
+      settings.value("run/samplingEvery", 5).toInt(), 0, 100000, 1, &ok);
+  if (!ok)
+    return;
+  settings.setValue("run/samplingEvery", every);
+  if (isAttached())
+    setSampling(every);
+}
+
 void MainWindow::showAbout() {
   QMessageBox::about(this, tr("About Symtune"),
                      tr("<b>Symtune %1</b><p>An optimization studio for LibTorch training.</p>")
@@ -177,6 +583,7 @@ void MainWindow::showAbout() {
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
+  // Note [Runs outlive the studio]: a run this window started goes on; File ▸ Attach finds it.
   QSettings settings;
   settings.setValue("mainWindow/geometry", saveGeometry());
   settings.setValue("mainWindow/state", saveState());

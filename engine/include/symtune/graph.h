@@ -26,6 +26,11 @@ enum class RegionKind : uint8_t {
 const char* toString(GraphSide side);
 const char* toString(RegionKind kind);
 
+struct GraphRegion;
+// A region as drawn (DOT clusters, the studio): the module path or method name, "if: then
+// (taken)", "if: else (not taken)", "loop ×3" — what is known of the captured step.
+std::string regionLabel(const GraphRegion& region);
+
 // A value flowing into or out of a node.
 struct ValueInfo {
   std::string type;                           // "Tensor", "int", "bool", "float[]", ...

@@ -36,6 +36,9 @@ struct AttachedLoop::Impl : ControlledRun {
   void applyRuleChanges() override { changes.applyTo(ruleSet); }
   int64_t stepsDone() const override { return optimizer.stepCount(); }
   std::optional<Session> session() const override { return std::nullopt; }
+  const std::vector<ParameterStats>* gradientStats() const override {
+    return broker.gradients().enabled() ? &broker.gradients().stats() : nullptr;
+  }
 
   double lr() { return optimizer.inner().param_groups().front().options().get_lr(); }
 

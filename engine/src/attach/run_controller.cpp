@@ -54,6 +54,15 @@ nlohmann::json nodesJson(const NodeProfile& p) {
 
 namespace {
 
+nlohmann::json parametersJson(const std::vector<ParameterStats>& stats) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : stats) {
+    if (s.hasGradient)
+      out.push_back({{"name", s.name}, {"grad_norm", number(s.norm)}});
+  }
+  return out;
+}
+
 ServerOptions listenOn(const std::string& listen) {
   ServerOptions options;
   options.listen = listen;
@@ -74,6 +83,10 @@ class TrainerRun : public ControlledRun {
   void applyRuleChanges() override { trainer_.applyRuleChanges(); }
   int64_t stepsDone() const override { return trainer_.stepsDone(); }
   std::optional<Session> session() const override { return trainer_.session(); }
+  const std::vector<ParameterStats>* gradientStats() const override {
+    const GradientMonitor& gradients = trainer_.broker().gradients();
+    return gradients.enabled() ? &gradients.stats() : nullptr;
+  }
 
  private:
   Trainer& trainer_;
@@ -276,11 +289,19 @@ void RunController::publishRulesIfChanged() {
     publishRules();
 }
 
+void RunController::publishGraph(const Graph& graph) {
+  server_.publishGraph(nlohmann::json::parse(toJson(graph)));
+}
+
 void RunController::afterStep(const StepResult& result) {
   publishRulesIfChanged();
   server_.publishStep(stepJson(result));
-  if (result.nodes)
-    server_.publishNodes(nodesJson(*result.nodes));
+  if (result.nodes) {
+    nlohmann::json nodes = nodesJson(*result.nodes);
+    if (const auto* stats = run_.gradientStats())
+      nodes["parameters"] = parametersJson(*stats);
+    server_.publishNodes(std::move(nodes));
+  }
 }
 
 void RunController::serveUntilStopped(const std::atomic<bool>* stop) {

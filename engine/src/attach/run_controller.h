@@ -29,6 +29,9 @@ class ControlledRun {
   virtual int64_t stepsDone() const = 0;
   // The session to snapshot; none for a run that has no session (a user's own loop).
   virtual std::optional<Session> session() const = 0;
+  // The last step's per-parameter gradient statistics (for the `nodes` message); none when the
+  // run does not measure them.
+  virtual const std::vector<ParameterStats>* gradientStats() const { return nullptr; }
 };
 
 class RunController {
@@ -48,6 +51,8 @@ class RunController {
   // Whether step `step` gathers per-node statistics (set_sampling).
   bool sampleStep(int64_t step) const;
   void afterStep(const StepResult& result);
+  // A new graph for the clients (a captured step's, with its autograd nodes).
+  void publishGraph(const Graph& graph);
   // After the last step: says "finished", then keeps serving (rule changes, snapshots) until a
   // client sends stop or `stop` is set.
   void serveUntilStopped(const std::atomic<bool>* stop);

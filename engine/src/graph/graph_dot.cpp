@@ -21,6 +21,8 @@ std::string nodeName(NodeId id) {
   return "n" + std::to_string(id.value());
 }
 
+}  // namespace
+
 std::string regionLabel(const GraphRegion& r) {
   switch (r.kind) {
     case RegionKind::IfThen:
@@ -38,8 +40,6 @@ std::string regionLabel(const GraphRegion& r) {
   }
   return r.label;
 }
-
-}  // namespace
 
 std::string toDot(const Graph& g, const DotOptions& options) {
   std::ostringstream out;

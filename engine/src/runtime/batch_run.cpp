@@ -20,6 +20,25 @@ namespace symtune {
 
 namespace {
 
+// Note [Attached step graph]
+// The graph an attached run publishes first is the static one: the forward IR, no shapes, no
+// autograd nodes. Its second step (the first is TorchScript's profiling run) goes through
+// SyMuGen's step capture instead — it trains like any other step — and the captured graph,
+// with shapes, branches taken, loop trips and the autograd graph linked to the forward ops,
+// replaces it. Forward node ids are the static graph's, so per-node figures still apply. A model
+// the capture cannot run takes a plain step and keeps its static graph.
+StepResult captureForStudio(Trainer& trainer, attach::RunController& attached) {
+  StepResult r;
+  Graph graph;
+  try {
+    graph = trainer.captureStep(&r);
+  } catch (const std::exception&) {
+    return trainer.step();
+  }
+  attached.publishGraph(graph);
+  return r;
+}
+
 using Clock = std::chrono::steady_clock;
 
 std::string isoNowUtc() {
@@ -162,7 +181,13 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         trainer.setTelemetry(Telemetry::PerNode, ops);
         trainer.setKeepEvents(true);
       }
-      const StepResult r = trainer.step();
+      StepResult r;
+      if (attached && i == 1 && !sampled && !traced(i)) {
+        // Note [Attached step graph]: the studio gets the autograd graph of a real step.
+        r = captureForStudio(trainer, *attached);
+      } else {
+        r = trainer.step();
+      }
       if (sampled)
         trainer.setTelemetry(Telemetry::Features);
       if (attached)

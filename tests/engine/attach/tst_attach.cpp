@@ -128,6 +128,7 @@ class TestAttach : public QObject {
     QCOMPARE(hello["run"]["session"].get<std::string>(), std::string("attach test"));
     QVERIFY(hello["run"]["parameters"].get<int64_t>() > 0);
     bool graph = false, rules = false, state = false;
+    size_t backward = 0, linked = 0;  // of the latest graph
     std::vector<int64_t> steps;
     const auto deadline = Clock::now() + std::chrono::seconds(60);
     while (steps.size() < 5 && Clock::now() < deadline) {
@@ -138,6 +139,13 @@ class TestAttach : public QObject {
       if (type == "graph") {
         graph = true;
         QVERIFY((*m)["graph"]["nodes"].size() > 10);
+        // The static graph first (when the client came early), then the second step's
+        // captured one (Note [Attached step graph]): autograd nodes linked to forward ops.
+        backward = linked = 0;
+        for (const auto& n : (*m)["graph"]["nodes"]) {
+          backward += n["side"] == "backward";
+          linked += n["side"] == "backward" && !n["forward"].is_null();
+        }
       } else if (type == "rules") {
         rules = true;
         QCOMPARE((*m)["rules"].size(), size_t{2});
@@ -153,6 +161,7 @@ class TestAttach : public QObject {
       }
     }
     QVERIFY(graph && rules && state);
+    QVERIFY2(backward > 10 && linked > 5, qPrintable(QString("%1 %2").arg(backward).arg(linked)));
     QCOMPARE(steps.size(), size_t{5});
     for (size_t i = 1; i < steps.size(); ++i)
       QCOMPARE(steps[i], steps[i - 1] + 1);  // none lost, none coalesced: this client reads
@@ -214,6 +223,13 @@ class TestAttach : public QObject {
     QCOMPARE((*nodes)["nodes"]["step"].get<int64_t>() % 2, int64_t{0});
     QVERIFY((*nodes)["nodes"]["nodes"].size() > 10);
     QVERIFY((*nodes)["nodes"]["nodes"][0]["forward_s"].get<double>() >= 0);
+    // Each parameter's gradient norm of the sampled step, for the studio's overlay.
+    const Json& parameters = (*nodes)["nodes"]["parameters"];
+    QVERIFY(parameters.size() > 10);
+    for (const auto& p : parameters) {
+      QVERIFY(!p["name"].get<std::string>().empty());
+      QVERIFY(p["grad_norm"].is_null() || p["grad_norm"].get<double>() >= 0);
+    }
     client.command({{"command", "set_sampling"}, {"every", 0}});
 
     // Pause holds the loop between steps; resume lets it go.

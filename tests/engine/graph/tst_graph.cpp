@@ -155,6 +155,32 @@ class TestGraph : public QObject {
     g.name = "say \"hi\"";
     QVERIFY(QString::fromStdString(toDot(g)).startsWith("digraph \"say \\\"hi\\\"\" {"));
   }
+
+  void regionLabels_data() {
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<int>("taken");  // -1: unknown
+    QTest::addColumn<int>("trips");  // -1: unknown
+    QTest::addColumn<QString>("label");
+    QTest::addRow("module") << int(RegionKind::Module) << -1 << -1 << "layer1.0";
+    QTest::addRow("then, taken") << int(RegionKind::IfThen) << 1 << -1 << "if: then (taken)";
+    QTest::addRow("else, unknown") << int(RegionKind::IfElse) << -1 << -1 << "if: else";
+    QTest::addRow("loop ×6") << int(RegionKind::Loop) << -1 << 6 << "loop ×6";
+    QTest::addRow("loop, unknown trips") << int(RegionKind::Loop) << -1 << -1 << "loop";
+  }
+  void regionLabels() {
+    QFETCH(int, kind);
+    QFETCH(int, taken);
+    QFETCH(int, trips);
+    QFETCH(QString, label);
+    GraphRegion r;
+    r.kind = static_cast<RegionKind>(kind);
+    r.label = "layer1.0";
+    if (taken >= 0)
+      r.taken = taken == 1;
+    if (trips >= 0)
+      r.tripCount = trips;
+    QCOMPARE(QString::fromStdString(regionLabel(r)), label);
+  }
 };
 
 SYMTUNE_TEST_MAIN_CORE(TestGraph)

@@ -1,16 +1,34 @@
 #pragma once
-// The studio's main window: docks for the graph, live charts, rules and the session, and the
-// File menu. The docks are the shell that later parts fill; their layout is remembered.
+// The studio's main window: the Graph panel in the centre (forward and backward views with live
+// overlays), and docks that remember their layout — Live charts, Rules, Node inspector, Session.
+// It opens sessions, starts them (symtune-runner, attached), attaches to running processes, and
+// says at once when the run it follows ends.
 
+#include <QJsonObject>
 #include <QMainWindow>
+#include <QMap>
 #include <QString>
+#include <QStringList>
+
+#include <memory>
+
+#include "symtune/graph.h"
+#include "symtune/graphview/overlay.h"
 
 class QDockWidget;
 class QLabel;
+class QMenu;
 class QTreeView;
 
 namespace symtune::ui {
 
+class AttachConnection;
+class GraphPanel;
+class LiveCharts;
+class NodeInspector;
+class RulesDock;
+class RunHistoryModel;
+class RunnerLauncher;
 class SessionModel;
 
 class MainWindow : public QMainWindow {
@@ -20,40 +38,97 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  // Loads and shows a session. On failure leaves the current session as it was, shows the
-  // reason in the status bar and in *error, emits sessionFailed and returns false.
+  // Loads and shows a session, and draws its model's graph (symtune-runner reads it). On failure
+  // leaves the current session as it was, shows the reason in the status bar and in *error,
+  // emits sessionFailed and returns false.
   bool openSession(const QString& path, QString* error = nullptr);
+  // Starts a session: writes it into a fresh run folder, launches symtune-runner on it and
+  // attaches. `samplingEvery`: per-node statistics every N steps (0: off). False (and *error)
+  // when the session does not check or the runner cannot start; runStarted() or runFailed()
+  // follows otherwise.
+  bool startSession(const QJsonObject& session, int samplingEvery = 5, QString* error = nullptr);
+  // Starts the open session file (Run ▸ Start).
+  bool startOpenSession(QString* error = nullptr);
 
-  // Attaches to a running process (symtune-runner --listen, or any attachable program): the
-  // status bar follows the run — its steps, its state, and a clear message when it ends.
+  // Attaches to a running process (symtune-runner --listen, or any attachable program).
   void attachTo(const QString& endpoint, const QString& token = {});
   // What the status bar says about the attached run ("" when none was attached).
   const QString& attachStatus() const { return attachStatus_; }
+  bool isAttached() const;
+  const QString& sessionPath() const { return sessionPath_; }  // the open session file
+  const QString& runState() const { return runState_; }
+
+  // Commands to the attached run (docs/protocol.md); each returns the command's id, 0 when no
+  // run is attached. The answer comes back as commandAnswered().
+  int sendCommand(const QJsonObject& command);
+  int pauseRun() { return sendCommand({{"command", "pause"}}); }
+  int resumeRun() { return sendCommand({{"command", "resume"}}); }
+  int stopRun() { return sendCommand({{"command", "stop"}}); }
+  int setSampling(int every) {
+    return sendCommand({{"command", "set_sampling"}, {"every", every}});
+  }
 
   SessionModel* sessionModel() const { return sessionModel_; }
+  GraphPanel* graphPanel() const { return graphPanel_; }
+  LiveCharts* liveCharts() const { return charts_; }
+  RulesDock* rulesDock() const { return rules_; }
+  NodeInspector* nodeInspector() const { return inspector_; }
+  RunHistoryModel* currentRun() const { return currentRun_; }
   QDockWidget* dock(const QString& objectName) const;
+  QStringList recentSessions() const;
+  qint64 launchedRunnerPid() const;
 
  Q_SIGNALS:
   void sessionOpened(const QString& path);
   void sessionFailed(const QString& message);
+  void runStarted(const QString& endpoint);  // a started session's runner is listening
+  void runFailed(const QString& message);    // it stopped before it listened
+  void attached();
   void attachEnded(const QString& reason);
+  void graphShown();
+  void commandAnswered(int id, const QJsonObject& reply);
 
  protected:
   void closeEvent(class QCloseEvent* event) override;
 
  private:
-  void chooseSession();
-  void showAbout();
-  QDockWidget* addPlaceholderDock(const QString& title, const QString& objectName,
-                                  const QString& emptyText, Qt::DockWidgetArea area);
-
+  void buildMenus();
+  QDockWidget* addDock(const QString& title, const QString& objectName, QWidget* content,
+                       Qt::DockWidgetArea area);
+  void onMessage(const QJsonObject& message);
+  void onCommandAnswered(int id, const QJsonObject& reply);
+  void showGraphJson(const QJsonObject& graph);
+  void loadGraphOf(const QString& sessionPath);
   void setAttachStatus(const QString& text);
+  void setConnection(const QString& text, bool attached);
+  void rememberRecent(const QString& path);
+  void refreshRecentMenu();
+  void chooseSession();
+  void chooseNewSession();
+  void chooseAttach();
+  void chooseExportGraph();
+  void chooseSaveSession();
+  void chooseSampling();
+  void showAbout();
 
-  class AttachConnection* attach_ = nullptr;
-  QString attachStatus_, runName_, runState_;
+  AttachConnection* attach_ = nullptr;
+  RunnerLauncher* launcher_ = nullptr;
+  QString attachStatus_, runName_, runState_, sessionPath_;
+  int samplingOnAttach_ = -1;   // sent once attached; -1: leave the run's setting
+  QMap<int, QString> pending_;  // command id → command name
+  QString snapshotPath_;        // Save Session As on an attached run: where the snapshot goes
+  int snapshotId_ = 0;
+
+  GraphPanel* graphPanel_ = nullptr;
+  LiveCharts* charts_ = nullptr;
+  RulesDock* rules_ = nullptr;
+  NodeInspector* inspector_ = nullptr;
+  RunHistoryModel* currentRun_ = nullptr;
   SessionModel* sessionModel_ = nullptr;
   QTreeView* sessionView_ = nullptr;
-  QLabel* graphPlaceholder_ = nullptr;
+  QLabel* runStateLabel_ = nullptr;
+  QLabel* connectionLabel_ = nullptr;
+  QMenu* recentMenu_ = nullptr;
 };
 
 }  // namespace symtune::ui

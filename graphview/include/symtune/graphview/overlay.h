@@ -1,0 +1,31 @@
+#pragma once
+// The figures painted on graph nodes: what each overlay measures, its unit, and the colour scale.
+
+#include <QColor>
+#include <QString>
+
+#include <optional>
+
+namespace symtune::graphview {
+
+enum class Overlay {
+  None,
+  Latency,   // forward + backward seconds of the last sampled step
+  Memory,    // bytes allocated by the node (forward + backward), as a share of the step's peak
+  Flops,     // floating-point operations from the cost templates
+  GradNorm,  // L2 norm of the gradients of the node's module's parameters
+};
+inline constexpr Overlay kOverlays[] = {Overlay::None, Overlay::Latency, Overlay::Memory,
+                                        Overlay::Flops, Overlay::GradNorm};
+
+QString overlayName(Overlay overlay);  // "Latency", ...
+QString overlayUnit(Overlay overlay);  // "ms", "MiB", "GFLOP", ""
+// A value as the legend and the node show it ("1.25 ms", "12.0 MiB (4 %)", "3.1 GFLOP").
+// `peakBytes` (Memory) adds the share of the step's peak when known.
+QString formatValue(Overlay overlay, double value, std::optional<double> peakBytes = {});
+
+// The colour of `t` in [0, 1] on the heat scale (cool to hot), readable on light and dark
+// backgrounds.
+QColor heatColor(double t);
+
+}  // namespace symtune::graphview

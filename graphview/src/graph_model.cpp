@@ -1,0 +1,194 @@
+#include "symtune/graphview/graph_model.h"
+
+#include <QJsonArray>
+
+#include <algorithm>
+#include <cmath>
+
+namespace symtune::graphview {
+
+GraphModel::GraphModel(GraphSide side, QObject* parent) : QObject(parent) {
+  options_.side = side;
+}
+
+GraphModel::~GraphModel() = default;
+
+void GraphModel::setGraph(std::shared_ptr<const Graph> graph) {
+  graph_ = std::move(graph);
+  members_.clear();
+  figures_.clear();
+  squaredNormByModule_.clear();
+  squaredNormByParameter_.clear();
+  statsStep_ = -1;
+  options_.collapsed.clear();
+  if (graph_) {
+    for (const auto& n : graph_->nodes()) {
+      if (n.side != options_.side)
+        continue;
+      std::vector<RegionId> groups;
+      for (RegionId r = groupOf(*graph_, n); r.valid(); r = graph_->region(r).parent) {
+        if (graph_->region(r).parent.valid())  // the root is no group
+          groups.push_back(r);
+      }
+      std::reverse(groups.begin(), groups.end());
+      members_.emplace(n.id, std::move(groups));
+    }
+    options_.collapsed = graphview::collapseToFit(*graph_, options_.side, kOpenDrawn);
+  }
+  Q_EMIT graphChanged();
+  Q_EMIT viewChanged();
+}
+
+void GraphModel::clear() {
+  setGraph(nullptr);
+}
+
+ViewDot GraphModel::view() const {
+  return graph_ ? buildViewDot(*graph_, options_) : ViewDot{};
+}
+
+void GraphModel::setCollapsed(RegionId group, bool collapsed) {
+  if (!graph_ || isCollapsed(group) == collapsed)
+    return;
+  if (collapsed)
+    options_.collapsed.insert(group);
+  else
+    options_.collapsed.erase(group);
+  Q_EMIT viewChanged();
+}
+
+void GraphModel::expandAll() {
+  if (options_.collapsed.empty())
+    return;
+  options_.collapsed.clear();
+  Q_EMIT viewChanged();
+}
+
+void GraphModel::collapseToFit(int maxDrawn) {
+  if (!graph_)
+    return;
+  auto collapsed = graphview::collapseToFit(*graph_, options_.side, maxDrawn);
+  if (collapsed == options_.collapsed)
+    return;
+  options_.collapsed = std::move(collapsed);
+  Q_EMIT viewChanged();
+}
+
+std::vector<RegionId> GraphModel::groupsOf(NodeId node) const {
+  auto it = members_.find(node);
+  return it != members_.end() ? it->second : std::vector<RegionId>{};
+}
+
+bool GraphModel::reveal(NodeId node) {
+  bool changed = false;
+  for (RegionId g : groupsOf(node))
+    changed |= options_.collapsed.erase(g) != 0;
+  if (changed)
+    Q_EMIT viewChanged();
+  return changed;
+}
+
+void GraphModel::addNodeStats(const QJsonObject& nodes) {
+  if (!graph_)
+    return;
+  figures_.clear();
+  // Note [Backward figures]: the engine attributes backward time and memory to the forward op
+  // that created the autograd nodes; the backward view spreads them evenly over those nodes.
+  for (const auto& value : nodes["nodes"].toArray()) {
+    const QJsonObject n = value.toObject();
+    const NodeId id(n["node"].toInt(-1));
+    if (!id.valid() || id.value() >= static_cast<int32_t>(graph_->nodes().size()))
+      continue;  // a node of another graph: ignored
+    const double forwardS = n["forward_s"].toDouble(), backwardS = n["backward_s"].toDouble();
+    const double forwardB = n["bytes_allocated"].toDouble();
+    const double backwardB = n["backward_bytes_allocated"].toDouble();
+    const GraphNode& node = graph_->node(id);
+    if (options_.side == node.side) {
+      figures_[id] = {forwardS + backwardS, forwardB + backwardB};
+    } else if (options_.side == GraphSide::Backward && !node.backward.empty()) {
+      const double share = 1.0 / static_cast<double>(node.backward.size());
+      for (NodeId b : node.backward)
+        figures_[b] = {backwardS * share, backwardB * share};
+    }
+  }
+  squaredNormByModule_.clear();
+  squaredNormByParameter_.clear();
+  for (const auto& value : nodes["parameters"].toArray()) {
+    const QJsonObject p = value.toObject();
+    if (!p["grad_norm"].isDouble())
+      continue;
+    const std::string name = p["name"].toString().toStdString();
+    const double squared = std::pow(p["grad_norm"].toDouble(), 2);
+    squaredNormByParameter_[name] = squared;
+    const auto dot = name.rfind('.');
+    squaredNormByModule_[dot == std::string::npos ? std::string() : name.substr(0, dot)] += squared;
+  }
+  statsStep_ = nodes["step"].toInteger(-1);
+  Q_EMIT valuesChanged();
+}
+
+void GraphModel::setPeakMemory(std::optional<double> bytes) {
+  peakBytes_ = bytes;
+}
+
+std::optional<double> GraphModel::value(Overlay overlay, NodeId id) const {
+  if (!graph_ || !id.valid())
+    return std::nullopt;
+  switch (overlay) {
+    case Overlay::Latency:
+    case Overlay::Memory: {
+      auto it = figures_.find(id);
+      if (it == figures_.end())
+        return std::nullopt;
+      return overlay == Overlay::Latency ? it->second.seconds : it->second.bytes;
+    }
+    case Overlay::Flops:
+      return graph_->node(id).features.flops;
+    case Overlay::GradNorm: {
+      const std::string& path = graph_->node(id).modulePath;
+      if (auto it = squaredNormByParameter_.find(path); it != squaredNormByParameter_.end())
+        return std::sqrt(it->second);  // an AccumulateGrad node's module path is its parameter
+      if (path.empty())
+        return std::nullopt;  // the root module's ops: no one parameter is theirs
+      if (auto it = squaredNormByModule_.find(path); it != squaredNormByModule_.end())
+        return std::sqrt(it->second);
+      return std::nullopt;
+    }
+    case Overlay::None:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> GraphModel::groupValue(Overlay overlay, RegionId group) const {
+  std::optional<double> total;
+  for (const auto& [node, groups] : members_) {
+    if (std::find(groups.begin(), groups.end(), group) == groups.end())
+      continue;
+    if (auto v = value(overlay, node)) {
+      if (overlay == Overlay::GradNorm)
+        total = std::max(total.value_or(0.0), *v);
+      else
+        total = total.value_or(0.0) + *v;
+    }
+  }
+  return total;
+}
+
+std::vector<NodeId> GraphModel::find(const QString& text) const {
+  std::vector<NodeId> found;
+  const QString needle = text.trimmed();
+  if (!graph_ || needle.isEmpty())
+    return found;
+  for (const auto& n : graph_->nodes()) {
+    if (n.side != options_.side)
+      continue;
+    if (QString::fromStdString(n.kind).contains(needle, Qt::CaseInsensitive) ||
+        QString::fromStdString(n.modulePath).contains(needle, Qt::CaseInsensitive) ||
+        QStringLiteral("n%1").arg(n.id.value()).compare(needle, Qt::CaseInsensitive) == 0)
+      found.push_back(n.id);
+  }
+  return found;
+}
+
+}  // namespace symtune::graphview

@@ -1,0 +1,168 @@
+#include "symtune/graphview/graph_scene.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "graph_items.h"
+
+namespace symtune::graphview {
+
+GraphScene::GraphScene(GraphModel* model, QObject* parent) : QGraphicsScene(parent), model_(model) {
+  setItemIndexMethod(QGraphicsScene::BspTreeIndex);
+  connect(model_, &GraphModel::viewChanged, this, [this] {
+    if (model_->graph()) {
+      runner_.request(model_->view());
+    } else {
+      rebuild({});
+    }
+  });
+  connect(model_, &GraphModel::valuesChanged, this, &GraphScene::refreshFigures);
+  connect(&runner_, &LayoutRunner::started, this, &GraphScene::layoutStarted);
+  connect(&runner_, &LayoutRunner::laidOut, this, &GraphScene::rebuild);
+  connect(&runner_, &LayoutRunner::failed, this, &GraphScene::layoutFailed);
+  connect(this, &QGraphicsScene::selectionChanged, this, &GraphScene::onSelectionChanged);
+  if (model_->graph())
+    runner_.request(model_->view());
+}
+
+GraphScene::~GraphScene() = default;
+
+void GraphScene::rebuild(const LaidOutView& laidOut) {
+  const NodeId selected = pendingSelection_.valid() ? pendingSelection_ : selectedNode();
+  pendingSelection_ = {};
+  rebuilding_ = true;
+  clear();
+  items_.clear();
+  clusters_.clear();
+  current_ = laidOut;
+  if (laidOut.view && laidOut.layout) {
+    const ViewDot& view = *laidOut.view;
+    const DotLayout& layout = *laidOut.layout;
+    for (const auto& [name, cluster] : view.clusters) {
+      auto box = layout.clusters.find(QString::fromStdString(name));
+      if (box == layout.clusters.end())
+        continue;
+      auto* item = new ClusterItem(cluster, box->second);
+      addItem(item);
+      clusters_.emplace(cluster.region, item);
+    }
+    for (const auto& route : layout.edges)
+      addItem(new EdgeItem(route));
+    for (const auto& [name, entry] : view.entries) {
+      auto box = layout.nodes.find(QString::fromStdString(name));
+      if (box == layout.nodes.end())
+        continue;
+      auto* item = new NodeItem(name, entry, box->second);
+      addItem(item);
+      items_.emplace(name, item);
+    }
+    setSceneRect(layout.bounds.adjusted(-20, -20, 20, 20));
+  }
+  refreshFigures();
+  setLinkedNodes(linked_);
+  rebuilding_ = false;
+  if (NodeItem* item = itemFor(selected))
+    item->setSelected(true);
+  Q_EMIT layoutFinished(laidOut.seconds, laidOut.cached);
+}
+
+void GraphScene::setOverlay(Overlay overlay) {
+  if (overlay_ == overlay)
+    return;
+  overlay_ = overlay;
+  refreshFigures();
+}
+
+// One pass over the side's nodes: each node's figure goes to the item that draws it (a group
+// sums its nodes', gradient norms take the largest), then every item gets its place on the scale.
+void GraphScene::refreshFigures() {
+  range_.reset();
+  std::unordered_map<NodeItem*, double> figures;
+  if (overlay_ != Overlay::None && current_.view) {
+    for (const auto& [node, name] : current_.view->shownAs) {
+      auto v = model_->value(overlay_, node);
+      auto item = items_.find(name);
+      if (!v || item == items_.end())
+        continue;
+      auto [slot, fresh] = figures.emplace(item->second, *v);
+      if (!fresh)
+        slot->second =
+            overlay_ == Overlay::GradNorm ? std::max(slot->second, *v) : slot->second + *v;
+    }
+    for (const auto& [item, v] : figures) {
+      if (!range_)
+        range_ = std::make_pair(v, v);
+      range_->first = std::min(range_->first, v);
+      range_->second = std::max(range_->second, v);
+    }
+  }
+  const double top = range_ && range_->second > 0 ? range_->second : 1.0;
+  for (const auto& [name, item] : items_) {
+    auto it = figures.find(item);
+    if (it == figures.end())
+      item->setFigure(std::nullopt, QString());
+    else
+      item->setFigure(it->second / top, formatValue(overlay_, it->second, model_->peakMemory()));
+  }
+  Q_EMIT figuresChanged();
+}
+
+NodeItem* GraphScene::itemFor(NodeId node) const {
+  if (!node.valid() || !current_.view)
+    return nullptr;
+  auto name = current_.view->shownAs.find(node);
+  if (name == current_.view->shownAs.end())
+    return nullptr;
+  auto item = items_.find(name->second);
+  return item != items_.end() ? item->second : nullptr;
+}
+
+QGraphicsItem* GraphScene::graphicsItemFor(NodeId node) const {
+  return itemFor(node);
+}
+
+ClusterItem* GraphScene::clusterFor(RegionId group) const {
+  auto it = clusters_.find(group);
+  return it != clusters_.end() ? it->second : nullptr;
+}
+
+void GraphScene::selectNode(NodeId node) {
+  if (model_->reveal(node)) {
+    pendingSelection_ = node;  // selected when the new layout is drawn
+    return;
+  }
+  if (NodeItem* item = itemFor(node)) {
+    clearSelection();
+    item->setSelected(true);
+  }
+}
+
+NodeId GraphScene::selectedNode() const {
+  for (QGraphicsItem* item : selectedItems()) {
+    if (auto* node = dynamic_cast<NodeItem*>(item))
+      return node->entry().node;
+  }
+  return {};
+}
+
+void GraphScene::setLinkedNodes(const std::vector<NodeId>& nodes) {
+  linked_ = nodes;
+  for (const auto& [name, item] : items_)
+    item->setLinked(false);
+  for (NodeId n : linked_) {
+    if (NodeItem* item = itemFor(n))
+      item->setLinked(true);
+  }
+}
+
+bool GraphScene::isLinked(NodeId node) const {
+  const NodeItem* item = itemFor(node);
+  return item != nullptr && item->linked();
+}
+
+void GraphScene::onSelectionChanged() {
+  if (!rebuilding_)
+    Q_EMIT nodeSelected(selectedNode());
+}
+
+}  // namespace symtune::graphview

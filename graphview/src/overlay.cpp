@@ -1,0 +1,67 @@
+#include "symtune/graphview/overlay.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace symtune::graphview {
+
+QString overlayName(Overlay overlay) {
+  switch (overlay) {
+    case Overlay::None:
+      return QStringLiteral("None");
+    case Overlay::Latency:
+      return QStringLiteral("Latency");
+    case Overlay::Memory:
+      return QStringLiteral("Memory");
+    case Overlay::Flops:
+      return QStringLiteral("FLOPs");
+    case Overlay::GradNorm:
+      return QStringLiteral("Gradient norm");
+  }
+  return {};
+}
+
+QString overlayUnit(Overlay overlay) {
+  switch (overlay) {
+    case Overlay::Latency:
+      return QStringLiteral("ms");
+    case Overlay::Memory:
+      return QStringLiteral("MiB");
+    case Overlay::Flops:
+      return QStringLiteral("GFLOP");
+    case Overlay::None:
+    case Overlay::GradNorm:
+      break;
+  }
+  return {};
+}
+
+QString formatValue(Overlay overlay, double value, std::optional<double> peakBytes) {
+  switch (overlay) {
+    case Overlay::Latency:
+      return QStringLiteral("%1 ms").arg(value * 1e3, 0, 'g', 3);
+    case Overlay::Memory: {
+      QString text = QStringLiteral("%1 MiB").arg(value / (1024.0 * 1024.0), 0, 'f', 1);
+      if (peakBytes && *peakBytes > 0)
+        text += QStringLiteral(" (%1 %)").arg(100.0 * value / *peakBytes, 0, 'f', 0);
+      return text;
+    }
+    case Overlay::Flops:
+      return QStringLiteral("%1 GFLOP").arg(value / 1e9, 0, 'g', 3);
+    case Overlay::GradNorm:
+      return QString::number(value, 'g', 3);
+    case Overlay::None:
+      break;
+  }
+  return {};
+}
+
+QColor heatColor(double t) {
+  // Blue (cool) through yellow to red (hot) in HSV: hue 220° → 0°, saturated enough to read as a
+  // fill under dark text and light text alike.
+  t = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0);
+  return QColor::fromHsvF(static_cast<float>((1.0 - t) * 220.0 / 360.0), 0.55f + 0.3f * float(t),
+                          0.95f);
+}
+
+}  // namespace symtune::graphview

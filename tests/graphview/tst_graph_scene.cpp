@@ -1,0 +1,245 @@
+// A graph model drawn in a scene, offscreen: laid out off the GUI thread, a collapsed loop hiding
+// its nodes and restoring them, overlays repainted with no new layout, selection revealing
+// collapsed nodes, links between views, search, export.
+
+#include <QGraphicsView>
+#include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+
+#include "sample_graph.h"
+#include "symtune/graphview/graph_scene.h"
+#include "symtune/graphview/scene_export.h"
+#include "test_main.h"
+
+#include "../../graphview/src/graph_items.h"  // NodeItem: what the scene draws for a node
+
+using namespace symtune;
+using namespace symtune::graphview;
+
+namespace {
+
+// A `nodes` message payload: forward seconds and bytes per node.
+QJsonObject nodesMessage(const std::vector<std::tuple<NodeId, double, double>>& nodes,
+                         const QJsonArray& parameters = {}) {
+  QJsonArray list;
+  for (const auto& [id, seconds, bytes] : nodes) {
+    list.append(QJsonObject{{"node", id.value()},
+                            {"calls", 1},
+                            {"forward_s", seconds},
+                            {"backward_s", seconds},
+                            {"bytes_allocated", bytes},
+                            {"backward_bytes_allocated", 0}});
+  }
+  return QJsonObject{{"step", 7}, {"nodes", list}, {"parameters", parameters}};
+}
+
+}  // namespace
+
+class TestGraphScene : public QObject {
+  Q_OBJECT
+
+  std::shared_ptr<Graph> graph_;
+  testing::SampleGraph s_;
+
+  // Waits for the scene's next layout.
+  static bool laidOut(QSignalSpy& spy) { return spy.wait(10000) || !spy.isEmpty(); }
+
+ private Q_SLOTS:
+  void init() {
+    s_ = testing::sampleGraph();
+    graph_ = std::make_shared<Graph>(s_.graph);
+  }
+
+  void drawsTheViewOffTheGuiThread() {
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    model.setGraph(graph_);
+    QVERIFY(scene.layingOut());
+    QVERIFY(laidOut(done));
+    QVERIFY(!scene.layingOut());
+    QCOMPARE(scene.drawnNodes(), 7);
+    QCOMPARE(scene.drawnClusters(), 4);
+    QVERIFY(scene.clusterFor(s_.loop) != nullptr);
+    QCOMPARE(scene.itemFor(s_.matmul)->name(), QString("n1"));
+    QVERIFY(scene.sceneRect().contains(scene.itemFor(s_.sum)->pos()));
+  }
+
+  void collapsedLoopHidesItsNodesAndRestoresThem() {
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    model.setGraph(graph_);
+    QVERIFY(laidOut(done));
+    const QPointF before = scene.itemFor(s_.linear)->pos();
+
+    done.clear();
+    model.setCollapsed(s_.loop, true);
+    QVERIFY(laidOut(done));
+    NodeItem* group = scene.itemFor(s_.matmul);
+    QVERIFY(group != nullptr && group->isGroup());
+    QCOMPARE(scene.itemFor(s_.add), group);
+    QCOMPARE(group->entry().members, 2);
+    QCOMPARE(scene.drawnNodes(), 6);
+    QVERIFY(scene.clusterFor(s_.loop) == nullptr);
+    QVERIFY(scene.clusterFor(s_.encoder) != nullptr);
+
+    done.clear();
+    model.setCollapsed(s_.loop, false);
+    QVERIFY(laidOut(done));
+    QCOMPARE(done.first().at(1).toBool(), true);  // the first layout, from the cache
+    QCOMPARE(scene.drawnNodes(), 7);
+    QVERIFY(!scene.itemFor(s_.matmul)->isGroup());
+    QVERIFY(scene.itemFor(s_.matmul) != scene.itemFor(s_.add));
+    QVERIFY(scene.clusterFor(s_.loop) != nullptr);
+    QCOMPARE(scene.itemFor(s_.linear)->pos(), before);
+  }
+
+  void overlaysRepaintWithoutLayingOutAgain() {
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    QSignalSpy started(&scene, &GraphScene::layoutStarted);
+    model.setGraph(graph_);
+    QVERIFY(laidOut(done));
+    scene.setOverlay(Overlay::Latency);
+    QVERIFY(!scene.overlayRange().has_value());  // nothing measured yet
+    QVERIFY(!scene.itemFor(s_.matmul)->scaledFigure().has_value());
+
+    const int layouts = started.count();
+    QSignalSpy repainted(&scene, &GraphScene::figuresChanged);
+    for (int i = 1; i <= 20; ++i) {
+      model.addNodeStats(
+          nodesMessage({{s_.matmul, 0.002 * i, 1 << 20}, {s_.add, 0.001 * i, 3 << 20}}));
+    }
+    QCOMPARE(repainted.count(), 20);
+    QCOMPARE(started.count(), layouts);
+    QCOMPARE(scene.itemFor(s_.matmul)->figureText(), QString("80 ms"));  // (0.04 + 0.04) s
+    QCOMPARE(*scene.itemFor(s_.matmul)->scaledFigure(), 1.0);
+    QCOMPARE(*scene.itemFor(s_.add)->scaledFigure(), 0.5);
+    QCOMPARE(scene.overlayRange()->first, 0.04);
+
+    model.setPeakMemory(8 << 20);
+    scene.setOverlay(Overlay::Memory);
+    QCOMPARE(scene.itemFor(s_.add)->figureText(), QString("3.0 MiB (38 %)"));
+    scene.setOverlay(Overlay::Flops);
+    QCOMPARE(scene.itemFor(s_.linear)->figureText(), QString("2 GFLOP"));
+    QVERIFY(!scene.itemFor(s_.add)->scaledFigure().has_value());
+    QCOMPARE(started.count(), layouts);
+  }
+
+  void groupsAddUpTheirNodesFigures() {
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    model.setGraph(graph_);
+    model.setCollapsed(s_.loop, true);
+    QVERIFY(laidOut(done));
+    scene.setOverlay(Overlay::Flops);
+    QCOMPARE(scene.itemFor(s_.matmul)->figureText(), QString("6 GFLOP"));
+    QCOMPARE(*model.groupValue(Overlay::Flops, s_.encoder), 8e9);
+
+    const QJsonArray parameters{QJsonObject{{"name", "encoder.cell.weight"}, {"grad_norm", 3.0}},
+                                QJsonObject{{"name", "encoder.cell.bias"}, {"grad_norm", 4.0}},
+                                QJsonObject{{"name", "encoder.weight"}, {"grad_norm", 1.0}}};
+    model.addNodeStats(nodesMessage({}, parameters));
+    scene.setOverlay(Overlay::GradNorm);
+    QCOMPARE(*model.value(Overlay::GradNorm, s_.matmul), 5.0);  // sqrt(3² + 4²), its module's
+    QCOMPARE(*model.value(Overlay::GradNorm, s_.linear), 1.0);
+    QVERIFY(!model.value(Overlay::GradNorm, s_.sum).has_value());    // the root's ops: none
+    QCOMPARE(scene.itemFor(s_.matmul)->figureText(), QString("5"));  // the group's largest
+  }
+
+  void backwardFiguresComeFromTheirForwardOps() {
+    GraphModel model(GraphSide::Backward);
+    model.setGraph(graph_);
+    QJsonArray nodes{QJsonObject{{"node", s_.add.value()},
+                                 {"forward_s", 1.0},
+                                 {"backward_s", 0.5},
+                                 {"bytes_allocated", 0},
+                                 {"backward_bytes_allocated", 64}},
+                     QJsonObject{{"node", 999}, {"forward_s", 1.0}}};  // not in this graph
+    model.addNodeStats(QJsonObject{{"step", 3}, {"nodes", nodes}});
+    QCOMPARE(*model.value(Overlay::Latency, s_.addBackward), 0.5);
+    QCOMPARE(*model.value(Overlay::Memory, s_.addBackward), 64.0);
+    QVERIFY(!model.value(Overlay::Latency, s_.mmBackward).has_value());
+    QCOMPARE(model.statsStep(), int64_t{3});
+  }
+
+  void selectingAHiddenNodeExpandsItsGroups() {
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    model.setGraph(graph_);
+    model.setCollapsed(s_.encoder, true);
+    QVERIFY(laidOut(done));
+    QVERIFY(scene.itemFor(s_.matmul)->isGroup());
+    QSignalSpy selected(&scene, &GraphScene::nodeSelected);
+    done.clear();
+    scene.selectNode(s_.matmul);
+    QVERIFY(laidOut(done));
+    QVERIFY(!model.isCollapsed(s_.encoder));
+    QCOMPARE(scene.selectedNode(), s_.matmul);
+    QVERIFY(scene.itemFor(s_.matmul)->isSelected());
+    QCOMPARE(selected.last().at(0).value<NodeId>(), s_.matmul);
+  }
+
+  void linkedNodesAreMarked() {
+    GraphModel model(GraphSide::Backward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    model.setGraph(graph_);
+    QVERIFY(laidOut(done));
+    scene.setLinkedNodes(graph_->node(s_.add).backward);
+    QVERIFY(scene.itemFor(s_.addBackward)->linked());
+    QVERIFY(!scene.itemFor(s_.mmBackward)->linked());
+  }
+
+  void searchFindsByKindModuleAndName_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QStringList>("found");
+    QTest::addRow("op kind") << "MATMUL" << QStringList{"n1"};
+    QTest::addRow("module path") << "encoder" << QStringList{"n0", "n1", "n2"};
+    QTest::addRow("node name") << "n4" << QStringList{"n4"};
+    QTest::addRow("nothing") << "conv" << QStringList{};
+    QTest::addRow("blank") << "  " << QStringList{};
+  }
+  void searchFindsByKindModuleAndName() {
+    QFETCH(QString, text);
+    QFETCH(QStringList, found);
+    GraphModel model(GraphSide::Forward);
+    model.setGraph(graph_);
+    QStringList names;
+    for (NodeId n : model.find(text))
+      names << QStringLiteral("n%1").arg(n.value());
+    QCOMPARE(names, found);
+  }
+
+  void exportsSvgAndPng() {
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    QTemporaryDir dir;
+    QVERIFY(!exportSvg(scene, dir.filePath("empty.svg")).isEmpty());  // nothing drawn yet
+    model.setGraph(graph_);
+    QVERIFY(laidOut(done));
+    scene.setOverlay(Overlay::Flops);
+    QCOMPARE(exportSvg(scene, dir.filePath("g.svg")), QString());
+    QFile svg(dir.filePath("g.svg"));
+    QVERIFY(svg.open(QIODevice::ReadOnly));
+    const QByteArray text = svg.readAll();
+    QVERIFY(text.contains("<svg"));
+    QVERIFY(text.contains("matmul"));
+    QVERIFY(text.contains("6 GFLOP"));
+    QCOMPARE(exportPng(scene, dir.filePath("g.png"), 2.0), QString());
+    const QImage png(dir.filePath("g.png"));
+    QCOMPARE(png.width(), static_cast<int>(std::ceil(scene.sceneRect().width() * 2)));
+    QVERIFY(exportPng(scene, dir.filePath("no/such/dir/g.png")).startsWith("cannot write"));
+  }
+};
+
+SYMTUNE_TEST_MAIN(TestGraphScene)
+#include "tst_graph_scene.moc"

@@ -1,0 +1,140 @@
+// The Graph panel, offscreen: forward and backward views linked both ways, search cycling
+// through matches (and expanding what hides them), the overlay switch, export by extension.
+
+#include <QSignalSpy>
+#include <QTemporaryDir>
+
+#include "sample_graph.h"
+#include "symtune/graphview/graph_model.h"
+#include "symtune/graphview/graph_scene.h"
+#include "symtune/ui/graph_panel.h"
+#include "symtune/ui/graph_view.h"
+#include "test_main.h"
+
+using namespace symtune;
+using symtune::graphview::GraphScene;
+using symtune::ui::GraphPanel;
+
+class TestGraphPanel : public QObject {
+  Q_OBJECT
+
+  testing::SampleGraph s_;
+
+  // Shows the sample graph and waits until both views are drawn.
+  bool show(GraphPanel& panel) {
+    QSignalSpy forward(panel.forwardScene(), &GraphScene::layoutFinished);
+    QSignalSpy backward(panel.backwardScene(), &GraphScene::layoutFinished);
+    panel.setGraph(std::make_shared<const Graph>(s_.graph));
+    return (forward.wait(10000) || !forward.isEmpty()) &&
+           (!backward.isEmpty() || backward.wait(10000));
+  }
+
+ private Q_SLOTS:
+  void init() { s_ = testing::sampleGraph(); }
+
+  void selectingInOneViewMarksTheOther() {
+    GraphPanel panel;
+    QVERIFY(show(panel));
+    QSignalSpy selected(&panel, &GraphPanel::nodeSelected);
+    panel.forwardScene()->selectNode(s_.add);
+    QVERIFY(panel.backwardScene()->isLinked(s_.addBackward));
+    QVERIFY(!panel.backwardScene()->isLinked(s_.mmBackward));
+    QCOMPARE(selected.last().at(0).value<NodeId>(), s_.add);
+
+    panel.backwardScene()->selectNode(s_.mmBackward);
+    QVERIFY(panel.forwardScene()->isLinked(s_.matmul));
+    QVERIFY(!panel.forwardScene()->isLinked(s_.add));
+    QCOMPARE(selected.last().at(0).value<NodeId>(), s_.mmBackward);
+
+    panel.backwardScene()->clearSelection();
+    QVERIFY(!panel.forwardScene()->isLinked(s_.matmul));
+  }
+
+  void searchCyclesThroughMatches() {
+    GraphPanel panel;
+    QVERIFY(show(panel));
+    QCOMPARE(panel.findNext("encoder"), 3);
+    QCOMPARE(panel.forwardScene()->selectedNode(), s_.linear);
+    panel.findNext("encoder");
+    QCOMPARE(panel.forwardScene()->selectedNode(), s_.matmul);
+    panel.findNext("encoder");
+    panel.findNext("encoder");  // back to the first
+    QCOMPARE(panel.forwardScene()->selectedNode(), s_.linear);
+    QCOMPARE(panel.findNext("no such op"), 0);
+  }
+
+  void searchExpandsTheGroupThatHidesAMatch() {
+    GraphPanel panel;
+    QVERIFY(show(panel));
+    QSignalSpy done(panel.forwardScene(), &GraphScene::layoutFinished);
+    panel.forwardModel()->setCollapsed(s_.loop, true);
+    QVERIFY(done.wait(10000));
+    done.clear();
+    QCOMPARE(panel.findNext("matmul"), 1);
+    QVERIFY(done.wait(10000));
+    QVERIFY(!panel.forwardModel()->isCollapsed(s_.loop));
+    QCOMPARE(panel.forwardScene()->selectedNode(), s_.matmul);
+  }
+
+  void overlaySwitchesBothViews() {
+    GraphPanel panel;
+    QVERIFY(show(panel));
+    QSignalSpy changed(&panel, &GraphPanel::overlayChanged);
+    panel.setOverlay(graphview::Overlay::Flops);
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(panel.forwardScene()->overlay(), graphview::Overlay::Flops);
+    QCOMPARE(panel.backwardScene()->overlay(), graphview::Overlay::Flops);
+    QCOMPARE(panel.forwardScene()->overlayRange()->second, 6e9);
+    panel.setOverlay(graphview::Overlay::Flops);
+    QCOMPARE(changed.count(), 1);  // no change, no signal
+  }
+
+  void exportsByExtension_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("error");
+    QTest::addRow("svg") << "g.svg"
+                         << "";
+    QTest::addRow("png, upper case") << "g.PNG"
+                                     << "";
+    QTest::addRow("pdf") << "g.pdf"
+                         << "export writes .svg or .png files";
+  }
+  void exportsByExtension() {
+    QFETCH(QString, file);
+    QFETCH(QString, error);
+    GraphPanel panel;
+    QVERIFY(show(panel));
+    QTemporaryDir dir;
+    const QString path = dir.filePath(file);
+    const QString result = panel.exportTo(path);
+    if (error.isEmpty()) {
+      QCOMPARE(result, QString());
+      QVERIFY(QFileInfo(path).size() > 0);
+    } else {
+      QVERIFY2(result.endsWith(error), qPrintable(result));
+      QVERIFY(!QFileInfo::exists(path));
+    }
+  }
+
+  void backwardViewOnlyWhenTheGraphHasOne() {
+    GraphPanel panel;
+    panel.show();
+    QVERIFY(show(panel));
+    QVERIFY(panel.backwardView()->isVisible());
+    Graph forwardOnly;
+    forwardOnly.name = "static";
+    GraphRegion root;
+    root.kind = RegionKind::Method;
+    forwardOnly.addRegion(root);
+    GraphNode relu;
+    relu.kind = "aten::relu";
+    relu.region = RegionId(0);
+    forwardOnly.addNode(relu);
+    panel.setGraph(std::make_shared<const Graph>(forwardOnly));
+    QVERIFY(!panel.backwardView()->isVisible());
+    QVERIFY(panel.forwardView()->isVisible());
+  }
+};
+
+SYMTUNE_TEST_MAIN(TestGraphPanel)
+#include "tst_graph_panel.moc"

@@ -1,0 +1,311 @@
+// The live charts' data: `step` messages become rows of RunHistoryModel (unmeasured features as
+// NaN, shown as "—"), the model keeps its newest `capacity` steps, and LiveCharts overlays runs
+// with their finite points only.
+
+#include <QAbstractItemModelTester>
+#include <QChart>
+#include <QJsonDocument>
+#include <QLegend>
+#include <QLineSeries>
+#include <QSignalSpy>
+#include <QValueAxis>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "symtune/ui/live_charts.h"
+#include "symtune/ui/run_history_model.h"
+#include "test_main.h"
+
+using symtune::ui::LiveCharts;
+using symtune::ui::RunHistoryModel;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A `step` message as the runner writes it (docs/protocol.md); NaN features as null.
+QJsonObject stepMessage(qint64 step, double loss, double samplesPerS = 100.0,
+                        double peakBytes = 2.0 * 1024 * 1024, double gradNorm = 1.5) {
+  auto number = [](double v) { return std::isnan(v) ? QJsonValue() : QJsonValue(v); };
+  QJsonObject features{{"samples_per_s", number(samplesPerS)},
+                       {"peak_memory_bytes", number(peakBytes)},
+                       {"grad_global_norm", number(gradNorm)},
+                       {"step_time_s", 0.01}};
+  return {{"type", "step"},  {"step", step},         {"loss", number(loss)},
+          {"seconds", 0.01}, {"features", features}, {"skipped", false}};
+}
+
+QJsonObject parse(const QByteArray& json) {
+  return QJsonDocument::fromJson(json).object();
+}
+
+void attachTester(QAbstractItemModel* model) {
+  new QAbstractItemModelTester(model, QAbstractItemModelTester::FailureReportingMode::QtTest,
+                               model);
+}
+
+bool sameValue(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || qFuzzyCompare(a, b);
+}
+
+}  // namespace
+
+using Values = QList<double>;
+
+class TestRunHistoryModel : public QObject {
+  Q_OBJECT
+
+ private Q_SLOTS:
+  void stepMessagesBecomeRows_data() {
+    QTest::addColumn<QByteArray>("message");
+    QTest::addColumn<Values>("values");  // Step, Loss, Samples/s, Peak memory (MiB), Grad norm
+    QTest::addColumn<QStringList>("display");
+    QTest::addRow("every feature measured")
+        << QByteArray(
+               "{\"type\": \"step\", \"step\": 12, \"loss\": 2.5, \"seconds\": 0.02, "
+               "\"features\": {\"samples_per_s\": 1600, \"peak_memory_bytes\": 3145728, "
+               "\"grad_global_norm\": 0.75}}")
+        << Values{12, 2.5, 1600, 3, 0.75} << QStringList{"12", "2.5", "1600.0", "3.00", "0.75"};
+    QTest::addRow("null features are NaN")
+        << QByteArray(
+               "{\"type\": \"step\", \"step\": 3, \"loss\": 0.125, \"features\": "
+               "{\"samples_per_s\": null, \"peak_memory_bytes\": null, \"grad_global_norm\": "
+               "null}}")
+        << Values{3, 0.125, kNaN, kNaN, kNaN} << QStringList{"3", "0.125", "—", "—", "—"};
+    QTest::addRow("null loss, missing features")
+        << QByteArray("{\"type\": \"step\", \"step\": 7, \"loss\": null}")
+        << Values{7, kNaN, kNaN, kNaN, kNaN} << QStringList{"7", "—", "—", "—", "—"};
+    QTest::addRow("peak memory in MiB")
+        << QByteArray(
+               "{\"step\": 0, \"loss\": 1, \"features\": {\"peak_memory_bytes\": 524288, "
+               "\"samples_per_s\": 12.25, \"grad_global_norm\": 1e-7}}")
+        << Values{0, 1, 12.25, 0.5, 1e-7} << QStringList{"0", "1", "12.3", "0.50", "1e-07"};
+  }
+
+  void stepMessagesBecomeRows() {
+    QFETCH(QByteArray, message);
+    QFETCH(Values, values);
+    QFETCH(QStringList, display);
+    RunHistoryModel model;
+    attachTester(&model);
+    QSignalSpy inserted(&model, &QAbstractItemModel::rowsInserted);
+    model.appendStep(parse(message));
+    QCOMPARE(inserted.count(), 1);
+    QCOMPARE(model.rowCount(), 1);
+    QCOMPARE(model.columnCount(), int(RunHistoryModel::ColumnCount));
+    for (int c = 0; c < RunHistoryModel::ColumnCount; ++c) {
+      const QModelIndex i = model.index(0, c);
+      const double raw = i.data(Qt::UserRole).toDouble();
+      QVERIFY2(sameValue(raw, values[c]),
+               qPrintable(QStringLiteral("column %1: %2 != %3").arg(c).arg(raw).arg(values[c])));
+      QCOMPARE(i.data(Qt::DisplayRole).toString(), display[c]);
+      QVERIFY(sameValue(model.value(0, static_cast<RunHistoryModel::Column>(c)), values[c]));
+    }
+  }
+
+  void headersNameTheFigures() {
+    RunHistoryModel model;
+    QStringList headers;
+    for (int c = 0; c < model.columnCount(); ++c)
+      headers << model.headerData(c, Qt::Horizontal).toString();
+    QCOMPARE(headers,
+             (QStringList{"Step", "Loss", "Samples/s", "Peak memory (MiB)", "Gradient norm"}));
+  }
+
+  void capacityDropsTheOldest_data() {
+    QTest::addColumn<int>("capacity");
+    QTest::addColumn<int>("steps");
+    QTest::addColumn<int>("rows");
+    QTest::addColumn<int>("firstStep");
+    QTest::addRow("under capacity") << 10 << 4 << 4 << 0;
+    QTest::addRow("exactly full") << 5 << 5 << 5 << 0;
+    QTest::addRow("over capacity") << 3 << 8 << 3 << 5;
+    QTest::addRow("capacity one") << 1 << 4 << 1 << 3;
+  }
+
+  void capacityDropsTheOldest() {
+    QFETCH(int, capacity);
+    QFETCH(int, steps);
+    QFETCH(int, rows);
+    QFETCH(int, firstStep);
+    RunHistoryModel model(capacity);
+    attachTester(&model);
+    QSignalSpy removed(&model, &QAbstractItemModel::rowsRemoved);
+    for (int s = 0; s < steps; ++s)
+      model.appendStep(stepMessage(s, 1.0 / (s + 1)));
+    QCOMPARE(model.rowCount(), rows);
+    QCOMPARE(removed.count(), steps - rows);
+    QCOMPARE(model.index(0, RunHistoryModel::Step).data(Qt::UserRole).toDouble(),
+             double(firstStep));
+    QCOMPARE(model.index(rows - 1, RunHistoryModel::Step).data(Qt::UserRole).toDouble(),
+             double(steps - 1));
+  }
+
+  void defaultCapacityAndClear() {
+    RunHistoryModel model;
+    attachTester(&model);
+    QCOMPARE(model.capacity(), 20000);
+    model.appendStep(stepMessage(0, 1));
+    model.appendStep(stepMessage(1, 0.5));
+    QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
+    model.clear();
+    QCOMPARE(reset.count(), 1);
+    QCOMPARE(model.rowCount(), 0);
+  }
+
+  void runNameIsNotified() {
+    RunHistoryModel model;
+    QSignalSpy changed(&model, &RunHistoryModel::runNameChanged);
+    model.setRunName("baseline");
+    model.setRunName("baseline");
+    QCOMPARE(model.runName(), QString("baseline"));
+    QCOMPARE(changed.count(), 1);
+  }
+
+  // Two runs overlaid: run "a" has a NaN loss at step 2 and no gradient norm at step 4; run "b"
+  // measured everything. Each chart gets each run's finite points only.
+  void chartsOverlayRunsSkippingNaN_data() {
+    QTest::addColumn<int>("chart");
+    QTest::addColumn<QString>("title");
+    QTest::addColumn<int>("pointsA");
+    QTest::addColumn<int>("pointsB");
+    QTest::addRow("loss") << int(LiveCharts::LossChart) << "Loss" << 4 << 3;
+    QTest::addRow("samples/s") << int(LiveCharts::SamplesChart) << "Samples/s" << 5 << 3;
+    QTest::addRow("peak memory") << int(LiveCharts::MemoryChart) << "Peak memory (MiB)" << 5 << 3;
+    QTest::addRow("gradient norm")
+        << int(LiveCharts::GradientNormChart) << "Gradient norm" << 4 << 3;
+  }
+
+  void chartsOverlayRunsSkippingNaN() {
+    QFETCH(int, chart);
+    QFETCH(QString, title);
+    QFETCH(int, pointsA);
+    QFETCH(int, pointsB);
+    RunHistoryModel a, b;
+    a.setRunName("a");
+    b.setRunName("b");
+    LiveCharts charts;
+    charts.addRun(&a);
+    charts.addRun(&b);
+    for (int s = 0; s < 5; ++s)
+      a.appendStep(stepMessage(s, s == 2 ? kNaN : 4.0 - s, 100.0 + s, 1024.0 * 1024 * (s + 1),
+                               s == 4 ? kNaN : 0.5));
+    for (int s = 0; s < 3; ++s)
+      b.appendStep(stepMessage(s, 3.0 - s, 200.0, 1024.0 * 1024, 0.25));
+
+    QCOMPARE(charts.runCount(), 2);
+    QCOMPARE(charts.chart(chart)->title(), title);
+    QCOMPARE(charts.pointCount(chart, 0), pointsA);
+    QCOMPARE(charts.pointCount(chart, 1), pointsB);
+    // The lines follow within one refresh, not per step.
+    QCOMPARE(charts.series(chart, 0)->count(), 0);
+    QTRY_COMPARE_WITH_TIMEOUT(charts.series(chart, 0)->count(), pointsA, 1000);
+    QCOMPARE(charts.series(chart, 1)->count(), pointsB);
+    for (int run = 0; run < 2; ++run) {
+      for (const QPointF& p : charts.series(chart, run)->points())
+        QVERIFY(std::isfinite(p.x()) && std::isfinite(p.y()));
+    }
+    QCOMPARE(charts.series(chart, 0)->name(), QString("a"));
+    QCOMPARE(charts.series(chart, 1)->name(), QString("b"));
+    QVERIFY(charts.series(chart, 0)->color() != charts.series(chart, 1)->color());
+    QVERIFY(charts.chart(chart)->legend()->isVisible());
+    QCOMPARE(charts.chart(chart)->series().size(), 2);
+  }
+
+  void chartPointsMatchTheSteps() {
+    RunHistoryModel run;
+    LiveCharts charts;
+    charts.addRun(&run);
+    run.appendStep(stepMessage(10, 2.0));
+    run.appendStep(stepMessage(11, kNaN));
+    run.appendStep(stepMessage(12, 1.0));
+    charts.flush();
+    QCOMPARE(charts.series(LiveCharts::LossChart, 0)->points(),
+             (QList<QPointF>{{10, 2.0}, {12, 1.0}}));
+    QCOMPARE(charts.series(LiveCharts::MemoryChart, 0)->points().first(), QPointF(10, 2.0));
+    // The axes cover the data.
+    auto* x =
+        qobject_cast<QValueAxis*>(charts.chart(LiveCharts::LossChart)->axes(Qt::Horizontal)[0]);
+    auto* y = qobject_cast<QValueAxis*>(charts.chart(LiveCharts::LossChart)->axes(Qt::Vertical)[0]);
+    QVERIFY(x != nullptr && y != nullptr);
+    QCOMPARE(x->min(), 10.0);
+    QCOMPARE(x->max(), 12.0);
+    QVERIFY(y->min() <= 1.0 && y->max() >= 2.0);
+  }
+
+  void chartsDropWhatTheModelDrops() {
+    RunHistoryModel run(3);
+    LiveCharts charts;
+    charts.addRun(&run);
+    // Step 1 has no loss: when it is dropped, no loss point goes with it.
+    for (int s = 0; s < 6; ++s)
+      run.appendStep(stepMessage(s, s == 1 ? kNaN : double(s)));
+    charts.flush();
+    QCOMPARE(charts.series(LiveCharts::LossChart, 0)->points(),
+             (QList<QPointF>{{3, 3.0}, {4, 4.0}, {5, 5.0}}));
+    QCOMPARE(charts.pointCount(LiveCharts::SamplesChart, 0), 3);
+    run.clear();
+    QCOMPARE(charts.pointCount(LiveCharts::LossChart, 0), 0);
+  }
+
+  void runsCanBeAddedLateAndRemoved() {
+    RunHistoryModel a, b;
+    a.appendStep(stepMessage(0, 1.0));
+    a.appendStep(stepMessage(1, 0.5));
+    LiveCharts charts;
+    charts.addRun(&a);  // a run with history already
+    charts.addRun(&a);  // twice: once
+    QCOMPARE(charts.runCount(), 1);
+    QCOMPARE(charts.pointCount(LiveCharts::LossChart, 0), 2);
+    charts.addRun(&b);
+    charts.removeRun(&a);
+    QCOMPARE(charts.runCount(), 1);
+    QCOMPARE(charts.chart(LiveCharts::LossChart)->series().size(), 1);
+    {
+      auto c = std::make_unique<RunHistoryModel>();
+      charts.addRun(c.get());
+      QCOMPARE(charts.runCount(), 2);
+    }  // a destroyed model leaves the charts
+    QCOMPARE(charts.runCount(), 1);
+    QCOMPARE(charts.chart(LiveCharts::GradientNormChart)->series().size(), 1);
+  }
+
+  void renamedRunRenamesItsLines() {
+    RunHistoryModel run;
+    LiveCharts charts;
+    charts.addRun(&run);
+    run.setRunName("tuned");
+    for (int c = 0; c < LiveCharts::ChartCount; ++c)
+      QCOMPARE(charts.series(c, 0)->name(), QString("tuned"));
+  }
+
+  void themeFollowsThePalette_data() {
+    QTest::addColumn<QColor>("window");
+    QTest::addColumn<int>("theme");
+    QTest::addRow("light window") << QColor(240, 240, 240) << int(QChart::ChartThemeLight);
+    QTest::addRow("dark window") << QColor(30, 30, 30) << int(QChart::ChartThemeDark);
+  }
+
+  void themeFollowsThePalette() {
+    QFETCH(QColor, window);
+    QFETCH(int, theme);
+    RunHistoryModel a, b;
+    LiveCharts charts;
+    charts.addRun(&a);
+    charts.addRun(&b);
+    const QColor colourA = charts.series(0, 0)->color();
+    QPalette pal = charts.palette();
+    pal.setColor(QPalette::Window, window);
+    charts.setPalette(pal);
+    for (int c = 0; c < LiveCharts::ChartCount; ++c)
+      QCOMPARE(int(charts.chart(c)->theme()), theme);
+    // The runs keep their colours across a theme change.
+    QCOMPARE(charts.series(0, 0)->color(), colourA);
+    QVERIFY(charts.series(0, 1)->color() != colourA);
+  }
+};
+
+SYMTUNE_TEST_MAIN(TestRunHistoryModel)
+#include "tst_run_history_model.moc"

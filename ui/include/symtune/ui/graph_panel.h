@@ -1,0 +1,83 @@
+#pragma once
+// The Graph panel: the forward view (TorchScript IR with its control flow) and the backward view
+// (the autograd graph) side by side, linked — selecting a forward op marks the autograd nodes it
+// created, and the reverse — with the overlay switch, search (Ctrl+F), zoom to fit, expand and
+// collapse, and export to SVG or PNG.
+
+#include <QWidget>
+
+#include <memory>
+
+#include "symtune/graph.h"
+#include "symtune/graphview/overlay.h"
+
+class QComboBox;
+class QJsonObject;
+class QLabel;
+class QLineEdit;
+class QSplitter;
+
+namespace symtune::graphview {
+class GraphModel;
+class GraphScene;
+}  // namespace symtune::graphview
+
+namespace symtune::ui {
+
+class GraphView;
+
+class GraphPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit GraphPanel(QWidget* parent = nullptr);
+  ~GraphPanel() override;
+
+  void setGraph(std::shared_ptr<const Graph> graph);
+  const std::shared_ptr<const Graph>& graph() const;
+  // A `nodes` message's payload, and the step's peak memory (for the memory overlay's shares).
+  void addNodeStats(const QJsonObject& nodes);
+  void setPeakMemory(double bytes);
+
+  void setOverlay(graphview::Overlay overlay);
+  graphview::Overlay overlay() const;
+
+  // Search: selects the next node (after the current match) whose kind, module path or name
+  // contains `text`, in the view that has focus (the forward one by default). Returns the number
+  // of matches and says "2 of 7" beside the search field.
+  int findNext(const QString& text);
+  void focusSearch();
+  void zoomToFit();
+  // Writes the focused view as SVG or PNG (by the file's extension); "" or the error.
+  QString exportTo(const QString& path);
+
+  graphview::GraphModel* forwardModel() const { return forwardModel_; }
+  graphview::GraphModel* backwardModel() const { return backwardModel_; }
+  graphview::GraphScene* forwardScene() const { return forwardScene_; }
+  graphview::GraphScene* backwardScene() const { return backwardScene_; }
+  GraphView* forwardView() const { return forwardView_; }
+  GraphView* backwardView() const { return backwardView_; }
+
+ Q_SIGNALS:
+  void nodeSelected(symtune::NodeId node);  // either view; none when cleared
+  void overlayChanged(symtune::graphview::Overlay overlay);
+
+ private:
+  void link(graphview::GraphScene* from, graphview::GraphScene* to, GraphView* toView,
+            NodeId selected);
+  GraphView* focusedView() const;
+
+  graphview::GraphModel *forwardModel_, *backwardModel_;
+  graphview::GraphScene *forwardScene_, *backwardScene_;
+  GraphView *forwardView_, *backwardView_;
+  QSplitter* splitter_;
+  QComboBox* overlayBox_;
+  QLineEdit* search_;
+  QLabel* searchStatus_;
+  QLabel* emptyState_;
+  GraphView* lastFocused_ = nullptr;
+  int searchIndex_ = -1;
+  QString lastSearch_;
+};
+
+}  // namespace symtune::ui

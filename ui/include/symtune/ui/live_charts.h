@@ -1,0 +1,67 @@
+#pragma once
+// The Charts dock: loss, samples/s, peak memory and gradient norm against the step, one line per
+// run, several runs overlaid. Fed by RunHistoryModel; see Note [Live chart updates].
+
+#include <QWidget>
+
+#include <array>
+#include <vector>
+
+class QChart;
+class QChartView;
+class QLineSeries;
+class QTimer;
+class QValueAxis;
+
+namespace symtune::ui {
+
+class RunHistoryModel;
+
+class LiveCharts : public QWidget {
+  Q_OBJECT
+
+ public:
+  enum Chart { LossChart, SamplesChart, MemoryChart, GradientNormChart, ChartCount };
+
+  // How often, at most, the charts take new points and rescale their axes.
+  static constexpr int kRefreshIntervalMs = 100;
+
+  explicit LiveCharts(QWidget* parent = nullptr);
+  ~LiveCharts() override;
+
+  // Overlays a run (one line per chart, its own colour). The model is not owned; a run whose
+  // model is destroyed leaves the charts by itself.
+  void addRun(RunHistoryModel* run);
+  void removeRun(RunHistoryModel* run);
+  int runCount() const;
+
+  // The points run `run` (in the order added) has in chart `chart`: its steps whose value is
+  // finite. Counts what the lines show once the pending refresh is done (flush()).
+  int pointCount(int chart, int run) const;
+  QChart* chart(int i) const;
+  QLineSeries* series(int chart, int run) const;
+  // Draws pending points and rescales now, instead of at the next refresh.
+  void flush();
+
+ protected:
+  void changeEvent(QEvent* event) override;
+
+ private:
+  struct Run;
+
+  Run* find(RunHistoryModel* model);
+  void rowsInserted(Run& run, int first, int last);
+  void rowsAboutToBeRemoved(Run& run, int first, int last);
+  void rebuild(Run& run);
+  void scheduleRefresh();
+  void updateLegends();
+  void applyTheme();
+  QColor freeColour() const;
+
+  std::array<QChartView*, ChartCount> views_{};
+  std::array<QValueAxis*, ChartCount> xAxes_{}, yAxes_{};
+  std::vector<Run> runs_;
+  QTimer* refresh_;
+};
+
+}  // namespace symtune::ui

@@ -1,0 +1,86 @@
+#pragma once
+// The node inspector's model: one graph node as a two-column table (property, value) — what the
+// graph knows of it (kind, module path, source line, shapes, costs, linked nodes), then its live
+// statistics from the run's `nodes` messages (docs/protocol.md). No widgets.
+//
+// Per-node statistics are measured per forward op: a backward node shows those of the forward op
+// that created it (its `forward` link), like the runner attributes autograd time.
+
+#include <QAbstractTableModel>
+#include <QJsonObject>
+#include <QPointF>
+#include <QVector>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "symtune/graph.h"
+#include "symtune/ids.h"
+
+namespace symtune::ui {
+
+class NodeInspectorModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column { Property, Value, ColumnCount };
+
+  // Samples of forward + backward time kept per node.
+  static constexpr int kHistoryLength = 200;
+  // Rows at the end of the table that follow the live statistics, in this order.
+  static constexpr int kLiveRowCount = 5;
+
+  explicit NodeInspectorModel(QObject* parent = nullptr);
+  ~NodeInspectorModel() override;
+
+  // A new graph: forgets the statistics (node ids belong to their graph) and shows no node.
+  void setGraph(std::shared_ptr<const Graph> graph);
+  const Graph* graph() const { return graph_.get(); }
+
+  // Shows a node; an invalid id, or one the graph does not have, shows nothing (no rows).
+  void setNode(NodeId id);
+  NodeId node() const { return node_; }
+
+  // The payload of a `nodes` message: {step, nodes: [{node, calls, backward_calls, forward_s,
+  // backward_s, bytes_allocated, backward_bytes_allocated, forward_device_s?, ...}]}. Entries
+  // naming no node of the graph are ignored.
+  void addNodeStats(const QJsonObject& nodes);
+
+  // A node's forward + backward time per sampled step: x = step, y = milliseconds, oldest first,
+  // at most kHistoryLength samples. A backward node has its forward op's history.
+  QVector<QPointF> history(NodeId id) const;
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation,
+                      int role = Qt::DisplayRole) const override;
+
+ private:
+  struct Stats {
+    int64_t step = -1;
+    int64_t calls = 0, backwardCalls = 0;
+    double forwardSeconds = 0, backwardSeconds = 0;
+    std::optional<double> forwardDeviceSeconds, backwardDeviceSeconds;
+    int64_t bytesAllocated = 0, backwardBytesAllocated = 0;
+    std::deque<QPointF> history;
+  };
+  struct Row {
+    QString property, value;
+  };
+
+  bool known(NodeId id) const;
+  NodeId statsKey(NodeId id) const;  // the forward op whose statistics a node shows
+  void buildRows();
+  QString liveValue(int liveRow) const;
+
+  std::shared_ptr<const Graph> graph_;
+  NodeId node_;
+  std::vector<Row> rows_;  // the graph's rows of node_; the live rows follow them
+  std::unordered_map<NodeId, Stats> stats_;
+};
+
+}  // namespace symtune::ui

@@ -1,0 +1,54 @@
+#pragma once
+// One run's history for the live charts: a table with one row per `step` message (docs/protocol.md)
+// and the charted figures as columns. A figure the run did not measure (null in the message) is
+// NaN: shown as "—", returned as NaN by Qt::UserRole. Keeps the newest `capacity` steps.
+
+#include <QAbstractTableModel>
+#include <QJsonObject>
+
+#include <array>
+#include <deque>
+
+namespace symtune::ui {
+
+class RunHistoryModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column { Step, Loss, SamplesPerSecond, PeakMemoryMiB, GradientNorm, ColumnCount };
+
+  static constexpr int kDefaultCapacity = 20000;
+
+  // RunHistoryModel run;  run.setRunName(tr("baseline"));  run.appendStep(message);
+  explicit RunHistoryModel(int capacity = kDefaultCapacity, QObject* parent = nullptr);
+
+  QString runName() const { return runName_; }
+  void setRunName(const QString& name);
+  int capacity() const { return capacity_; }
+
+  // A `step` message: its step, loss and features.samples_per_s, .peak_memory_bytes (as MiB)
+  // and .grad_global_norm. Drops the oldest row when the model is full.
+  void appendStep(const QJsonObject& step);
+  void clear();
+
+  // The raw value of a cell (NaN when not measured); row and column must be valid.
+  double value(int row, Column column) const;
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation,
+                      int role = Qt::DisplayRole) const override;
+
+ Q_SIGNALS:
+  void runNameChanged(const QString& name);
+
+ private:
+  using Row = std::array<double, ColumnCount>;
+
+  QString runName_;
+  int capacity_;
+  std::deque<Row> rows_;
+};
+
+}  // namespace symtune::ui

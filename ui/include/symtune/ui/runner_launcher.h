@@ -1,0 +1,48 @@
+#pragma once
+// Starts symtune-runner on a session file, attachable on a fresh Unix socket, and says where it
+// listens. The runner is detached (Note [Runs outlive the studio]): closing the studio never
+// stops a run; File ▸ Attach finds it again, Run ▸ Stop ends it.
+//
+//   auto* launcher = new RunnerLauncher(this);
+//   connect(launcher, &RunnerLauncher::listening, this, [this](const QString& endpoint) { ... });
+//   launcher->start("/home/me/.local/share/symtune/runs/…/session.json");
+
+#include <QObject>
+#include <QString>
+#include <QTimer>
+
+namespace symtune::ui {
+
+class RunnerLauncher : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit RunnerLauncher(QObject* parent = nullptr);
+  ~RunnerLauncher() override;
+
+  // $SYMTUNE_RUNNER when set, else symtune-runner next to this program.
+  static QString runnerPath();
+  // A fresh run folder under the user's data folder (…/symtune/runs/DATE-NAME), created.
+  static QString newRunFolder(const QString& name);
+
+  // Starts the runner on `sessionPath`; its output goes to runner.log beside the session file.
+  // listening() or failed() follows. False (and `*error`) when the runner cannot be started.
+  bool start(const QString& sessionPath, QString* error = nullptr);
+  qint64 pid() const { return pid_; }
+  const QString& logPath() const { return logPath_; }
+  const QString& endpoint() const { return endpoint_; }
+
+ Q_SIGNALS:
+  void listening(const QString& endpoint);
+  void failed(const QString& message);  // exited (or was silent for a minute) before listening
+
+ private:
+  void poll();
+
+  QTimer poll_;
+  QString logPath_, endpoint_;
+  qint64 pid_ = 0;
+  int polls_ = 0;
+};
+
+}  // namespace symtune::ui

@@ -1,0 +1,310 @@
+#include "symtune/ui/live_charts.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QEvent>
+#include <QGridLayout>
+#include <QLegend>
+#include <QLineSeries>
+#include <QPointer>
+#include <QTimer>
+#include <QValueAxis>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "symtune/ui/run_history_model.h"
+
+// Note [Live chart updates]
+// A run can send hundreds of steps a second. Each QXYSeries::append makes QtCharts re-map every
+// point of the line, and an axis change redraws the whole chart. So the charts keep their own copy
+// of each line's points, updated as the model's rows come and go, and hand it to the series with
+// one QXYSeries::replace — then rescale the axes — at most every kRefreshIntervalMs. Rows whose
+// value is NaN (not measured) or infinite are left out of the line: QtCharts draws NaN as spikes
+// to the origin.
+
+namespace symtune::ui {
+
+namespace {
+
+constexpr std::array<RunHistoryModel::Column, LiveCharts::ChartCount> kColumns = {
+    RunHistoryModel::Loss, RunHistoryModel::SamplesPerSecond, RunHistoryModel::PeakMemoryMiB,
+    RunHistoryModel::GradientNorm};
+
+// Distinct on light and dark backgrounds (Tableau 10).
+constexpr std::array<QRgb, 10> kRunColours = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
+                                              0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac};
+
+bool drawable(const QPointF& p) {
+  return std::isfinite(p.x()) && std::isfinite(p.y());
+}
+
+QPointF point(const RunHistoryModel& model, int row, RunHistoryModel::Column column) {
+  return {model.value(row, RunHistoryModel::Step), model.value(row, column)};
+}
+
+// [lo, hi] widened so that a flat line sits in the middle of the chart rather than on an edge.
+std::pair<double, double> padded(double lo, double hi) {
+  if (hi > lo)
+    return {lo, hi};
+  const double pad = lo == 0 ? 1.0 : std::abs(lo) * 0.1;
+  return {lo - pad, hi + pad};
+}
+
+}  // namespace
+
+struct LiveCharts::Run {
+  QPointer<RunHistoryModel> model;
+  RunHistoryModel* key = nullptr;  // the model's address, valid as a key after it is destroyed
+  QColor colour;
+  std::array<QLineSeries*, ChartCount> series{};
+  std::array<QList<QPointF>, ChartCount> points;
+  bool dirty = false;
+  bool rebuildAfterRemoval = false;
+  std::vector<QMetaObject::Connection> connections;
+};
+
+LiveCharts::LiveCharts(QWidget* parent) : QWidget(parent), refresh_(new QTimer(this)) {
+  const std::array<QString, ChartCount> titles = {tr("Loss"), tr("Samples/s"),
+                                                  tr("Peak memory (MiB)"), tr("Gradient norm")};
+  auto* grid = new QGridLayout(this);
+  grid->setContentsMargins(0, 0, 0, 0);
+  grid->setSpacing(0);
+  for (int i = 0; i < ChartCount; ++i) {
+    auto* c = new QChart;
+    c->setTitle(titles[i]);
+    QFont titleFont = c->titleFont();
+    titleFont.setBold(true);
+    c->setTitleFont(titleFont);
+    // The legend names the runs: shown once there is more than one (updateLegends()).
+    c->legend()->setVisible(false);
+    c->legend()->setAlignment(Qt::AlignTop);
+    c->setMargins(QMargins(2, 2, 2, 2));
+    xAxes_[i] = new QValueAxis(c);  // steps; untitled, to leave the plot its height
+    xAxes_[i]->setLabelFormat(QStringLiteral("%.0f"));
+    yAxes_[i] = new QValueAxis(c);
+    yAxes_[i]->setLabelFormat(QStringLiteral("%.4g"));
+    c->addAxis(xAxes_[i], Qt::AlignBottom);
+    c->addAxis(yAxes_[i], Qt::AlignLeft);
+    views_[i] = new QChartView(c, this);
+    views_[i]->setRenderHint(QPainter::Antialiasing);
+    views_[i]->setMinimumSize(200, 150);
+    grid->addWidget(views_[i], i / 2, i % 2);
+  }
+  refresh_->setSingleShot(true);
+  refresh_->setInterval(kRefreshIntervalMs);
+  connect(refresh_, &QTimer::timeout, this, &LiveCharts::flush);
+  applyTheme();
+}
+
+LiveCharts::~LiveCharts() {
+  for (Run& run : runs_) {
+    for (const auto& c : run.connections)
+      disconnect(c);
+  }
+}
+
+LiveCharts::Run* LiveCharts::find(RunHistoryModel* model) {
+  auto it = std::find_if(runs_.begin(), runs_.end(), [&](const Run& r) { return r.key == model; });
+  return it == runs_.end() ? nullptr : &*it;
+}
+
+QColor LiveCharts::freeColour() const {
+  for (QRgb rgb : kRunColours) {
+    const QColor c(rgb);
+    if (std::none_of(runs_.begin(), runs_.end(), [&](const Run& r) { return r.colour == c; }))
+      return c;
+  }
+  return QColor(kRunColours[runs_.size() % kRunColours.size()]);
+}
+
+void LiveCharts::addRun(RunHistoryModel* model) {
+  Q_ASSERT(model != nullptr);
+  if (find(model) != nullptr)
+    return;
+  Run run;
+  run.model = model;
+  run.key = model;
+  run.colour = freeColour();
+  for (int i = 0; i < ChartCount; ++i) {
+    auto* s = new QLineSeries;
+    s->setName(model->runName());
+    QPen pen(run.colour);
+    pen.setWidthF(1.5);
+    s->setPen(pen);
+    QChart* c = chart(i);
+    c->addSeries(s);
+    s->attachAxis(xAxes_[i]);
+    s->attachAxis(yAxes_[i]);
+    run.series[i] = s;
+  }
+  // Connections find the run by model address: runs_ may reallocate.
+  run.connections.push_back(connect(model, &QAbstractItemModel::rowsInserted, this,
+                                    [this, model](const QModelIndex&, int first, int last) {
+                                      if (Run* r = find(model))
+                                        rowsInserted(*r, first, last);
+                                    }));
+  run.connections.push_back(connect(model, &QAbstractItemModel::rowsAboutToBeRemoved, this,
+                                    [this, model](const QModelIndex&, int first, int last) {
+                                      if (Run* r = find(model))
+                                        rowsAboutToBeRemoved(*r, first, last);
+                                    }));
+  run.connections.push_back(connect(model, &QAbstractItemModel::rowsRemoved, this, [this, model] {
+    if (Run* r = find(model); r != nullptr && r->rebuildAfterRemoval)
+      rebuild(*r);
+  }));
+  run.connections.push_back(connect(model, &QAbstractItemModel::modelReset, this, [this, model] {
+    if (Run* r = find(model))
+      rebuild(*r);
+  }));
+  run.connections.push_back(
+      connect(model, &RunHistoryModel::runNameChanged, this, [this, model](const QString& name) {
+        if (Run* r = find(model)) {
+          for (QLineSeries* s : r->series)
+            s->setName(name);
+        }
+      }));
+  run.connections.push_back(
+      connect(model, &QObject::destroyed, this, [this, model] { removeRun(model); }));
+  runs_.push_back(std::move(run));
+  rebuild(runs_.back());
+  updateLegends();
+}
+
+void LiveCharts::updateLegends() {
+  for (int i = 0; i < ChartCount; ++i)
+    chart(i)->legend()->setVisible(runs_.size() > 1);
+}
+
+void LiveCharts::removeRun(RunHistoryModel* model) {
+  auto it = std::find_if(runs_.begin(), runs_.end(), [&](const Run& r) { return r.key == model; });
+  if (it == runs_.end())
+    return;
+  for (const auto& c : it->connections)
+    disconnect(c);
+  for (int i = 0; i < ChartCount; ++i) {
+    chart(i)->removeSeries(it->series[i]);
+    delete it->series[i];
+  }
+  runs_.erase(it);
+  updateLegends();
+  scheduleRefresh();
+}
+
+void LiveCharts::rowsInserted(Run& run, int first, int last) {
+  for (int i = 0; i < ChartCount; ++i) {
+    for (int row = first; row <= last; ++row) {
+      const QPointF p = point(*run.model, row, kColumns[i]);
+      if (drawable(p))
+        run.points[i].append(p);
+    }
+  }
+  run.dirty = true;
+  scheduleRefresh();
+}
+
+void LiveCharts::rowsAboutToBeRemoved(Run& run, int first, int last) {
+  if (first != 0) {  // RunHistoryModel only drops its oldest rows; anything else: start over
+    run.rebuildAfterRemoval = true;
+    return;
+  }
+  for (int i = 0; i < ChartCount; ++i) {
+    qsizetype drop = 0;
+    for (int row = first; row <= last; ++row)
+      drop += drawable(point(*run.model, row, kColumns[i])) ? 1 : 0;
+    run.points[i].remove(0, std::min(drop, run.points[i].size()));
+  }
+  run.dirty = true;
+  scheduleRefresh();
+}
+
+void LiveCharts::rebuild(Run& run) {
+  run.rebuildAfterRemoval = false;
+  for (auto& p : run.points)
+    p.clear();
+  if (run.model != nullptr && run.model->rowCount() > 0)
+    rowsInserted(run, 0, run.model->rowCount() - 1);
+  run.dirty = true;
+  scheduleRefresh();
+}
+
+void LiveCharts::scheduleRefresh() {
+  if (!refresh_->isActive())
+    refresh_->start();
+}
+
+void LiveCharts::flush() {
+  refresh_->stop();
+  for (Run& run : runs_) {
+    if (!run.dirty)
+      continue;
+    for (int i = 0; i < ChartCount; ++i)
+      run.series[i]->replace(run.points[i]);
+    run.dirty = false;
+  }
+  for (int i = 0; i < ChartCount; ++i) {
+    double xLo = std::numeric_limits<double>::infinity(), xHi = -xLo;
+    double yLo = xLo, yHi = -xLo;
+    for (const Run& run : runs_) {
+      for (const QPointF& p : run.points[i]) {
+        xLo = std::min(xLo, p.x());
+        xHi = std::max(xHi, p.x());
+        yLo = std::min(yLo, p.y());
+        yHi = std::max(yHi, p.y());
+      }
+    }
+    if (xLo > xHi)  // no points
+      continue;
+    const auto [x0, x1] = padded(xLo, xHi);
+    xAxes_[i]->setRange(x0, x1);
+    const auto [y0, y1] = padded(yLo, yHi);
+    const double margin = (y1 - y0) * 0.05;
+    yAxes_[i]->setRange(y0 - margin, y1 + margin);
+  }
+}
+
+int LiveCharts::runCount() const {
+  return static_cast<int>(runs_.size());
+}
+
+int LiveCharts::pointCount(int chartIndex, int run) const {
+  Q_ASSERT(chartIndex >= 0 && chartIndex < ChartCount);
+  Q_ASSERT(run >= 0 && run < runCount());
+  return static_cast<int>(runs_[static_cast<size_t>(run)].points[chartIndex].size());
+}
+
+QChart* LiveCharts::chart(int i) const {
+  Q_ASSERT(i >= 0 && i < ChartCount);
+  return views_[i]->chart();
+}
+
+QLineSeries* LiveCharts::series(int chartIndex, int run) const {
+  Q_ASSERT(chartIndex >= 0 && chartIndex < ChartCount);
+  Q_ASSERT(run >= 0 && run < runCount());
+  return runs_[static_cast<size_t>(run)].series[chartIndex];
+}
+
+void LiveCharts::changeEvent(QEvent* event) {
+  if (event->type() == QEvent::PaletteChange)
+    applyTheme();
+  QWidget::changeEvent(event);
+}
+
+void LiveCharts::applyTheme() {
+  const bool dark = palette().color(QPalette::Window).lightness() < 128;
+  const auto theme = dark ? QChart::ChartThemeDark : QChart::ChartThemeLight;
+  for (int i = 0; i < ChartCount; ++i) {
+    QChart* c = chart(i);
+    if (c->theme() == theme)
+      continue;
+    c->setTheme(theme);  // resets the series' pens: give the runs their colours back
+    for (const Run& run : runs_) {
+      QPen pen(run.colour);
+      pen.setWidthF(1.5);
+      run.series[i]->setPen(pen);
+    }
+  }
+}
+
+}  // namespace symtune::ui

@@ -1,0 +1,105 @@
+#include "symtune/ui/runner_launcher.h"
+
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QStandardPaths>
+
+#include <csignal>
+
+namespace symtune::ui {
+
+namespace {
+constexpr int kPollMs = 100;
+constexpr int kPatienceMs = 60000;  // building a cpu-preset model takes seconds, not a minute
+}  // namespace
+
+// Note [Runs outlive the studio]
+// DESIGN.md: a crash or a close of the studio never takes a run down. So the runner is started
+// detached, in its own session, with its output in a log file that the studio polls for the
+// "listening on ENDPOINT" line — a pipe would tie the runner to the studio's life.
+
+RunnerLauncher::RunnerLauncher(QObject* parent) : QObject(parent) {
+  poll_.setInterval(kPollMs);
+  connect(&poll_, &QTimer::timeout, this, &RunnerLauncher::poll);
+}
+
+RunnerLauncher::~RunnerLauncher() = default;
+
+QString RunnerLauncher::runnerPath() {
+  const QString fromEnvironment = qEnvironmentVariable("SYMTUNE_RUNNER");
+  if (!fromEnvironment.isEmpty())
+    return fromEnvironment;
+  return QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("symtune-runner"));
+}
+
+QString RunnerLauncher::newRunFolder(const QString& name) {
+  QString safe = name;
+  safe.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9_.-]+")), QStringLiteral("-"));
+  const QString base = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) +
+                       QStringLiteral("/symtune/runs/") +
+                       QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-")) +
+                       (safe.isEmpty() ? QStringLiteral("run") : safe);
+  QString folder = base;
+  for (int n = 2; QFileInfo::exists(folder); ++n)
+    folder = base + QStringLiteral("-%1").arg(n);
+  QDir().mkpath(folder);
+  return folder;
+}
+
+bool RunnerLauncher::start(const QString& sessionPath, QString* error) {
+  const QString runner = runnerPath();
+  auto refuse = [&](const QString& message) {
+    if (error != nullptr)
+      *error = message;
+    return false;
+  };
+  if (!QFileInfo(runner).isExecutable())
+    return refuse(tr("symtune-runner was not found at %1 (set SYMTUNE_RUNNER)").arg(runner));
+  logPath_ = QFileInfo(sessionPath).absoluteDir().filePath(QStringLiteral("runner.log"));
+  endpoint_.clear();
+  polls_ = 0;
+  QProcess process;
+  process.setProgram(runner);
+  process.setArguments({sessionPath, QStringLiteral("--listen"), QString()});
+  process.setStandardOutputFile(logPath_, QIODevice::Append);
+  process.setStandardErrorFile(logPath_, QIODevice::Append);
+  process.setStandardInputFile(QProcess::nullDevice());
+  if (!process.startDetached(&pid_))
+    return refuse(tr("cannot start %1: %2").arg(runner, process.errorString()));
+  poll_.start();
+  return true;
+}
+
+void RunnerLauncher::poll() {
+  ++polls_;
+  QFile log(logPath_);
+  QString text;
+  if (log.open(QIODevice::ReadOnly))
+    text = QString::fromUtf8(log.readAll());
+  static const QRegularExpression listeningLine(QStringLiteral("^listening on (\\S+)$"),
+                                                QRegularExpression::MultilineOption);
+  const auto match = listeningLine.match(text);
+  if (match.hasMatch()) {
+    poll_.stop();
+    endpoint_ = match.captured(1);
+    Q_EMIT listening(endpoint_);
+    return;
+  }
+  // Gone before listening: the runner said why on its last line (a bad session, a bad model).
+  const bool alive = pid_ > 0 && ::kill(static_cast<pid_t>(pid_), 0) == 0;
+  if (!alive || polls_ * kPollMs > kPatienceMs) {
+    poll_.stop();
+    const QStringList lines = text.trimmed().split('\n', Qt::SkipEmptyParts);
+    const QString last = lines.isEmpty() ? tr("no output") : lines.last();
+    Q_EMIT failed(alive
+                      ? tr("symtune-runner did not start listening within a minute (%1)").arg(last)
+                      : tr("symtune-runner stopped: %1").arg(last));
+  }
+}
+
+}  // namespace symtune::ui
