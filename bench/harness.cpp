@@ -163,6 +163,12 @@ const std::vector<Mode>& baselineModes() {
        },
        {},
        {}},
+      {"fused-optim",
+       "the session's optimizer with symtune::optim's fused step (kernels/)",
+       {},
+       {},
+       {},
+       [](Session& session) { session.optimizer.fused = true; }},
   };
   return modes;
 }
@@ -257,7 +263,10 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
 
   std::vector<std::unique_ptr<Trainer>> trainers;
   for (const Mode* mode : modes) {
-    trainers.push_back(std::make_unique<Trainer>(session));
+    Session own = session;
+    if (mode->configure)
+      mode->configure(own);
+    trainers.push_back(std::make_unique<Trainer>(own));
     if (mode->setup)
       mode->setup(*trainers.back());
     trainers.back()->setTelemetry(Telemetry::Features);

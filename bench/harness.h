@@ -21,12 +21,15 @@ struct Mode {
   std::function<void(Trainer&)> setup;  // once, after the trainer is built (may be empty)
   // Around each of the mode's steps: process-wide switches (may be empty).
   std::function<void()> enter, leave;
+  // The session as this mode trains it, before the trainer is built (may be empty).
+  std::function<void(Session&)> configure = {};
 };
 
 // The baselines: "script" (TorchScript's default profiling executor), "script-noopt" (the same
 // with graph optimization off: the closest TorchScript gets to eager), "checkpoint" (full
 // activation checkpointing of every top-level block); and "tanh-gelu" (the built-in tanh_gelu
-// rewrite applied to the model before it runs; the same as "script" on models without GELU).
+// rewrite applied to the model before it runs; the same as "script" on models without GELU);
+// and "fused-optim" (the session's optimizer with symtune::optim's fused step).
 const std::vector<Mode>& baselineModes();
 const Mode* findMode(const std::string& name);
 

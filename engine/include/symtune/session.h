@@ -53,6 +53,9 @@ struct OptimizerSpec {
   double lr = 1e-3;
   double weightDecay = 0.0;
   double momentum = 0.0;  // sgd only
+  // symtune::optim's fused step (kernels/: one pass over all parameters) instead of
+  // torch::optim's; the same hyper-parameters, state and results.
+  bool fused = false;
 };
 
 struct RunSpec {

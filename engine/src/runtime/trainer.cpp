@@ -1,5 +1,7 @@
 #include "symtune/trainer.h"
 
+#include "symtune/kernels/fused_optimizers.h"
+
 #include <chrono>
 #include <sstream>
 
@@ -29,6 +31,17 @@ torch::Device pickDevice(const std::string& requested) {
 
 std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const OptimizerSpec& spec,
                                                        std::vector<torch::Tensor> params) {
+  if (spec.fused) {
+    if (spec.name == "adam")
+      return std::make_unique<optim::FusedAdam>(
+          params, torch::optim::AdamOptions(spec.lr).weight_decay(spec.weightDecay));
+    if (spec.name == "sgd")
+      return std::make_unique<optim::FusedSGD>(
+          params,
+          torch::optim::SGDOptions(spec.lr).momentum(spec.momentum).weight_decay(spec.weightDecay));
+    return std::make_unique<optim::FusedAdamW>(
+        params, torch::optim::AdamWOptions(spec.lr).weight_decay(spec.weightDecay));
+  }
   if (spec.name == "adam") {
     return std::make_unique<torch::optim::Adam>(
         params, torch::optim::AdamOptions(spec.lr).weight_decay(spec.weightDecay));

@@ -97,6 +97,15 @@ int64_t JsonFields::integer(const std::string& key, int64_t fallback) const {
   return has(key) ? integer(key) : fallback;
 }
 
+bool JsonFields::boolean(const std::string& key, bool fallback) const {
+  if (!has(key))
+    return fallback;
+  const auto& value = require(key);
+  if (!value.is_boolean())
+    fail(key, "expected true or false, found " + describeJsonType(value));
+  return value.get<bool>();
+}
+
 double JsonFields::number(const std::string& key, double fallback) const {
   if (!has(key)) {
     return fallback;

@@ -33,6 +33,7 @@ class JsonFields {
   int64_t integer(const std::string& key) const;
   int64_t integer(const std::string& key, int64_t fallback) const;
   double number(const std::string& key, double fallback) const;
+  bool boolean(const std::string& key, bool fallback) const;
 
   // Fails when the object holds a key that is not in `known` (typos must not pass silently).
   void rejectUnknown(std::initializer_list<const char*> known) const;

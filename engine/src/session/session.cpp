@@ -212,7 +212,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // optimizer
   if (top.has("optimizer")) {
     const JsonFields opt = top.object("optimizer");
-    opt.rejectUnknown({"name", "lr", "weight_decay", "momentum"});
+    opt.rejectUnknown({"name", "lr", "weight_decay", "momentum", "fused"});
     s.optimizer.name = opt.string("name", s.optimizer.name);
     if (s.optimizer.name != "adamw" && s.optimizer.name != "adam" && s.optimizer.name != "sgd") {
       opt.fail("name", "expected one of adamw, adam, sgd, found " + inQuotes(s.optimizer.name));
@@ -232,6 +232,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     if (opt.has("momentum") && s.optimizer.name != "sgd") {
       opt.fail("momentum", "only the sgd optimizer takes a momentum");
     }
+    s.optimizer.fused = opt.boolean("fused", s.optimizer.fused);
   }
 
   // run
@@ -301,6 +302,7 @@ std::string sessionJson(const Session& s) {
                               {"weight_decay", s.optimizer.weightDecay}};
   if (s.optimizer.name == "sgd")
     optimizer["momentum"] = s.optimizer.momentum;
+  optimizer["fused"] = s.optimizer.fused;
   nlohmann::json out = {
       {"format", "symtune-session"},
       {"version", Session::kFormatVersion},
