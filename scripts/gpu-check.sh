@@ -2,10 +2,10 @@
 # Every GPU check in one call, for the GPU machine (the device tool): builds the engine, kernels,
 # runner and GPU checks with the `gpu` preset (no Qt), runs them, and writes the results under
 # $OUT (default bench-results/): machine.txt, build.log, gpu-check.json, ctest.log, demo.log,
-# demo-report.json, bench-telemetry.json, bench-optim-{adamw,sgd}.json, and the six-model
-# benchmark: bench-gpu.json (the engine's modes, symtune-bench) and bench-gpu-python.json (PyTorch
-# eager and torch.compile on the same models and batches, bench/python/anchor.py), within a
-# 9-minute budget together.
+# demo-report.json, bench-telemetry.json, bench-optim-{adamw,sgd}.json, bench-kernels.json, and
+# the six-model benchmark: bench-gpu.json (the engine's modes, symtune-bench) and
+# bench-gpu-python.json (PyTorch eager and torch.compile on the same models and batches,
+# bench/python/anchor.py), within a 9-minute budget together.
 #
 # Here, once before carrying:   scripts/gpu-check.sh --prepare   (copies nlohmann/json's and
 #                                                 Asio's headers into the ignored .deps/include)
@@ -55,6 +55,10 @@ for opt in adamw sgd; do
   timeout 60 build/gpu/bin/symtune-bench-optim --device cuda --preset gpu --optimizer "$opt" \
     --rounds 30 > "$OUT/bench-optim-$opt.json" 2> "$OUT/bench-optim-$opt.log" || status=1
 done
+
+# Fused ops against their ATen compositions on CUDA (their CUDA reference rows ran with ctest).
+timeout 60 build/gpu/bin/symtune-bench-kernels --device cuda --rounds 20 \
+  > "$OUT/bench-kernels.json" 2> "$OUT/bench-kernels.log" || status=1
 
 # Telemetry overhead on the GPU preset (features-only and per-node against off).
 build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 --model dynamic_resnet > "$OUT/bench-telemetry.json" \

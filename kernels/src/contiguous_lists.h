@@ -1,8 +1,11 @@
 #pragma once
 // Contiguous working copies of the tensors a multi-tensor kernel reads and writes: a tensor that
 // is contiguous is used as it is; one that is not is copied, and written back by writeBack() when
-// the kernel changed it. Private to kernels/.
+// the kernel changed it. And the chunks a CPU multi-tensor kernel's parallel loop runs over.
+// Private to kernels/.
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -35,5 +38,21 @@ class ContiguousList {
   std::vector<at::Tensor> tensors_;
   std::vector<std::pair<at::Tensor, at::Tensor>> pending_;  // (original, contiguous copy)
 };
+
+// A range of one tensor's elements: all chunks of all tensors share one parallel loop.
+struct Chunk {
+  size_t tensor;
+  int64_t begin, end;
+};
+
+inline std::vector<Chunk> chunksOf(const std::vector<at::Tensor>& tensors, int64_t grain) {
+  std::vector<Chunk> chunks;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const int64_t n = tensors[t].numel();
+    for (int64_t b = 0; b < n; b += grain)
+      chunks.push_back({t, b, std::min(n, b + grain)});
+  }
+  return chunks;
+}
 
 }  // namespace symtune::kernels

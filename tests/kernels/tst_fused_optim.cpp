@@ -16,6 +16,7 @@
 #include "symtune/kernels/fused_optimizers.h"
 #include "symtune/session.h"
 #include "symtune/trainer.h"
+#include "tensor_compare.h"
 #include "test_main.h"
 
 using torch::optim::Optimizer;
@@ -69,13 +70,6 @@ std::vector<torch::Tensor> parameters(torch::Dtype dtype, torch::Device device) 
   for (auto& p : ps)
     p.requires_grad_(true);
   return ps;
-}
-
-// max |a - b| / max |b|: rounding differences against the tensor's scale (an element near zero
-// would make an element-wise relative difference meaningless).
-double maxRelativeDifference(const torch::Tensor& a, const torch::Tensor& b) {
-  const auto x = a.detach().to(torch::kDouble), y = b.detach().to(torch::kDouble);
-  return ((x - y).abs().max() / (y.abs().max() + 1e-30)).item<double>();
 }
 
 }  // namespace
@@ -142,7 +136,7 @@ class TestFusedOptim : public QObject {
       pair.fused->step();
     }
     for (size_t i = 0; i < a.size(); ++i) {
-      const double diff = maxRelativeDifference(b[i], a[i]);
+      const double diff = symtune::test::scaledError(b[i], a[i]);
       QVERIFY2(diff <= tolerance, qPrintable(QString("parameter %1: %2").arg(i).arg(diff)));
     }
     // The same state: step counts and moments (Adam), momentum buffers (SGD).
@@ -157,15 +151,16 @@ class TestFusedOptim : public QObject {
       if (auto* adamA = dynamic_cast<torch::optim::AdamParamState*>(&sa)) {
         auto& adamB = dynamic_cast<torch::optim::AdamParamState&>(sb);
         QCOMPARE(adamB.step(), adamA->step());
-        QVERIFY(maxRelativeDifference(adamB.exp_avg_sq(), adamA->exp_avg_sq()) <= tolerance);
+        QVERIFY(symtune::test::scaledError(adamB.exp_avg_sq(), adamA->exp_avg_sq()) <= tolerance);
       } else if (auto* wA = dynamic_cast<torch::optim::AdamWParamState*>(&sa)) {
         auto& wB = dynamic_cast<torch::optim::AdamWParamState&>(sb);
         QCOMPARE(wB.step(), wA->step());
-        QVERIFY(maxRelativeDifference(wB.exp_avg(), wA->exp_avg()) <= tolerance);
+        QVERIFY(symtune::test::scaledError(wB.exp_avg(), wA->exp_avg()) <= tolerance);
       } else {
         auto& sgdA = dynamic_cast<torch::optim::SGDParamState&>(sa);
         auto& sgdB = dynamic_cast<torch::optim::SGDParamState&>(sb);
-        QVERIFY(maxRelativeDifference(sgdB.momentum_buffer(), sgdA.momentum_buffer()) <= tolerance);
+        QVERIFY(symtune::test::scaledError(sgdB.momentum_buffer(), sgdA.momentum_buffer()) <=
+                tolerance);
       }
     }
   }
@@ -261,7 +256,7 @@ class TestFusedOptim : public QObject {
       const auto pa = parametersOf(reference), pb = parametersOf(other);
       double worst = 0;
       for (size_t i = 0; i < pa.size(); ++i)
-        worst = std::max(worst, maxRelativeDifference(pb[i], pa[i]));
+        worst = std::max(worst, symtune::test::scaledError(pb[i], pa[i]));
       return worst;
     };
     const double fusedDistance = distance(fused), nudgedDistance = distance(nudged);

@@ -25,6 +25,13 @@ namespace symtune::rules {
 // replaced: matches that overlap an earlier one are skipped by the rewriter and not counted, and
 // the counting filter is the same one that tells the rewriter which matches to take.
 
+// Note [Typed pattern inputs]
+// SubgraphRewriter matches by op kinds and data flow, not by types, so `aten::add(%x, %b, %one)`
+// would also match `x + 1.0`, and a replacement that needs %b to be a tensor would then be wrong.
+// A pattern's inputs therefore match only values whose type is a subtype of the input's declared
+// type; as in TorchScript IR, an input without an annotation is a Tensor, so a pattern that
+// means to match ints, floats or strings says so (`%approximate : str`).
+
 namespace {
 
 using torch::jit::Graph;
@@ -95,6 +102,12 @@ int64_t rewriteGraph(std::shared_ptr<Graph>& graph, const CompiledRewrite& rewri
   int64_t sites = 0;
   auto filter = [&](const torch::jit::Match& match,
                     const std::unordered_map<std::string, torch::jit::Value*>&) {
+    // Note [Typed pattern inputs]: a pattern's input matches only a value of its declared type.
+    for (const auto& [patternValue, value] : match.values_map) {
+      if (patternValue->node()->kind() == torch::jit::prim::Param &&
+          !value->type()->isSubtypeOf(*patternValue->type()))
+        return false;
+    }
     bool selected = rewrite.nodeGlobs.empty();
     for (const auto& [patternNode, node] : match.nodes_map) {
       if (claimed.count(node))

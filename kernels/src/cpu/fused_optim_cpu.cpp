@@ -18,31 +18,16 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
-#include <torch/library.h>
 
 #include "../contiguous_lists.h"
+#include "cpu_kernels.h"
 #include "symtune/kernels/fused_optim.h"
 
-namespace symtune::kernels {
+namespace symtune::kernels::CPU_CAPABILITY {
 
 namespace {
 
 constexpr int64_t kGrain = 32768;  // elements per chunk
-
-struct Chunk {
-  size_t tensor;
-  int64_t begin, end;
-};
-
-std::vector<Chunk> chunksOf(const std::vector<at::Tensor>& tensors) {
-  std::vector<Chunk> chunks;
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const int64_t n = tensors[t].numel();
-    for (int64_t b = 0; b < n; b += kGrain)
-      chunks.push_back({t, b, std::min(n, b + kGrain)});
-  }
-  return chunks;
-}
 
 template <typename T>
 struct AdamCoefficients {
@@ -111,6 +96,8 @@ void adamChunk(T* p, const T* g, T* m, T* v, int64_t begin, int64_t end,
     adamElement(p[i], g[i], m[i], v[i], c);
 }
 
+}  // namespace
+
 void fusedAdamCpu(at::TensorList params, at::TensorList grads, at::TensorList expAvgs,
                   at::TensorList expAvgSqs, c10::IntArrayRef steps, double lr, double beta1,
                   double beta2, double eps, double weightDecay, bool decoupled) {
@@ -122,7 +109,7 @@ void fusedAdamCpu(at::TensorList params, at::TensorList grads, at::TensorList ex
     m.add(expAvgs[i], true);
     v.add(expAvgSqs[i], true);
   }
-  const std::vector<Chunk> chunks = chunksOf(p.tensors());
+  const std::vector<Chunk> chunks = chunksOf(p.tensors(), kGrain);
   at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t k = first; k < last; ++k) {
       const Chunk& ch = chunks[static_cast<size_t>(k)];
@@ -139,6 +126,8 @@ void fusedAdamCpu(at::TensorList params, at::TensorList grads, at::TensorList ex
   m.writeBack();
   v.writeBack();
 }
+
+namespace {
 
 template <typename T>
 void sgdChunk(T* p, const T* g, T* buf, bool fresh, int64_t begin, int64_t end, const SgdHyper& h) {
@@ -177,6 +166,8 @@ void sgdChunk(T* p, const T* g, T* buf, bool fresh, int64_t begin, int64_t end, 
   }
 }
 
+}  // namespace
+
 void fusedSgdCpu(at::TensorList params, at::TensorList grads, at::TensorList momentumBuffers,
                  c10::IntArrayRef fresh, double lr, double momentum, double dampening,
                  double weightDecay, bool nesterov) {
@@ -189,7 +180,7 @@ void fusedSgdCpu(at::TensorList params, at::TensorList grads, at::TensorList mom
     if (buffers)
       b.add(momentumBuffers[i], true);
   }
-  const std::vector<Chunk> chunks = chunksOf(p.tensors());
+  const std::vector<Chunk> chunks = chunksOf(p.tensors(), kGrain);
   at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t k = first; k < last; ++k) {
       const Chunk& ch = chunks[static_cast<size_t>(k)];
@@ -205,10 +196,4 @@ void fusedSgdCpu(at::TensorList params, at::TensorList grads, at::TensorList mom
   b.writeBack();
 }
 
-}  // namespace
-}  // namespace symtune::kernels
-
-TORCH_LIBRARY_IMPL(symtune, CPU, m) {
-  m.impl("fused_adam_", &symtune::kernels::fusedAdamCpu);
-  m.impl("fused_sgd_", &symtune::kernels::fusedSgdCpu);
-}
+}  // namespace symtune::kernels::CPU_CAPABILITY

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "symtune/model_zoo.h"
+#include "symtune/rule_registry.h"
 #include "symtune/rule_rewrite.h"
 #include "symtune/trainer.h"
 #include "test_main.h"
@@ -154,6 +155,55 @@ class TestRuleRewrite : public QObject {
   return (%x)""" })ir")
                                                  .front()});
     QCOMPARE(again.front().sites, int64_t{0});
+  }
+
+  // The built-in fused_bias_gelu: every `gelu(x @ w + b)` of the feed-forward and expert layers
+  // becomes symtune::bias_gelu; losses agree to rounding for 5 steps.
+  void fusedBiasGeluOnTheZoo_data() {
+    QTest::addColumn<QString>("zoo");
+    QTest::addRow("transformer_xl") << "transformer_xl";
+    QTest::addRow("moe_topk") << "moe_topk";
+  }
+  void fusedBiasGeluOnTheZoo() {
+    QFETCH(QString, zoo);
+    const std::string name = zoo.toStdString();
+    const auto before = opCounts(symtune::buildZooModel(name, {"ci", 7, std::nullopt}).module);
+    QVERIFY(before.at("aten::gelu/none") >= 1);
+    auto session = zooSession(name);
+    session.rules.enable = {"fused_bias_gelu"};
+    symtune::Trainer fused(session);
+    QCOMPARE(fused.rewrites().size(), size_t{1});
+    QCOMPARE(fused.rewrites().front().sites, before.at("aten::gelu/none"));
+    const auto after = opCounts(*fused.executor().scriptModule());
+    QCOMPARE(after.count("aten::gelu/none"), size_t{0});
+    QCOMPARE(after.at("symtune::bias_gelu"), before.at("aten::gelu/none"));
+    QCOMPARE(after.count("aten::add") > 0 ? after.at("aten::add") : 0,
+             before.at("aten::add") - before.at("aten::gelu/none"));
+    symtune::Trainer plain(zooSession(name));
+    for (int i = 0; i < 5; ++i) {
+      const double a = fused.step().loss, b = plain.step().loss;
+      QVERIFY2(std::abs(a - b) <= 1e-4 * std::abs(b),
+               qPrintable(QString("step %1: %2 vs %3").arg(i).arg(a).arg(b)));
+    }
+  }
+
+  // Note [Typed pattern inputs]: an unannotated pattern input is a Tensor, so `x + 1.0` (a
+  // float) is not taken for a bias.
+  void patternInputsMatchTheirDeclaredTypes() {
+    auto module = torch::jit::Module("M");
+    module.define(R"ts(
+def forward(self, x: Tensor, b: Tensor):
+    return torch.gelu(x + 1.0) + torch.gelu(x + b)
+)ts");
+    const auto rule = *symtune::rules::Registry::global().get("fused_bias_gelu").rule;
+    const auto reports = symtune::rules::applyRewrites(module, {rule});
+    QCOMPARE(reports.front().sites, int64_t{1});  // x + b only
+    const auto counts = opCounts(module);
+    QCOMPARE(counts.at("symtune::bias_gelu"), int64_t{1});
+    QCOMPARE(counts.at("aten::gelu/none"), int64_t{1});
+    const auto x = torch::randn({3, 4}), b = torch::randn({4});
+    const auto y = module.forward({x, b}).toTensor();
+    QVERIFY(torch::allclose(y, torch::gelu(x + 1.0) + torch::gelu(x + b), 1e-5, 1e-6));
   }
 
   void tanhGeluOnMoeRespectsModuleSelectors() {

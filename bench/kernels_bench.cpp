@@ -1,0 +1,194 @@
+// symtune-bench-kernels: fused ops against the ATen composition they replace, forward plus
+// backward, side by side in one process. Prints JSON.
+//   symtune-bench-kernels [--rounds 20] [--device cpu|cuda]
+//
+// bias_gelu: gelu(x + b) with x of a Transformer's feed-forward activations ([tokens, 4 × width])
+// and b its bias, then backward of a fixed upstream gradient into x and b; the composition is
+// torch::gelu(x + b) through autograd. Each round times both (alternating which goes first);
+// the figures are medians over rounds.
+//
+// rms_clamp_ and clip_grad_norm_: the gradients of a Transformer's layers (per layer: attention
+// in and out projections, two feed-forward matrices, their biases, two norms' weights and
+// biases), every gradient clamped to its own RMS — the gradient_steering rule, written in ATen
+// as t = g.pow(2).mean().sqrt(); g.clamp_(-t, t) per tensor — and global-norm clipping against
+// what torch::nn::utils::clip_grad_norm_ runs (a norm per tensor, the norm of the norms, a
+// multiplication per tensor).
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <string>
+
+#include "bench_common.h"
+#include "symtune/kernels/bias_gelu.h"
+#include "symtune/kernels/grad_clip.h"
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 20;
+  std::string deviceName = "cpu";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::stoi(argv[++i]);
+    } else if (a == "--device" && i + 1 < argc) {
+      deviceName = argv[++i];
+    } else {
+      std::cerr << "usage: symtune-bench-kernels [--rounds N] [--device cpu|cuda]\n";
+      return 2;
+    }
+  }
+  const bool cuda = deviceName == "cuda";
+  if (cuda && !torch::cuda::is_available()) {
+    std::cerr << "symtune-bench-kernels: no CUDA device\n";
+    return 2;
+  }
+  const torch::Device device = cuda ? torch::kCUDA : torch::kCPU;
+  auto sync = [cuda] {
+    if (cuda)
+      torch::cuda::synchronize();
+  };
+  nlohmann::ordered_json cases = nlohmann::ordered_json::array();
+  // Feed-forward activations: [tokens, 4 × width] of a small and a base-sized Transformer.
+  const std::vector<std::pair<int64_t, int64_t>> shapes =
+      cuda ? std::vector<std::pair<int64_t, int64_t>>{{8192, 3072}, {16384, 4096}}
+           : std::vector<std::pair<int64_t, int64_t>>{{2048, 512}, {2048, 3072}};
+  for (const auto& [tokens, features] : shapes) {
+    for (const char* approximate : {"none", "tanh"}) {
+      torch::manual_seed(0);
+      const auto x0 = torch::randn({tokens, features}, torch::TensorOptions().device(device));
+      const auto b0 = torch::randn({features}, torch::TensorOptions().device(device));
+      const auto upstream = torch::randn_like(x0);
+      auto run = [&](bool fused) {
+        auto x = x0.detach().clone().requires_grad_(true);
+        auto b = b0.detach().clone().requires_grad_(true);
+        sync();
+        const double t0 = now();
+        const auto y =
+            fused ? symtune::kernels::biasGelu(x, b, approximate) : torch::gelu(x + b, approximate);
+        y.backward(upstream);
+        sync();
+        return now() - t0;
+      };
+      run(true);  // warm-up: allocations, code paths
+      run(false);
+      std::vector<double> fusedSeconds, atenSeconds, ratios;
+      for (int r = 0; r < rounds; ++r) {
+        double tf = 0, ta = 0;
+        if (r % 2 == 0) {
+          tf = run(true);
+          ta = run(false);
+        } else {
+          ta = run(false);
+          tf = run(true);
+        }
+        fusedSeconds.push_back(tf);
+        atenSeconds.push_back(ta);
+        ratios.push_back(ta / tf);
+      }
+      cases.push_back({{"op", "bias_gelu"},
+                       {"shape", {tokens, features}},
+                       {"approximate", approximate},
+                       {"aten_s", symtune::bench::summary(atenSeconds)},
+                       {"fused_s", symtune::bench::summary(fusedSeconds)},
+                       {"speedup", symtune::bench::median(ratios)}});
+    }
+  }
+  // A Transformer's gradients: `layers` layers of width `width`.
+  const int64_t layers = cuda ? 24 : 4, width = cuda ? 1024 : 512;
+  std::vector<torch::Tensor> gradients;
+  for (int64_t l = 0; l < layers; ++l) {
+    const auto o = torch::TensorOptions().device(device);
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{3 * width, width},
+                                                               {3 * width},
+                                                               {width, width},
+                                                               {width},
+                                                               {4 * width, width},
+                                                               {4 * width},
+                                                               {width, 4 * width},
+                                                               {width},
+                                                               {width},
+                                                               {width},
+                                                               {width},
+                                                               {width}})
+      gradients.push_back(torch::randn(shape, o));
+  }
+  int64_t elements = 0;
+  for (const auto& g : gradients)
+    elements += g.numel();
+  auto copies = [&] {
+    std::vector<torch::Tensor> c;
+    for (const auto& g : gradients)
+      c.push_back(g.clone());
+    return c;
+  };
+  auto timeRounds = [&](const std::function<void(std::vector<torch::Tensor>&)>& fused,
+                        const std::function<void(std::vector<torch::Tensor>&)>& aten,
+                        const char* name) {
+    std::vector<double> fusedSeconds, atenSeconds, ratios;
+    for (int r = -1; r < rounds; ++r) {  // round -1 warms up
+      auto a = copies(), b = copies();
+      auto time = [&](const std::function<void(std::vector<torch::Tensor>&)>& f,
+                      std::vector<torch::Tensor>& gs) {
+        sync();
+        const double t0 = now();
+        f(gs);
+        sync();
+        return now() - t0;
+      };
+      double tf = 0, ta = 0;
+      if (r % 2 == 0) {
+        tf = time(fused, a);
+        ta = time(aten, b);
+      } else {
+        ta = time(aten, b);
+        tf = time(fused, a);
+      }
+      if (r < 0)
+        continue;
+      fusedSeconds.push_back(tf);
+      atenSeconds.push_back(ta);
+      ratios.push_back(ta / tf);
+    }
+    cases.push_back({{"op", name},
+                     {"tensors", gradients.size()},
+                     {"elements", elements},
+                     {"aten_s", symtune::bench::summary(atenSeconds)},
+                     {"fused_s", symtune::bench::summary(fusedSeconds)},
+                     {"speedup", symtune::bench::median(ratios)}});
+  };
+  timeRounds([](std::vector<torch::Tensor>& gs) { symtune::kernels::rmsClamp_(gs); },
+             [](std::vector<torch::Tensor>& gs) {
+               for (auto& g : gs) {
+                 const auto t = g.pow(2).mean().sqrt();
+                 g.clamp_(-t, t);
+               }
+             },
+             "rms_clamp_");
+  timeRounds([](std::vector<torch::Tensor>& gs) { symtune::kernels::clipGradNorm_(gs, 1.0); },
+             [](std::vector<torch::Tensor>& gs) {
+               // What torch::nn::utils::clip_grad_norm_ runs, on the gradients themselves.
+               std::vector<torch::Tensor> norms;
+               for (const auto& g : gs)
+                 norms.push_back(g.norm());
+               const auto coefficient = (1.0 / (torch::stack(norms).norm() + 1e-6)).clamp_max(1.0);
+               for (auto& g : gs)
+                 g.mul_(coefficient);
+             },
+             "clip_grad_norm_");
+
+  nlohmann::ordered_json out = {{"bench", "kernels"},   {"machine", symtune::bench::cpuModel()},
+                                {"device", deviceName}, {"threads", at::get_num_threads()},
+                                {"rounds", rounds},     {"cases", cases}};
+  std::cout << out.dump(2) << std::endl;
+  return 0;
+}

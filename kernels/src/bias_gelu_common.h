@@ -1,0 +1,65 @@
+#pragma once
+// What the CPU and CUDA bias_gelu kernels share: how the bias lies against the input, the
+// approximation's name, and the composition used for the shapes the fused kernels do not take.
+// Private to kernels/.
+
+#include <optional>
+
+#include <ATen/ATen.h>
+
+namespace symtune::kernels {
+
+enum class BiasLayout {
+  None,       // no bias: gelu(input)
+  Row,        // a vector of input's last dimension: bias[i % C]
+  Full,       // input's shape: bias[i]
+  Broadcast,  // anything else: the ATen composition
+};
+
+inline BiasLayout biasLayout(const at::Tensor& input, const std::optional<at::Tensor>& bias) {
+  if (!bias || !bias->defined())
+    return BiasLayout::None;
+  TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "symtune::bias_gelu: the bias is ",
+              bias->scalar_type(), ", the input ", input.scalar_type());
+  TORCH_CHECK(bias->device() == input.device(), "symtune::bias_gelu: the bias is on ",
+              bias->device(), ", the input on ", input.device());
+  if (input.dim() >= 1 && bias->dim() == 1 && bias->size(0) == input.size(-1))
+    return BiasLayout::Row;
+  if (bias->sizes() == input.sizes())
+    return BiasLayout::Full;
+  return BiasLayout::Broadcast;
+}
+
+// True for "tanh", false for "none"; anything else is the caller's mistake.
+inline bool tanhApproximation(c10::string_view approximate) {
+  TORCH_CHECK(approximate == "none" || approximate == "tanh",
+              "symtune::bias_gelu: approximate must be \"none\" or \"tanh\", got \"",
+              std::string(approximate), "\"");
+  return approximate == "tanh";
+}
+
+// The composition the fused op stands for, for broadcast shapes: forward and its backward.
+inline at::Tensor composedForward(const at::Tensor& input, const at::Tensor& bias,
+                                  c10::string_view approximate) {
+  return at::gelu(input + bias, approximate);
+}
+
+inline std::tuple<at::Tensor, at::Tensor> composedBackward(const at::Tensor& grad,
+                                                           const at::Tensor& input,
+                                                           const at::Tensor& bias,
+                                                           c10::string_view approximate) {
+  const at::Tensor gradSum = at::gelu_backward(grad, input + bias, approximate);
+  return {gradSum.sum_to_size(input.sizes()), gradSum.sum_to_size(bias.sizes())};
+}
+
+// The GELU and its derivative, in the math type (float for float and bfloat16, double for
+// double), the same formulas as ATen's GeluKernel.
+template <typename T>
+struct GeluMath {
+  static constexpr T kSqrtHalf = T(0.70710678118654752440);     // 1 / sqrt(2)
+  static constexpr T kInvSqrt2Pi = T(0.39894228040143267794);   // 1 / sqrt(2 pi)
+  static constexpr T kSqrt2OverPi = T(0.79788456080286535588);  // sqrt(2 / pi)
+  static constexpr T kCubic = T(0.044715);
+};
+
+}  // namespace symtune::kernels

@@ -1,0 +1,231 @@
+// CPU implementation of symtune::bias_gelu and its backward: rows of the last dimension in one
+// parallel loop, each one vectorized pass (at::vec) that adds the bias and applies the GELU — or,
+// backward, recomputes input + bias, multiplies the GELU's derivative into the gradient and
+// accumulates the bias gradient of its rows in the same pass (per thread, then summed).
+
+#include <cmath>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include "../bias_gelu_common.h"
+#include "cpu_kernels.h"
+
+namespace symtune::kernels::CPU_CAPABILITY {
+
+namespace {
+
+template <typename T>
+inline T geluScalar(T z, bool tanhApprox) {
+  using M = GeluMath<T>;
+  if (tanhApprox) {
+    const T inner = M::kSqrt2OverPi * (z + M::kCubic * z * z * z);
+    return T(0.5) * z * (T(1) + std::tanh(inner));
+  }
+  return T(0.5) * z * (T(1) + std::erf(z * M::kSqrtHalf));
+}
+
+template <typename T>
+inline T geluGradScalar(T z, bool tanhApprox) {
+  using M = GeluMath<T>;
+  if (tanhApprox) {
+    const T z2 = z * z;
+    const T t = std::tanh(M::kSqrt2OverPi * (z + M::kCubic * z2 * z));
+    return T(0.5) * (T(1) + t) +
+           T(0.5) * z * (T(1) - t * t) * M::kSqrt2OverPi * (T(1) + T(3) * M::kCubic * z2);
+  }
+  return T(0.5) * (T(1) + std::erf(z * M::kSqrtHalf)) +
+         z * std::exp(T(-0.5) * z * z) * M::kInvSqrt2Pi;
+}
+
+template <typename T>
+inline at::vec::Vectorized<T> geluVec(at::vec::Vectorized<T> z, bool tanhApprox) {
+  using Vec = at::vec::Vectorized<T>;
+  using M = GeluMath<T>;
+  const Vec half(T(0.5)), one(T(1));
+  if (tanhApprox) {
+    const Vec inner = Vec(M::kSqrt2OverPi) * (z + Vec(M::kCubic) * z * z * z);
+    return half * z * (one + inner.tanh());
+  }
+  return half * z * (one + (z * Vec(M::kSqrtHalf)).erf());
+}
+
+template <typename T>
+inline at::vec::Vectorized<T> geluGradVec(at::vec::Vectorized<T> z, bool tanhApprox) {
+  using Vec = at::vec::Vectorized<T>;
+  using M = GeluMath<T>;
+  const Vec half(T(0.5)), one(T(1));
+  if (tanhApprox) {
+    const Vec z2 = z * z;
+    const Vec t = (Vec(M::kSqrt2OverPi) * (z + Vec(M::kCubic) * z2 * z)).tanh();
+    return half * (one + t) +
+           half * z * (one - t * t) * Vec(M::kSqrt2OverPi) * (one + Vec(T(3) * M::kCubic) * z2);
+  }
+  return half * (one + (z * Vec(M::kSqrtHalf)).erf()) +
+         z * (Vec(T(-0.5)) * z * z).exp() * Vec(M::kInvSqrt2Pi);
+}
+
+// The bias element of flat index i: none, bias[i % C] or bias[i].
+template <typename T>
+struct BiasAt {
+  const T* data = nullptr;
+  int64_t columns = 0;  // Row: C; Full: 0
+  T operator()(int64_t row, int64_t col, int64_t flat) const {
+    if (data == nullptr)
+      return T(0);
+    (void)row;
+    return columns > 0 ? data[col] : data[flat];
+  }
+};
+
+template <typename T>
+void forwardRows(const T* x, T* y, BiasAt<T> bias, int64_t rows, int64_t columns, bool tanhApprox) {
+  using Opmath = at::opmath_type<T>;
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(columns, 1));
+  at::parallel_for(0, rows, grain, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t base = r * columns;
+      int64_t c = 0;
+      if constexpr (std::is_same_v<T, Opmath>) {
+        using Vec = at::vec::Vectorized<T>;
+        constexpr int64_t kStep = Vec::size();
+        auto load = [&](int64_t at) {
+          Vec z = Vec::loadu(x + base + at);
+          if (bias.data != nullptr)
+            z = z + Vec::loadu(bias.data + (bias.columns > 0 ? at : base + at));
+          return z;
+        };
+        // Two vectors per iteration: erf and tanh are long dependency chains, and two
+        // independent ones keep the vector units busy (as ATen's cpu_kernel_vec does).
+        for (; c + 2 * kStep <= columns; c += 2 * kStep) {
+          const Vec z0 = load(c), z1 = load(c + kStep);
+          geluVec(z0, tanhApprox).store(y + base + c);
+          geluVec(z1, tanhApprox).store(y + base + c + kStep);
+        }
+        for (; c + kStep <= columns; c += kStep)
+          geluVec(load(c), tanhApprox).store(y + base + c);
+      }
+      for (; c < columns; ++c) {
+        const Opmath z =
+            static_cast<Opmath>(x[base + c]) + static_cast<Opmath>(bias(r, c, base + c));
+        y[base + c] = static_cast<T>(geluScalar(z, tanhApprox));
+      }
+    }
+  });
+}
+
+// One row of the backward: dx = grad * gelu'(x + bias), and dx added to the row bias's sums.
+template <typename T>
+void backwardRow(const T* g, const T* x, BiasAt<T> bias, T* dx, at::opmath_type<T>* sums, int64_t r,
+                 int64_t columns, bool tanhApprox) {
+  using Opmath = at::opmath_type<T>;
+  const int64_t base = r * columns;
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, Opmath>) {
+    using Vec = at::vec::Vectorized<T>;
+    constexpr int64_t kStep = Vec::size();
+    auto one = [&](int64_t at) {
+      Vec z = Vec::loadu(x + base + at);
+      if (bias.data != nullptr)
+        z = z + Vec::loadu(bias.data + (bias.columns > 0 ? at : base + at));
+      return Vec::loadu(g + base + at) * geluGradVec(z, tanhApprox);
+    };
+    auto keep = [&](int64_t at, const Vec& d) {
+      d.store(dx + base + at);
+      if (sums != nullptr)
+        (Vec::loadu(sums + at) + d).store(sums + at);
+    };
+    for (; c + 2 * kStep <= columns; c += 2 * kStep) {  // two chains, as forward
+      const Vec d0 = one(c), d1 = one(c + kStep);
+      keep(c, d0);
+      keep(c + kStep, d1);
+    }
+    for (; c + kStep <= columns; c += kStep)
+      keep(c, one(c));
+  }
+  for (; c < columns; ++c) {
+    const Opmath z = static_cast<Opmath>(x[base + c]) + static_cast<Opmath>(bias(r, c, base + c));
+    const Opmath d = static_cast<Opmath>(g[base + c]) * geluGradScalar(z, tanhApprox);
+    dx[base + c] = static_cast<T>(d);
+    if (sums != nullptr)
+      sums[c] += d;
+  }
+}
+
+}  // namespace
+
+at::Tensor biasGeluCpu(const at::Tensor& input, const std::optional<at::Tensor>& bias,
+                       c10::string_view approximate) {
+  const bool tanhApprox = tanhApproximation(approximate);
+  const BiasLayout layout = biasLayout(input, bias);
+  if (layout == BiasLayout::Broadcast)
+    return composedForward(input, *bias, approximate);
+  const at::Tensor x = input.contiguous();
+  const at::Tensor b = layout == BiasLayout::None ? at::Tensor() : bias->contiguous();
+  at::Tensor y = at::empty_like(x);
+  if (x.numel() == 0)
+    return y;
+  const int64_t columns = x.dim() == 0 ? 1 : x.size(-1);
+  const int64_t rows = x.numel() / columns;
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "bias_gelu_cpu", [&] {
+    const BiasAt<scalar_t> biasAt{b.defined() ? b.const_data_ptr<scalar_t>() : nullptr,
+                                  layout == BiasLayout::Row ? columns : 0};
+    forwardRows(x.const_data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), biasAt, rows, columns,
+                tanhApprox);
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> biasGeluBackwardCpu(const at::Tensor& gradIn,
+                                                       const at::Tensor& input,
+                                                       const std::optional<at::Tensor>& bias,
+                                                       c10::string_view approximate) {
+  const bool tanhApprox = tanhApproximation(approximate);
+  const BiasLayout layout = biasLayout(input, bias);
+  if (layout == BiasLayout::Broadcast)
+    return composedBackward(gradIn, input, *bias, approximate);
+  TORCH_CHECK(gradIn.sizes() == input.sizes(), "symtune::bias_gelu_backward: the gradient has ",
+              "shape ", gradIn.sizes(), ", the input ", input.sizes());
+  const at::Tensor g = gradIn.contiguous(), x = input.contiguous();
+  const at::Tensor b = layout == BiasLayout::None ? at::Tensor() : bias->contiguous();
+  at::Tensor dx = at::empty_like(x);
+  const int64_t columns = x.dim() == 0 ? 1 : x.size(-1);
+  const int64_t rows = columns == 0 ? 0 : x.numel() / columns;
+  at::Tensor db;
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "bias_gelu_backward_cpu", [&] {
+    using Opmath = at::opmath_type<scalar_t>;
+    const scalar_t* gp = g.const_data_ptr<scalar_t>();
+    const scalar_t* xp = x.const_data_ptr<scalar_t>();
+    scalar_t* dxp = dx.data_ptr<scalar_t>();
+    const BiasAt<scalar_t> biasAt{b.defined() ? b.const_data_ptr<scalar_t>() : nullptr,
+                                  layout == BiasLayout::Row ? columns : 0};
+    // A row bias's gradient: each thread's rows summed into its own slot, then the slots.
+    const bool rowSums = layout == BiasLayout::Row;
+    const int threads = at::get_num_threads();
+    std::vector<Opmath> partial(rowSums ? static_cast<size_t>(threads * columns) : 0, Opmath(0));
+    const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(columns, 1));
+    at::parallel_for(0, rows, grain, [&](int64_t first, int64_t last) {
+      Opmath* sums = rowSums ? partial.data() + at::get_thread_num() * columns : nullptr;
+      for (int64_t r = first; r < last; ++r)
+        backwardRow(gp, xp, biasAt, dxp, sums, r, columns, tanhApprox);
+    });
+    if (rowSums) {
+      at::Tensor total =
+          at::zeros({columns}, x.options().dtype(c10::CppTypeToScalarType<Opmath>::value));
+      Opmath* tp = total.data_ptr<Opmath>();
+      for (int t = 0; t < threads; ++t)
+        for (int64_t c = 0; c < columns; ++c)
+          tp[c] += partial[static_cast<size_t>(t * columns + c)];
+      db = total.to(x.scalar_type());
+    } else if (layout == BiasLayout::Full) {
+      db = dx.clone();  // an output of its own: the schema's two results do not alias
+    }
+  });
+  return {dx.view(input.sizes()), db};
+}
+
+}  // namespace symtune::kernels::CPU_CAPABILITY

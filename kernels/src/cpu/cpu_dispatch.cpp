@@ -1,0 +1,95 @@
+// Registers the CPU implementations of Symtune's operators, each choosing at run time among the
+// kernels built for AVX-512, for AVX2 + FMA and the portable ones (Note [CPU capabilities]).
+
+#include <torch/library.h>
+
+#include "cpu_kernels.h"
+
+namespace symtune::kernels {
+
+namespace {
+
+// Note [CPU capabilities]
+// at::vec compiles to whatever the translation unit may use: without flags, plain loops (and
+// one std::erf call per element); with -mavx2 -mfma or the AVX-512 flags, 256- or 512-bit
+// registers and Sleef's vectorized functions (exported by libtorch_cpu). ATen builds its own
+// kernels per capability and picks the best at run time; so do we, for the kernels in
+// cpu_kernels.h: each is compiled into the namespaces DEFAULT, AVX2 and AVX512, and a build runs
+// only on a CPU that has its instructions — the same choice ATen makes, so the fused ops are
+// measured against ATen's kernels on equal terms. Only the kernel files get the flags. As with
+// ATen's own per-capability builds, an inline function of a shared header (c10, ATen) that the
+// builds instantiate may be kept from a wider build's objects by the linker, so x86-64 CPUs
+// without AVX2 (older than 2013) are not a target.
+enum class Capability { Default, Avx2, Avx512 };
+
+Capability capability() {
+#ifdef SYMTUNE_HAVE_X86_KERNELS
+  static const Capability best = [] {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("fma"))
+      return Capability::Avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      return Capability::Avx2;
+    return Capability::Default;
+  }();
+  return best;
+#else
+  return Capability::Default;
+#endif
+}
+
+#ifdef SYMTUNE_HAVE_X86_KERNELS
+#define SYMTUNE_CPU_CALL(fn, ...)                               \
+  (capability() == Capability::Avx512 ? AVX512::fn(__VA_ARGS__) \
+   : capability() == Capability::Avx2 ? AVX2::fn(__VA_ARGS__)   \
+                                      : DEFAULT::fn(__VA_ARGS__))
+#else
+#define SYMTUNE_CPU_CALL(fn, ...) DEFAULT::fn(__VA_ARGS__)
+#endif
+
+at::Tensor biasGelu(const at::Tensor& input, const std::optional<at::Tensor>& bias,
+                    c10::string_view approximate) {
+  return SYMTUNE_CPU_CALL(biasGeluCpu, input, bias, approximate);
+}
+
+std::tuple<at::Tensor, at::Tensor> biasGeluBackward(const at::Tensor& grad, const at::Tensor& input,
+                                                    const std::optional<at::Tensor>& bias,
+                                                    c10::string_view approximate) {
+  return SYMTUNE_CPU_CALL(biasGeluBackwardCpu, grad, input, bias, approximate);
+}
+
+void fusedAdam(at::TensorList params, at::TensorList grads, at::TensorList expAvgs,
+               at::TensorList expAvgSqs, c10::IntArrayRef steps, double lr, double beta1,
+               double beta2, double eps, double weightDecay, bool decoupled) {
+  SYMTUNE_CPU_CALL(fusedAdamCpu, params, grads, expAvgs, expAvgSqs, steps, lr, beta1, beta2, eps,
+                   weightDecay, decoupled);
+}
+
+void fusedSgd(at::TensorList params, at::TensorList grads, at::TensorList momentumBuffers,
+              c10::IntArrayRef fresh, double lr, double momentum, double dampening,
+              double weightDecay, bool nesterov) {
+  SYMTUNE_CPU_CALL(fusedSgdCpu, params, grads, momentumBuffers, fresh, lr, momentum, dampening,
+                   weightDecay, nesterov);
+}
+
+at::Tensor rmsClamp(at::TensorList grads) {
+  return SYMTUNE_CPU_CALL(rmsClampCpu, grads);
+}
+
+at::Tensor clipGradNorm(at::TensorList grads, double maxNorm) {
+  return SYMTUNE_CPU_CALL(clipGradNormCpu, grads, maxNorm);
+}
+
+}  // namespace
+
+}  // namespace symtune::kernels
+
+TORCH_LIBRARY_IMPL(symtune, CPU, m) {
+  m.impl("bias_gelu", &symtune::kernels::biasGelu);
+  m.impl("bias_gelu_backward", &symtune::kernels::biasGeluBackward);
+  m.impl("fused_adam_", &symtune::kernels::fusedAdam);
+  m.impl("fused_sgd_", &symtune::kernels::fusedSgd);
+  m.impl("rms_clamp_", &symtune::kernels::rmsClamp);
+  m.impl("clip_grad_norm_", &symtune::kernels::clipGradNorm);
+}
