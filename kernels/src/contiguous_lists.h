@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 
 namespace symtune::kernels {
@@ -53,6 +54,27 @@ inline std::vector<Chunk> chunksOf(const std::vector<at::Tensor>& tensors, int64
       chunks.push_back({t, b, std::min(n, b + grain)});
   }
   return chunks;
+}
+
+// Runs f(tensor, begin, end) over every element of every tensor, in parallel, the work split by
+// elements rather than by tensors: a model's hundreds of small tensors and few large ones load
+// the threads evenly. Each call covers part of one tensor.
+template <typename F>
+void parallelOverElements(const std::vector<at::Tensor>& tensors, int64_t grain, const F& f) {
+  std::vector<int64_t> start(tensors.size() + 1, 0);  // prefix sums of the element counts
+  for (size_t t = 0; t < tensors.size(); ++t)
+    start[t + 1] = start[t] + tensors[t].numel();
+  at::parallel_for(0, start.back(), grain, [&](int64_t begin, int64_t end) {
+    size_t t =
+        static_cast<size_t>(std::upper_bound(start.begin(), start.end(), begin) - start.begin()) -
+        1;
+    for (; begin < end && t < tensors.size(); ++t) {
+      const int64_t stop = std::min(end, start[t + 1]);
+      if (stop > begin)
+        f(t, begin - start[t], stop - start[t]);
+      begin = stop;
+    }
+  });
 }
 
 }  // namespace symtune::kernels

@@ -250,11 +250,13 @@ bool MainWindow::startSession(const QJsonObject& session, int samplingEvery, QSt
     if (!openSession(path, &openError))
       problem = openError;
   }
-  if (problem.isEmpty())
-    return startOpenSession(error) && (samplingOnAttach_ = samplingEvery, true);
-  if (error != nullptr)
-    *error = problem;
-  return false;
+  if (!problem.isEmpty()) {
+    if (error != nullptr)
+      *error = problem;
+    return false;
+  }
+  samplingOnAttach_ = samplingEvery;  // sent once the run is attached
+  return startOpenSession(error);
 }
 
 bool MainWindow::startOpenSession(QString* error) {

@@ -1,6 +1,7 @@
-// CPU implementation of symtune::fused_adam_ and symtune::fused_sgd_: every tensor cut into
-// chunks, all chunks of all tensors in one parallel loop, each chunk one vectorized pass
-// (at::vec) that reads a parameter's element, its gradient and state once and writes them once.
+// CPU implementation of symtune::fused_adam_ and symtune::fused_sgd_: one parallel loop over the
+// elements of all tensors (split by elements, so the threads get equal work), each range one
+// vectorized pass (at::vec) that reads a parameter's element, its gradient and state once and
+// writes them once.
 //
 // Note [One pass]
 // torch::optim::Adam runs about ten ATen ops per parameter per step (mul_, add_, addcmul_, sqrt,
@@ -35,18 +36,27 @@ struct AdamCoefficients {
   bool coupled;  // weight decay added to the gradient (Adam), not to the parameter (AdamW)
 };
 
+// The bias corrections of a tensor's step: lr / (1 - beta1^t) and sqrt(1 - beta2^t), once per
+// tensor (not per chunk).
+struct BiasCorrection {
+  double stepSize, bc2Sqrt;
+};
+
+BiasCorrection biasCorrection(const AdamHyper& h, int64_t step) {
+  const double t = static_cast<double>(step);
+  return {h.lr / (1 - std::pow(h.beta1, t)), std::sqrt(1 - std::pow(h.beta2, t))};
+}
+
 template <typename T, typename Opmath>
-AdamCoefficients<Opmath> adamCoefficients(const AdamHyper& h, int64_t step) {
+AdamCoefficients<Opmath> adamCoefficients(const AdamHyper& h, const BiasCorrection& bc) {
   AdamCoefficients<Opmath> c{};
   c.beta1 = static_cast<Opmath>(h.beta1);
   c.beta2 = static_cast<Opmath>(h.beta2);
   c.oneMinusBeta1 = static_cast<Opmath>(1 - h.beta1);
   c.oneMinusBeta2 = static_cast<Opmath>(1 - h.beta2);
   c.eps = static_cast<Opmath>(h.eps);
-  const double bc1 = 1 - std::pow(h.beta1, static_cast<double>(step));
-  const double bc2 = 1 - std::pow(h.beta2, static_cast<double>(step));
-  c.stepSize = static_cast<Opmath>(h.lr / bc1);
-  c.bc2Sqrt = static_cast<Opmath>(std::sqrt(bc2));
+  c.stepSize = static_cast<Opmath>(bc.stepSize);
+  c.bc2Sqrt = static_cast<Opmath>(bc.bc2Sqrt);
   c.coupled = !h.decoupled && h.weightDecay != 0;
   c.weightDecay = static_cast<Opmath>(h.weightDecay);
   c.decay = static_cast<Opmath>(h.decoupled ? 1 - h.lr * h.weightDecay : 1);
@@ -109,18 +119,16 @@ void fusedAdamCpu(at::TensorList params, at::TensorList grads, at::TensorList ex
     m.add(expAvgs[i], true);
     v.add(expAvgSqs[i], true);
   }
-  const std::vector<Chunk> chunks = chunksOf(p.tensors(), kGrain);
-  at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
-    for (int64_t k = first; k < last; ++k) {
-      const Chunk& ch = chunks[static_cast<size_t>(k)];
-      const size_t t = ch.tensor;
-      AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, p[t].scalar_type(), "fused_adam_cpu", [&] {
-        using Opmath = at::opmath_type<scalar_t>;
-        const auto c = adamCoefficients<scalar_t, Opmath>(h, steps[t]);
-        adamChunk(p[t].data_ptr<scalar_t>(), g[t].const_data_ptr<scalar_t>(),
-                  m[t].data_ptr<scalar_t>(), v[t].data_ptr<scalar_t>(), ch.begin, ch.end, c);
-      });
-    }
+  std::vector<BiasCorrection> corrections;
+  for (size_t t = 0; t < p.size(); ++t)
+    corrections.push_back(biasCorrection(h, steps[t]));
+  parallelOverElements(p.tensors(), kGrain, [&](size_t t, int64_t begin, int64_t end) {
+    AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, p[t].scalar_type(), "fused_adam_cpu", [&] {
+      using Opmath = at::opmath_type<scalar_t>;
+      const auto c = adamCoefficients<scalar_t, Opmath>(h, corrections[t]);
+      adamChunk(p[t].data_ptr<scalar_t>(), g[t].const_data_ptr<scalar_t>(),
+                m[t].data_ptr<scalar_t>(), v[t].data_ptr<scalar_t>(), begin, end, c);
+    });
   });
   p.writeBack();
   m.writeBack();
@@ -180,17 +188,12 @@ void fusedSgdCpu(at::TensorList params, at::TensorList grads, at::TensorList mom
     if (buffers)
       b.add(momentumBuffers[i], true);
   }
-  const std::vector<Chunk> chunks = chunksOf(p.tensors(), kGrain);
-  at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
-    for (int64_t k = first; k < last; ++k) {
-      const Chunk& ch = chunks[static_cast<size_t>(k)];
-      const size_t t = ch.tensor;
-      AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, p[t].scalar_type(), "fused_sgd_cpu", [&] {
-        sgdChunk(p[t].data_ptr<scalar_t>(), g[t].const_data_ptr<scalar_t>(),
-                 buffers ? b[t].data_ptr<scalar_t>() : nullptr, buffers && fresh[t] != 0, ch.begin,
-                 ch.end, h);
-      });
-    }
+  parallelOverElements(p.tensors(), kGrain, [&](size_t t, int64_t begin, int64_t end) {
+    AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, p[t].scalar_type(), "fused_sgd_cpu", [&] {
+      sgdChunk(p[t].data_ptr<scalar_t>(), g[t].const_data_ptr<scalar_t>(),
+               buffers ? b[t].data_ptr<scalar_t>() : nullptr, buffers && fresh[t] != 0, begin, end,
+               h);
+    });
   });
   p.writeBack();
   b.writeBack();
