@@ -7,6 +7,9 @@
 // torch::gelu(x + b) through autograd. Each round times both (alternating which goes first);
 // the figures are medians over rounds.
 //
+// softmax_cross_entropy: logits of a language model's output layer against torch's
+// cross_entropy (log_softmax + nll_loss), forward and backward.
+//
 // rms_clamp_ and clip_grad_norm_: the gradients of a Transformer's layers (per layer: attention
 // in and out projections, two feed-forward matrices, their biases, two norms' weights and
 // biases), every gradient clamped to its own RMS — the gradient_steering rule, written in ATen
@@ -24,6 +27,7 @@
 #include "bench_common.h"
 #include "symtune/kernels/bias_gelu.h"
 #include "symtune/kernels/grad_clip.h"
+#include "symtune/kernels/softmax_cross_entropy.h"
 
 namespace {
 
@@ -103,6 +107,44 @@ int main(int argc, char** argv) {
                        {"speedup", symtune::bench::median(ratios)}});
     }
   }
+  // softmax_cross_entropy: a language model's output layer, [tokens, vocabulary], every 8th
+  // token ignored (padding), forward and backward against torch's cross_entropy.
+  for (const auto& [tokens, vocabulary] :
+       cuda ? std::vector<std::pair<int64_t, int64_t>>{{8192, 32000}}
+            : std::vector<std::pair<int64_t, int64_t>>{{2048, 1000}, {512, 32000}}) {
+    torch::manual_seed(0);
+    const auto logits0 = torch::randn({tokens, vocabulary}, torch::TensorOptions().device(device));
+    auto target = torch::randint(vocabulary, {tokens},
+                                 torch::TensorOptions().dtype(torch::kLong).device(device));
+    target.index_put_({torch::arange(0, tokens, 8, target.options())}, -100);
+    auto run = [&](bool fused) {
+      auto logits = logits0.detach().clone().requires_grad_(true);
+      sync();
+      const double t0 = now();
+      const auto loss = fused ? symtune::kernels::softmaxCrossEntropy(logits, target)
+                              : torch::nn::functional::cross_entropy(logits, target);
+      loss.backward();
+      sync();
+      return now() - t0;
+    };
+    run(true);
+    run(false);
+    std::vector<double> fusedSeconds, atenSeconds, ratios;
+    for (int r = 0; r < rounds; ++r) {
+      const bool fusedFirst = r % 2 == 0;
+      const double first = run(fusedFirst), second = run(!fusedFirst);
+      const double tf = fusedFirst ? first : second, ta = fusedFirst ? second : first;
+      fusedSeconds.push_back(tf);
+      atenSeconds.push_back(ta);
+      ratios.push_back(ta / tf);
+    }
+    cases.push_back({{"op", "softmax_cross_entropy"},
+                     {"shape", {tokens, vocabulary}},
+                     {"aten_s", symtune::bench::summary(atenSeconds)},
+                     {"fused_s", symtune::bench::summary(fusedSeconds)},
+                     {"speedup", symtune::bench::median(ratios)}});
+  }
+
   // A Transformer's gradients: `layers` layers of width `width`.
   const int64_t layers = cuda ? 24 : 4, width = cuda ? 1024 : 512;
   std::vector<torch::Tensor> gradients;

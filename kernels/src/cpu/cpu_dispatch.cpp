@@ -81,6 +81,18 @@ at::Tensor clipGradNorm(at::TensorList grads, double maxNorm) {
   return SYMTUNE_CPU_CALL(clipGradNormCpu, grads, maxNorm);
 }
 
+std::tuple<at::Tensor, at::Tensor> softmaxCrossEntropyForward(const at::Tensor& logits,
+                                                              const at::Tensor& target,
+                                                              int64_t ignoreIndex) {
+  return SYMTUNE_CPU_CALL(softmaxCrossEntropyForwardCpu, logits, target, ignoreIndex);
+}
+
+at::Tensor softmaxCrossEntropyBackward(const at::Tensor& grad, const at::Tensor& logits,
+                                       const at::Tensor& target, const at::Tensor& lse,
+                                       int64_t ignoreIndex) {
+  return SYMTUNE_CPU_CALL(softmaxCrossEntropyBackwardCpu, grad, logits, target, lse, ignoreIndex);
+}
+
 }  // namespace
 
 }  // namespace symtune::kernels
@@ -92,4 +104,6 @@ TORCH_LIBRARY_IMPL(symtune, CPU, m) {
   m.impl("fused_sgd_", &symtune::kernels::fusedSgd);
   m.impl("rms_clamp_", &symtune::kernels::rmsClamp);
   m.impl("clip_grad_norm_", &symtune::kernels::clipGradNorm);
+  m.impl("softmax_cross_entropy_forward", &symtune::kernels::softmaxCrossEntropyForward);
+  m.impl("softmax_cross_entropy_backward", &symtune::kernels::softmaxCrossEntropyBackward);
 }

@@ -27,6 +27,12 @@
                    double weightDecay, bool nesterov);                                          \
   at::Tensor rmsClampCpu(at::TensorList grads);                                                 \
   at::Tensor clipGradNormCpu(at::TensorList grads, double maxNorm);                             \
+  std::tuple<at::Tensor, at::Tensor> softmaxCrossEntropyForwardCpu(const at::Tensor& logits,    \
+                                                                   const at::Tensor& target,    \
+                                                                   int64_t ignoreIndex);        \
+  at::Tensor softmaxCrossEntropyBackwardCpu(const at::Tensor& grad, const at::Tensor& logits,   \
+                                            const at::Tensor& target, const at::Tensor& lse,    \
+                                            int64_t ignoreIndex);                               \
   }
 
 SYMTUNE_DECLARE_CPU_KERNELS(DEFAULT)
