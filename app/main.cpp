@@ -14,7 +14,6 @@
 
 #ifdef SYMTUNE_HAS_STUDIO
 #include <QApplication>
-#include <QGuiApplication>
 #include <QPixmap>
 #include <QScreen>
 #include <QTimer>

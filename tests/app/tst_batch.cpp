@@ -203,6 +203,37 @@ class TestBatch : public QObject {
     QTest::addRow("listen on any address")
         << QStringList{"@/s.json", "--listen", "tcp:0.0.0.0:0"} << kSession << 2
         << "TCP is for loopback only (127.0.0.1 or ::1)";
+    QTest::addRow("run without a session") << QStringList{"--run"} << QByteArray() << 2
+                                           << "--run needs a session (symtune --run SESSION)";
+    QTest::addRow("run with batch") << QStringList{"--batch", "@/s.json", "--run"} << kSession << 2
+                                    << "--run, --overlay and --screenshot are the studio's";
+    QTest::addRow("unknown overlay")
+        << QStringList{"--overlay", "heat"} << QByteArray() << 2
+        << "--overlay expects none, latency, memory, flops or gradnorm, got \"heat\"";
+    QTest::addRow("screenshot after no steps")
+        << QStringList{"--screenshot", "x.png", "--screenshot-after", "0"} << QByteArray() << 2
+        << "--screenshot-after expects a positive number of steps, got \"0\"";
+    QTest::addRow("rules list with an argument")
+        << QStringList{"rules", "list", "x"} << QByteArray() << 2
+        << "rules list takes no arguments";
+  }
+
+  // `symtune rules list` hands over to the runner, whose registry holds the built-in pack (and
+  // the build's example plugin): JSON the New Session dialog reads.
+  void rulesListIsTheRegistryAsJson() {
+    const Result r = run({"rules", "list"});
+    QCOMPARE(r.exitCode, 0);
+    const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8());
+    QVERIFY2(doc.isArray(), qPrintable(r.out.left(200)));
+    QStringList names;
+    for (const auto& v : doc.array()) {
+      const QJsonObject rule = v.toObject();
+      QVERIFY(!rule["description"].toString().isEmpty());
+      QVERIFY(!rule["origin"].toString().isEmpty());
+      names << rule["name"].toString();
+    }
+    for (const char* name : {"gradient_steering", "nan_guard", "tanh_gelu", "fused_bias_gelu"})
+      QVERIFY2(names.contains(name), name);
   }
 
   void badInputExitsWithOneLine() {
