@@ -25,6 +25,7 @@
 #include <string>
 
 #include "bench_common.h"
+#include "symtune/kernels/add_layer_norm.h"
 #include "symtune/kernels/bias_gelu.h"
 #include "symtune/kernels/grad_clip.h"
 #include "symtune/kernels/softmax_cross_entropy.h"
@@ -33,6 +34,27 @@ namespace {
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// `rounds` side-by-side timings of run(true) (the fused op) and run(false) (the composition),
+// alternating which goes first, after one warm-up of each: the case's JSON with medians.
+nlohmann::ordered_json sideBySide(int rounds, const std::function<double(bool fused)>& run,
+                                  nlohmann::ordered_json info) {
+  run(true);
+  run(false);
+  std::vector<double> fusedSeconds, atenSeconds, ratios;
+  for (int r = 0; r < rounds; ++r) {
+    const bool fusedFirst = r % 2 == 0;
+    const double first = run(fusedFirst), second = run(!fusedFirst);
+    const double fused = fusedFirst ? first : second, aten = fusedFirst ? second : first;
+    fusedSeconds.push_back(fused);
+    atenSeconds.push_back(aten);
+    ratios.push_back(aten / fused);
+  }
+  info["aten_s"] = symtune::bench::summary(atenSeconds);
+  info["fused_s"] = symtune::bench::summary(fusedSeconds);
+  info["speedup"] = symtune::bench::median(ratios);
+  return info;
 }
 
 }  // namespace
@@ -83,30 +105,35 @@ int main(int argc, char** argv) {
         sync();
         return now() - t0;
       };
-      run(true);  // warm-up: allocations, code paths
-      run(false);
-      std::vector<double> fusedSeconds, atenSeconds, ratios;
-      for (int r = 0; r < rounds; ++r) {
-        double tf = 0, ta = 0;
-        if (r % 2 == 0) {
-          tf = run(true);
-          ta = run(false);
-        } else {
-          ta = run(false);
-          tf = run(true);
-        }
-        fusedSeconds.push_back(tf);
-        atenSeconds.push_back(ta);
-        ratios.push_back(ta / tf);
-      }
-      cases.push_back({{"op", "bias_gelu"},
-                       {"shape", {tokens, features}},
-                       {"approximate", approximate},
-                       {"aten_s", symtune::bench::summary(atenSeconds)},
-                       {"fused_s", symtune::bench::summary(fusedSeconds)},
-                       {"speedup", symtune::bench::median(ratios)}});
+      cases.push_back(sideBySide(
+          rounds, run,
+          {{"op", "bias_gelu"}, {"shape", {tokens, features}}, {"approximate", approximate}}));
     }
   }
+  // add_layer_norm: a Transformer block's residual add and layer norm, [tokens, width], forward
+  // and backward (a loss on the output) against x + r followed by torch::layer_norm.
+  for (const auto& [tokens, width] : cuda ? std::vector<std::pair<int64_t, int64_t>>{{16384, 1024}}
+                                          : std::vector<std::pair<int64_t, int64_t>>{{4096, 768}}) {
+    torch::manual_seed(0);
+    const auto o = torch::TensorOptions().device(device);
+    const auto x0 = torch::randn({tokens, width}, o), r0 = torch::randn({tokens, width}, o);
+    const auto w0 = torch::randn({width}, o), b0 = torch::randn({width}, o);
+    const auto upstream = torch::randn({tokens, width}, o);
+    auto run = [&](bool fused) {
+      auto x = x0.clone().requires_grad_(true), r = r0.clone().requires_grad_(true);
+      auto w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+      sync();
+      const double t0 = now();
+      const auto out = fused ? std::get<0>(symtune::kernels::addLayerNorm(x, r, w, b, 1e-5))
+                             : torch::layer_norm(x + r, {width}, w, b, 1e-5);
+      out.backward(upstream);
+      sync();
+      return now() - t0;
+    };
+    cases.push_back(
+        sideBySide(rounds, run, {{"op", "add_layer_norm"}, {"shape", {tokens, width}}}));
+  }
+
   // softmax_cross_entropy: a language model's output layer, [tokens, vocabulary], every 8th
   // token ignored (padding), forward and backward against torch's cross_entropy.
   for (const auto& [tokens, vocabulary] :
@@ -127,22 +154,8 @@ int main(int argc, char** argv) {
       sync();
       return now() - t0;
     };
-    run(true);
-    run(false);
-    std::vector<double> fusedSeconds, atenSeconds, ratios;
-    for (int r = 0; r < rounds; ++r) {
-      const bool fusedFirst = r % 2 == 0;
-      const double first = run(fusedFirst), second = run(!fusedFirst);
-      const double tf = fusedFirst ? first : second, ta = fusedFirst ? second : first;
-      fusedSeconds.push_back(tf);
-      atenSeconds.push_back(ta);
-      ratios.push_back(ta / tf);
-    }
-    cases.push_back({{"op", "softmax_cross_entropy"},
-                     {"shape", {tokens, vocabulary}},
-                     {"aten_s", symtune::bench::summary(atenSeconds)},
-                     {"fused_s", symtune::bench::summary(fusedSeconds)},
-                     {"speedup", symtune::bench::median(ratios)}});
+    cases.push_back(sideBySide(rounds, run,
+                               {{"op", "softmax_cross_entropy"}, {"shape", {tokens, vocabulary}}}));
   }
 
   // A Transformer's gradients: `layers` layers of width `width`.

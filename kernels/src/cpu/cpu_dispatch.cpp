@@ -93,6 +93,18 @@ at::Tensor softmaxCrossEntropyBackward(const at::Tensor& grad, const at::Tensor&
   return SYMTUNE_CPU_CALL(softmaxCrossEntropyBackwardCpu, grad, logits, target, lse, ignoreIndex);
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> addLayerNormForward(
+    const at::Tensor& input, const at::Tensor& residual, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, double eps) {
+  return SYMTUNE_CPU_CALL(addLayerNormForwardCpu, input, residual, weight, bias, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackward(
+    const at::Tensor& gradOut, const std::optional<at::Tensor>& gradSum, const at::Tensor& sum,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight) {
+  return SYMTUNE_CPU_CALL(addLayerNormBackwardCpu, gradOut, gradSum, sum, mean, rstd, weight);
+}
+
 }  // namespace
 
 }  // namespace symtune::kernels
@@ -106,4 +118,6 @@ TORCH_LIBRARY_IMPL(symtune, CPU, m) {
   m.impl("clip_grad_norm_", &symtune::kernels::clipGradNorm);
   m.impl("softmax_cross_entropy_forward", &symtune::kernels::softmaxCrossEntropyForward);
   m.impl("softmax_cross_entropy_backward", &symtune::kernels::softmaxCrossEntropyBackward);
+  m.impl("add_layer_norm_forward", &symtune::kernels::addLayerNormForward);
+  m.impl("add_layer_norm_backward", &symtune::kernels::addLayerNormBackward);
 }

@@ -11,28 +11,34 @@
 
 #include <ATen/ATen.h>
 
-#define SYMTUNE_DECLARE_CPU_KERNELS(capability)                                                 \
-  namespace symtune::kernels::capability {                                                      \
-  at::Tensor biasGeluCpu(const at::Tensor& input, const std::optional<at::Tensor>& bias,        \
-                         c10::string_view approximate);                                         \
-  std::tuple<at::Tensor, at::Tensor> biasGeluBackwardCpu(const at::Tensor& grad,                \
-                                                         const at::Tensor& input,               \
-                                                         const std::optional<at::Tensor>& bias, \
-                                                         c10::string_view approximate);         \
-  void fusedAdamCpu(at::TensorList params, at::TensorList grads, at::TensorList expAvgs,        \
-                    at::TensorList expAvgSqs, c10::IntArrayRef steps, double lr, double beta1,  \
-                    double beta2, double eps, double weightDecay, bool decoupled);              \
-  void fusedSgdCpu(at::TensorList params, at::TensorList grads, at::TensorList momentumBuffers, \
-                   c10::IntArrayRef fresh, double lr, double momentum, double dampening,        \
-                   double weightDecay, bool nesterov);                                          \
-  at::Tensor rmsClampCpu(at::TensorList grads);                                                 \
-  at::Tensor clipGradNormCpu(at::TensorList grads, double maxNorm);                             \
-  std::tuple<at::Tensor, at::Tensor> softmaxCrossEntropyForwardCpu(const at::Tensor& logits,    \
-                                                                   const at::Tensor& target,    \
-                                                                   int64_t ignoreIndex);        \
-  at::Tensor softmaxCrossEntropyBackwardCpu(const at::Tensor& grad, const at::Tensor& logits,   \
-                                            const at::Tensor& target, const at::Tensor& lse,    \
-                                            int64_t ignoreIndex);                               \
+#define SYMTUNE_DECLARE_CPU_KERNELS(capability)                                                    \
+  namespace symtune::kernels::capability {                                                         \
+  at::Tensor biasGeluCpu(const at::Tensor& input, const std::optional<at::Tensor>& bias,           \
+                         c10::string_view approximate);                                            \
+  std::tuple<at::Tensor, at::Tensor> biasGeluBackwardCpu(const at::Tensor& grad,                   \
+                                                         const at::Tensor& input,                  \
+                                                         const std::optional<at::Tensor>& bias,    \
+                                                         c10::string_view approximate);            \
+  void fusedAdamCpu(at::TensorList params, at::TensorList grads, at::TensorList expAvgs,           \
+                    at::TensorList expAvgSqs, c10::IntArrayRef steps, double lr, double beta1,     \
+                    double beta2, double eps, double weightDecay, bool decoupled);                 \
+  void fusedSgdCpu(at::TensorList params, at::TensorList grads, at::TensorList momentumBuffers,    \
+                   c10::IntArrayRef fresh, double lr, double momentum, double dampening,           \
+                   double weightDecay, bool nesterov);                                             \
+  at::Tensor rmsClampCpu(at::TensorList grads);                                                    \
+  at::Tensor clipGradNormCpu(at::TensorList grads, double maxNorm);                                \
+  std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> addLayerNormForwardCpu(               \
+      const at::Tensor& input, const at::Tensor& residual,                                         \
+      const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps); \
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackwardCpu(                          \
+      const at::Tensor& gradOut, const std::optional<at::Tensor>& gradSum, const at::Tensor& sum,  \
+      const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight);    \
+  std::tuple<at::Tensor, at::Tensor> softmaxCrossEntropyForwardCpu(const at::Tensor& logits,       \
+                                                                   const at::Tensor& target,       \
+                                                                   int64_t ignoreIndex);           \
+  at::Tensor softmaxCrossEntropyBackwardCpu(const at::Tensor& grad, const at::Tensor& logits,      \
+                                            const at::Tensor& target, const at::Tensor& lse,       \
+                                            int64_t ignoreIndex);                                  \
   }
 
 SYMTUNE_DECLARE_CPU_KERNELS(DEFAULT)

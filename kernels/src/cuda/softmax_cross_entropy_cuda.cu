@@ -13,6 +13,7 @@
 #include <cfloat>
 
 #include "../softmax_cross_entropy_common.h"
+#include "block_reduce.cuh"
 #include "cuda_check.h"
 
 namespace symtune::kernels {
@@ -20,23 +21,6 @@ namespace symtune::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-
-template <typename T>
-__device__ T blockReduce(T value, T* shared, bool max) {
-  shared[threadIdx.x] = value;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) {
-      const T other = shared[threadIdx.x + stride];
-      shared[threadIdx.x] = max ? (other > shared[threadIdx.x] ? other : shared[threadIdx.x])
-                                : shared[threadIdx.x] + other;
-    }
-    __syncthreads();
-  }
-  const T result = shared[0];
-  __syncthreads();
-  return result;
-}
 
 template <typename T>
 __global__ void forwardKernel(const T* __restrict__ logits, const int64_t* __restrict__ target,
@@ -50,11 +34,11 @@ __global__ void forwardKernel(const T* __restrict__ logits, const int64_t* __res
   Opmath m = -INFINITY;
   for (int64_t c = threadIdx.x; c < columns; c += blockDim.x)
     m = max(m, static_cast<Opmath>(x[c]));
-  m = blockReduce(m, shared, true);
+  m = blockReduce(m, shared, BlockOp::Max);
   Opmath s = 0;
   for (int64_t c = threadIdx.x; c < columns; c += blockDim.x)
     s += exp(static_cast<Opmath>(x[c]) - m);
-  s = blockReduce(s, shared, false);
+  s = blockReduce(s, shared, BlockOp::Sum);
   if (threadIdx.x == 0) {
     const Opmath l = isinf(m) ? m : m + log(s);
     lse[r] = l;
