@@ -142,6 +142,9 @@ class TestMainWindow : public QObject {
     QVERIFY(w.stopRun() > 0);
     QTRY_VERIFY_WITH_TIMEOUT(ended.count() == 1, 60000);
     QTRY_VERIFY_WITH_TIMEOUT(::kill(static_cast<pid_t>(pid), 0) != 0, 30000);
+    // The run's report went to its run folder, not to the studio's working directory.
+    QVERIFY(QFileInfo(runFolder + "/report.json").exists());
+    QVERIFY(!QFileInfo::exists("session.report.json"));
     QDir(runFolder).removeRecursively();
   }
 

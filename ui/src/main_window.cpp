@@ -256,10 +256,10 @@ bool MainWindow::startSession(const QJsonObject& session, int samplingEvery, QSt
     return false;
   }
   samplingOnAttach_ = samplingEvery;  // sent once the run is attached
-  return startOpenSession(error);
+  return startOpenSession(error, folder);
 }
 
-bool MainWindow::startOpenSession(QString* error) {
+bool MainWindow::startOpenSession(QString* error, const QString& runFolder) {
   if (sessionPath_.isEmpty()) {
     if (error != nullptr)
       *error = tr("Open a session first (Ctrl+O), or start a new one (Ctrl+N)");
@@ -280,14 +280,14 @@ bool MainWindow::startOpenSession(QString* error) {
   if (samplingOnAttach_ < 0)
     samplingOnAttach_ = QSettings().value("run/samplingEvery", 5).toInt();
   QString problem;
-  if (!launcher_->start(sessionPath_, &problem)) {
+  if (!launcher_->start(sessionPath_, &problem, runFolder)) {
     setAttachStatus(problem);
     if (error != nullptr)
       *error = problem;
     return false;
   }
-  setAttachStatus(tr("Starting %1 (symtune-runner, log in %2)…")
-                      .arg(QFileInfo(sessionPath_).fileName(), launcher_->logPath()));
+  setAttachStatus(tr("Starting %1 (symtune-runner; log and report in %2)…")
+                      .arg(QFileInfo(sessionPath_).fileName(), launcher_->runFolder()));
   return true;
 }
 

@@ -51,7 +51,7 @@ QString RunnerLauncher::newRunFolder(const QString& name) {
   return folder;
 }
 
-bool RunnerLauncher::start(const QString& sessionPath, QString* error) {
+bool RunnerLauncher::start(const QString& sessionPath, QString* error, QString folder) {
   const QString runner = runnerPath();
   auto refuse = [&](const QString& message) {
     if (error != nullptr)
@@ -60,12 +60,18 @@ bool RunnerLauncher::start(const QString& sessionPath, QString* error) {
   };
   if (!QFileInfo(runner).isExecutable())
     return refuse(tr("symtune-runner was not found at %1 (set SYMTUNE_RUNNER)").arg(runner));
-  logPath_ = QFileInfo(sessionPath).absoluteDir().filePath(QStringLiteral("runner.log"));
+  if (folder.isEmpty())
+    folder = newRunFolder(QFileInfo(sessionPath).completeBaseName());
+  folder_ = folder;
+  logPath_ = QDir(folder).filePath(QStringLiteral("runner.log"));
   endpoint_.clear();
   polls_ = 0;
   QProcess process;
   process.setProgram(runner);
-  process.setArguments({sessionPath, QStringLiteral("--listen"), QString()});
+  process.setWorkingDirectory(folder);
+  process.setArguments({QFileInfo(sessionPath).absoluteFilePath(), QStringLiteral("--listen"),
+                        QString(), QStringLiteral("--report"),
+                        QDir(folder).filePath(QStringLiteral("report.json"))});
   process.setStandardOutputFile(logPath_, QIODevice::Append);
   process.setStandardErrorFile(logPath_, QIODevice::Append);
   process.setStandardInputFile(QProcess::nullDevice());

@@ -47,8 +47,8 @@ class MainWindow : public QMainWindow {
   // when the session does not check or the runner cannot start; runStarted() or runFailed()
   // follows otherwise.
   bool startSession(const QJsonObject& session, int samplingEvery = 5, QString* error = nullptr);
-  // Starts the open session file (Run ▸ Start).
-  bool startOpenSession(QString* error = nullptr);
+  // Starts the open session file (Run ▸ Start), in `runFolder` (a fresh run folder when empty).
+  bool startOpenSession(QString* error = nullptr, const QString& runFolder = {});
 
   // Attaches to a running process (symtune-runner --listen, or any attachable program).
   void attachTo(const QString& endpoint, const QString& token = {});

@@ -25,9 +25,12 @@ class RunnerLauncher : public QObject {
   // A fresh run folder under the user's data folder (…/symtune/runs/DATE-NAME), created.
   static QString newRunFolder(const QString& name);
 
-  // Starts the runner on `sessionPath`; its output goes to runner.log beside the session file.
-  // listening() or failed() follows. False (and `*error`) when the runner cannot be started.
-  bool start(const QString& sessionPath, QString* error = nullptr);
+  // Starts the runner on `sessionPath` in run folder `folder` (a fresh newRunFolder() when
+  // empty): it runs there, its output goes to runner.log and its report to report.json in it —
+  // never beside the session file or in the studio's working directory. listening() or failed()
+  // follows. False (and `*error`) when the runner cannot be started.
+  bool start(const QString& sessionPath, QString* error = nullptr, QString folder = {});
+  const QString& runFolder() const { return folder_; }
   qint64 pid() const { return pid_; }
   const QString& logPath() const { return logPath_; }
   const QString& endpoint() const { return endpoint_; }
@@ -40,7 +43,7 @@ class RunnerLauncher : public QObject {
   void poll();
 
   QTimer poll_;
-  QString logPath_, endpoint_;
+  QString folder_, logPath_, endpoint_;
   qint64 pid_ = 0;
   int polls_ = 0;
 };
