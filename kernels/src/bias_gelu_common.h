@@ -38,6 +38,35 @@ inline bool tanhApproximation(c10::string_view approximate) {
   return approximate == "tanh";
 }
 
+// The operands of a fused pass: the approximation, the bias's layout and, unless the layout is
+// Broadcast (the callers then take the composition), the input, the bias and — for the backward,
+// given `grad` — the gradient, contiguous.
+struct BiasGeluOperands {
+  bool tanhApprox = false;
+  BiasLayout layout = BiasLayout::None;
+  at::Tensor x, b, g;  // b undefined without a bias; g only for the backward
+};
+
+inline BiasGeluOperands biasGeluOperands(const at::Tensor& input,
+                                         const std::optional<at::Tensor>& bias,
+                                         c10::string_view approximate,
+                                         const at::Tensor& grad = {}) {
+  BiasGeluOperands o;
+  o.tanhApprox = tanhApproximation(approximate);
+  o.layout = biasLayout(input, bias);
+  if (o.layout == BiasLayout::Broadcast)
+    return o;
+  if (grad.defined()) {
+    TORCH_CHECK(grad.sizes() == input.sizes(), "symtune::bias_gelu_backward: the gradient has ",
+                "shape ", grad.sizes(), ", the input ", input.sizes());
+    o.g = grad.contiguous();
+  }
+  o.x = input.contiguous();
+  if (o.layout != BiasLayout::None)
+    o.b = bias->contiguous();
+  return o;
+}
+
 // The composition the fused op stands for, for broadcast shapes: forward and its backward.
 inline at::Tensor composedForward(const at::Tensor& input, const at::Tensor& bias,
                                   c10::string_view approximate) {

@@ -159,26 +159,17 @@ void backwardRow(const T* dy, const T* dsIn, const T* s, const T* w, T* ds, at::
   }
 }
 
-at::ScalarType mathType(at::ScalarType t) {
-  return t == at::kDouble ? at::kDouble : at::kFloat;
-}
-
 }  // namespace
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> addLayerNormForwardCpu(
     const at::Tensor& inputIn, const at::Tensor& residualIn,
     const std::optional<at::Tensor>& weightIn, const std::optional<at::Tensor>& biasIn,
     double eps) {
-  checkAddLayerNormArguments(inputIn, residualIn, weightIn, biasIn, eps);
-  const at::Tensor x = inputIn.contiguous(), r = residualIn.contiguous();
-  const auto weight = definedOrNone(weightIn), bias = definedOrNone(biasIn);
-  const at::Tensor w = weight ? weight->contiguous() : at::Tensor();
-  const at::Tensor b = bias ? bias->contiguous() : at::Tensor();
-  const int64_t columns = x.size(-1), rows = x.numel() / columns;
-  at::Tensor s = at::empty_like(x), y = at::empty_like(x);
-  const auto math = x.options().dtype(mathType(x.scalar_type()));
-  std::vector<int64_t> rowShape(x.sizes().begin(), x.sizes().end() - 1);
-  at::Tensor mean = at::empty(rowShape, math), rstd = at::empty(rowShape, math);
+  const AddLayerNormForward f =
+      addLayerNormForwardOperands(inputIn, residualIn, weightIn, biasIn, eps);
+  const at::Tensor &x = f.x, &r = f.r, &w = f.w, &b = f.b, &s = f.s, &y = f.y, &mean = f.mean,
+                   &rstd = f.rstd;
+  const int64_t columns = f.columns, rows = f.rows;
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "add_layer_norm_cpu", [&] {
     using Opmath = at::opmath_type<scalar_t>;
     const scalar_t* wp = w.defined() ? w.const_data_ptr<scalar_t>() : nullptr;
@@ -201,13 +192,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> addLayerNormForwardCp
 std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackwardCpu(
     const at::Tensor& gradOut, const std::optional<at::Tensor>& gradSumIn, const at::Tensor& sum,
     const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weightIn) {
-  const at::Tensor dy = gradOut.contiguous(), s = sum.contiguous();
-  const auto gradSum = definedOrNone(gradSumIn);
-  const at::Tensor dsIn = gradSum ? gradSum->contiguous() : at::Tensor();
-  const auto weight = definedOrNone(weightIn);
-  const at::Tensor w = weight ? weight->contiguous() : at::Tensor();
-  const int64_t columns = s.size(-1), rows = s.numel() / columns;
-  at::Tensor ds = at::empty_like(s);
+  const AddLayerNormBackward g = addLayerNormBackwardOperands(gradOut, gradSumIn, sum, weightIn);
+  const at::Tensor &dy = g.dy, &s = g.s, &dsIn = g.dsIn, &w = g.w, &ds = g.ds;
+  const int64_t columns = g.columns, rows = g.rows;
   at::Tensor dw, db;
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, s.scalar_type(), "add_layer_norm_bwd_cpu", [&] {
     using Opmath = at::opmath_type<scalar_t>;

@@ -160,12 +160,12 @@ void backwardRow(const T* g, const T* x, BiasAt<T> bias, T* dx, at::opmath_type<
 
 at::Tensor biasGeluCpu(const at::Tensor& input, const std::optional<at::Tensor>& bias,
                        c10::string_view approximate) {
-  const bool tanhApprox = tanhApproximation(approximate);
-  const BiasLayout layout = biasLayout(input, bias);
-  if (layout == BiasLayout::Broadcast)
+  const BiasGeluOperands o = biasGeluOperands(input, bias, approximate);
+  if (o.layout == BiasLayout::Broadcast)
     return composedForward(input, *bias, approximate);
-  const at::Tensor x = input.contiguous();
-  const at::Tensor b = layout == BiasLayout::None ? at::Tensor() : bias->contiguous();
+  const bool tanhApprox = o.tanhApprox;
+  const BiasLayout layout = o.layout;
+  const at::Tensor &x = o.x, &b = o.b;
   at::Tensor y = at::empty_like(x);
   if (x.numel() == 0)
     return y;
@@ -184,14 +184,12 @@ std::tuple<at::Tensor, at::Tensor> biasGeluBackwardCpu(const at::Tensor& gradIn,
                                                        const at::Tensor& input,
                                                        const std::optional<at::Tensor>& bias,
                                                        c10::string_view approximate) {
-  const bool tanhApprox = tanhApproximation(approximate);
-  const BiasLayout layout = biasLayout(input, bias);
-  if (layout == BiasLayout::Broadcast)
+  const BiasGeluOperands o = biasGeluOperands(input, bias, approximate, gradIn);
+  if (o.layout == BiasLayout::Broadcast)
     return composedBackward(gradIn, input, *bias, approximate);
-  TORCH_CHECK(gradIn.sizes() == input.sizes(), "symtune::bias_gelu_backward: the gradient has ",
-              "shape ", gradIn.sizes(), ", the input ", input.sizes());
-  const at::Tensor g = gradIn.contiguous(), x = input.contiguous();
-  const at::Tensor b = layout == BiasLayout::None ? at::Tensor() : bias->contiguous();
+  const bool tanhApprox = o.tanhApprox;
+  const BiasLayout layout = o.layout;
+  const at::Tensor &g = o.g, &x = o.x, &b = o.b;
   at::Tensor dx = at::empty_like(x);
   const int64_t columns = x.dim() == 0 ? 1 : x.size(-1);
   const int64_t rows = columns == 0 ? 0 : x.numel() / columns;

@@ -89,25 +89,16 @@ __global__ void backwardKernel(const T* __restrict__ dy, const T* __restrict__ d
   }
 }
 
-at::ScalarType mathType(at::ScalarType t) {
-  return t == at::kDouble ? at::kDouble : at::kFloat;
-}
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forwardCuda(
     const at::Tensor& inputIn, const at::Tensor& residualIn,
     const std::optional<at::Tensor>& weightIn, const std::optional<at::Tensor>& biasIn,
     double eps) {
-  checkAddLayerNormArguments(inputIn, residualIn, weightIn, biasIn, eps);
   const c10::cuda::CUDAGuard guard(inputIn.device());
-  const at::Tensor x = inputIn.contiguous(), r = residualIn.contiguous();
-  const auto weight = definedOrNone(weightIn), bias = definedOrNone(biasIn);
-  const at::Tensor w = weight ? weight->contiguous() : at::Tensor();
-  const at::Tensor b = bias ? bias->contiguous() : at::Tensor();
-  const int64_t columns = x.size(-1), rows = x.numel() / columns;
-  at::Tensor s = at::empty_like(x), y = at::empty_like(x);
-  const auto math = x.options().dtype(mathType(x.scalar_type()));
-  std::vector<int64_t> rowShape(x.sizes().begin(), x.sizes().end() - 1);
-  at::Tensor mean = at::empty(rowShape, math), rstd = at::empty(rowShape, math);
+  const AddLayerNormForward f =
+      addLayerNormForwardOperands(inputIn, residualIn, weightIn, biasIn, eps);
+  const at::Tensor &x = f.x, &r = f.r, &w = f.w, &b = f.b, &s = f.s, &y = f.y, &mean = f.mean,
+                   &rstd = f.rstd;
+  const int64_t columns = f.columns, rows = f.rows;
   if (rows > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "add_layer_norm_cuda", [&] {
       using Opmath = at::opmath_type<scalar_t>;
@@ -126,13 +117,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backwardCuda(
     const at::Tensor& gradOut, const std::optional<at::Tensor>& gradSumIn, const at::Tensor& sum,
     const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weightIn) {
   const c10::cuda::CUDAGuard guard(sum.device());
-  const at::Tensor dy = gradOut.contiguous(), s = sum.contiguous();
-  const auto gradSum = definedOrNone(gradSumIn);
-  const at::Tensor dsIn = gradSum ? gradSum->contiguous() : at::Tensor();
-  const auto weight = definedOrNone(weightIn);
-  const at::Tensor w = weight ? weight->contiguous() : at::Tensor();
-  const int64_t columns = s.size(-1), rows = s.numel() / columns;
-  at::Tensor ds = at::empty_like(s);
+  const AddLayerNormBackward ops = addLayerNormBackwardOperands(gradOut, gradSumIn, sum, weightIn);
+  const at::Tensor &dy = ops.dy, &s = ops.s, &dsIn = ops.dsIn, &w = ops.w, &ds = ops.ds;
+  const int64_t columns = ops.columns, rows = ops.rows;
   if (rows > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, s.scalar_type(), "add_layer_norm_bwd_cuda", [&] {
       using Opmath = at::opmath_type<scalar_t>;
@@ -145,7 +132,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backwardCuda(
     });
   }
   // The weight's and bias's gradients: column sums over the rows, in the math type.
-  const auto math = mathType(s.scalar_type());
+  const auto math = layerNormMathType(s.scalar_type());
   const at::Tensor xh =
       (s.reshape({rows, columns}).to(math) - mean.reshape({rows, 1})) * rstd.reshape({rows, 1});
   const at::Tensor g = dy.reshape({rows, columns}).to(math);

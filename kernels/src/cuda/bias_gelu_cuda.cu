@@ -75,13 +75,13 @@ int blocksFor(int64_t n) {
 
 at::Tensor biasGeluCuda(const at::Tensor& input, const std::optional<at::Tensor>& bias,
                         c10::string_view approximate) {
-  const bool tanhApprox = tanhApproximation(approximate);
-  const BiasLayout layout = biasLayout(input, bias);
-  if (layout == BiasLayout::Broadcast)
+  const BiasGeluOperands o = biasGeluOperands(input, bias, approximate);
+  if (o.layout == BiasLayout::Broadcast)
     return composedForward(input, *bias, approximate);
   const c10::cuda::CUDAGuard guard(input.device());
-  const at::Tensor x = input.contiguous();
-  const at::Tensor b = layout == BiasLayout::None ? at::Tensor() : bias->contiguous();
+  const bool tanhApprox = o.tanhApprox;
+  const BiasLayout layout = o.layout;
+  const at::Tensor &x = o.x, &b = o.b;
   at::Tensor y = at::empty_like(x);
   const int64_t n = x.numel();
   if (n == 0)
@@ -100,15 +100,13 @@ std::tuple<at::Tensor, at::Tensor> biasGeluBackwardCuda(const at::Tensor& gradIn
                                                         const at::Tensor& input,
                                                         const std::optional<at::Tensor>& bias,
                                                         c10::string_view approximate) {
-  const bool tanhApprox = tanhApproximation(approximate);
-  const BiasLayout layout = biasLayout(input, bias);
-  if (layout == BiasLayout::Broadcast)
+  const BiasGeluOperands o = biasGeluOperands(input, bias, approximate, gradIn);
+  if (o.layout == BiasLayout::Broadcast)
     return composedBackward(gradIn, input, *bias, approximate);
-  TORCH_CHECK(gradIn.sizes() == input.sizes(), "symtune::bias_gelu_backward: the gradient has ",
-              "shape ", gradIn.sizes(), ", the input ", input.sizes());
   const c10::cuda::CUDAGuard guard(input.device());
-  const at::Tensor g = gradIn.contiguous(), x = input.contiguous();
-  const at::Tensor b = layout == BiasLayout::None ? at::Tensor() : bias->contiguous();
+  const bool tanhApprox = o.tanhApprox;
+  const BiasLayout layout = o.layout;
+  const at::Tensor &g = o.g, &x = o.x, &b = o.b;
   at::Tensor dx = at::empty_like(x);
   const int64_t n = x.numel();
   const int64_t columns = layout == BiasLayout::Row ? x.size(-1) : 0;

@@ -40,6 +40,18 @@ struct LaunchMeta {
 };
 static_assert(sizeof(LaunchMeta) + 128 < 4096, "kernel parameters must stay under 4 KiB");
 
+// The tensor slot and element range of this block's chunk.
+struct BlockChunk {
+  int t;
+  int64_t begin, end;
+};
+
+__device__ inline BlockChunk blockChunk(const LaunchMeta& meta) {
+  const int t = meta.blockTensor[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(meta.blockChunk[blockIdx.x]) * kChunk;
+  return {t, begin, min(meta.numel[t], begin + kChunk)};
+}
+
 struct AdamScalars {
   double beta1, beta2, eps, weightDecay, decay;
   bool coupled;
@@ -48,9 +60,7 @@ struct AdamScalars {
 template <typename T>
 __global__ void adamKernel(LaunchMeta meta, AdamScalars s) {
   using Opmath = at::opmath_type<T>;
-  const int t = meta.blockTensor[blockIdx.x];
-  const int64_t begin = static_cast<int64_t>(meta.blockChunk[blockIdx.x]) * kChunk;
-  const int64_t end = min(meta.numel[t], begin + kChunk);
+  const auto [t, begin, end] = blockChunk(meta);
   T* p = static_cast<T*>(meta.ptr[0][t]);
   const T* g = static_cast<const T*>(meta.ptr[1][t]);
   T* m = static_cast<T*>(meta.ptr[2][t]);
@@ -82,9 +92,7 @@ struct SgdScalars {
 template <typename T>
 __global__ void sgdKernel(LaunchMeta meta, SgdScalars s) {
   using Opmath = at::opmath_type<T>;
-  const int t = meta.blockTensor[blockIdx.x];
-  const int64_t begin = static_cast<int64_t>(meta.blockChunk[blockIdx.x]) * kChunk;
-  const int64_t end = min(meta.numel[t], begin + kChunk);
+  const auto [t, begin, end] = blockChunk(meta);
   T* p = static_cast<T*>(meta.ptr[0][t]);
   const T* g = static_cast<const T*>(meta.ptr[1][t]);
   T* buf = static_cast<T*>(meta.ptr[2][t]);

@@ -152,8 +152,7 @@ class TestRulePack : public QObject {
     }
     QCOMPARE(names, (std::vector<std::string>{"gradient_steering", "adaptive_gradient_clipping",
                                               "global_norm_clipping", "nan_guard",
-                                              "loss_spike_guard", "tanh_gelu",
-                                              "fused_bias_gelu"}));
+                                              "loss_spike_guard", "tanh_gelu", "fused_bias_gelu"}));
     // The JSON is what `symtune rules export` makes of builtin.rules.
     std::ifstream in(SYMTUNE_SOURCE_DIR "/resources/rulepacks/builtin.rules");
     std::stringstream text;
