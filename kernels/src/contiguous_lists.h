@@ -9,8 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
+
+#include "parallel.h"
 
 namespace symtune::kernels {
 
@@ -56,25 +57,24 @@ inline std::vector<Chunk> chunksOf(const std::vector<at::Tensor>& tensors, int64
   return chunks;
 }
 
+// Runs f(k, chunk) for every chunk k, in parallel, a chunk at a time.
+template <typename F>
+void parallelOverChunks(const std::vector<Chunk>& chunks, const F& f) {
+  at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k)
+      f(static_cast<size_t>(k), chunks[static_cast<size_t>(k)]);
+  });
+}
+
 // Runs f(tensor, begin, end) over every element of every tensor, in parallel, the work split by
 // elements rather than by tensors: a model's hundreds of small tensors and few large ones load
-// the threads evenly. Each call covers part of one tensor.
+// the threads evenly. Each call covers one chunk (`grain` elements from a multiple of `grain` in
+// one tensor), so where a kernel's vector loop ends and its scalar tail begins does not depend on
+// the number of threads: results are the same bits on 1 thread or 16.
 template <typename F>
 void parallelOverElements(const std::vector<at::Tensor>& tensors, int64_t grain, const F& f) {
-  std::vector<int64_t> start(tensors.size() + 1, 0);  // prefix sums of the element counts
-  for (size_t t = 0; t < tensors.size(); ++t)
-    start[t + 1] = start[t] + tensors[t].numel();
-  at::parallel_for(0, start.back(), grain, [&](int64_t begin, int64_t end) {
-    size_t t =
-        static_cast<size_t>(std::upper_bound(start.begin(), start.end(), begin) - start.begin()) -
-        1;
-    for (; begin < end && t < tensors.size(); ++t) {
-      const int64_t stop = std::min(end, start[t + 1]);
-      if (stop > begin)
-        f(t, begin - start[t], stop - start[t]);
-      begin = stop;
-    }
-  });
+  parallelOverChunks(chunksOf(tensors, grain),
+                     [&](size_t, const Chunk& c) { f(c.tensor, c.begin, c.end); });
 }
 
 }  // namespace symtune::kernels

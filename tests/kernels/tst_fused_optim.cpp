@@ -205,9 +205,12 @@ class TestFusedOptim : public QObject {
 
   // 200 steps of zoo models: one trainer with torch::optim, one with the fused step, the same
   // data. Rounding differences compound through training, by how much depends on the model: a
-  // third trainer, torch::optim's with one parameter element nudged by 1e-7 of its value at the
-  // start, measures it. The fused trainer must stay within 1e-5 of torch::optim's, or within 4×
-  // what that nudge causes on a model that amplifies rounding (the dynamic ResNet: ~6e-2).
+  // third trainer, torch::optim's with every parameter element perturbed after every step by a
+  // rounding-sized relative amount (uniform in ±2^-24, a fixed seed), measures it. The fused
+  // trainer must stay within 1e-5 of torch::optim's, or within 4× what that perturbation causes
+  // on a model that amplifies rounding: the dynamic ResNet's data-dependent branches make it
+  // chaotic, so there two valid roundings part completely within 200 steps and only the
+  // comparison with the perturbed run says anything.
   void tracksTorchOptimOverTwoHundredSteps_data() {
     QTest::addColumn<QString>("zoo");
     QTest::addColumn<QString>("optimizer");
@@ -236,35 +239,41 @@ class TestFusedOptim : public QObject {
       s.run.threads = 1;
       return s;
     };
-    symtune::Trainer reference(session(false)), fused(session(true)), nudged(session(false));
+    symtune::Trainer reference(session(false)), fused(session(true)), perturbed(session(false));
     auto parametersOf = [](symtune::Trainer& t) {
       return t.optimizer().inner().param_groups().front().params();
     };
-    {
-      torch::NoGradGuard noGrad;
-      auto first = parametersOf(nudged).front().view(-1)[0];
-      first.add_(first.abs() * 1e-7);
-    }
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(2024);
     double lossGap = 0;
     for (int step = 0; step < 200; ++step) {
       const double a = reference.step().loss, b = fused.step().loss;
-      nudged.step();
+      perturbed.step();
+      torch::NoGradGuard noGrad;
+      for (auto& p : parametersOf(perturbed))
+        p.mul_(1 + std::ldexp(1.0, -24) * (2 * at::rand(p.sizes(), generator, p.options()) - 1));
       lossGap = std::max(lossGap, std::abs(a - b) / std::max(std::abs(a), 1e-6));
     }
-    // The largest per-tensor difference against the tensor's largest entry, over all tensors.
+    // The largest per-tensor difference against the tensor's scale: its largest entry, or ten
+    // learning-rate steps where that is larger. Adam moves an element by about lr a step
+    // whatever the gradient's size, so an element that starts at zero (a norm's bias) and sees
+    // only rounding-sized gradients takes lr-sized steps whose sign is the rounding's: there a
+    // few lr of difference is rounding too.
+    const double lr = session(false).optimizer.lr;
     auto distance = [&](symtune::Trainer& other) {
       const auto pa = parametersOf(reference), pb = parametersOf(other);
       double worst = 0;
-      for (size_t i = 0; i < pa.size(); ++i)
-        worst = std::max(worst, symtune::test::scaledError(pb[i], pa[i]));
+      for (size_t i = 0; i < pa.size(); ++i) {
+        const double scale = std::max(pa[i].abs().max().item<double>(), 10 * lr);
+        worst = std::max(worst, (pb[i] - pa[i]).abs().max().item<double>() / scale);
+      }
       return worst;
     };
-    const double fusedDistance = distance(fused), nudgedDistance = distance(nudged);
+    const double fusedDistance = distance(fused), perturbedDistance = distance(perturbed);
     qInfo(
-        "%s: after 200 steps, max relative parameter difference %.3g (a 1e-7 nudge of one "
-        "element: %.3g); largest relative loss gap %.3g",
-        qPrintable(QTest::currentDataTag()), fusedDistance, nudgedDistance, lossGap);
-    const double tolerance = std::max(1e-5, 4 * nudgedDistance);
+        "%s: after 200 steps, max relative parameter difference %.3g (rounding-sized "
+        "perturbations of torch::optim's: %.3g); largest relative loss gap %.3g",
+        qPrintable(QTest::currentDataTag()), fusedDistance, perturbedDistance, lossGap);
+    const double tolerance = std::max(1e-5, 4 * perturbedDistance);
     QVERIFY2(fusedDistance <= tolerance,
              qPrintable(QString("%1 > %2").arg(fusedDistance).arg(tolerance)));
   }

@@ -10,10 +10,10 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
 
 #include "../add_layer_norm_common.h"
+#include "../parallel.h"
 #include "cpu_kernels.h"
 
 namespace symtune::kernels::CPU_CAPABILITY {

@@ -9,11 +9,12 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
 
 #include "../bias_gelu_common.h"
+#include "../parallel.h"
 #include "cpu_kernels.h"
+#include "vec_math.h"
 
 namespace symtune::kernels::CPU_CAPABILITY {
 
@@ -67,6 +68,34 @@ inline at::vec::Vectorized<T> geluGradVec(at::vec::Vectorized<T> z, bool tanhApp
   }
   return half * (one + (z * Vec(M::kSqrtHalf)).erf()) +
          z * (Vec(T(-0.5)) * z * z).exp() * Vec(M::kInvSqrt2Pi);
+}
+
+// Float: one inline exp per vector (Note [Inline float math]). The tanh form is rewritten
+// without tanh: 0.5 z (1 + tanh(u)) = z sigmoid(2u), and 1 - tanh(u)² = 4 s (1 - s) for
+// s = sigmoid(2u).
+inline FloatVec geluVec(FloatVec z, bool tanhApprox) {
+  using M = GeluMath<float>;
+  if (tanhApprox) {
+    const FloatVec u =
+        FloatVec(M::kSqrt2OverPi) * at::vec::fmadd(FloatVec(M::kCubic) * z, z * z, z);
+    return z / (FloatVec(1.f) + expInline(FloatVec(-2.f) * u));
+  }
+  return FloatVec(0.5f) * z * geluErfParts(z).onePlusErf;
+}
+
+inline FloatVec geluGradVec(FloatVec z, bool tanhApprox) {
+  using M = GeluMath<float>;
+  if (tanhApprox) {
+    const FloatVec z2 = z * z;
+    const FloatVec u = FloatVec(M::kSqrt2OverPi) * at::vec::fmadd(FloatVec(M::kCubic) * z, z2, z);
+    const FloatVec s = FloatVec(1.f) / (FloatVec(1.f) + expInline(FloatVec(-2.f) * u));
+    const FloatVec slope = FloatVec(2.f * M::kSqrt2OverPi) *
+                           at::vec::fmadd(FloatVec(3.f * M::kCubic), z2, FloatVec(1.f));
+    return at::vec::fmadd(z * s * (FloatVec(1.f) - s), slope, s);
+  }
+  const GeluErfParts parts = geluErfParts(z);
+  return at::vec::fmadd(z * parts.gauss, FloatVec(M::kInvSqrt2Pi),
+                        FloatVec(0.5f) * parts.onePlusErf);
 }
 
 // The bias element of flat index i: none, bias[i % C] or bias[i].

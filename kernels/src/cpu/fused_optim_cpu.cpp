@@ -17,10 +17,10 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
 
 #include "../contiguous_lists.h"
+#include "../parallel.h"
 #include "cpu_kernels.h"
 #include "symtune/kernels/fused_optim.h"
 

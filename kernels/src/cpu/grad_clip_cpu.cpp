@@ -9,10 +9,10 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
 
 #include "../contiguous_lists.h"
+#include "../parallel.h"
 #include "cpu_kernels.h"
 #include "symtune/kernels/grad_clip.h"
 
@@ -55,15 +55,11 @@ double sumOfSquares(const T* g, int64_t begin, int64_t end) {
 // Per-tensor sums of squares of `grads`, one parallel pass over all their chunks.
 std::vector<double> sumsOfSquares(const ContiguousList& grads, const std::vector<Chunk>& chunks) {
   std::vector<double> partials(chunks.size());
-  at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
-    for (int64_t k = first; k < last; ++k) {
-      const Chunk& c = chunks[static_cast<size_t>(k)];
-      AT_DISPATCH_FLOATING_TYPES_AND2(
-          at::kHalf, at::kBFloat16, grads[c.tensor].scalar_type(), "sum_of_squares_cpu", [&] {
-            partials[static_cast<size_t>(k)] =
-                sumOfSquares(grads[c.tensor].const_data_ptr<scalar_t>(), c.begin, c.end);
-          });
-    }
+  parallelOverChunks(chunks, [&](size_t k, const Chunk& c) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, grads[c.tensor].scalar_type(), "sum_of_squares_cpu", [&] {
+          partials[k] = sumOfSquares(grads[c.tensor].const_data_ptr<scalar_t>(), c.begin, c.end);
+        });
   });
   std::vector<double> sums(grads.size(), 0.0);
   for (size_t k = 0; k < chunks.size(); ++k)
@@ -115,13 +111,10 @@ at::Tensor rmsClampCpu(at::TensorList grads) {
     const int64_t n = g[t].numel();
     r[t] = n > 0 ? std::sqrt(sums[t] / static_cast<double>(n)) : 0.0;
   }
-  at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
-    for (int64_t k = first; k < last; ++k) {
-      const Chunk& c = chunks[static_cast<size_t>(k)];
-      AT_DISPATCH_FLOATING_TYPES_AND2(
-          at::kHalf, at::kBFloat16, g[c.tensor].scalar_type(), "rms_clamp_cpu",
-          [&] { clampChunk(g[c.tensor].data_ptr<scalar_t>(), c.begin, c.end, r[c.tensor]); });
-    }
+  parallelOverChunks(chunks, [&](size_t, const Chunk& c) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, g[c.tensor].scalar_type(), "rms_clamp_cpu",
+        [&] { clampChunk(g[c.tensor].data_ptr<scalar_t>(), c.begin, c.end, r[c.tensor]); });
   });
   g.writeBack();
   return rms;
@@ -138,13 +131,10 @@ at::Tensor clipGradNormCpu(at::TensorList grads, double maxNorm) {
   const double norm = std::sqrt(total);
   const double factor = maxNorm / (norm + 1e-6);
   if (factor < 1) {
-    at::parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t first, int64_t last) {
-      for (int64_t k = first; k < last; ++k) {
-        const Chunk& c = chunks[static_cast<size_t>(k)];
-        AT_DISPATCH_FLOATING_TYPES_AND2(
-            at::kHalf, at::kBFloat16, g[c.tensor].scalar_type(), "clip_grad_norm_cpu",
-            [&] { scaleChunk(g[c.tensor].data_ptr<scalar_t>(), c.begin, c.end, factor); });
-      }
+    parallelOverChunks(chunks, [&](size_t, const Chunk& c) {
+      AT_DISPATCH_FLOATING_TYPES_AND2(
+          at::kHalf, at::kBFloat16, g[c.tensor].scalar_type(), "clip_grad_norm_cpu",
+          [&] { scaleChunk(g[c.tensor].data_ptr<scalar_t>(), c.begin, c.end, factor); });
     });
     g.writeBack();
   }

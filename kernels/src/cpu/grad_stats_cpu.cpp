@@ -8,9 +8,9 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include "../parallel.h"
 #include "symtune/kernels/grad_stats.h"
 
 namespace symtune::kernels {

@@ -10,11 +10,12 @@
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
 
+#include "../parallel.h"
 #include "../softmax_cross_entropy_common.h"
 #include "cpu_kernels.h"
+#include "vec_math.h"
 
 namespace symtune::kernels::CPU_CAPABILITY {
 
@@ -49,7 +50,7 @@ at::opmath_type<T> logSumExp(const T* x, int64_t columns) {
     Vec s(T(0));
     const Vec vmax(max);
     for (; c + Vec::size() <= columns; c += Vec::size())
-      s = s + (Vec::loadu(x + c) - vmax).exp();
+      s = s + vecExp(Vec::loadu(x + c) - vmax);
     T lanes[Vec::size()];
     s.store(lanes);
     for (int l = 0; l < Vec::size(); ++l)
@@ -145,7 +146,7 @@ at::Tensor softmaxCrossEntropyBackwardCpu(const at::Tensor& grad, const at::Tens
           using Vec = at::vec::Vectorized<scalar_t>;
           const Vec vl(l), vs(s);
           for (; c + Vec::size() <= columns; c += Vec::size())
-            ((Vec::loadu(x + c) - vl).exp() * vs).store(d + c);
+            (vecExp(Vec::loadu(x + c) - vl) * vs).store(d + c);
         }
         for (; c < columns; ++c)
           d[c] = static_cast<scalar_t>(std::exp(static_cast<Opmath>(x[c]) - l) * s);

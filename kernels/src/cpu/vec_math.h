@@ -1,0 +1,72 @@
+#pragma once
+// Inline float exp and GELU pieces for the at::vec kernels (Note [Inline float math]). Included
+// by the per-capability kernel sources only; private to kernels/.
+
+#include <type_traits>
+
+#include <ATen/cpu/vec/vec.h>
+
+namespace symtune::kernels::CPU_CAPABILITY {
+
+// Note [Inline float math]
+// at::vec's float exp, erf and tanh call Sleef through the PLT: a call per vector that spills
+// the other live registers and keeps two independent chains from overlapping. These are short
+// inline replacements for float, built from at::vec's own operations so every capability gets
+// them: exp by Cody–Waite reduction to r in [-ln2/2, ln2/2], a degree-6 Taylor polynomial
+// (truncation error below 1.3e-7 relative) and the exponent assembled in the float's bits; and
+// the GELU's erf as Abramowitz & Stegun 7.1.26 (|error| ≤ 1.5e-7, the formula ATen's AVX kernels
+// use), whose exp(-x²) at x = z/√2 is the same exp(-z²/2) the GELU's derivative needs, so one
+// exp serves both. Double keeps at::vec's Sleef functions: these are float accurate only.
+using FloatVec = at::vec::Vectorized<float>;
+
+// exp(v), accurate to a few ulp for v in [-87.3, 88.3]; 0 below, ~1.7e38 above (no overflow
+// to infinity: callers divide by it).
+inline FloatVec expInline(FloatVec input) {
+  using IntVec = at::vec::Vectorized<int32_t>;
+  const FloatVec v = at::vec::clamp(input, FloatVec(-87.3f), FloatVec(88.3f));
+  const FloatVec n = (v * FloatVec(1.44269504088896341f)).round();  // v / ln 2, to nearest
+  // r = v - n ln2, with ln2 split so that n * kLn2High is exact.
+  FloatVec r = at::vec::fmadd(n, FloatVec(-0.693359375f), v);
+  r = at::vec::fmadd(n, FloatVec(2.12194440e-4f), r);
+  FloatVec p = at::vec::fmadd(FloatVec(1.f / 720.f), r, FloatVec(1.f / 120.f));
+  p = at::vec::fmadd(p, r, FloatVec(1.f / 24.f));
+  p = at::vec::fmadd(p, r, FloatVec(1.f / 6.f));
+  p = at::vec::fmadd(p, r, FloatVec(0.5f));
+  p = at::vec::fmadd(p, r, FloatVec(1.f));
+  p = at::vec::fmadd(p, r, FloatVec(1.f));
+  // 2^n: n + 127 in the exponent field (n is in [-126, 127] after the clamp).
+  const IntVec biased = at::vec::convert_to_int_of_same_size(n) + IntVec(127);
+  const FloatVec result = p * at::vec::cast<float>(biased << IntVec(23));
+  return FloatVec::blendv(result, FloatVec(0.f), input < FloatVec(-87.3f));
+}
+
+// exp in a kernel's math type: inline for float, at::vec's (Sleef) for double.
+template <typename T>
+inline at::vec::Vectorized<T> vecExp(at::vec::Vectorized<T> v) {
+  if constexpr (std::is_same_v<T, float>)
+    return expInline(v);
+  else
+    return v.exp();
+}
+
+// The exact GELU's two pieces at z: 1 + erf(z/√2) and exp(-z²/2).
+struct GeluErfParts {
+  FloatVec onePlusErf;
+  FloatVec gauss;
+};
+
+inline GeluErfParts geluErfParts(FloatVec z) {
+  const FloatVec x = z * FloatVec(0.70710678118654752440f);
+  const FloatVec t = FloatVec(1.f) / at::vec::fmadd(FloatVec(0.3275911f), x.abs(), FloatVec(1.f));
+  FloatVec r = at::vec::fmadd(FloatVec(1.061405429f), t, FloatVec(-1.453152027f));
+  r = at::vec::fmadd(r, t, FloatVec(1.421413741f));
+  r = at::vec::fmadd(r, t, FloatVec(-0.284496736f));
+  r = at::vec::fmadd(r, t, FloatVec(0.254829592f));
+  const FloatVec gauss = expInline(FloatVec(-0.5f) * z * z);
+  // erfc(|x|) = r t exp(-x²); for x < 0, 1 + erf(x) is that tail itself (no cancellation),
+  // for x ≥ 0 it is 2 minus it.
+  const FloatVec tail = r * t * gauss;
+  return {FloatVec::blendv(FloatVec(2.f) - tail, tail, x < FloatVec(0.f)), gauss};
+}
+
+}  // namespace symtune::kernels::CPU_CAPABILITY
