@@ -169,6 +169,20 @@ const std::vector<Mode>& baselineModes() {
        {},
        {},
        [](Session& session) { session.optimizer.fused = true; }},
+      {"fused",
+       "kernels/ end to end: the fused optimizer step and the built-in pack's fusion rewrites "
+       "(fused_bias_gelu, fused_bias_dropout_add)",
+       [](Trainer& trainer) {
+         for (const auto& report : trainer.rewrites())
+           std::cerr << "  fused: " << report.rule << ", " << report.sites << " sites rewritten\n";
+       },
+       {},
+       {},
+       [](Session& session) {
+         session.optimizer.fused = true;
+         for (const char* rule : {"fused_bias_gelu", "fused_bias_dropout_add"})
+           session.rules.enable.push_back(rule);
+       }},
   };
   return modes;
 }

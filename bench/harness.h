@@ -29,7 +29,8 @@ struct Mode {
 // with graph optimization off: the closest TorchScript gets to eager), "checkpoint" (full
 // activation checkpointing of every top-level block); and "tanh-gelu" (the built-in tanh_gelu
 // rewrite applied to the model before it runs; the same as "script" on models without GELU);
-// and "fused-optim" (the session's optimizer with symtune::optim's fused step).
+// "fused-optim" (the session's optimizer with symtune::optim's fused step); and "fused" (that
+// step and the built-in pack's fusion rewrites: kernels/ end to end).
 const std::vector<Mode>& baselineModes();
 const Mode* findMode(const std::string& name);
 

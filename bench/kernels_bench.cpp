@@ -7,6 +7,8 @@
 // torch::gelu(x + b) through autograd. Each round times both (alternating which goes first);
 // the figures are medians over rounds.
 //
+// add_layer_norm and bias_dropout_add: a Transformer block's residual paths, forward and backward.
+//
 // softmax_cross_entropy: logits of a language model's output layer against torch's
 // cross_entropy (log_softmax + nll_loss), forward and backward.
 //
@@ -26,6 +28,7 @@
 
 #include "bench_common.h"
 #include "symtune/kernels/add_layer_norm.h"
+#include "symtune/kernels/bias_dropout_add.h"
 #include "symtune/kernels/bias_gelu.h"
 #include "symtune/kernels/grad_clip.h"
 #include "symtune/kernels/softmax_cross_entropy.h"
@@ -132,6 +135,31 @@ int main(int argc, char** argv) {
     };
     cases.push_back(
         sideBySide(rounds, run, {{"op", "add_layer_norm"}, {"shape", {tokens, width}}}));
+  }
+
+  // bias_dropout_add: the end of a Transformer sublayer, r + dropout(x + b, 0.1), [tokens, width],
+  // forward and backward into x, b and r against the same through torch::dropout (which keeps a
+  // mask for its backward; the fused op recomputes its mask from a seed).
+  for (const auto& [tokens, width] : cuda ? std::vector<std::pair<int64_t, int64_t>>{{16384, 1024}}
+                                          : std::vector<std::pair<int64_t, int64_t>>{{4096, 768}}) {
+    torch::manual_seed(0);
+    const auto o = torch::TensorOptions().device(device);
+    const auto x0 = torch::randn({tokens, width}, o), r0 = torch::randn({tokens, width}, o);
+    const auto b0 = torch::randn({width}, o);
+    const auto upstream = torch::randn({tokens, width}, o);
+    auto run = [&](bool fused) {
+      auto x = x0.clone().requires_grad_(true), r = r0.clone().requires_grad_(true);
+      auto b = b0.clone().requires_grad_(true);
+      sync();
+      const double t0 = now();
+      const auto out = fused ? symtune::kernels::biasDropoutAdd(x, b, r, 0.1)
+                             : r + torch::dropout(x + b, 0.1, true);
+      out.backward(upstream);
+      sync();
+      return now() - t0;
+    };
+    cases.push_back(sideBySide(
+        rounds, run, {{"op", "bias_dropout_add"}, {"shape", {tokens, width}}, {"p", 0.1}}));
   }
 
   // softmax_cross_entropy: a language model's output layer, [tokens, vocabulary], every 8th

@@ -7,28 +7,9 @@
 
 #include <ATen/ATen.h>
 
+#include "bias_layout.h"
+
 namespace symtune::kernels {
-
-enum class BiasLayout {
-  None,       // no bias: gelu(input)
-  Row,        // a vector of input's last dimension: bias[i % C]
-  Full,       // input's shape: bias[i]
-  Broadcast,  // anything else: the ATen composition
-};
-
-inline BiasLayout biasLayout(const at::Tensor& input, const std::optional<at::Tensor>& bias) {
-  if (!bias || !bias->defined())
-    return BiasLayout::None;
-  TORCH_CHECK(bias->scalar_type() == input.scalar_type(), "symtune::bias_gelu: the bias is ",
-              bias->scalar_type(), ", the input ", input.scalar_type());
-  TORCH_CHECK(bias->device() == input.device(), "symtune::bias_gelu: the bias is on ",
-              bias->device(), ", the input on ", input.device());
-  if (input.dim() >= 1 && bias->dim() == 1 && bias->size(0) == input.size(-1))
-    return BiasLayout::Row;
-  if (bias->sizes() == input.sizes())
-    return BiasLayout::Full;
-  return BiasLayout::Broadcast;
-}
 
 // True for "tanh", false for "none"; anything else is the caller's mistake.
 inline bool tanhApproximation(c10::string_view approximate) {
@@ -53,7 +34,7 @@ inline BiasGeluOperands biasGeluOperands(const at::Tensor& input,
                                          const at::Tensor& grad = {}) {
   BiasGeluOperands o;
   o.tanhApprox = tanhApproximation(approximate);
-  o.layout = biasLayout(input, bias);
+  o.layout = biasLayout(input, bias, "symtune::bias_gelu");
   if (o.layout == BiasLayout::Broadcast)
     return o;
   if (grad.defined()) {

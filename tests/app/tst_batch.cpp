@@ -232,7 +232,8 @@ class TestBatch : public QObject {
       QVERIFY(!rule["origin"].toString().isEmpty());
       names << rule["name"].toString();
     }
-    for (const char* name : {"gradient_steering", "nan_guard", "tanh_gelu", "fused_bias_gelu"})
+    for (const char* name : {"gradient_steering", "nan_guard", "tanh_gelu", "fused_bias_gelu",
+                             "fused_bias_dropout_add"})
       QVERIFY2(names.contains(name), name);
   }
 

@@ -9,6 +9,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include "bias_op_cases.h"
 #include "error_of.h"
 #include "symtune/kernels/bias_gelu.h"
 #include "tensor_compare.h"
@@ -16,13 +17,7 @@
 
 namespace {
 
-enum class BiasKind { Row, Full, None, Broadcast };
-
-struct Case {
-  std::vector<int64_t> shape;
-  BiasKind bias;
-  bool transposed;  // the input is a transposed (non-contiguous) view
-};
+using symtune::test::BiasKind;
 
 // The op in TorchScript IR, as the fused_bias_gelu rewrite leaves it in a model's graph.
 const char* const kIr = R"IR(graph(%x : Tensor, %b : Tensor):
@@ -43,26 +38,11 @@ class TestBiasGelu : public QObject {
     QTest::addColumn<int>("dtype");
     QTest::addColumn<QString>("approximate");
     QTest::addColumn<bool>("cuda");
-    const struct {
-      const char* name;
-      QVector<qint64> shape;
-      BiasKind bias;
-      bool transposed;
-    } shapes[] = {
-        {"1x1 row bias", {1, 1}, BiasKind::Row, false},
-        {"7x13 row bias", {7, 13}, BiasKind::Row, false},
-        {"3x5x129 row bias", {3, 5, 129}, BiasKind::Row, false},
-        {"64x768 row bias", {64, 768}, BiasKind::Row, false},
-        {"transposed 24x17", {24, 17}, BiasKind::Row, true},
-        {"9x31 full bias", {9, 31}, BiasKind::Full, false},
-        {"9x31 no bias", {9, 31}, BiasKind::None, false},
-        {"9x31 broadcast bias 9x1", {9, 31}, BiasKind::Broadcast, false},
-    };
-    const std::pair<const char*, torch::Dtype> dtypes[] = {
-        {"float32", torch::kFloat32}, {"float64", torch::kFloat64}, {"bfloat16", torch::kBFloat16}};
+    auto shapes = symtune::test::biasShapes();
+    shapes.push_back({"9x31 broadcast bias 9x1", {9, 31}, BiasKind::Broadcast, false});
     for (bool cuda : {false, true}) {
       for (const auto& s : shapes) {
-        for (const auto& [dtypeName, dtype] : dtypes) {
+        for (const auto& [dtypeName, dtype] : symtune::test::biasDtypes()) {
           for (const char* approximate : {"none", "tanh"}) {
             QTest::addRow("%s %s %s %s", cuda ? "cuda" : "cpu", s.name, dtypeName, approximate)
                 << s.shape << int(s.bias) << s.transposed << int(dtype) << QString(approximate)
@@ -85,29 +65,10 @@ class TestBiasGelu : public QObject {
     const auto opts = torch::TensorOptions()
                           .dtype(static_cast<torch::Dtype>(dtype))
                           .device(cuda ? torch::kCUDA : torch::kCPU);
-    std::vector<int64_t> sizes(shape.begin(), shape.end());
-    torch::Tensor x;
-    if (transposed) {
-      std::vector<int64_t> flipped(sizes.rbegin(), sizes.rend());
-      x = (torch::randn(flipped, opts) * 2).t();
-      QVERIFY(!x.is_contiguous());
-    } else {
-      x = torch::randn(sizes, opts) * 2;
-    }
-    torch::Tensor b;
-    switch (static_cast<BiasKind>(bias)) {
-      case BiasKind::Row:
-        b = torch::randn({sizes.back()}, opts);
-        break;
-      case BiasKind::Full:
-        b = torch::randn(sizes, opts);
-        break;
-      case BiasKind::Broadcast:
-        b = torch::randn({sizes.front(), 1}, opts);
-        break;
-      case BiasKind::None:
-        break;
-    }
+    const std::vector<int64_t> sizes(shape.begin(), shape.end());
+    const torch::Tensor x = symtune::test::biasInput(sizes, transposed, opts, 2);
+    QVERIFY(x.is_contiguous() != transposed);
+    const torch::Tensor b = symtune::test::biasFor(static_cast<BiasKind>(bias), sizes, opts);
     const std::string approx = approximate.toStdString();
     auto x1 = x.detach().clone().requires_grad_(true), x2 = x.detach().clone().requires_grad_(true);
     torch::Tensor b1, b2;

@@ -4,7 +4,6 @@
 // accumulates the bias gradient of its rows in the same pass (per thread, then summed).
 
 #include <cmath>
-#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -13,6 +12,7 @@
 
 #include "../bias_gelu_common.h"
 #include "../parallel.h"
+#include "column_sums.h"
 #include "cpu_kernels.h"
 #include "vec_math.h"
 
@@ -78,7 +78,7 @@ inline FloatVec geluVec(FloatVec z, bool tanhApprox) {
   if (tanhApprox) {
     const FloatVec u =
         FloatVec(M::kSqrt2OverPi) * at::vec::fmadd(FloatVec(M::kCubic) * z, z * z, z);
-    return z / (FloatVec(1.f) + expInline(FloatVec(-2.f) * u));
+    return z * reciprocal(FloatVec(1.f) + expInline(FloatVec(-2.f) * u));
   }
   return FloatVec(0.5f) * z * geluErfParts(z).onePlusErf;
 }
@@ -88,7 +88,7 @@ inline FloatVec geluGradVec(FloatVec z, bool tanhApprox) {
   if (tanhApprox) {
     const FloatVec z2 = z * z;
     const FloatVec u = FloatVec(M::kSqrt2OverPi) * at::vec::fmadd(FloatVec(M::kCubic) * z, z2, z);
-    const FloatVec s = FloatVec(1.f) / (FloatVec(1.f) + expInline(FloatVec(-2.f) * u));
+    const FloatVec s = reciprocal(FloatVec(1.f) + expInline(FloatVec(-2.f) * u));
     const FloatVec slope = FloatVec(2.f * M::kSqrt2OverPi) *
                            at::vec::fmadd(FloatVec(3.f * M::kCubic), z2, FloatVec(1.f));
     return at::vec::fmadd(z * s * (FloatVec(1.f) - s), slope, s);
@@ -114,8 +114,7 @@ struct BiasAt {
 template <typename T>
 void forwardRows(const T* x, T* y, BiasAt<T> bias, int64_t rows, int64_t columns, bool tanhApprox) {
   using Opmath = at::opmath_type<T>;
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(columns, 1));
-  at::parallel_for(0, rows, grain, [&](int64_t first, int64_t last) {
+  at::parallel_for(0, rows, rowGrain(columns), [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
       const int64_t base = r * columns;
       int64_t c = 0;
@@ -230,27 +229,14 @@ std::tuple<at::Tensor, at::Tensor> biasGeluBackwardCpu(const at::Tensor& gradIn,
     scalar_t* dxp = dx.data_ptr<scalar_t>();
     const BiasAt<scalar_t> biasAt{b.defined() ? b.const_data_ptr<scalar_t>() : nullptr,
                                   layout == BiasLayout::Row ? columns : 0};
-    // A row bias's gradient: each thread's rows summed into its own slot, then the slots.
-    const bool rowSums = layout == BiasLayout::Row;
-    const int threads = at::get_num_threads();
-    std::vector<Opmath> partial(rowSums ? static_cast<size_t>(threads * columns) : 0, Opmath(0));
-    const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(columns, 1));
-    at::parallel_for(0, rows, grain, [&](int64_t first, int64_t last) {
-      Opmath* sums = rowSums ? partial.data() + at::get_thread_num() * columns : nullptr;
+    ThreadColumnSums<Opmath> sums(layout == BiasLayout::Row, columns);
+    at::parallel_for(0, rows, rowGrain(columns), [&](int64_t first, int64_t last) {
+      Opmath* slot = sums.slot();
       for (int64_t r = first; r < last; ++r)
-        backwardRow(gp, xp, biasAt, dxp, sums, r, columns, tanhApprox);
+        backwardRow(gp, xp, biasAt, dxp, slot, r, columns, tanhApprox);
     });
-    if (rowSums) {
-      at::Tensor total =
-          at::zeros({columns}, x.options().dtype(c10::CppTypeToScalarType<Opmath>::value));
-      Opmath* tp = total.data_ptr<Opmath>();
-      for (int t = 0; t < threads; ++t)
-        for (int64_t c = 0; c < columns; ++c)
-          tp[c] += partial[static_cast<size_t>(t * columns + c)];
-      db = total.to(x.scalar_type());
-    } else if (layout == BiasLayout::Full) {
-      db = dx.clone();  // an output of its own: the schema's two results do not alias
-    }
+    db = layout == BiasLayout::Row ? sums.total(x.options(), x.scalar_type())
+                                   : biasGradient(dx, layout);
   });
   return {dx.view(input.sizes()), db};
 }

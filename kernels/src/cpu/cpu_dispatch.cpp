@@ -59,6 +59,17 @@ std::tuple<at::Tensor, at::Tensor> biasGeluBackward(const at::Tensor& grad, cons
   return SYMTUNE_CPU_CALL(biasGeluBackwardCpu, grad, input, bias, approximate);
 }
 
+at::Tensor biasDropoutAdd(const at::Tensor& input, const std::optional<at::Tensor>& bias,
+                          const at::Tensor& residual, double p, int64_t seed) {
+  return SYMTUNE_CPU_CALL(biasDropoutAddCpu, input, bias, residual, p, seed);
+}
+
+std::tuple<at::Tensor, at::Tensor> biasDropoutAddBackward(const at::Tensor& grad,
+                                                          const std::optional<at::Tensor>& bias,
+                                                          double p, int64_t seed) {
+  return SYMTUNE_CPU_CALL(biasDropoutAddBackwardCpu, grad, bias, p, seed);
+}
+
 void fusedAdam(at::TensorList params, at::TensorList grads, at::TensorList expAvgs,
                at::TensorList expAvgSqs, c10::IntArrayRef steps, double lr, double beta1,
                double beta2, double eps, double weightDecay, bool decoupled) {
@@ -112,6 +123,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackward(
 TORCH_LIBRARY_IMPL(symtune, CPU, m) {
   m.impl("bias_gelu", &symtune::kernels::biasGelu);
   m.impl("bias_gelu_backward", &symtune::kernels::biasGeluBackward);
+  m.impl("bias_dropout_add_forward", &symtune::kernels::biasDropoutAdd);
+  m.impl("bias_dropout_add_backward", &symtune::kernels::biasDropoutAddBackward);
   m.impl("fused_adam_", &symtune::kernels::fusedAdam);
   m.impl("fused_sgd_", &symtune::kernels::fusedSgd);
   m.impl("rms_clamp_", &symtune::kernels::rmsClamp);

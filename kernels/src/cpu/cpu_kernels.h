@@ -19,6 +19,10 @@
                                                          const at::Tensor& input,                  \
                                                          const std::optional<at::Tensor>& bias,    \
                                                          c10::string_view approximate);            \
+  at::Tensor biasDropoutAddCpu(const at::Tensor& input, const std::optional<at::Tensor>& bias,     \
+                               const at::Tensor& residual, double p, int64_t seed);                \
+  std::tuple<at::Tensor, at::Tensor> biasDropoutAddBackwardCpu(                                    \
+      const at::Tensor& grad, const std::optional<at::Tensor>& bias, double p, int64_t seed);      \
   void fusedAdamCpu(at::TensorList params, at::TensorList grads, at::TensorList expAvgs,           \
                     at::TensorList expAvgSqs, c10::IntArrayRef steps, double lr, double beta1,     \
                     double beta2, double eps, double weightDecay, bool decoupled);                 \

@@ -9,16 +9,13 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
-#include <algorithm>
-
 #include "../bias_gelu_common.h"
 #include "cuda_check.h"
+#include "grid.cuh"
 
 namespace symtune::kernels {
 
 namespace {
-
-constexpr int kThreads = 256;
 
 template <typename T>
 __device__ inline T gelu(T z, bool tanhApprox) {
@@ -68,11 +65,6 @@ __global__ void backwardKernel(const T* __restrict__ g, const T* __restrict__ x,
   }
 }
 
-int blocksFor(int64_t n) {
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, sms * 8));
-}
-
 at::Tensor biasGeluCuda(const at::Tensor& input, const std::optional<at::Tensor>& bias,
                         c10::string_view approximate) {
   const BiasGeluOperands o = biasGeluOperands(input, bias, approximate);
@@ -88,9 +80,10 @@ at::Tensor biasGeluCuda(const at::Tensor& input, const std::optional<at::Tensor>
     return y;
   const int64_t columns = layout == BiasLayout::Row ? x.size(-1) : 0;
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "bias_gelu_cuda", [&] {
-    forwardKernel<scalar_t><<<blocksFor(n), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        x.const_data_ptr<scalar_t>(), b.defined() ? b.const_data_ptr<scalar_t>() : nullptr,
-        y.data_ptr<scalar_t>(), n, columns, tanhApprox);
+    forwardKernel<scalar_t>
+        <<<elementwiseBlocks(n), kElementwiseThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.const_data_ptr<scalar_t>(), b.defined() ? b.const_data_ptr<scalar_t>() : nullptr,
+            y.data_ptr<scalar_t>(), n, columns, tanhApprox);
     SYMTUNE_CUDA_CHECK(cudaGetLastError());
   });
   return y;
@@ -112,19 +105,15 @@ std::tuple<at::Tensor, at::Tensor> biasGeluBackwardCuda(const at::Tensor& gradIn
   const int64_t columns = layout == BiasLayout::Row ? x.size(-1) : 0;
   if (n > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, x.scalar_type(), "bias_gelu_backward_cuda", [&] {
-      backwardKernel<scalar_t><<<blocksFor(n), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-          g.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
-          b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, dx.data_ptr<scalar_t>(), n, columns,
-          tanhApprox);
+      backwardKernel<scalar_t>
+          <<<elementwiseBlocks(n), kElementwiseThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+              g.const_data_ptr<scalar_t>(), x.const_data_ptr<scalar_t>(),
+              b.defined() ? b.const_data_ptr<scalar_t>() : nullptr, dx.data_ptr<scalar_t>(), n,
+              columns, tanhApprox);
       SYMTUNE_CUDA_CHECK(cudaGetLastError());
     });
   }
-  at::Tensor db;
-  if (layout == BiasLayout::Row)
-    db = dx.reshape({-1, columns}).sum(0, false, at::kFloat).to(x.scalar_type());
-  else if (layout == BiasLayout::Full)
-    db = dx.clone();
-  return {dx.view(input.sizes()), db};
+  return {dx.view(input.sizes()), biasGradient(dx, layout)};
 }
 
 }  // namespace

@@ -152,7 +152,7 @@ class TestAttach : public QObject {
         rules = true;
         QCOMPARE((*m)["rules"].size(), size_t{2});
         QCOMPARE((*m)["rules"][0]["name"].get<std::string>(), std::string("nan_guard"));
-        QCOMPARE((*m)["rules"][0]["origin"].get<std::string>(), std::string("pack builtin 1.2.0"));
+        QCOMPARE((*m)["rules"][0]["origin"].get<std::string>(), std::string("pack builtin 1.3.0"));
       } else if (type == "state") {
         state = true;
       } else if (type == "step") {

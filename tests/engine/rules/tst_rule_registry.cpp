@@ -70,7 +70,7 @@ class TestRuleRegistry : public QObject {
       origin[e.name] = e.origin;
     for (const char* name : {"gradient_steering", "adaptive_gradient_clipping",
                              "global_norm_clipping", "nan_guard", "loss_spike_guard", "tanh_gelu"})
-      QCOMPARE(origin[name], std::string("pack builtin 1.2.0"));
+      QCOMPARE(origin[name], std::string("pack builtin 1.3.0"));
     QCOMPARE(origin["test_halve_bias_gradients"], std::string("C++ (tst_rule_registry.cpp)"));
     const auto bias = Registry::global().get("test_halve_bias_gradients");
     QVERIFY(bias.native && !bias.rule);

@@ -206,6 +206,31 @@ def forward(self, x: Tensor, b: Tensor):
     QVERIFY(torch::allclose(y, torch::gelu(x + 1.0) + torch::gelu(x + b), 1e-5, 1e-6));
   }
 
+  // The built-in fused_bias_dropout_add: `residual + dropout(x + bias)` becomes
+  // symtune::bias_dropout_add; evaluation gives the sum, training keeps elements scaled by
+  // 1 / (1 - p) and drops the others to the residual.
+  void fusedBiasDropoutAddRewritesTheSublayerEnd() {
+    auto module = torch::jit::Module("M");
+    module.define(R"ts(
+def forward(self, x: Tensor, b: Tensor, r: Tensor, train: bool):
+    return r + torch.dropout(x + b, 0.25, train)
+)ts");
+    const auto rule = *symtune::rules::Registry::global().get("fused_bias_dropout_add").rule;
+    QCOMPARE(symtune::rules::applyRewrites(module, {rule}).front().sites, int64_t{1});
+    const auto counts = opCounts(module);
+    QCOMPARE(counts.at("symtune::bias_dropout_add"), int64_t{1});
+    QCOMPARE(counts.count("aten::dropout"), size_t{0});
+    QCOMPARE(counts.count("aten::add"), size_t{0});
+    const auto x = torch::randn({16, 32}), b = torch::randn({32}), r = torch::randn({16, 32});
+    QVERIFY(torch::allclose(module.forward({x, b, r, false}).toTensor(), r + (x + b)));
+    const auto delta = module.forward({x, b, r, true}).toTensor() - r;
+    const auto kept = delta != 0;
+    QVERIFY(torch::allclose(delta, torch::where(kept, (x + b) / 0.75, torch::zeros_like(x)), 1e-5,
+                            1e-5));
+    const double share = kept.to(torch::kDouble).mean().item<double>();
+    QVERIFY2(share > 0.6 && share < 0.9, qPrintable(QString::number(share)));  // 0.75 expected
+  }
+
   void tanhGeluOnMoeRespectsModuleSelectors() {
     auto zoo = symtune::buildZooModel("moe_topk", {"ci", 7, std::nullopt});
     const auto before = opCounts(zoo.module);

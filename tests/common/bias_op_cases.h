@@ -1,0 +1,65 @@
+#pragma once
+// The table the fused bias ops' reference tests share (bias_gelu, bias_dropout_add): input
+// shapes with the bias each is given, the dtypes, and the operands they make.
+
+#include <torch/torch.h>
+
+#include <QVector>
+
+#include <vector>
+
+namespace symtune::test {
+
+enum class BiasKind { Row, Full, None, Broadcast };
+
+struct BiasShape {
+  const char* name;
+  QVector<qint64> shape;
+  BiasKind bias;
+  bool transposed;  // the input is a transposed (non-contiguous) view
+};
+
+// Size 1, odd sizes, 3-D, a Transformer row, a non-contiguous input, a full-shape bias, no bias.
+inline std::vector<BiasShape> biasShapes() {
+  return {
+      {"1x1 row bias", {1, 1}, BiasKind::Row, false},
+      {"7x13 row bias", {7, 13}, BiasKind::Row, false},
+      {"3x5x129 row bias", {3, 5, 129}, BiasKind::Row, false},
+      {"64x768 row bias", {64, 768}, BiasKind::Row, false},
+      {"transposed 24x17", {24, 17}, BiasKind::Row, true},
+      {"9x31 full bias", {9, 31}, BiasKind::Full, false},
+      {"9x31 no bias", {9, 31}, BiasKind::None, false},
+  };
+}
+
+inline std::vector<std::pair<const char*, torch::Dtype>> biasDtypes() {
+  return {
+      {"float32", torch::kFloat32}, {"float64", torch::kFloat64}, {"bfloat16", torch::kBFloat16}};
+}
+
+// A random input of `sizes`, normal with standard deviation `scale` (through a transpose when
+// asked: not contiguous).
+inline torch::Tensor biasInput(const std::vector<int64_t>& sizes, bool transposed,
+                               const torch::TensorOptions& opts, double scale = 1) {
+  if (!transposed)
+    return torch::randn(sizes, opts) * scale;
+  return (torch::randn(std::vector<int64_t>(sizes.rbegin(), sizes.rend()), opts) * scale).t();
+}
+
+// The bias of `kind` for an input of `sizes` (undefined for None; Broadcast: [first, 1]).
+inline torch::Tensor biasFor(BiasKind kind, const std::vector<int64_t>& sizes,
+                             const torch::TensorOptions& opts) {
+  switch (kind) {
+    case BiasKind::Row:
+      return torch::randn({sizes.back()}, opts);
+    case BiasKind::Full:
+      return torch::randn(sizes, opts);
+    case BiasKind::Broadcast:
+      return torch::randn({sizes.front(), 1}, opts);
+    case BiasKind::None:
+      break;
+  }
+  return {};
+}
+
+}  // namespace symtune::test
