@@ -54,6 +54,8 @@ class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFuncti
                                                 const Optional& weight, const Optional& bias,
                                                 double eps) {
     at::AutoDispatchBelowADInplaceOrView below;
+    // An output nobody used (often the sum) gets no gradient, not a tensor of zeros to read.
+    ctx->set_materialize_grads(false);
     auto [out, sum, mean, rstd] = forwardOp().call(input, residual, weight, bias, eps);
     ctx->save_for_backward({sum, mean, rstd, weight.value_or(at::Tensor())});
     ctx->saved_data["has_weight"] = weight.has_value() && weight->defined();
@@ -66,10 +68,10 @@ class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFuncti
     const auto saved = ctx->get_saved_variables();
     const bool hasWeight = ctx->saved_data["has_weight"].toBool();
     const bool hasBias = ctx->saved_data["has_bias"].toBool();
-    const at::Tensor gradOut =
-        grads[0].defined() ? grads[0].contiguous() : at::zeros_like(saved[0]);
+    if (!grads[0].defined())  // only the sum was used: its gradient is both inputs'
+      return {grads[1], grads[1], at::Tensor(), at::Tensor(), at::Tensor()};
     auto [gradSum, gradWeight, gradBias] =
-        backwardOp().call(gradOut, optional(grads[1]), saved[0], saved[1], saved[2],
+        backwardOp().call(grads[0].contiguous(), optional(grads[1]), saved[0], saved[1], saved[2],
                           hasWeight ? Optional(saved[3]) : std::nullopt);
     return {gradSum, gradSum, hasWeight ? gradWeight : at::Tensor(),
             hasBias ? gradBias : at::Tensor(), at::Tensor()};

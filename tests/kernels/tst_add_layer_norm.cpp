@@ -149,6 +149,20 @@ class TestAddLayerNorm : public QObject {
     }
   }
 
+  // A loss on the sum alone: its gradient passes to both inputs, the norm's parameters get none.
+  void onlyTheSumUsed() {
+    auto x = torch::randn({4, 9}).requires_grad_(true),
+         r = torch::randn({4, 9}).requires_grad_(true);
+    auto w = torch::randn({9}).requires_grad_(true), b = torch::randn({9}).requires_grad_(true);
+    const auto upstream = torch::randn({4, 9});
+    const auto sum = std::get<1>(symtune::kernels::addLayerNorm(x, r, w, b, 1e-5));
+    (sum * upstream).sum().backward();
+    QVERIFY(torch::equal(x.grad(), upstream));
+    QVERIFY(torch::equal(r.grad(), upstream));
+    QVERIFY(!w.grad().defined() || torch::equal(w.grad(), torch::zeros_like(w)));
+    QVERIFY(!b.grad().defined() || torch::equal(b.grad(), torch::zeros_like(b)));
+  }
+
   void refusesBadArguments_data() {
     QTest::addColumn<QVector<qint64>>("residualShape");
     QTest::addColumn<qint64>("weightSize");

@@ -5,7 +5,6 @@
 // bias's gradients accumulated per thread in the same pass.
 
 #include <cmath>
-#include <vector>
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
@@ -14,6 +13,7 @@
 
 #include "../add_layer_norm_common.h"
 #include "../parallel.h"
+#include "column_sums.h"
 #include "cpu_kernels.h"
 
 namespace symtune::kernels::CPU_CAPABILITY {
@@ -198,18 +198,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackwardCpu(
   at::Tensor dw, db;
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, s.scalar_type(), "add_layer_norm_bwd_cpu", [&] {
     using Opmath = at::opmath_type<scalar_t>;
-    const int threads = at::get_num_threads();
     // Each thread's weight and bias gradient sums, then added up.
-    std::vector<Opmath> partialW(static_cast<size_t>(threads * columns), Opmath(0));
-    std::vector<Opmath> partialB(static_cast<size_t>(threads * columns), Opmath(0));
+    ThreadColumnSums<Opmath> sumsW(true, columns), sumsB(true, columns);
     const Opmath* mp = mean.const_data_ptr<Opmath>();
     const Opmath* rp = rstd.const_data_ptr<Opmath>();
     const scalar_t* wp = w.defined() ? w.const_data_ptr<scalar_t>() : nullptr;
     const scalar_t* dsp = dsIn.defined() ? dsIn.const_data_ptr<scalar_t>() : nullptr;
     const int64_t grain = std::max<int64_t>(1, 16384 / columns);
     at::parallel_for(0, rows, grain, [&](int64_t first, int64_t last) {
-      Opmath* pw = partialW.data() + at::get_thread_num() * columns;
-      Opmath* pb = partialB.data() + at::get_thread_num() * columns;
+      Opmath* pw = sumsW.slot();
+      Opmath* pb = sumsB.slot();
       for (int64_t i = first; i < last; ++i) {
         const int64_t o = i * columns;
         backwardRow(dy.const_data_ptr<scalar_t>() + o, dsp != nullptr ? dsp + o : nullptr,
@@ -217,18 +215,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackwardCpu(
                     columns, pw, pb);
       }
     });
-    const auto math = s.options().dtype(c10::CppTypeToScalarType<Opmath>::value);
-    at::Tensor totalW = at::zeros({columns}, math), totalB = at::zeros({columns}, math);
-    Opmath* tw = totalW.data_ptr<Opmath>();
-    Opmath* tb = totalB.data_ptr<Opmath>();
-    for (int t = 0; t < threads; ++t) {
-      for (int64_t c = 0; c < columns; ++c) {
-        tw[c] += partialW[static_cast<size_t>(t * columns + c)];
-        tb[c] += partialB[static_cast<size_t>(t * columns + c)];
-      }
-    }
-    dw = totalW.to(s.scalar_type());
-    db = totalB.to(s.scalar_type());
+    dw = sumsW.total(s.options(), s.scalar_type());
+    db = sumsB.total(s.options(), s.scalar_type());
   });
   return {ds.view(sum.sizes()), dw, db};
 }
