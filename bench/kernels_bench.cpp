@@ -30,6 +30,7 @@
 #include "symtune/kernels/add_layer_norm.h"
 #include "symtune/kernels/bias_dropout_add.h"
 #include "symtune/kernels/bias_gelu.h"
+#include "symtune/kernels/cpu_capability.h"
 #include "symtune/kernels/grad_clip.h"
 #include "symtune/kernels/softmax_cross_entropy.h"
 
@@ -269,9 +270,13 @@ int main(int argc, char** argv) {
              },
              "clip_grad_norm_");
 
-  nlohmann::ordered_json out = {{"bench", "kernels"},   {"machine", symtune::bench::cpuModel()},
-                                {"device", deviceName}, {"threads", at::get_num_threads()},
-                                {"rounds", rounds},     {"cases", cases}};
+  nlohmann::ordered_json out = {{"bench", "kernels"},
+                                {"machine", symtune::bench::cpuModel()},
+                                {"device", deviceName},
+                                {"threads", at::get_num_threads()},
+                                {"cpu_kernels", symtune::kernels::cpuCapability()},
+                                {"rounds", rounds},
+                                {"cases", cases}};
   std::cout << out.dump(2) << std::endl;
   return 0;
 }

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "bench_common.h"
+#include "symtune/kernels/cpu_capability.h"
 #include "symtune/kernels/fused_optimizers.h"
 #include "symtune/model_zoo.h"
 
@@ -179,6 +180,7 @@ int main(int argc, char** argv) {
       {"machine", symtune::bench::cpuModel()},
       {"device", deviceName},
       {"threads", at::get_num_threads()},
+      {"cpu_kernels", symtune::kernels::cpuCapability()},
       {"model", model + " (" + preset + ")"},
       {"optimizer", optimizer},
       {"tensors", reference.size()},

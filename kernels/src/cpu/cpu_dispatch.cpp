@@ -1,9 +1,14 @@
 // Registers the CPU implementations of Symtune's operators, each choosing at run time among the
 // kernels built for AVX-512, for AVX2 + FMA and the portable ones (Note [CPU capabilities]).
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include <torch/library.h>
 
 #include "cpu_kernels.h"
+#include "symtune/kernels/cpu_capability.h"
 
 namespace symtune::kernels {
 
@@ -22,20 +27,44 @@ namespace {
 // without AVX2 (older than 2013) are not a target.
 enum class Capability { Default, Avx2, Avx512 };
 
+// SYMTUNE_CPU_CAPABILITY=default|avx2|avx512 lowers the choice (never above what the CPU has), as
+// ATEN_CPU_CAPABILITY does for ATen's kernels: the tests run the narrower builds this way on a
+// machine that would otherwise always take the widest.
+Capability requested(Capability best) {
+  const char* env = std::getenv("SYMTUNE_CPU_CAPABILITY");
+  if (env == nullptr || *env == '\0')
+    return best;
+  const std::string name(env);
+  Capability asked;
+  if (name == "default") {
+    asked = Capability::Default;
+  } else if (name == "avx2") {
+    asked = Capability::Avx2;
+  } else if (name == "avx512") {
+    asked = Capability::Avx512;
+  } else {
+    TORCH_WARN("SYMTUNE_CPU_CAPABILITY=", name,
+               " is not one of default, avx2, avx512; using the CPU's best");
+    return best;
+  }
+  return std::min(asked, best);
+}
+
 Capability capability() {
 #ifdef SYMTUNE_HAVE_X86_KERNELS
-  static const Capability best = [] {
+  static const Capability chosen = [] {
+    Capability best = Capability::Default;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("fma"))
-      return Capability::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return Capability::Avx2;
-    return Capability::Default;
+      best = Capability::Avx512;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      best = Capability::Avx2;
+    return requested(best);
   }();
-  return best;
+  return chosen;
 #else
-  return Capability::Default;
+  return requested(Capability::Default);
 #endif
 }
 
@@ -117,6 +146,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackward(
 }
 
 }  // namespace
+
+std::string cpuCapability() {
+  switch (capability()) {
+    case Capability::Avx512:
+      return "avx512";
+    case Capability::Avx2:
+      return "avx2";
+    case Capability::Default:
+      break;
+  }
+  return "default";
+}
 
 }  // namespace symtune::kernels
 

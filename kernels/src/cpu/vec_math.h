@@ -16,8 +16,8 @@ namespace symtune::kernels::CPU_CAPABILITY {
 // (truncation error below 1.3e-7 relative) and the exponent assembled in the float's bits; and
 // the GELU's erf as Abramowitz & Stegun 7.1.26 (|error| ≤ 1.5e-7, the formula ATen's AVX kernels
 // use), whose exp(-x²) at x = z/√2 is the same exp(-z²/2) the GELU's derivative needs, so one
-// exp serves both; divisions are reciprocal estimates refined once. Double keeps at::vec's Sleef
-// functions: these are float accurate only.
+// exp serves both; on AVX-512 divisions are reciprocal estimates refined once. Double keeps
+// at::vec's Sleef functions: these are float accurate only.
 using FloatVec = at::vec::Vectorized<float>;
 
 // exp(v), accurate to a few ulp for v in [-87.3, 88.3]; 0 below, ~1.7e38 above (no overflow
@@ -50,19 +50,16 @@ inline at::vec::Vectorized<T> vecExp(at::vec::Vectorized<T> v) {
     return v.exp();
 }
 
-// 1 / d to about an ulp without a division: the hardware's reciprocal estimate (AVX-512: 14 bits,
-// AVX2: 12 bits) and one Newton step, r (2 - d r). A vector division blocks its unit for 10–16
-// cycles a vector on these CPUs, longer than all the GELU's other arithmetic.
+// 1 / d. AVX-512: the hardware's 14-bit reciprocal estimate and one Newton step, r (2 - d r),
+// to about an ulp without a division (a 512-bit division blocks its unit for 10–16 cycles on
+// these CPUs). AVX2's estimate has 12 bits, one step leaves errors the tanh GELU's derivative
+// amplifies past float tolerance (kernels.bias_gelu.avx2 caught it), so there a division.
 inline FloatVec reciprocal(FloatVec d) {
 #if defined(CPU_CAPABILITY_AVX512)
   const FloatVec r(_mm512_rcp14_ps(d));
-#elif defined(CPU_CAPABILITY_AVX2)
-  const FloatVec r(_mm256_rcp_ps(d));
+  return r * at::vec::fnmadd(d, r, FloatVec(2.f));
 #else
   return FloatVec(1.f) / d;
-#endif
-#if defined(CPU_CAPABILITY_AVX512) || defined(CPU_CAPABILITY_AVX2)
-  return r * at::vec::fnmadd(d, r, FloatVec(2.f));
 #endif
 }
 
