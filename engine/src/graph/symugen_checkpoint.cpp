@@ -1,7 +1,11 @@
 // Full activation checkpointing in SyMuGen's evaluator (Note [Checkpointed spans]).
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <mutex>
+#include <set>
 #include <unordered_set>
 
 #include "evaluator.h"
@@ -23,9 +27,17 @@ namespace symtune {
 // tuple inside a tuple, an Optional), a span that writes to one of its inputs (an in-place ReLU
 // block, appending to a caller's list, prim::SetAttr on a module it was given), and — decided at
 // run time — list or tuple inputs holding tensors that require grad.
-// Limitations: a random op inside a span would draw new numbers when recomputed (the zoo models
-// have none), and an op that updates state it does not take as an input (batch norm's running
+// A random op inside a span draws the same numbers when recomputed (Note [Checkpoint RNG]).
+// Limitation: an op that updates state it does not take as an input (batch norm's running
 // statistics, read through the module) updates it once more, as with PyTorch's checkpointing.
+
+// Note [Checkpoint RNG]
+// A span's forward keeps the random state it began with — the default CPU generator's, and the
+// default CUDA generator's of every device its inputs are on — and its recompute runs from that
+// state, then puts back the state it found: a dropout inside a span (aten::dropout,
+// symtune::bias_dropout_add) draws the same mask both times, so the gradients are those of the
+// forward that ran, and the generators continue as if there had been no recompute
+// (torch.utils.checkpoint's preserve_rng_state).
 
 namespace {
 
@@ -205,6 +217,43 @@ struct SpanRun : torch::CustomClassHolder {
   }
 };
 
+// Generators and their states (Note [Checkpoint RNG]).
+struct RngStates : torch::CustomClassHolder {
+  std::vector<std::pair<at::Generator, at::Tensor>> states;
+
+  // The CPU generator's state and the CUDA generators' of the devices `tensors` are on.
+  static c10::intrusive_ptr<RngStates> take(at::TensorList tensors) {
+    auto taken = c10::make_intrusive<RngStates>();
+    taken->add(at::detail::getDefaultCPUGenerator());
+    std::set<c10::DeviceIndex> devices;
+    for (const auto& t : tensors) {
+      if (t.defined() && t.is_cuda())
+        devices.insert(t.get_device());
+    }
+    for (const c10::DeviceIndex d : devices)
+      taken->add(at::globalContext().defaultGenerator(at::Device(at::kCUDA, d)));
+    return taken;
+  }
+
+  // Sets every generator to its kept state; returns the states they had.
+  c10::intrusive_ptr<RngStates> swapIn() const {
+    auto previous = c10::make_intrusive<RngStates>();
+    for (const auto& [generator, state] : states) {
+      at::Generator g = generator;
+      std::lock_guard<std::mutex> lock(g.mutex());
+      previous->states.emplace_back(g, g.get_state());
+      g.set_state(state);
+    }
+    return previous;
+  }
+
+ private:
+  void add(at::Generator g) {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    states.emplace_back(g, g.get_state());
+  }
+};
+
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   // `tensors`: the span's tensor inputs, then a grad-requiring placeholder so that the outputs
   // require grad even when no input does (the span's parameters are not inputs).
@@ -215,6 +264,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     torch::autograd::variable_list tensors = inputs.vec();
     tensors.pop_back();
     ctx->save_for_backward(tensors);
+    ctx->saved_data["rng"] = c10::IValue::make_capsule(RngStates::take(tensors));
     auto outs = run->flatten(run->run(tensors), /*learn=*/true);
     ctx->saved_data["run"] = c10::IValue::make_capsule(run);
     return outs;
@@ -229,7 +279,16 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     torch::autograd::variable_list outs;
     {
       at::AutoGradMode grad(true);
-      outs = run->flatten(run->run(inputs), /*learn=*/false);
+      const auto rng =
+          c10::static_intrusive_pointer_cast<RngStates>(ctx->saved_data["rng"].toCapsule());
+      const auto found = rng->swapIn();
+      try {
+        outs = run->flatten(run->run(inputs), /*learn=*/false);
+      } catch (...) {
+        found->swapIn();
+        throw;
+      }
+      found->swapIn();
     }
     torch::autograd::variable_list roots, rootGrads;
     for (size_t i = 0; i < outs.size() && i < grads.size(); ++i) {

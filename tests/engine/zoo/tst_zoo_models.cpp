@@ -10,6 +10,8 @@
 
 #include "symtune/checkpoint_executor.h"
 #include "symtune/model_zoo.h"
+#include "symtune/rule_registry.h"
+#include "symtune/rule_rewrite.h"
 #include "symtune/symugen.h"
 #include "symtune/trainer.h"
 #include "symtune/zoo_catalog.h"
@@ -77,6 +79,19 @@ std::string signature(const symtune::Batch& b) {
     s << ";";
   }
   return s.str();
+}
+
+// A scripted block in training mode: `source` its forward, parameters w of `weight`'s shape and,
+// when `bias` is given, b of that size — random, from the current seed.
+torch::jit::Module scriptedBlock(const char* name, const char* source, std::vector<int64_t> weight,
+                                 int64_t bias = 0) {
+  torch::jit::Module m(name);
+  m.register_attribute("training", c10::BoolType::get(), true);
+  m.register_parameter("w", torch::randn(weight).requires_grad_(), false);
+  if (bias > 0)
+    m.register_parameter("b", torch::randn({bias}).requires_grad_(), false);
+  m.define(source);
+  return m;
 }
 
 }  // namespace
@@ -187,11 +202,7 @@ class TestZooModels : public QObject {
     auto module = [] {
       torch::manual_seed(5);
       auto make = [](const char* name, const char* source) {
-        torch::jit::Module m(name);
-        m.register_attribute("training", c10::BoolType::get(), true);
-        m.register_parameter("w", torch::randn({4, 4}).requires_grad_(), false);
-        m.define(source);
-        return m;
+        return scriptedBlock(name, source, {4, 4});
       };
       auto lin = make("Lin", "def forward(self, x: Tensor) -> Tensor:\n    return x.mm(self.w)\n");
       auto act =
@@ -232,6 +243,57 @@ def forward(self, x: Tensor) -> Tensor:
       }
     }
     QCOMPARE(compared, 2);
+  }
+
+  // Note [Checkpoint RNG]: a dropout inside a checkpointed block draws the same mask when the
+  // block is recomputed — aten::dropout and symtune::bias_dropout_add alike — so gradients equal
+  // the plain run's, and the generator continues as if nothing had been recomputed.
+  void checkpointedDropoutRecomputesTheSameMask() {
+    auto module = [] {
+      torch::manual_seed(5);
+      auto make = [](const char* name, const char* source) {
+        return scriptedBlock(name, source, {16, 16}, 16);
+      };
+      auto first = make("DropA",
+                        "def forward(self, x: Tensor) -> Tensor:\n"
+                        "    return torch.dropout(torch.relu(x.mm(self.w) + self.b), 0.5, True)\n");
+      // symtune::bias_dropout_add by the built-in rewrite (TorchScript source compiled here
+      // does not resolve torch.ops).
+      auto second = make("DropB",
+                         "def forward(self, x: Tensor) -> Tensor:\n"
+                         "    return x + torch.dropout(x.mm(self.w) + self.b, 0.5, True)\n");
+      const auto rule = *symtune::rules::Registry::global().get("fused_bias_dropout_add").rule;
+      if (symtune::rules::applyRewrites(second, {rule}).front().sites != 1)
+        throw std::runtime_error("fused_bias_dropout_add did not rewrite the block");
+      torch::jit::Module root("DropRoot");
+      root.register_attribute("training", c10::BoolType::get(), true);
+      root.register_module("first", first);
+      root.register_module("second", second);
+      root.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    return self.second.forward(self.first.forward(x))
+)");
+      return root;
+    };
+    const auto x = torch::randn({8, 16});
+    auto plain = module();
+    torch::manual_seed(42);
+    const auto plainOut = plain.forward({x}).toTensor();
+    plainOut.sum().backward();
+    const double plainNext = torch::rand({1}).item<double>();
+    auto checkpointed = module();
+    symtune::CheckpointExecutor executor(checkpointed);
+    torch::manual_seed(42);
+    const auto checkpointedOut = executor.forward({x});
+    checkpointedOut.sum().backward();
+    const double checkpointedNext = torch::rand({1}).item<double>();
+    QCOMPARE(executor.lastCheckpointed(), int64_t{2});
+    QVERIFY(torch::equal(checkpointedOut, plainOut));
+    const auto p = plain.parameters(), q = checkpointed.parameters();
+    auto pi = p.begin(), qi = q.begin();
+    for (; pi != p.end(); ++pi, ++qi)
+      QVERIFY(torch::allclose((*pi).grad(), (*qi).grad(), 1e-5, 1e-6));
+    QCOMPARE(checkpointedNext, plainNext);
   }
 
   void dataIsDeterministicAndVaries_data() { models_data(); }
