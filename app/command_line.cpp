@@ -10,6 +10,20 @@ namespace symtune::app {
 
 namespace {
 
+// An option's value as seconds >= 0, or an error naming the option.
+double seconds(const std::string& option, const std::string& v) {
+  size_t used = 0;
+  double result = -1;
+  try {
+    result = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || !std::isfinite(result) || result < 0)
+    throw std::invalid_argument(option + " expects seconds >= 0, got \"" + v + "\"");
+  return result;
+}
+
 CommandLine parseRulesCommand(const std::vector<std::string>& args) {
   CommandLine cl;
   cl.mode = CommandLine::Mode::Rules;
@@ -152,18 +166,9 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
             "got \"" +
             v + "\"");
     } else if (a == "--progress-interval") {
-      const std::string& v = value(i);
-      size_t used = 0;
-      double seconds = -1;
-      try {
-        seconds = std::stod(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != v.size() || !std::isfinite(seconds) || seconds < 0) {
-        throw std::invalid_argument("--progress-interval expects seconds >= 0, got \"" + v + "\"");
-      }
-      cl.progressInterval = seconds;
+      cl.progressInterval = seconds(a, value(i));
+    } else if (a == "--linger") {
+      cl.linger = seconds(a, value(i));
     } else if (!a.empty() && a[0] == '-') {
       throw std::invalid_argument("unknown option " + a + " (see --help)");
     } else if (cl.mode == CommandLine::Mode::Graph && cl.graphTarget.empty()) {
@@ -182,6 +187,8 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     cl.mode = CommandLine::Mode::Batch;
   if (cl.listen && cl.mode != CommandLine::Mode::Batch)
     throw std::invalid_argument("--listen needs a session to train (SESSION --listen ADDR)");
+  if (cl.linger && !cl.listen)
+    throw std::invalid_argument("--linger goes with --listen ADDR");
   if ((cl.attach || cl.token) && cl.mode != CommandLine::Mode::Studio)
     throw std::invalid_argument("--attach opens the studio: it does not go with --batch or graph");
   if (cl.token && !cl.attach)
@@ -218,7 +225,10 @@ std::string usage(const std::string& program, bool studio) {
          "  " +
          program +
          " SESSION --listen ADDR     train it, attachable (ADDR: unix:/path, tcp:127.0.0.1:PORT,\n"
-         "                             or \"\" for a socket in $XDG_RUNTIME_DIR/symtune)\n"
+         "                             or \"\" for a socket in $XDG_RUNTIME_DIR/symtune); after "
+         "the\n"
+         "      [--linger SECONDS]     last step it serves until stopped, or until no client has\n"
+         "                             been attached for SECONDS\n"
          "  " +
          program +
          " rules check FILE          check a rule pack (.json) or a rules file\n"

@@ -17,6 +17,8 @@ struct CommandLine {
   std::optional<std::string> trace;       // --trace FILE
   int64_t traceSteps = 5;                 // --trace-steps N
   std::optional<std::string> listen;      // --listen ADDR: serve the attach protocol while training
+  std::optional<double> linger;           // --linger SECONDS: after the last step, serve until
+                                          // no client has been attached for this long
   std::optional<std::string> attach;      // --attach ADDR: the studio on a running process
   std::optional<std::string> token;       // --token TOKEN: for a TCP endpoint
   bool run = false;                       // --run: the studio starts SESSION and attaches to it

@@ -83,6 +83,7 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
     options.trace = *cl.trace;
   options.traceSteps = cl.traceSteps;
   options.listen = cl.listen;
+  options.lingerSeconds = cl.linger;
 
   symtune::RunReport report;
   try {

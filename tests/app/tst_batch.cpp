@@ -200,6 +200,11 @@ class TestBatch : public QObject {
         << "--attach opens the studio: it does not go with --batch or graph";
     QTest::addRow("token without attach")
         << QStringList{"--token", "abc"} << QByteArray() << 2 << "--token goes with --attach ADDR";
+    QTest::addRow("linger without listen") << QStringList{"--batch", "@/s.json", "--linger", "5"}
+                                           << kSession << 2 << "--linger goes with --listen ADDR";
+    QTest::addRow("negative linger")
+        << QStringList{"@/s.json", "--listen", "", "--linger", "-1"} << kSession << 2
+        << "--linger expects seconds >= 0, got \"-1\"";
     QTest::addRow("listen on any address")
         << QStringList{"@/s.json", "--listen", "tcp:0.0.0.0:0"} << kSession << 2
         << "TCP is for loopback only (127.0.0.1 or ::1)";

@@ -15,13 +15,16 @@ namespace symtune::ui {
 
 namespace {
 constexpr int kPollMs = 100;
-constexpr int kPatienceMs = 60000;  // building a cpu-preset model takes seconds, not a minute
+constexpr int kLingerSeconds = 600;  // Note [Runs outlive the studio]
+constexpr int kPatienceMs = 60000;   // building a cpu-preset model takes seconds, not a minute
 }  // namespace
 
 // Note [Runs outlive the studio]
 // DESIGN.md: a crash or a close of the studio never takes a run down. So the runner is started
 // detached, in its own session, with its output in a log file that the studio polls for the
-// "listening on ENDPOINT" line — a pipe would tie the runner to the studio's life.
+// "listening on ENDPOINT" line — a pipe would tie the runner to the studio's life. After its last
+// step a runner serves on (the studio can still inspect it) until stopped, or until no studio
+// has been attached for kLingerSeconds: a finished run nobody looks at does not stay forever.
 
 RunnerLauncher::RunnerLauncher(QObject* parent) : QObject(parent) {
   poll_.setInterval(kPollMs);
@@ -70,7 +73,8 @@ bool RunnerLauncher::start(const QString& sessionPath, QString* error, QString f
   process.setProgram(runner);
   process.setWorkingDirectory(folder);
   process.setArguments({QFileInfo(sessionPath).absoluteFilePath(), QStringLiteral("--listen"),
-                        QString(), QStringLiteral("--report"),
+                        QString(), QStringLiteral("--linger"), QString::number(kLingerSeconds),
+                        QStringLiteral("--report"),
                         QDir(folder).filePath(QStringLiteral("report.json"))});
   process.setStandardOutputFile(logPath_, QIODevice::Append);
   process.setStandardErrorFile(logPath_, QIODevice::Append);

@@ -26,8 +26,10 @@ struct BatchOptions {
   // docs/protocol.md) while training; "listening on ENDPOINT" goes to `progress` first.
   std::optional<std::string> listen;
   // With `listen`: after the last step keep serving (state "finished") until a client sends stop
-  // or `stop` is set.
+  // or `stop` is set — or, with `lingerSeconds`, until no client has been attached for that long
+  // (a run the studio started ends some time after the studio closed).
   bool serveAfterLastStep = true;
+  std::optional<double> lingerSeconds;
 };
 
 // Builds the trainer and runs session.run.steps steps. Setup errors (bad model file, no CUDA)

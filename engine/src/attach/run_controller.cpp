@@ -304,10 +304,17 @@ void RunController::afterStep(const StepResult& result) {
   }
 }
 
-void RunController::serveUntilStopped(const std::atomic<bool>* stop) {
+void RunController::serveUntilStopped(const std::atomic<bool>* stop,
+                                      std::optional<double> idleSeconds) {
   server_.publishState("finished");
+  auto attended = std::chrono::steady_clock::now();  // when a client was last seen attached
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopRequested_ && !(stop && stop->load())) {
+    const auto now = std::chrono::steady_clock::now();
+    if (server_.clientCount() > 0)
+      attended = now;
+    else if (idleSeconds && std::chrono::duration<double>(now - attended).count() >= *idleSeconds)
+      break;
     lock.unlock();
     applyChangesWhileIdle();
     lock.lock();

@@ -54,8 +54,10 @@ class RunController {
   // A new graph for the clients (a captured step's, with its autograd nodes).
   void publishGraph(const Graph& graph);
   // After the last step: says "finished", then keeps serving (rule changes, snapshots) until a
-  // client sends stop or `stop` is set.
-  void serveUntilStopped(const std::atomic<bool>* stop);
+  // client sends stop or `stop` is set, or — given `idleSeconds` — no client has been attached
+  // for that long.
+  void serveUntilStopped(const std::atomic<bool>* stop,
+                         std::optional<double> idleSeconds = std::nullopt);
   bool stopRequested();  // a client sent stop
   Endpoint endpoint() const { return server_.endpoint(); }
   const std::string& token() const { return server_.token(); }

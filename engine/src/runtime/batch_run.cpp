@@ -221,7 +221,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   }
   trainer.setTelemetry(Telemetry::Features);
   if (attached && report.status == RunReport::Status::Completed && options.serveAfterLastStep)
-    attached->serveUntilStopped(options.stop);
+    attached->serveUntilStopped(options.stop, options.lingerSeconds);
   attached.reset();
   if (last) {
     for (int f = 0; f < kFeatureCount; ++f) {

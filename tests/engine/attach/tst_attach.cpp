@@ -314,6 +314,36 @@ class TestAttach : public QObject {
     QCOMPARE(runner_.process.state(), QProcess::Running);
   }
 
+  // --linger: after its last step a runner serves while a client is attached, and exits once
+  // none has been for the linger time (a studio-started run the studio has left).
+  void finishedRunnerLingersWhileAttendedThenExits() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    QFile f(dir.filePath("short.json"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray(kSession).replace("1000000", "3"));
+    f.close();
+    Runner runner;
+    QVERIFY(runner.start(f.fileName(), "unix:" + dir.filePath("short.sock"),
+                         {"--linger", "1", "--report", dir.filePath("short.report.json")}));
+    {
+      Client client;
+      client.connect(runner.endpoint);
+      bool finished = false;
+      for (int i = 0; i < 200 && !finished; ++i) {
+        const auto m = until(client, "state", 1);
+        finished = m && (*m)["state"] == "finished";
+      }
+      QVERIFY(finished);
+      // Attended: still serving well past the linger time.
+      QVERIFY(!runner.process.waitForFinished(2500));
+      QCOMPARE(runner.process.state(), QProcess::Running);
+    }  // the client leaves
+    QVERIFY(runner.process.waitForFinished(30000));
+    QCOMPARE(runner.process.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(runner.process.exitCode(), 0);
+  }
+
   void wrongTokenIsRefused() {
     Runner tcp;
     QVERIFY(tcp.start(session_, "tcp:127.0.0.1:0"));
