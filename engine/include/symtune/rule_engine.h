@@ -56,6 +56,9 @@ class RuleSet {
   void remove(const std::string& name);               // throws std::out_of_range when unknown
   void setEnabled(const std::string& name, bool on);  // throws std::out_of_range when unknown
   bool enabled(const std::string& name) const;
+  // Whether the rule runs as a fused kernel instead of the interpreter (Note [Lowered rules]:
+  // the RMS clamp of gradient_steering). Throws std::out_of_range when unknown.
+  bool lowered(const std::string& name) const;
   std::vector<std::string> names() const;
   // A rule-language rule's text (`rule NAME { ... }`); empty for a C++ rule. Throws
   // std::out_of_range when unknown.

@@ -26,7 +26,7 @@ inline FloatVec expInline(FloatVec input) {
   using IntVec = at::vec::Vectorized<int32_t>;
   const FloatVec v = at::vec::clamp(input, FloatVec(-87.3f), FloatVec(88.3f));
   const FloatVec n = (v * FloatVec(1.44269504088896341f)).round();  // v / ln 2, to nearest
-  // r = v - n ln2, with ln2 split so that n * kLn2High is exact.
+  // r = v - n ln2, ln2 split in two so that n times the first part (0.693359375) is exact.
   FloatVec r = at::vec::fmadd(n, FloatVec(-0.693359375f), v);
   r = at::vec::fmadd(n, FloatVec(2.12194440e-4f), r);
   FloatVec p = at::vec::fmadd(FloatVec(1.f / 720.f), r, FloatVec(1.f / 120.f));

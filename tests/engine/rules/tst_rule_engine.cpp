@@ -70,6 +70,53 @@ class TestRuleEngine : public QObject {
     QVERIFY(!outcome.skipStep);
   }
 
+  // Note [Lowered rules]: gradient_steering's exact shape runs as symtune::rms_clamp_ over all
+  // the gradients it selects; the same rule written another way runs in the interpreter. Both
+  // give the same gradients, counts and firing; an unselected gradient stays as it was.
+  void gradientSteeringRunsAsTheFusedClamp() {
+    auto lowered = ruleSet(R"(rule s {
+      select params "w*"
+      let t = sqrt(mean(grad^2))
+      set grad = clamp(grad, -t, t)
+    })");
+    auto interpreted = ruleSet(R"(rule s {
+      select params "w*"
+      let t = sqrt(mean(grad * grad))
+      set grad = clamp(grad, -t, t)
+    })");
+    QVERIFY(lowered.lowered("s"));
+    QVERIFY(!interpreted.lowered("s"));
+    torch::manual_seed(3);
+    Params a, b;
+    const std::vector<std::vector<int64_t>> shapes{{64, 33}, {7}, {1}, {3, 5, 9}, {40000}};
+    for (size_t i = 0; i <= shapes.size(); ++i) {
+      const auto shape = i < shapes.size() ? shapes[i] : std::vector<int64_t>{5};
+      const auto g = torch::randn(shape) * torch::rand(shape).pow(4) * 10;  // heavy-tailed
+      const std::string name = i < shapes.size() ? "w" + std::to_string(i) : "bias";
+      for (Params* params : {&a, &b}) {
+        auto p = torch::zeros(shape).requires_grad_(true);
+        p.mutable_grad() = g.clone();
+        params->emplace_back(name, p);
+      }
+    }
+    const auto unselected = a.back().second.grad().clone();
+    const auto first = a.front().second.grad().clone();
+    const auto oa = lowered.apply(a, {}, 1e-3), ob = interpreted.apply(b, {}, 1e-3);
+    for (size_t i = 0; i < a.size(); ++i)
+      QVERIFY2(torch::allclose(a[i].second.grad(), b[i].second.grad(), 1e-6, 1e-6),
+               a[i].first.c_str());
+    QVERIFY(torch::equal(a.back().second.grad(), unselected));
+    // The heavy tail was clamped: the largest magnitude is now the RMS (the kernel's, summed in
+    // double, a rounding away from this float one).
+    const double rms = first.pow(2).mean().sqrt().item<double>();
+    QVERIFY(first.abs().max().item<double>() > rms);
+    const double largest = a.front().second.grad().abs().max().item<double>();
+    QVERIFY2(std::abs(largest - rms) <= 1e-6 * rms, qPrintable(QString::number(largest - rms)));
+    QCOMPARE(oa.gradientsChanged, int64_t{5});
+    QCOMPARE(oa.gradientsChanged, ob.gradientsChanged);
+    QCOMPARE(oa.fired, ob.fired);
+  }
+
   // The built-in pack's own rules (resources/rulepacks/builtin.json) on planted gradients.
   void builtinPackRulesRun() {
     const auto pack =
