@@ -1,6 +1,6 @@
 #pragma once
 // The table the fused bias ops' reference tests share (bias_gelu, bias_dropout_add): input
-// shapes with the bias each is given, the dtypes, and the operands they make.
+// shapes with the bias each is given, and the operands they make.
 
 #include <torch/torch.h>
 

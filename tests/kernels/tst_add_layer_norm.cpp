@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "error_of.h"
+#include "kernel_dtypes.h"
 #include "symtune/kernels/add_layer_norm.h"
 #include "test_main.h"
 
@@ -31,11 +32,9 @@ class TestAddLayerNorm : public QObject {
                   {"3x5x129", {3, 5, 129}, true, false, true},
                   {"64x768", {64, 768}, true, false, false},
                   {"transposed 24x17", {24, 17}, true, true, true}};
-    const std::pair<const char*, torch::Dtype> dtypes[] = {
-        {"float32", torch::kFloat32}, {"float64", torch::kFloat64}, {"bfloat16", torch::kBFloat16}};
     for (bool cuda : {false, true}) {
       for (const auto& s : shapes) {
-        for (const auto& [dtypeName, dtype] : dtypes) {
+        for (const auto& [dtypeName, dtype] : symtune::test::kernelDtypes()) {
           QTest::addRow("%s %s %s", cuda ? "cuda" : "cpu", s.name, dtypeName)
               << s.shape << s.affine << s.transposed << s.useSum << int(dtype) << cuda;
         }

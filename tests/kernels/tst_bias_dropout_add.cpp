@@ -15,6 +15,7 @@
 
 #include "bias_op_cases.h"
 #include "error_of.h"
+#include "kernel_dtypes.h"
 #include "symtune/kernels/bias_dropout_add.h"
 #include "tensor_compare.h"
 #include "test_main.h"
@@ -60,7 +61,7 @@ class TestBiasDropoutAdd : public QObject {
     QTest::addColumn<bool>("cuda");
     for (bool cuda : {false, true})
       for (const auto& s : symtune::test::biasShapes())
-        for (const auto& [dtypeName, dtype] : symtune::test::biasDtypes())
+        for (const auto& [dtypeName, dtype] : symtune::test::kernelDtypes())
           for (double p : {0.1, 0.5})
             QTest::addRow("%s %s %s p=%g", cuda ? "cuda" : "cpu", s.name, dtypeName, p)
                 << s.shape << int(s.bias) << s.transposed << int(dtype) << p << cuda;

@@ -11,6 +11,7 @@
 
 #include "bias_op_cases.h"
 #include "error_of.h"
+#include "kernel_dtypes.h"
 #include "symtune/kernels/bias_gelu.h"
 #include "tensor_compare.h"
 #include "test_main.h"
@@ -42,7 +43,7 @@ class TestBiasGelu : public QObject {
     shapes.push_back({"9x31 broadcast bias 9x1", {9, 31}, BiasKind::Broadcast, false});
     for (bool cuda : {false, true}) {
       for (const auto& s : shapes) {
-        for (const auto& [dtypeName, dtype] : symtune::test::biasDtypes()) {
+        for (const auto& [dtypeName, dtype] : symtune::test::kernelDtypes()) {
           for (const char* approximate : {"none", "tanh"}) {
             QTest::addRow("%s %s %s %s", cuda ? "cuda" : "cpu", s.name, dtypeName, approximate)
                 << s.shape << int(s.bias) << s.transposed << int(dtype) << QString(approximate)

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "error_of.h"
+#include "kernel_dtypes.h"
 #include "symtune/kernels/softmax_cross_entropy.h"
 #include "tensor_compare.h"
 #include "test_main.h"
@@ -31,11 +32,9 @@ class TestSoftmaxCrossEntropy : public QObject {
                   {"5x257", 5, 257, 0, false},
                   {"transposed 17x9", 17, 9, 0, true},
                   {"all ignored 4x6", 4, 6, 1, false}};
-    const std::pair<const char*, torch::Dtype> dtypes[] = {
-        {"float32", torch::kFloat32}, {"float64", torch::kFloat64}, {"bfloat16", torch::kBFloat16}};
     for (bool cuda : {false, true}) {
       for (const auto& s : shapes) {
-        for (const auto& [dtypeName, dtype] : dtypes) {
+        for (const auto& [dtypeName, dtype] : symtune::test::kernelDtypes()) {
           QTest::addRow("%s %s %s", cuda ? "cuda" : "cpu", s.name, dtypeName)
               << s.rows << s.classes << s.ignoredEvery << s.transposed << int(dtype) << cuda;
         }

@@ -98,16 +98,24 @@ inline FloatVec geluGradVec(FloatVec z, bool tanhApprox) {
                         FloatVec(0.5f) * parts.onePlusErf);
 }
 
-// The bias element of flat index i: none, bias[i % C] or bias[i].
+// The bias against a row of the input: none, bias[col] (a row bias) or bias[base + col] (full);
+// and input + bias at a column of the row starting at flat index `base`, one element or a vector.
 template <typename T>
 struct BiasAt {
   const T* data = nullptr;
   int64_t columns = 0;  // Row: C; Full: 0
-  T operator()(int64_t row, int64_t col, int64_t flat) const {
+
+  at::opmath_type<T> sum(const T* x, int64_t base, int64_t col) const {
+    using Opmath = at::opmath_type<T>;
+    const Opmath z = static_cast<Opmath>(x[base + col]);
     if (data == nullptr)
-      return T(0);
-    (void)row;
-    return columns > 0 ? data[col] : data[flat];
+      return z;
+    return z + static_cast<Opmath>(columns > 0 ? data[col] : data[base + col]);
+  }
+  at::vec::Vectorized<T> sumVec(const T* x, int64_t base, int64_t col) const {
+    using Vec = at::vec::Vectorized<T>;
+    const Vec z = Vec::loadu(x + base + col);
+    return data == nullptr ? z : z + Vec::loadu(data + (columns > 0 ? col : base + col));
   }
 };
 
@@ -121,12 +129,7 @@ void forwardRows(const T* x, T* y, BiasAt<T> bias, int64_t rows, int64_t columns
       if constexpr (std::is_same_v<T, Opmath>) {
         using Vec = at::vec::Vectorized<T>;
         constexpr int64_t kStep = Vec::size();
-        auto load = [&](int64_t at) {
-          Vec z = Vec::loadu(x + base + at);
-          if (bias.data != nullptr)
-            z = z + Vec::loadu(bias.data + (bias.columns > 0 ? at : base + at));
-          return z;
-        };
+        auto load = [&](int64_t at) { return bias.sumVec(x, base, at); };
         // Two vectors per iteration: erf and tanh are long dependency chains, and two
         // independent ones keep the vector units busy (as ATen's cpu_kernel_vec does).
         for (; c + 2 * kStep <= columns; c += 2 * kStep) {
@@ -138,9 +141,7 @@ void forwardRows(const T* x, T* y, BiasAt<T> bias, int64_t rows, int64_t columns
           geluVec(load(c), tanhApprox).store(y + base + c);
       }
       for (; c < columns; ++c) {
-        const Opmath z =
-            static_cast<Opmath>(x[base + c]) + static_cast<Opmath>(bias(r, c, base + c));
-        y[base + c] = static_cast<T>(geluScalar(z, tanhApprox));
+        y[base + c] = static_cast<T>(geluScalar(bias.sum(x, base, c), tanhApprox));
       }
     }
   });
@@ -157,10 +158,7 @@ void backwardRow(const T* g, const T* x, BiasAt<T> bias, T* dx, at::opmath_type<
     using Vec = at::vec::Vectorized<T>;
     constexpr int64_t kStep = Vec::size();
     auto one = [&](int64_t at) {
-      Vec z = Vec::loadu(x + base + at);
-      if (bias.data != nullptr)
-        z = z + Vec::loadu(bias.data + (bias.columns > 0 ? at : base + at));
-      return Vec::loadu(g + base + at) * geluGradVec(z, tanhApprox);
+      return Vec::loadu(g + base + at) * geluGradVec(bias.sumVec(x, base, at), tanhApprox);
     };
     auto keep = [&](int64_t at, const Vec& d) {
       d.store(dx + base + at);
@@ -176,8 +174,8 @@ void backwardRow(const T* g, const T* x, BiasAt<T> bias, T* dx, at::opmath_type<
       keep(c, one(c));
   }
   for (; c < columns; ++c) {
-    const Opmath z = static_cast<Opmath>(x[base + c]) + static_cast<Opmath>(bias(r, c, base + c));
-    const Opmath d = static_cast<Opmath>(g[base + c]) * geluGradScalar(z, tanhApprox);
+    const Opmath d =
+        static_cast<Opmath>(g[base + c]) * geluGradScalar(bias.sum(x, base, c), tanhApprox);
     dx[base + c] = static_cast<T>(d);
     if (sums != nullptr)
       sums[c] += d;
