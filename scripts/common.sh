@@ -18,8 +18,12 @@ SYMTUNE_TORCH_HOME=$SYMTUNE_CACHE/libtorch-$SYMTUNE_TORCH_VERSION-cu130
 SYMTUNE_PRESET=${SYMTUNE_PRESET:-ci}
 SYMTUNE_BUILD_DIR=$SYMTUNE_ROOT/build/$SYMTUNE_PRESET
 
+# Everything the studio, the tests and the packages need on a bare Debian 12. Installed without
+# Recommends, so a CMake package that another one needs is named here itself: Qt Charts' config
+# loads Qt OpenGL's, which is in libqt6opengl6-dev (a Recommends of qt6-base-dev).
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-pip
-  qt6-base-dev qt6-charts-dev qt6-svg-dev libgl-dev libgraphviz-dev nlohmann-json3-dev libasio-dev)
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev libgraphviz-dev
+  nlohmann-json3-dev libasio-dev)
 PIP_PACKAGES=("torch==$SYMTUNE_TORCH_VERSION" "nvidia-cusparselt-cu13==0.8.0"
   "nvidia-nvshmem-cu13==3.4.5" "nvidia-cufile==1.15.1.6"
   # torch's pure-Python dependencies, for the tests that script models in Python
@@ -77,7 +81,10 @@ ensure_deps() {
 
 build() {
   cd "$SYMTUNE_ROOT"
-  if [ ! -f "$SYMTUNE_BUILD_DIR/build.ninja" ]; then
+  # Configure anew when the presets changed since the last configure, so a build folder made
+  # under older presets (or with an option since made mandatory) cannot carry on quietly.
+  if [ ! -f "$SYMTUNE_BUILD_DIR/build.ninja" ] ||
+    [ CMakePresets.json -nt "$SYMTUNE_BUILD_DIR/CMakeCache.txt" ]; then
     log "configuring (preset $SYMTUNE_PRESET)"
     cmake --preset "$SYMTUNE_PRESET" -DSYMTUNE_TORCH_HOME="$SYMTUNE_TORCH_HOME" >&2
   fi
