@@ -14,6 +14,7 @@
 
 #ifdef SYMTUNE_HAS_STUDIO
 #include <QApplication>
+#include <QIcon>
 #include <QPixmap>
 #include <QScreen>
 #include <QTimer>
@@ -134,6 +135,8 @@ int main(int argc, char** argv) {
   QApplication::setApplicationName("Symtune");
   QApplication::setOrganizationName("Symtune");
   QApplication::setApplicationVersion(symtune::kVersion);
+  QApplication::setDesktopFileName(QStringLiteral("org.symtune.Symtune"));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/org.symtune.Symtune.svg")));
   symtune::ui::MainWindow window;
   window.show();
   if (cl.overlay)

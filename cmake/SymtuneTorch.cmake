@@ -1,8 +1,8 @@
 # Finds LibTorch and decides SYMTUNE_WITH_CUDA and SYMTUNE_WITH_CUPTI.
 #
 # Search order: Torch_DIR / CMAKE_PREFIX_PATH as given; the cache that scripts/common.sh fills
-# (SYMTUNE_TORCH_HOME, Note [Dependency cache] in that script); the torch package of the python3 on
-# PATH (the GPU machine has PyTorch installed there).
+# (SYMTUNE_TORCH_HOME, Note [Dependency cache] in scripts/install-libtorch.sh); the torch package
+# of the python3 on PATH (the GPU machine has PyTorch installed there).
 
 set(SYMTUNE_TORCH_HOME "$ENV{HOME}/.cache/symtune/libtorch-2.11.0-cu130" CACHE PATH
     "Folder that scripts/common.sh installs the LibTorch wheel into")
@@ -68,6 +68,15 @@ option(SYMTUNE_WITH_CUPTI "Build the CUPTI activity tracer (loaded at run time w
 if(SYMTUNE_WITH_CUPTI AND NOT SYMTUNE_WITH_CUDA)
   message(FATAL_ERROR "SYMTUNE_WITH_CUPTI needs SYMTUNE_WITH_CUDA")
 endif()
+
+# What Symtune's libraries link for LibTorch. TORCH_LIBRARIES holds this machine's absolute paths,
+# so an installed Symtune names Symtune::torch instead, which its package config makes from the
+# TORCH_LIBRARIES that find_package(Torch) gives on the user's machine (installers/).
+# Each item wrapped alone: a semicolon inside a generator expression would split it.
+set(SYMTUNE_TORCH_LINK "$<INSTALL_INTERFACE:Symtune::torch>")
+foreach(lib IN LISTS TORCH_LIBRARIES)
+  list(APPEND SYMTUNE_TORCH_LINK "$<BUILD_INTERFACE:${lib}>")
+endforeach()
 
 # torch's imported targets carry the ABI define but not the language standard (set above).
 # symtune_torch_pch(<target>): the precompiled header shared by the LibTorch-heavy targets.

@@ -1,6 +1,7 @@
 // An example native rule plugin (docs/rules.md, "Plugins"): one C++ rule, registered with
 // SYMTUNE_REGISTER_RULE when the library loads, and one rule-language rule added by the C entry
-// point. Built into <build>/lib/symtune/plugins, the build tree's install plugin folder.
+// point. Built into <build>/lib/symtune/plugins, the build tree's install plugin folder, and
+// installed into <prefix>/lib/symtune/plugins (CMakeLists.txt beside it builds it on its own too).
 
 #include <cstdint>
 #include <numeric>

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs LibTorch 2.11.0 (the PyTorch wheel from PyPI) into a folder, once: a second run with the
+# same package list does nothing. scripts/common.sh sources this file; an installed Symtune ships it
+# as `symtune-install-libtorch` (docs/installing.md, "LibTorch").
+#   install-libtorch.sh [--system | DIR]
+#     DIR       default: ~/.cache/symtune/libtorch-2.11.0-cu130 (or under $SYMTUNE_CACHE)
+#     --system  /usr/local/lib/symtune/libtorch-2.11.0-cu130, for every user of the machine
+#
+# Note [Dependency cache]
+# LibTorch comes from the PyTorch 2.11.0 wheel on PyPI (the CUDA 13.0 build, the same as the GPU
+# machine's). It is installed once per machine into a cache outside the checkout, keyed by version,
+# so every clone (CI's included) and an installed Symtune reuse it. The wheel's libraries also need
+# cuSPARSELt, NVSHMEM and cuFile, which the CUDA toolkit in /usr/local/cuda does not ship; their
+# wheels go into the same folder, where torch's own RPATH ($ORIGIN/../../nvidia/...) finds them.
+# Everything else CUDA (cudart, cuBLAS, cuDNN, NCCL, CUPTI) comes from the toolkit, so one CUDA
+# version is loaded per process.
+
+SYMTUNE_TORCH_VERSION=2.11.0
+SYMTUNE_TORCH_FOLDER=libtorch-$SYMTUNE_TORCH_VERSION-cu130
+SYMTUNE_CACHE=${SYMTUNE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/symtune}
+SYMTUNE_TORCH_SYSTEM_HOME=/usr/local/lib/symtune/$SYMTUNE_TORCH_FOLDER
+PIP_PACKAGES=("torch==$SYMTUNE_TORCH_VERSION" "nvidia-cusparselt-cu13==0.8.0"
+  "nvidia-nvshmem-cu13==3.4.5" "nvidia-cufile==1.15.1.6"
+  # torch's pure-Python dependencies, for the tests that script models in Python
+  "typing-extensions==4.15.0" "sympy==1.14.0" "mpmath==1.3.0" "networkx==3.5" "jinja2==3.1.6"
+  "markupsafe==3.0.3" "fsspec==2025.9.0" "filelock==3.19.1")
+
+# install_libtorch DIR: installs PIP_PACKAGES into DIR/site unless DIR's marker lists them already.
+install_libtorch() {
+  local home=$1 staging parent
+  # The marker holds the package list, so a changed list installs again.
+  if [ -f "$home/.complete" ] && [ "$(cat "$home/.complete")" = "${PIP_PACKAGES[*]}" ]; then
+    return 0
+  fi
+  python3 -m pip --version >/dev/null 2>&1 || {
+    printf '[symtune] python3 -m pip is missing (Debian: python3-pip)\n' >&2; return 1; }
+  printf '[symtune] installing LibTorch %s (PyPI wheel) into %s\n' "$SYMTUNE_TORCH_VERSION" "$home" >&2
+  parent=$(dirname "$home")
+  mkdir -p "$parent"
+  staging=$(mktemp -d "$parent/.staging.XXXXXX")
+  # --no-deps: the wheel's Python dependencies are not needed by C++ users, and its CUDA libraries
+  # come from the toolkit except the three listed in PIP_PACKAGES (Note [Dependency cache]).
+  if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+      --target "$staging/site" "${PIP_PACKAGES[@]}"; then
+    rm -rf "$staging"
+    printf '[symtune] pip could not install %s\n' "${PIP_PACKAGES[*]}" >&2
+    return 1
+  fi
+  rm -rf "$home"
+  mv "$staging" "$home"
+  chmod 755 "$home"
+  printf '%s' "${PIP_PACKAGES[*]}" > "$home/.complete"
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  case "${1:-}" in
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --system) home=$SYMTUNE_TORCH_SYSTEM_HOME ;;
+    "") home=$SYMTUNE_CACHE/$SYMTUNE_TORCH_FOLDER ;;
+    -*) printf 'install-libtorch: unknown option %s (see --help)\n' "$1" >&2; exit 2 ;;
+    *) home=$1 ;;
+  esac
+  install_libtorch "$home"
+  printf '%s\n' "$home"
+fi
