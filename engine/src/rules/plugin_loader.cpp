@@ -83,7 +83,9 @@ std::vector<fs::path> pluginFolders() {
     folders.push_back(fs::path(home) / ".local" / "share" / "symtune" / "plugins");
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(&pluginFolders), &info) != 0 && info.dli_fname)
-    folders.push_back(fs::path(info.dli_fname).parent_path() / "symtune" / "plugins");
+    // Normalized: an installed runner loads the engine through $ORIGIN/../../lib.
+    folders.push_back(
+        (fs::path(info.dli_fname).parent_path() / "symtune" / "plugins").lexically_normal());
   return folders;
 }
 

@@ -103,6 +103,20 @@ pids+=($!)
 wait_for "$work/probe.log" "^step [0-9]" 60 || { cat "$work/probe.log"; fail "no step reached the client"; }
 head -3 "$work/probe.log"
 
+step "the example rule plugin built out of tree, and loaded from a user's plugin folder"
+cmake -S "$prefix/share/symtune/examples/plugins/gradient_centralization" -B "$work/plugin" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" "${launcher[@]}" > "$work/plugin-configure.log" 2>&1 ||
+  { cat "$work/plugin-configure.log"; fail "configuring the plugin against the install failed"; }
+cmake --build "$work/plugin" || fail "building the plugin against the install failed"
+mkdir -p "$work/data/symtune/plugins"
+chmod 755 "$work/data" "$work/data/symtune" "$work/data/symtune/plugins"
+cp "$work/plugin/libsymtune_gradient_centralization.so" "$work/data/symtune/plugins/"
+# The user's folder is searched first: its copy registers, the install's same-named one is refused.
+XDG_DATA_HOME="$work/data" "$prefix/bin/symtune" rules list > "$work/rules.json" 2> "$work/rules.err"
+cat "$work/rules.err"
+grep -q "\"origin\": \"plugin gradient_centralization 1.0.0 ($work/data/symtune/plugins/" "$work/rules.json" ||
+  fail "the plugin built against the install was not loaded"
+
 step "the studio, offscreen: starts the demo session with the installed runner and shows it"
 QT_QPA_PLATFORM=offscreen XDG_CONFIG_HOME="$work/config" XDG_DATA_HOME="$work/data" \
   timeout 300 "$prefix/bin/symtune" --run "$prefix/share/symtune/sessions/demo.json" \
