@@ -1,5 +1,6 @@
 // symtune: the studio, and the front door of the command line. This process never loads LibTorch
-// (DESIGN.md, "Dependency rules"): `--batch` hands over to symtune-runner, which sits next to it.
+// (docs/architecture.md, "Libraries and what they may use"): `--batch` hands over to
+// symtune-runner, which sits next to it.
 
 #include <unistd.h>
 

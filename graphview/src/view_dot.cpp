@@ -133,7 +133,8 @@ std::vector<RegionId> groupsWithNodes(const Graph& g, GraphSide side) {
 
 // Note [Fast layout]
 // dot's time goes to ranking and crossing reduction, and grows quickly with the node count
-// (../shared/notes/graphviz-layout.md: 2,000 DNN-like nodes 1.6 s, with back-references 9.9 s).
+// (measured with Debian 12's Graphviz 2.42 on 2 cores: 2,000 DNN-like nodes 1.6 s, with random
+// back-references 9.9 s; 4,000 of those 51 s).
 // Two things keep a large model inside the budget: it opens with groups collapsed until at most
 // a few hundred nodes are drawn (collapseToFit), and above `fastLayoutAbove` drawn nodes the
 // network-simplex and mincross iteration limits are lowered, which costs a few more crossings.

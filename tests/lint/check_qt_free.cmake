@@ -1,6 +1,6 @@
 # cmake -DROOT=<source dir> -P check_qt_free.cmake
-# Fails when engine/ or kernels/ include a Qt header or name a Qt target (DESIGN.md, "Dependency
-# rules": the engine builds on machines without Qt).
+# Fails when engine/ or kernels/ include a Qt header or name a Qt target: the engine builds on
+# machines without Qt (docs/architecture.md, "Libraries and what they may use").
 set(offenders "")
 foreach(dir engine kernels)
   file(GLOB_RECURSE files "${ROOT}/${dir}/*")

@@ -20,11 +20,12 @@ constexpr int kPatienceMs = 60000;   // building a cpu-preset model takes second
 }  // namespace
 
 // Note [Runs outlive the studio]
-// DESIGN.md: a crash or a close of the studio never takes a run down. So the runner is started
-// detached, in its own session, with its output in a log file that the studio polls for the
-// "listening on ENDPOINT" line — a pipe would tie the runner to the studio's life. After its last
-// step a runner serves on (the studio can still inspect it) until stopped, or until no studio
-// has been attached for kLingerSeconds: a finished run nobody looks at does not stay forever.
+// A crash or a close of the studio never takes a run down (docs/architecture.md, "Processes"). So
+// the runner is started detached, in its own session, with its output in a log file that the studio
+// polls for the "listening on ENDPOINT" line — a pipe would tie the runner to the studio's life.
+// After its last step a runner serves on (the studio can still inspect it) until stopped, or until
+// no studio has been attached for kLingerSeconds: a finished run nobody looks at does not stay
+// forever.
 
 RunnerLauncher::RunnerLauncher(QObject* parent) : QObject(parent) {
   poll_.setInterval(kPollMs);

@@ -1,6 +1,7 @@
 #pragma once
-// The one seam through which the trainer runs a model (DESIGN.md, "Dependency rules"): later parts
-// (DynaCompiler, remat) take over execution behind it without touching the training loop.
+// The one seam through which the trainer runs a model (docs/architecture.md, "The execution
+// seam"): later parts (DynaCompiler, remat) take over execution behind it without touching the
+// training loop.
 
 #include <string>
 #include <utility>

@@ -1,7 +1,7 @@
 #pragma once
 // Per-parameter gradient statistics, collected by hooks as each gradient is computed (on the
 // autograd engine's threads), and the update-to-weight ratio of the optimizer step. Part of
-// MetaInfoBroker (DESIGN.md); rules and the studio read it.
+// MetaInfoBroker (docs/features.md); rules and the studio read it.
 //
 //   symtune::GradientMonitor monitor(named_parameters);
 //   loss.backward();                 // hooks fill the statistics

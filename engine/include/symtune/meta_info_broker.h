@@ -40,7 +40,6 @@ struct StepTimings {
 class MetaInfoBroker {
  public:
   using Subscriber = std::function<void(const StepFeatures&)>;
-  using NodeSubscriber = std::function<void(const NodeProfile&)>;
 
   MetaInfoBroker(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
                  MetaInfoBrokerOptions options = {});
@@ -65,14 +64,8 @@ class MetaInfoBroker {
   // rate filled in.
   StepFeatures featuresSoFar(double loss, double learningRate) const;
 
-  // Per-node profiles of the steps that have one (per-node telemetry): kept (the latest) and
-  // handed to every node subscriber.
-  void publishNodes(std::shared_ptr<const NodeProfile> profile);
-  const std::shared_ptr<const NodeProfile>& lastNodes() const { return lastNodes_; }
-
   int subscribe(Subscriber subscriber);
-  int subscribeNodes(NodeSubscriber subscriber);
-  void unsubscribe(int id);  // either kind
+  void unsubscribe(int id);
 
   // Off: no gradient hooks (the trainer does not drive a disabled broker).
   void setEnabled(bool on) { gradients_.setEnabled(on); }
@@ -90,8 +83,6 @@ class MetaInfoBroker {
 
   std::deque<StepFeatures> history_;
   std::map<int, Subscriber> subscribers_;
-  std::map<int, NodeSubscriber> nodeSubscribers_;
-  std::shared_ptr<const NodeProfile> lastNodes_;
   int nextSubscriber_ = 0;
   int64_t step_ = 0;
   double lossEma_ = 0;

@@ -47,7 +47,6 @@ class MetaOptimizer {
     gate_ = std::move(gate);
   }
 
-  void zeroGrad();
   torch::optim::Optimizer& inner() { return *inner_; }
   int64_t stepCount() const { return steps_; }
 

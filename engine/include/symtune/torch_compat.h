@@ -1,7 +1,7 @@
 #pragma once
 // Every difference between the LibTorch versions Symtune builds against lives here, so the rest of
 // the engine reads the same on Debian's libtorch-dev (1.13) and the 2.11 wheel
-// (../shared/notes/libtorch-apis.md has the table this follows).
+// (docs/building.md, "LibTorch versions", lists the differences).
 
 #include <cstdint>
 #include <optional>

@@ -17,10 +17,6 @@ MetaOptimizer::MetaOptimizer(std::unique_ptr<torch::optim::Optimizer> inner,
   TORCH_CHECK(inner_ != nullptr, "MetaOptimizer needs an optimizer to wrap");
 }
 
-void MetaOptimizer::zeroGrad() {
-  inner_->zero_grad();
-}
-
 MetaStepStats MetaOptimizer::step(const std::function<torch::Tensor()>& closure) {
   MetaStepStats stats;
   stats.step = steps_;

@@ -376,8 +376,6 @@ StepResult Trainer::runStep(Graph* capture) {
     r.nodes = profile;
   }
   r.features = broker_->endStep(timings, r.loss, lr, batch.size, sequence);
-  if (r.nodes)
-    broker_->publishNodes(r.nodes);
   return r;
 }
 

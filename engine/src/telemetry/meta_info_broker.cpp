@@ -116,20 +116,8 @@ int MetaInfoBroker::subscribe(Subscriber subscriber) {
   return nextSubscriber_++;
 }
 
-int MetaInfoBroker::subscribeNodes(NodeSubscriber subscriber) {
-  nodeSubscribers_.emplace(nextSubscriber_, std::move(subscriber));
-  return nextSubscriber_++;
-}
-
 void MetaInfoBroker::unsubscribe(int id) {
   subscribers_.erase(id);
-  nodeSubscribers_.erase(id);
-}
-
-void MetaInfoBroker::publishNodes(std::shared_ptr<const NodeProfile> profile) {
-  lastNodes_ = std::move(profile);
-  for (const auto& [id, subscriber] : nodeSubscribers_)
-    subscriber(*lastNodes_);
 }
 
 }  // namespace symtune
