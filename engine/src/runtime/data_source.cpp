@@ -20,9 +20,13 @@ ClassTemplateImages::ClassTemplateImages(int64_t classes, std::vector<int64_t> s
       sampleShape_(std::move(sampleShape)),
       seed_(seed),
       noise_(noise) {
-  TORCH_CHECK(classes_ >= 2 && batchSize_ > 0, "ClassTemplateImages: bad sizes");
+  TORCH_CHECK(
+      classes_ >= 2 && batchSize_ > 0,
+      "ClassTemplateImages needs at least 2 classes and a positive batch size; got classes ",
+      classes_, ", batch size ", batchSize_);
   TORCH_CHECK(noise_.first > 0 && noise_.second >= noise_.first,
-              "ClassTemplateImages: bad noise range");
+              "ClassTemplateImages needs a noise range [lo, hi] with 0 < lo <= hi; got [",
+              noise_.first, ", ", noise_.second, "]");
   std::vector<int64_t> shape{classes_};
   shape.insert(shape.end(), sampleShape_.begin(), sampleShape_.end());
   templates_ = torch::randn(shape, batchGenerator(seed_, -1));
@@ -66,7 +70,10 @@ torch::Tensor randomInput(const InputSpec& spec, int64_t batchSize, at::Generato
 ProjectionLabelled::ProjectionLabelled(std::vector<InputSpec> inputs, int64_t classes,
                                        int64_t batchSize, uint64_t seed)
     : inputs_(std::move(inputs)), classes_(classes), batchSize_(batchSize), seed_(seed) {
-  TORCH_CHECK(!inputs_.empty() && classes_ >= 2 && batchSize_ > 0, "ProjectionLabelled: bad sizes");
+  TORCH_CHECK(!inputs_.empty() && classes_ >= 2 && batchSize_ > 0,
+              "ProjectionLabelled needs at least one input, at least 2 classes and a positive "
+              "batch size; got ",
+              inputs_.size(), " inputs, classes ", classes_, ", batch size ", batchSize_);
   int64_t features = 1;
   for (size_t d = 1; d < inputs_[0].shape.size(); ++d) {
     features *= inputs_[0].shape[d];

@@ -16,8 +16,9 @@ int64_t drawSize(const SizeRange& range, at::Generator& gen) {
 }
 
 void checkRange(const SizeRange& range, int64_t least, const char* what) {
-  TORCH_CHECK(range.first >= least && range.second >= range.first, what, ": bad size range [",
-              range.first, ", ", range.second, "]");
+  TORCH_CHECK(range.first >= least && range.second >= range.first, what,
+              " must be a range [lo, hi] ", "with ", least, " <= lo <= hi; got [", range.first,
+              ", ", range.second, "]");
 }
 
 }  // namespace
@@ -30,7 +31,10 @@ MarkovText::MarkovText(int64_t vocab, int64_t batchSize, int64_t segments, SizeR
       segLen_(segLen),
       memLen_(memLen),
       seed_(seed) {
-  TORCH_CHECK(vocab_ >= 4 && batchSize_ > 0 && segments_ > 0, "MarkovText: bad sizes");
+  TORCH_CHECK(vocab_ >= 4 && batchSize_ > 0 && segments_ > 0,
+              "MarkovText needs a vocabulary of at least 4 tokens, a positive batch size and at "
+              "least one segment; got vocabulary ",
+              vocab_, ", batch size ", batchSize_, ", segments ", segments_);
   checkRange(segLen_, 1, "MarkovText segment length");
   checkRange(memLen_, 0, "MarkovText memory length");
   // Three likely successors per token, with skewed probabilities: the chain's entropy is well
@@ -64,7 +68,10 @@ Batch MarkovText::batch(int64_t index) {
 TaggedSentences::TaggedSentences(int64_t vocab, int64_t tags, int64_t batchSize, SizeRange length,
                                  uint64_t seed)
     : vocab_(vocab), tags_(tags), batchSize_(batchSize), length_(length), seed_(seed) {
-  TORCH_CHECK(vocab_ >= 4 && tags_ >= 2 && batchSize_ > 0, "TaggedSentences: bad sizes");
+  TORCH_CHECK(vocab_ >= 4 && tags_ >= 2 && batchSize_ > 0,
+              "TaggedSentences needs a vocabulary of at least 4 words, at least 2 tags and a "
+              "positive batch size; got vocabulary ",
+              vocab_, ", tags ", tags_, ", batch size ", batchSize_);
   checkRange(length_, 1, "TaggedSentences length");
   auto gen = batchGenerator(seed_, -1);
   wordClass_ = torch::randint(tags_, {vocab_}, gen, torch::kLong);
@@ -100,7 +107,10 @@ ClusteredTokens::ClusteredTokens(int64_t dim, int64_t clusters, int64_t classes,
       tokens_(tokens),
       seed_(seed) {
   TORCH_CHECK(dim_ > 0 && clusters_ > 0 && classes_ >= 2 && batchSize_ > 0 && tokens_ > 0,
-              "ClusteredTokens: bad sizes");
+              "ClusteredTokens needs positive dimensions, clusters, batch size and tokens, and at "
+              "least 2 classes; got dimensions ",
+              dim_, ", clusters ", clusters_, ", classes ", classes_, ", batch size ", batchSize_,
+              ", tokens ", tokens_);
   auto gen = batchGenerator(seed_, -1);
   centres_ = torch::randn({clusters_, dim_}, gen) * 2;
   projections_ = torch::randn({clusters_, dim_, classes_}, gen);
@@ -125,7 +135,9 @@ Batch ClusteredTokens::batch(int64_t index) {
 
 RandomTrees::RandomTrees(int64_t classes, int64_t batchSize, SizeRange leaves, uint64_t seed)
     : classes_(classes), batchSize_(batchSize), leaves_(leaves), seed_(seed) {
-  TORCH_CHECK(classes_ >= 2 && classes_ <= 10 && batchSize_ > 0, "RandomTrees: bad sizes");
+  TORCH_CHECK(classes_ >= 2 && classes_ <= 10 && batchSize_ > 0,
+              "RandomTrees needs 2 to 10 classes and a positive batch size; got classes ", classes_,
+              ", batch size ", batchSize_);
   checkRange(leaves_, 2, "RandomTrees leaves");
 }
 

@@ -8,6 +8,7 @@
 
 #include <torch/script.h>
 
+#include "error_of.h"
 #include "symtune/checkpoint_executor.h"
 #include "symtune/model_zoo.h"
 #include "symtune/rule_registry.h"
@@ -15,6 +16,7 @@
 #include "symtune/symugen.h"
 #include "symtune/trainer.h"
 #include "symtune/zoo_catalog.h"
+#include "symtune/zoo_data.h"
 #include "test_main.h"
 
 namespace {
@@ -109,6 +111,27 @@ class TestZooModels : public QObject {
       QVERIFY2(entry != nullptr, e.model);
       QCOMPARE(entry->presets, (std::vector<std::string>{"ci", "cpu", "gpu"}));
     }
+  }
+
+  // A data source built with sizes it cannot use says which and what it got.
+  void dataSourcesNameTheBadSize_data() {
+    QTest::addColumn<std::function<void()>>("build");
+    QTest::addColumn<QString>("expected");
+    QTest::addRow("a three-token vocabulary") << std::function<void()>([] {
+      symtune::MarkovText(3, 8, 2, {4, 8}, {0, 4}, 1);
+    }) << "got vocabulary 3, batch size 8, segments 2";
+    QTest::addRow("an empty segment length range") << std::function<void()>([] {
+      symtune::MarkovText(16, 8, 2, {8, 4}, {0, 4}, 1);
+    }) << "MarkovText segment length must be a range [lo, hi] with 1 <= lo <= hi; got [8, 4]";
+    QTest::addRow("one class") << std::function<void()>([] {
+      symtune::RandomTrees(1, 8, {2, 6}, 1);
+    }) << "got classes 1, batch size 8";
+  }
+  void dataSourcesNameTheBadSize() {
+    QFETCH(std::function<void()>, build);
+    QFETCH(QString, expected);
+    const std::string error = symtune::test::errorOf(build);
+    QVERIFY2(error.find(expected.toStdString()) != std::string::npos, error.c_str());
   }
 
   void models_data() {
