@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "bench_common.h"
-#include "symtune/checkpoint_executor.h"
 #include "symtune/rule_registry.h"
 #include "symtune/rule_rewrite.h"
+#include "symtune/segment_executor.h"
 #include "symtune/torch_compat.h"
 
 namespace symtune::bench {
@@ -147,10 +147,19 @@ const std::vector<Mode>& baselineModes() {
        [](Trainer& trainer) {
          torch::jit::Module* module = trainer.executor().scriptModule();
          TORCH_CHECK(module != nullptr, "checkpointing needs a TorchScript model");
-         trainer.setExecutor(std::make_unique<CheckpointExecutor>(*module));
+         auto executor = std::make_unique<SegmentExecutor>(*module, "checkpoint");
+         executor->setPlan(executor->recomputeAll());
+         trainer.setExecutor(std::move(executor));
        },
        {},
        {}},
+      {"per-node",
+       "per-node telemetry on every step: what measuring each op costs in time and memory",
+       {},
+       {},
+       {},
+       {},
+       Telemetry::PerNode},
       {"tanh-gelu",
        "the built-in tanh_gelu rewrite: exact GELU to its tanh approximation",
        [](Trainer& trainer) {
@@ -283,7 +292,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
     trainers.push_back(std::make_unique<Trainer>(own));
     if (mode->setup)
       mode->setup(*trainers.back());
-    trainers.back()->setTelemetry(Telemetry::Features);
+    trainers.back()->setTelemetry(mode->telemetry);
   }
   if (!config.exportDir.empty())
     exportForAnchor(model, *trainers[baseline], session, config);
@@ -320,7 +329,9 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
     torch::NoGradGuard noGrad;
     SyMuGen gen(*trainers[baseline]->executor().scriptModule(), model);
     for (int i = config.warmup; i < total && counted < 5; ++i, ++counted) {
-      const ForwardCost c = gen.forward(trainers[baseline]->batch(i).inputs, {false, true}).cost;
+      ForwardOptions options;
+      options.countCost = true;
+      const ForwardCost c = gen.forward(trainers[baseline]->batch(i).inputs, options).cost;
       cost.flops += c.flops;
       cost.bytes += c.bytes;
       cost.opsWithoutCost += c.opsWithoutCost;

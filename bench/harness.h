@@ -23,11 +23,15 @@ struct Mode {
   std::function<void()> enter, leave;
   // The session as this mode trains it, before the trainer is built (may be empty).
   std::function<void(Session&)> configure = {};
+  // What the trainer measures on the mode's steps (the step features at least: they are the
+  // figures compared).
+  Telemetry telemetry = Telemetry::Features;
 };
 
 // The baselines: "script" (TorchScript's default profiling executor), "script-noopt" (the same
 // with graph optimization off: the closest TorchScript gets to eager), "checkpoint" (full
-// activation checkpointing of every top-level block); and "tanh-gelu" (the built-in tanh_gelu
+// activation checkpointing of every top-level block); "per-node" (per-node telemetry on every
+// step: the price of measuring each op); and "tanh-gelu" (the built-in tanh_gelu
 // rewrite applied to the model before it runs; the same as "script" on models without GELU);
 // "fused-optim" (the session's optimizer with symtune::optim's fused step); and "fused" (that
 // step and the built-in pack's fusion rewrites: kernels/ end to end).

@@ -15,11 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "symtune/checkpoint_executor.h"
 #include "symtune/gradient_monitor.h"
 #include "symtune/kernels/grad_stats.h"
 #include "symtune/memory_tracker.h"
 #include "symtune/model_zoo.h"
+#include "symtune/segment_executor.h"
 #include "symtune/symugen.h"
 #include "symtune/trainer.h"
 #include "symtune/zoo_catalog.h"
@@ -101,8 +101,10 @@ Check zooModelsAndCheckpointingOnCuda() {
     symtune::Session s = cudaSession(3);
     s.model.zoo = entry.name;
     symtune::Trainer plain(s), checkpointed(s);
-    checkpointed.setExecutor(
-        std::make_unique<symtune::CheckpointExecutor>(*checkpointed.executor().scriptModule()));
+    auto executor =
+        std::make_unique<symtune::SegmentExecutor>(*checkpointed.executor().scriptModule());
+    executor->setPlan(executor->recomputeAll());
+    checkpointed.setExecutor(std::move(executor));
     double worst = 0, peakPlain = 0, peakCheckpointed = 0;
     for (int i = 0; i < 3; ++i) {
       const auto a = plain.step(), b = checkpointed.step();

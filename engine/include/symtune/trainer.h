@@ -41,9 +41,10 @@ enum class Telemetry {
 // Note [Telemetry levels]
 // Features costs a step two clock reads per phase, one memory report per allocation (atomics)
 // and one grad_stats pass per gradient. PerNode adds a RecordFunction callback on every op and
-// runs the forward through SyMuGen's evaluator, which publishes each op's graph node: that is what
-// ties an ATen op to its node without any lookup by name (node_context.h). bench/telemetry_overhead
-// measures both against Off.
+// asks the executor to run each op inside its graph node's scope (ForwardRequest::attributeOps,
+// Note [The execution seam]): that is what ties an ATen op to its node without any lookup by
+// name (node_context.h). bench/telemetry_overhead measures both against Off; symtune-bench's
+// "per-node" mode compares a step's time and peak memory with and without it.
 
 struct StepResult {
   int64_t step = 0;  // 0-based
@@ -68,11 +69,11 @@ class Trainer {
   // Runs one training step on the next batch.
   StepResult step();
 
-  // The model's static graph (SyMuGen); built on first use.
+  // The model's static graph (the executor's SyMuGen); built on first use.
   const Graph& staticGraph();
-  // Runs one training step like step(), with its forward through SyMuGen's evaluator
-  // (Note [Step capture]), and returns the step's graph: shapes, branches taken, loop trips, and
-  // the autograd graph linked to the forward ops. The step trains like any other.
+  // Runs one training step like step(), asking the executor to record it (Note [Step capture]),
+  // and returns the step's graph: shapes, branches taken, loop trips, and the autograd graph
+  // linked to the forward ops. The step trains like any other.
   Graph captureStep(StepResult* result = nullptr);
 
   // Takes effect from the next step. PerNode builds the static graph on first use; `ops` adds
@@ -105,7 +106,7 @@ class Trainer {
   // per rewrite rule, in the session's order).
   const std::vector<rules::RewriteReport>& rewrites() const { return rewrites_; }
 
-  // Runs the model through `executor` from the next step on (e.g. CheckpointExecutor). It must run
+  // Runs the model through `executor` from the next step on (e.g. a SegmentExecutor). It must run
   // this trainer's model: the same parameter tensors, which the optimizer updates.
   void setExecutor(std::unique_ptr<Executor> executor);
   // Batch `index` of the trainer's data, on its device (what step `index` trains on).
@@ -116,7 +117,8 @@ class Trainer {
 
  private:
   StepResult runStep(Graph* capture);
-  void setUpRules();                           // the session's rules, before the model first runs
+  SyMuGen& graphOfModel();  // the executor's; throws c10::Error when its model has no IR
+  void setUpRules();        // the session's rules, before the model first runs
   bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
 
   Session session_;
@@ -124,7 +126,6 @@ class Trainer {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<DataSource> data_;
   std::unique_ptr<MetaOptimizer> optimizer_;
-  std::unique_ptr<SyMuGen> symugen_;
   std::unique_ptr<MetaInfoBroker> broker_;
   rules::RuleSet rules_;
   rules::RuleOutcome lastRules_;  // of the step being run

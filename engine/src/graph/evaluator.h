@@ -1,8 +1,8 @@
 #pragma once
 // SyMuGen's evaluator (Note [Step capture]): runs the inlined forward IR one node at a time, each
 // with its ATen operation, recording shapes, branches, loop trips and the autograd sequence
-// numbers each node handed out. Private to engine/src/graph/: symugen_step.cpp drives it for step
-// capture and per-node telemetry, symugen_checkpoint.cpp for checkpointed spans.
+// numbers each node handed out. Private to engine/src/graph/: symugen_step.cpp drives it for every
+// forward, symugen_checkpoint.cpp for the segments a plan recomputes.
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/runtime/operator.h>
@@ -104,7 +104,8 @@ class SyMuGen::Evaluator {
     return it == trips_.end() ? 0 : it->second;
   }
 
-  // Runs a span's nodes on `inputs` (one per span input) and returns its outputs.
+  // Runs a span's nodes on `inputs` (one per span input) and returns its outputs. Recording,
+  // counting and attribution go on as for any other node (the forward of a recomputed segment).
   std::vector<c10::IValue> runSpan(const CheckpointSpan& span,
                                    const std::vector<c10::IValue>& inputs) {
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -121,9 +122,11 @@ class SyMuGen::Evaluator {
     return outs;
   }
 
-  // Full activation checkpointing (SyMuGen::ForwardOptions::checkpoint).
-  void setCheckpoint(bool on) { checkpoint_ = on; }
-  int64_t checkpointed() const { return checkpointed_; }
+  // Which segments keep no activations (ForwardOptions::plan); null: none.
+  void setPlan(const SegmentPlan* plan) {
+    plan_ = plan != nullptr && !plan->empty() ? plan : nullptr;
+  }
+  int64_t recomputed() const { return recomputed_; }
   // Sums every op's template cost (ForwardOptions::countCost).
   void setCountCost(bool on) { countCost_ = on; }
   const ForwardCost& cost() const { return cost_; }
@@ -132,9 +135,10 @@ class SyMuGen::Evaluator {
   std::vector<c10::IValue> runBlock(const Block* block) {
     for (const Node* node = block->nodes().front(); node != block->return_node();
          node = node->next()) {
-      if (checkpoint_) {
+      if (plan_ != nullptr) {
         auto span = gen_.spans_.find(node);
-        if (span != gen_.spans_.end() && runCheckpointed(*span->second)) {
+        if (span != gen_.spans_.end() && plan_->recompute.count(span->second->block) > 0 &&
+            runCheckpointed(*span->second)) {
           node = span->second->last;
           continue;
         }
@@ -327,8 +331,8 @@ class SyMuGen::Evaluator {
   std::unordered_set<RegionId> taken_;           // branches that ran at least once
   std::unordered_map<RegionId, int64_t> trips_;  // loop body -> iterations in the step
   int64_t executed_ = 0;
-  bool checkpoint_ = false;
-  int64_t checkpointed_ = 0;
+  const SegmentPlan* plan_ = nullptr;
+  int64_t recomputed_ = 0;
   bool countCost_ = false;
   ForwardCost cost_;
 };

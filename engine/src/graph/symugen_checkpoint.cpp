@@ -13,14 +13,14 @@
 namespace symtune {
 
 // Note [Checkpointed spans]
-// Inlining puts each call of a top-level block (checkpointBlocks()) into one contiguous run of
+// Inlining puts each call of a top-level block (segmentBlocks()) into one contiguous run of
 // nodes of the block that made the call. prepareCheckpointSpans() finds those runs by the module
 // path of each node's call stack, with the values each reads from before it and the values read
-// after it. With ForwardOptions::checkpoint the evaluator runs every span through
-// CheckpointFunction. Its forward runs the span with grad mode off — the span's activations are
-// freed as soon as their last use has run — and keeps only the span's tensor inputs. Its backward
-// runs the span again with grad mode on and back-propagates the incoming gradients through it
-// (reentrant, like torch.utils.checkpoint with use_reentrant=True): the parameters' gradients
+// after it (Note [Segments]). The evaluator runs the spans of the blocks a SegmentPlan recomputes
+// through CheckpointFunction. Its forward runs the span with grad mode off — the span's activations
+// are freed as soon as their last use has run — and keeps only the span's tensor inputs. Its
+// backward runs the span again with grad mode on and back-propagates the incoming gradients through
+// it (reentrant, like torch.utils.checkpoint with use_reentrant=True): the parameters' gradients
 // accumulate as in any backward and the inputs' gradients are returned. Control flow in a span
 // reads the same values when recomputed, so it takes the same branches and trip counts.
 // Spans run without checkpointing when it would be wrong: an output whose tensors are nested (a
@@ -136,6 +136,9 @@ bool allTensors(c10::ArrayRef<c10::IValue> items) {
 // One execution of a span: what its backward needs to run it again.
 struct SpanRun : torch::CustomClassHolder {
   SyMuGen* gen = nullptr;
+  // The evaluator that met the span: the forward runs in it, so that a recorded step sees the
+  // span's shapes, branches and trips; the recompute in backward runs in an evaluator of its own.
+  SyMuGen::Evaluator* caller = nullptr;
   std::shared_ptr<const SyMuGen::CheckpointSpan> span;
   std::vector<c10::IValue> inputs;  // span inputs; tensors are taken from the function's inputs
   std::vector<int> tensorSlot;      // per span input: its index among the tensors, or -1
@@ -154,6 +157,11 @@ struct SpanRun : torch::CustomClassHolder {
     for (size_t i = 0; i < in.size(); ++i) {
       if (tensorSlot[i] >= 0)
         in[i] = tensors[static_cast<size_t>(tensorSlot[i])];
+    }
+    if (caller != nullptr) {
+      SyMuGen::Evaluator* first = caller;
+      caller = nullptr;  // the backward must not reach an evaluator that has gone
+      return first->runSpan(*span, in);
     }
     Graph unused;
     SyMuGen::Evaluator eval(*gen, unused, /*record=*/false);
@@ -310,7 +318,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
 
 }  // namespace
 
-std::vector<std::string> SyMuGen::checkpointBlocks() const {
+std::vector<std::string> SyMuGen::segmentBlocks() const {
   std::vector<std::string> blocks;
   for (const auto& child : module_.named_children()) {
     const auto type = child.value.type()->name();
@@ -328,7 +336,7 @@ void SyMuGen::prepareCheckpointSpans() {
   if (spansReady_)
     return;
   spansReady_ = true;
-  const std::vector<std::string> blocks = checkpointBlocks();
+  const std::vector<std::string> blocks = segmentBlocks();
   auto blockOf = [&](const Node* node) {
     if (node->kind() == c10::prim::Constant)
       return kAnyBlock;
@@ -420,6 +428,7 @@ bool SyMuGen::Evaluator::runCheckpointed(const CheckpointSpan& span) {
     return false;
   auto run = c10::make_intrusive<SpanRun>();
   run->gen = &gen_;
+  run->caller = this;
   run->span = gen_.spans_.at(span.first);
   torch::autograd::variable_list tensors;
   for (const Value* v : span.inputs) {
@@ -445,7 +454,7 @@ bool SyMuGen::Evaluator::runCheckpointed(const CheckpointSpan& span) {
     if (node == span.last)
       break;
   }
-  ++checkpointed_;
+  ++recomputed_;
   return true;
 }
 

@@ -71,54 +71,61 @@ void SyMuGen::prepareEvaluator() {
 EvaluatorRun SyMuGen::forward(const std::vector<c10::IValue>& inputs,
                               const ForwardOptions& options) {
   prepareEvaluator();
-  if (options.checkpoint)
+  if (options.plan != nullptr && !options.plan->empty())
     prepareCheckpointSpans();
-  Graph unused;  // nothing is recorded into it: forward() keeps no values
-  Evaluator eval(*this, unused, /*record=*/false);
-  eval.setCheckpoint(options.checkpoint);
+  Graph unused;
+  Graph& g = options.record != nullptr ? *options.record : unused;
+  if (options.record != nullptr)
+    g = graph_;
+  Evaluator eval(*this, g, /*record=*/options.record != nullptr);
+  eval.setPlan(options.plan);
   eval.setCountCost(options.countCost);
   EvaluatorRun run;
   run.output = eval.run(inputs);
   run.nodesExecuted = eval.executed();
-  run.checkpointed = eval.checkpointed();
+  run.recomputed = eval.recomputed();
   run.cost = eval.cost();
+  if (options.record != nullptr) {
+    // Branches and loops of the step.
+    for (size_t i = 0; i < g.regions().size(); ++i) {
+      GraphRegion& r = g.region(RegionId(static_cast<int32_t>(i)));
+      if (r.kind == RegionKind::IfThen || r.kind == RegionKind::IfElse) {
+        r.taken = eval.ran(r.id);
+      } else if (r.kind == RegionKind::Loop) {
+        r.tripCount = eval.trips(r.id);
+      }
+    }
+    // Costs on the step's shapes.
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      GraphNode& n = g.node(NodeId(static_cast<int32_t>(i)));
+      const OpCost cost = evaluateCost(n.kind, n.inputs, n.outputs);
+      if (!cost.known)
+        continue;
+      n.features.flops = cost.flops;
+      n.features.bytesRead = cost.bytesRead;
+      n.features.bytesWritten = cost.bytesWritten;
+      n.features.savedBytes = cost.savedBytes;
+    }
+  }
   run.owners = eval.takeOwners();
   return run;
 }
 
 StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
                                  const std::function<torch::Tensor(const c10::IValue&)>& lossFn) {
-  prepareEvaluator();
   StepCapture step;
-  step.graph = graph_;
-  Graph& g = step.graph;
-  Evaluator eval(*this, g, /*record=*/true);
-  const c10::IValue output = eval.run(inputs);
-  step.nodesExecuted = eval.executed();
-  step.loss = lossFn(output);
-  step.owners = eval.owners();
+  ForwardOptions options;
+  options.record = &step.graph;
+  EvaluatorRun run = forward(inputs, options);
+  step.nodesExecuted = run.nodesExecuted;
+  step.loss = lossFn(run.output);
+  step.owners = std::move(run.owners);
+  joinBackward(step.graph, step.loss, step.owners);
+  return step;
+}
 
-  // Branches and loops of the step.
-  for (size_t i = 0; i < g.regions().size(); ++i) {
-    GraphRegion& r = g.region(RegionId(static_cast<int32_t>(i)));
-    if (r.kind == RegionKind::IfThen || r.kind == RegionKind::IfElse) {
-      r.taken = eval.ran(r.id);
-    } else if (r.kind == RegionKind::Loop) {
-      r.tripCount = eval.trips(r.id);
-    }
-  }
-  // Costs on the step's shapes.
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    GraphNode& n = g.node(NodeId(static_cast<int32_t>(i)));
-    const OpCost cost = evaluateCost(n.kind, n.inputs, n.outputs);
-    if (!cost.known)
-      continue;
-    n.features.flops = cost.flops;
-    n.features.bytesRead = cost.bytesRead;
-    n.features.bytesWritten = cost.bytesWritten;
-    n.features.savedBytes = cost.savedBytes;
-  }
-
+void SyMuGen::joinBackward(Graph& g, const torch::Tensor& loss,
+                           const SequenceOwners& owners) const {
   // The autograd graph: breadth first from the loss, linked by sequence number.
   std::unordered_map<const void*, std::string> parameterNames;
   for (const auto& p : module_.named_parameters()) {
@@ -157,7 +164,7 @@ StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
     backwardIds[fn.get()] = id;
     queue.push_back(fn);
     if (g.node(id).sequenceNr >= 0) {
-      const NodeId forward = eval.owners().ownerOf(static_cast<uint64_t>(g.node(id).sequenceNr));
+      const NodeId forward = owners.ownerOf(static_cast<uint64_t>(g.node(id).sequenceNr));
       if (forward.valid()) {
         g.link(forward, id);
         g.node(id).modulePath = g.node(forward).modulePath;
@@ -166,8 +173,8 @@ StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
     }
     return id;
   };
-  if (step.loss.grad_fn())
-    visit(step.loss.grad_fn());
+  if (loss.grad_fn())
+    visit(loss.grad_fn());
   for (size_t i = 0; i < queue.size(); ++i) {
     const auto fn = queue[i];  // a copy: visit() grows the queue
     const NodeId from = backwardIds.at(fn.get());
@@ -179,7 +186,6 @@ StepCapture SyMuGen::captureStep(const std::vector<c10::IValue>& inputs,
       g.addEdge(from, to, static_cast<int>(e), static_cast<int>(edges[e].input_nr));
     }
   }
-  return step;
 }
 
 }  // namespace symtune

@@ -4,14 +4,37 @@
 
 namespace symtune {
 
-ScriptModuleExecutor::ScriptModuleExecutor(torch::jit::Module module) : module_(std::move(module)) {
-}
-
-torch::Tensor ScriptModuleExecutor::forward(const std::vector<torch::jit::IValue>& inputs) {
-  auto out = module_.forward(inputs);
+torch::Tensor forwardOutput(const c10::IValue& out) {
   TORCH_CHECK(out.isTensor(), "the model's forward returned ", out.tagKind(),
               ", expected a Tensor");
   return out.toTensor();
+}
+
+ScriptModuleExecutor::ScriptModuleExecutor(torch::jit::Module module, std::string graphName)
+    : module_(std::move(module)), graphName_(std::move(graphName)) {
+}
+
+ScriptModuleExecutor::~ScriptModuleExecutor() = default;
+
+ForwardResult ScriptModuleExecutor::run(const std::vector<torch::jit::IValue>& inputs,
+                                        const ForwardRequest& request) {
+  ForwardResult result;
+  if (!request.measured()) {
+    result.output = forwardOutput(module_.forward(inputs));
+    return result;
+  }
+  ForwardOptions options;
+  options.record = request.record;
+  EvaluatorRun run = symugen()->forward(inputs, options);
+  result.output = forwardOutput(run.output);
+  result.owners = std::move(run.owners);
+  return result;
+}
+
+SyMuGen* ScriptModuleExecutor::symugen() {
+  if (!gen_)
+    gen_ = std::make_unique<SyMuGen>(module_, graphName_);
+  return gen_.get();
 }
 
 std::vector<torch::Tensor> ScriptModuleExecutor::parameters() {

@@ -102,7 +102,7 @@ Trainer::Trainer(const Session& session) : session_(session) {
     try {
       ZooModel zoo = buildZooModel(
           session_.model.zoo, {session_.model.preset, session_.data.seed, session_.data.batchSize});
-      executor_ = std::make_unique<ScriptModuleExecutor>(std::move(zoo.module));
+      executor_ = std::make_unique<ScriptModuleExecutor>(std::move(zoo.module), session_.name);
       data_ = std::move(zoo.data);
       description_ = session_.model.zoo + " (" + session_.model.preset + "): " + zoo.description;
     } catch (const c10::Error& e) {
@@ -116,7 +116,8 @@ Trainer::Trainer(const Session& session) : session_(session) {
       throw SetupError(file.string() + ": no such model file");
     }
     try {
-      executor_ = std::make_unique<ScriptModuleExecutor>(torch::jit::load(file.string()));
+      executor_ =
+          std::make_unique<ScriptModuleExecutor>(torch::jit::load(file.string()), session_.name);
     } catch (const c10::Error& e) {
       throw SetupError(file.string() + ": not a loadable TorchScript archive: " + oneLine(e));
     }
@@ -272,16 +273,18 @@ Batch Trainer::batch(int64_t index) {
 }
 
 const Graph& Trainer::staticGraph() {
-  if (!symugen_) {
-    torch::jit::Module* script = executor_->scriptModule();
-    TORCH_CHECK(script != nullptr, "graph capture needs a TorchScript model");
-    symugen_ = std::make_unique<SyMuGen>(*script, session_.name);
-  }
-  return symugen_->staticGraph();
+  return graphOfModel().staticGraph();
+}
+
+SyMuGen& Trainer::graphOfModel() {
+  SyMuGen* gen = executor_->symugen();
+  TORCH_CHECK(gen != nullptr, "the ", executor_->name(),
+              " executor runs a model without IR: no graph, capture or per-node telemetry");
+  return *gen;
 }
 
 Graph Trainer::captureStep(StepResult* result) {
-  staticGraph();
+  graphOfModel();
   Graph graph;
   const StepResult r = runStep(&graph);
   if (result != nullptr)
@@ -320,22 +323,16 @@ StepResult Trainer::runStep(Graph* capture) {
   const bool updateRatio = measured && broker_->wantsUpdateRatio();
   SequenceOwners owners;
 
+  ForwardRequest request;  // Note [The execution seam]
+  request.attributeOps = perNode;
+  request.record = capture;
   const MetaStepStats stats = optimizer_->step([&] {
     const auto tf = Clock::now();
-    torch::Tensor loss;
-    if (capture != nullptr) {
-      StepCapture step = symugen_->captureStep(
-          batch.inputs, [&](const c10::IValue& out) { return lossOf(out.toTensor()); });
-      *capture = std::move(step.graph);
-      owners = std::move(step.owners);
-      loss = step.loss;
-    } else if (perNode) {
-      EvaluatorRun run = symugen_->forward(batch.inputs);
-      owners = std::move(run.owners);
-      loss = lossOf(run.output.toTensor());
-    } else {
-      loss = lossOf(executor_->forward(batch.inputs));
-    }
+    ForwardResult forward = executor_->run(batch.inputs, request);
+    const torch::Tensor loss = lossOf(forward.output);
+    if (capture != nullptr)
+      graphOfModel().joinBackward(*capture, loss, forward.owners);
+    owners = std::move(forward.owners);
     timings.forward = secondsSince(tf);
     const auto tb = Clock::now();
     loss.backward();

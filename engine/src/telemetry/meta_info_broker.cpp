@@ -17,11 +17,14 @@ MetaInfoBroker::~MetaInfoBroker() = default;
 
 std::unique_ptr<c10::DebugInfoGuard> MetaInfoBroker::beginStep(bool perOpMemory) {
   gradients_.beginStep();
-  countedStep_ = !perOpMemory && !cudaModel_ && CpuAllocationCounter::active();
-  if (countedStep_) {
+  // A step's CPU memory comes from the allocation counter whenever it is in use, per-node steps
+  // included: a sampled step's peak is then measured as an unsampled one's, and the reports
+  // (requested sizes, this thread and autograd's) serve the per-op figures alone.
+  countedStep_ = !cudaModel_ && CpuAllocationCounter::active();
+  if (countedStep_)
     CpuAllocationCounter::resetPeak();
+  if (countedStep_ && !perOpMemory)
     return nullptr;
-  }
   auto guard = memory_.activate();
   memory_.resetPeak();
   return guard;

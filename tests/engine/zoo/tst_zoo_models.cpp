@@ -9,10 +9,10 @@
 #include <torch/script.h>
 
 #include "error_of.h"
-#include "symtune/checkpoint_executor.h"
 #include "symtune/model_zoo.h"
 #include "symtune/rule_registry.h"
 #include "symtune/rule_rewrite.h"
+#include "symtune/segment_executor.h"
 #include "symtune/symugen.h"
 #include "symtune/trainer.h"
 #include "symtune/zoo_catalog.h"
@@ -201,22 +201,23 @@ class TestZooModels : public QObject {
     const Expect& e = expectFor(model);
     symtune::Trainer plain(sessionFor(e)), checkpointed(sessionFor(e));
     auto executor =
-        std::make_unique<symtune::CheckpointExecutor>(*checkpointed.executor().scriptModule());
+        std::make_unique<symtune::SegmentExecutor>(*checkpointed.executor().scriptModule());
     auto* ckpt = executor.get();
-    QVERIFY(!ckpt->blocks().empty());
+    QVERIFY(!ckpt->segments().empty());
+    ckpt->setPlan(ckpt->recomputeAll());
     checkpointed.setExecutor(std::move(executor));
     for (int i = 0; i < 3; ++i) {
       const double a = plain.step().loss, b = checkpointed.step().loss;
       QVERIFY2(std::abs(a - b) <= 1e-5 * std::abs(a),
                qPrintable(QString("step %1: %2 vs %3").arg(i).arg(a, 0, 'g', 9).arg(b, 0, 'g', 9)));
     }
-    QVERIFY2(ckpt->lastCheckpointed() > 0, "some block ran checkpointed");
+    QVERIFY2(ckpt->lastRecomputed() > 0, "some block ran checkpointed");
     const auto p = plain.executor().parameters(), q = checkpointed.executor().parameters();
     QCOMPARE(p.size(), q.size());
     for (size_t i = 0; i < p.size(); ++i)
       QVERIFY(torch::allclose(p[i], q[i], 1e-4, 1e-6));
     qInfo("%s: %zu top-level blocks, %lld block calls checkpointed in the last step", e.model,
-          ckpt->blocks().size(), static_cast<long long>(ckpt->lastCheckpointed()));
+          ckpt->segments().size(), static_cast<long long>(ckpt->lastRecomputed()));
   }
 
   // Blocks checkpointing would get wrong run as usual: one that writes to its input in place (an
@@ -252,9 +253,10 @@ def forward(self, x: Tensor) -> Tensor:
     auto plain = module();
     plain.forward({x}).toTensor().sum().backward();
     auto checkpointed = module();
-    symtune::CheckpointExecutor executor(checkpointed);
+    symtune::SegmentExecutor executor(checkpointed);
+    executor.setPlan(executor.recomputeAll());
     executor.forward({x}).sum().backward();
-    QCOMPARE(executor.lastCheckpointed(), int64_t{1});  // only `lin`
+    QCOMPARE(executor.lastRecomputed(), int64_t{1});  // only `lin`
     const auto p = plain.parameters(), q = checkpointed.parameters();
     auto pi = p.begin(), qi = q.begin();
     int compared = 0;
@@ -305,12 +307,13 @@ def forward(self, x: Tensor) -> Tensor:
     plainOut.sum().backward();
     const double plainNext = torch::rand({1}).item<double>();
     auto checkpointed = module();
-    symtune::CheckpointExecutor executor(checkpointed);
+    symtune::SegmentExecutor executor(checkpointed);
+    executor.setPlan(executor.recomputeAll());
     torch::manual_seed(42);
     const auto checkpointedOut = executor.forward({x});
     checkpointedOut.sum().backward();
     const double checkpointedNext = torch::rand({1}).item<double>();
-    QCOMPARE(executor.lastCheckpointed(), int64_t{2});
+    QCOMPARE(executor.lastRecomputed(), int64_t{2});
     QVERIFY(torch::equal(checkpointedOut, plainOut));
     const auto p = plain.parameters(), q = checkpointed.parameters();
     auto pi = p.begin(), qi = q.begin();
