@@ -17,7 +17,6 @@
 #include <QEventLoop>
 #include <QFile>
 #include <QImage>
-#include <QJsonArray>
 #include <QPainter>
 #include <QRandomGenerator>
 
@@ -27,7 +26,7 @@
 #include <string>
 
 #include "bench_common.h"
-#include "symtune/graph.h"
+#include "symtune/core/graph.h"
 #include "symtune/graphview/dot_layout.h"
 #include "symtune/graphview/graph_scene.h"
 #include "symtune/graphview/view_dot.h"
@@ -97,17 +96,19 @@ Graph syntheticResNet(int targetNodes) {
   return g;
 }
 
-QJsonObject randomFigures(const Graph& g, QRandomGenerator& random, int step) {
-  QJsonArray nodes;
+attach::NodesMessage randomFigures(const Graph& g, QRandomGenerator& random, int step) {
+  attach::NodesMessage m;
+  m.step = step;
   for (const auto& n : g.nodes()) {
-    nodes.append(QJsonObject{{"node", n.id.value()},
-                             {"calls", 1},
-                             {"forward_s", random.generateDouble() * 1e-3},
-                             {"backward_s", random.generateDouble() * 2e-3},
-                             {"bytes_allocated", random.bounded(1 << 24)},
-                             {"backward_bytes_allocated", 0}});
+    attach::NodeFigures f;
+    f.node = n.id.value();
+    f.calls = 1;
+    f.forwardSeconds = random.generateDouble() * 1e-3;
+    f.backwardSeconds = random.generateDouble() * 2e-3;
+    f.bytesAllocated = random.bounded(1 << 24);
+    m.nodes.push_back(f);
   }
-  return QJsonObject{{"step", step}, {"nodes", nodes}};
+  return m;
 }
 
 double secondsOf(const std::function<void()>& f) {

@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "bench_common.h"
-#include "symtune/rule_registry.h"
-#include "symtune/rule_rewrite.h"
-#include "symtune/segment_executor.h"
-#include "symtune/torch_compat.h"
+#include "symtune/compat/torch_compat.h"
+#include "symtune/exec/segment_executor.h"
+#include "symtune/rules/rule_registry.h"
+#include "symtune/rules/rule_rewrite.h"
 
 namespace symtune::bench {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "symtune/trainer.h"
+#include "symtune/runtime/trainer.h"
 
 namespace symtune::bench {
 

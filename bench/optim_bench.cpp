@@ -22,7 +22,7 @@
 #include "bench_common.h"
 #include "symtune/kernels/cpu_capability.h"
 #include "symtune/kernels/fused_optimizers.h"
-#include "symtune/model_zoo.h"
+#include "symtune/zoo/model_zoo.h"
 
 namespace {
 

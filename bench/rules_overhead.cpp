@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.h"
-#include "symtune/rule_engine.h"
-#include "symtune/trainer.h"
+#include "symtune/rules/rule_engine.h"
+#include "symtune/runtime/trainer.h"
 
 namespace {
 

@@ -10,9 +10,10 @@
 #include <sstream>
 
 #include "harness.h"
-#include "symtune/report.h"
-#include "symtune/trainer.h"
-#include "symtune/zoo_catalog.h"
+#include "symtune/core/atomic_file.h"
+#include "symtune/core/report.h"
+#include "symtune/core/zoo_catalog.h"
+#include "symtune/runtime/trainer.h"
 
 namespace {
 

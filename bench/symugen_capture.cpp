@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.h"
-#include "symtune/model_zoo.h"
-#include "symtune/symugen.h"
+#include "symtune/graph/symugen.h"
+#include "symtune/zoo/model_zoo.h"
 
 namespace {
 

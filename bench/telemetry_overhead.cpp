@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.h"
-#include "symtune/trainer.h"
-#include "symtune/zoo_catalog.h"
+#include "symtune/core/zoo_catalog.h"
+#include "symtune/runtime/trainer.h"
 
 namespace {
 

@@ -14,8 +14,8 @@
 
 #include <torch/torch.h>
 
-#include "symtune/attached_loop.h"
-#include "symtune/rule_registry.h"
+#include "symtune/attach/attached_loop.h"
+#include "symtune/rules/rule_registry.h"
 
 namespace {
 

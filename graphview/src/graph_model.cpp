@@ -1,7 +1,5 @@
 #include "symtune/graphview/graph_model.h"
 
-#include <QJsonArray>
-
 #include <algorithm>
 #include <cmath>
 
@@ -88,20 +86,19 @@ bool GraphModel::reveal(NodeId node) {
   return changed;
 }
 
-void GraphModel::addNodeStats(const QJsonObject& nodes) {
+void GraphModel::addNodeStats(const attach::NodesMessage& nodes) {
   if (!graph_)
     return;
   figures_.clear();
   // Note [Backward figures]: the engine attributes backward time and memory to the forward op
   // that created the autograd nodes; the backward view spreads them evenly over those nodes.
-  for (const auto& value : nodes["nodes"].toArray()) {
-    const QJsonObject n = value.toObject();
-    const NodeId id(n["node"].toInt(-1));
+  for (const attach::NodeFigures& n : nodes.nodes) {
+    const NodeId id(n.node);
     if (!id.valid() || id.value() >= static_cast<int32_t>(graph_->nodes().size()))
       continue;  // a node of another graph: ignored
-    const double forwardS = n["forward_s"].toDouble(), backwardS = n["backward_s"].toDouble();
-    const double forwardB = n["bytes_allocated"].toDouble();
-    const double backwardB = n["backward_bytes_allocated"].toDouble();
+    const double forwardS = n.forwardSeconds, backwardS = n.backwardSeconds;
+    const double forwardB = static_cast<double>(n.bytesAllocated);
+    const double backwardB = static_cast<double>(n.backwardBytesAllocated);
     const GraphNode& node = graph_->node(id);
     if (options_.side == node.side) {
       figures_[id] = {forwardS + backwardS, forwardB + backwardB};
@@ -113,17 +110,16 @@ void GraphModel::addNodeStats(const QJsonObject& nodes) {
   }
   squaredNormByModule_.clear();
   squaredNormByParameter_.clear();
-  for (const auto& value : nodes["parameters"].toArray()) {
-    const QJsonObject p = value.toObject();
-    if (!p["grad_norm"].isDouble())
+  for (const attach::ParameterNorm& p : nodes.parameters) {
+    if (!std::isfinite(p.gradNorm))
       continue;
-    const std::string name = p["name"].toString().toStdString();
-    const double squared = std::pow(p["grad_norm"].toDouble(), 2);
+    const std::string& name = p.name;
+    const double squared = std::pow(p.gradNorm, 2);
     squaredNormByParameter_[name] = squared;
     const auto dot = name.rfind('.');
     squaredNormByModule_[dot == std::string::npos ? std::string() : name.substr(0, dot)] += squared;
   }
-  statsStep_ = nodes["step"].toInteger(-1);
+  statsStep_ = nodes.step;
   Q_EMIT valuesChanged();
 }
 

@@ -11,7 +11,7 @@
 //     n6 aten::sum
 //   backward: n7 SumBackward0 ← n6, n8 AddBackward0 ← n2, n9 MmBackward0 ← n1
 
-#include "symtune/graph.h"
+#include "symtune/core/graph.h"
 
 namespace symtune::testing {
 

@@ -1,4 +1,4 @@
-// Fuzz target for the attach protocol's decoder (engine/src/attach/attach_protocol.cpp): any bytes,
+// Fuzz target for the attach protocol's decoder (core/src/attach/attach_protocol.cpp): any bytes,
 // fed in two pieces split where the first byte says, must either decode into messages or throw
 // ProtocolError — never crash, hang or read out of bounds — and every decoded message must
 // re-encode into a frame that decodes back to the same message. Commands are checked as the
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "symtune/attach_protocol.h"
+#include "symtune/core/attach_protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace symtune::attach;

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "symtune/rules.h"
+#include "symtune/core/rules.h"
 
 namespace {
 

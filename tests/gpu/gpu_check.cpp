@@ -15,14 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "symtune/gradient_monitor.h"
+#include "symtune/core/zoo_catalog.h"
+#include "symtune/exec/segment_executor.h"
+#include "symtune/graph/symugen.h"
 #include "symtune/kernels/grad_stats.h"
-#include "symtune/memory_tracker.h"
-#include "symtune/model_zoo.h"
-#include "symtune/segment_executor.h"
-#include "symtune/symugen.h"
-#include "symtune/trainer.h"
-#include "symtune/zoo_catalog.h"
+#include "symtune/runtime/trainer.h"
+#include "symtune/telemetry/gradient_monitor.h"
+#include "symtune/telemetry/memory_tracker.h"
+#include "symtune/zoo/model_zoo.h"
 
 namespace {
 

@@ -4,7 +4,6 @@
 
 #include <QGraphicsView>
 #include <QImage>
-#include <QJsonArray>
 #include <QJsonDocument>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -21,19 +20,21 @@ using namespace symtune::graphview;
 
 namespace {
 
-// A `nodes` message payload: forward seconds and bytes per node.
-QJsonObject nodesMessage(const std::vector<std::tuple<NodeId, double, double>>& nodes,
-                         const QJsonArray& parameters = {}) {
-  QJsonArray list;
+// A `nodes` message: forward (and as much backward) seconds and forward bytes per node.
+attach::NodesMessage nodesMessage(const std::vector<std::tuple<NodeId, double, double>>& nodes,
+                                  std::vector<attach::ParameterNorm> parameters = {}) {
+  attach::NodesMessage m;
+  m.step = 7;
   for (const auto& [id, seconds, bytes] : nodes) {
-    list.append(QJsonObject{{"node", id.value()},
-                            {"calls", 1},
-                            {"forward_s", seconds},
-                            {"backward_s", seconds},
-                            {"bytes_allocated", bytes},
-                            {"backward_bytes_allocated", 0}});
+    attach::NodeFigures f;
+    f.node = id.value();
+    f.calls = 1;
+    f.forwardSeconds = f.backwardSeconds = seconds;
+    f.bytesAllocated = static_cast<int64_t>(bytes);
+    m.nodes.push_back(f);
   }
-  return QJsonObject{{"step", 7}, {"nodes", list}, {"parameters", parameters}};
+  m.parameters = std::move(parameters);
+  return m;
 }
 
 }  // namespace
@@ -142,10 +143,8 @@ class TestGraphScene : public QObject {
     QCOMPARE(scene.itemFor(s_.matmul)->figureText(), QString("6 GFLOP"));
     QCOMPARE(*model.groupValue(Overlay::Flops, s_.encoder), 8e9);
 
-    const QJsonArray parameters{QJsonObject{{"name", "encoder.cell.weight"}, {"grad_norm", 3.0}},
-                                QJsonObject{{"name", "encoder.cell.bias"}, {"grad_norm", 4.0}},
-                                QJsonObject{{"name", "encoder.weight"}, {"grad_norm", 1.0}}};
-    model.addNodeStats(nodesMessage({}, parameters));
+    model.addNodeStats(nodesMessage(
+        {}, {{"encoder.cell.weight", 3.0}, {"encoder.cell.bias", 4.0}, {"encoder.weight", 1.0}}));
     scene.setOverlay(Overlay::GradNorm);
     QCOMPARE(*model.value(Overlay::GradNorm, s_.matmul), 5.0);  // sqrt(3² + 4²), its module's
     QCOMPARE(*model.value(Overlay::GradNorm, s_.linear), 1.0);
@@ -156,13 +155,18 @@ class TestGraphScene : public QObject {
   void backwardFiguresComeFromTheirForwardOps() {
     GraphModel model(GraphSide::Backward);
     model.setGraph(graph_);
-    QJsonArray nodes{QJsonObject{{"node", s_.add.value()},
-                                 {"forward_s", 1.0},
-                                 {"backward_s", 0.5},
-                                 {"bytes_allocated", 0},
-                                 {"backward_bytes_allocated", 64}},
-                     QJsonObject{{"node", 999}, {"forward_s", 1.0}}};  // not in this graph
-    model.addNodeStats(QJsonObject{{"step", 3}, {"nodes", nodes}});
+    attach::NodesMessage m;
+    m.step = 3;
+    attach::NodeFigures add;
+    add.node = s_.add.value();
+    add.forwardSeconds = 1.0;
+    add.backwardSeconds = 0.5;
+    add.backwardBytesAllocated = 64;
+    attach::NodeFigures stranger;
+    stranger.node = 999;  // not in this graph
+    stranger.forwardSeconds = 1.0;
+    m.nodes = {add, stranger};
+    model.addNodeStats(m);
     QCOMPARE(*model.value(Overlay::Latency, s_.addBackward), 0.5);
     QCOMPARE(*model.value(Overlay::Memory, s_.addBackward), 64.0);
     QVERIFY(!model.value(Overlay::Latency, s_.mmBackward).has_value());

@@ -12,10 +12,10 @@
 #include <memory>
 
 #include "error_of.h"
+#include "symtune/core/session.h"
 #include "symtune/kernels/fused_optim.h"
 #include "symtune/kernels/fused_optimizers.h"
-#include "symtune/session.h"
-#include "symtune/trainer.h"
+#include "symtune/runtime/trainer.h"
 #include "tensor_compare.h"
 #include "test_main.h"
 

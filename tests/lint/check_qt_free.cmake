@@ -1,8 +1,9 @@
 # cmake -DROOT=<source dir> -P check_qt_free.cmake
-# Fails when engine/ or kernels/ include a Qt header or name a Qt target: the engine builds on
-# machines without Qt (docs/architecture.md, "Libraries and what they may use").
+# Fails when core/, engine/, kernels/ or the runner (app/runner/, app/cli/) include a Qt header or
+# name a Qt target: the engine and runner build on machines without Qt (docs/architecture.md,
+# "Libraries and what they may use").
 set(offenders "")
-foreach(dir engine kernels)
+foreach(dir core engine kernels app/runner app/cli)
   file(GLOB_RECURSE files "${ROOT}/${dir}/*")
   foreach(f IN LISTS files)
     if(f MATCHES "\\.(h|hpp|cpp|cc|cu|cuh|in)$")
@@ -21,6 +22,6 @@ foreach(dir engine kernels)
 endforeach()
 if(offenders)
   list(JOIN offenders "\n  " text)
-  message(FATAL_ERROR "engine/ and kernels/ must stay Qt-free, found:\n  ${text}")
+  message(FATAL_ERROR "core/, engine/, kernels/ and the runner must stay Qt-free, found:\n  ${text}")
 endif()
-message(STATUS "engine/ and kernels/ are Qt-free")
+message(STATUS "core/, engine/, kernels/, app/runner/ and app/cli/ are Qt-free")

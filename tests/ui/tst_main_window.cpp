@@ -125,9 +125,9 @@ class TestMainWindow : public QObject {
     answered.clear();  // set_sampling's ack came first
     QVERIFY(rules->setData(rule, Qt::Unchecked, Qt::CheckStateRole));
     QTRY_VERIFY_WITH_TIMEOUT(!answered.isEmpty(), 30000);
-    const QJsonObject ack = answered.first().at(1).toJsonObject();
-    QCOMPARE(ack["type"].toString(), QString("ack"));
-    QCOMPARE(ack["command"].toString(), QString("toggle_rule"));
+    const auto ack = answered.first().at(1).value<symtune::attach::ReplyMessage>();
+    QVERIFY(ack.ok);
+    QCOMPARE(ack.command, std::string("toggle_rule"));
     QVERIFY2(w.rulesDock()->statusText().startsWith("Applied from step "),
              qPrintable(w.rulesDock()->statusText()));
     QTRY_VERIFY_WITH_TIMEOUT(!rules->index(rules->rowOf("nan_guard"), 0)

@@ -3,12 +3,11 @@
 // each node's history capped, unknown node ids ignored; the widget's empty state and sparkline.
 
 #include <QAbstractItemModelTester>
-#include <QJsonArray>
 #include <QSignalSpy>
 
 #include <memory>
 
-#include "symtune/graph.h"
+#include "symtune/core/graph.h"
 #include "symtune/ui/node_inspector.h"
 #include "symtune/ui/node_inspector_model.h"
 #include "symtune/ui/sparkline.h"
@@ -64,20 +63,25 @@ std::shared_ptr<const Graph> sampleGraph() {
   return g;
 }
 
-// The payload of a `nodes` message.
-QJsonObject nodesMessage(qint64 step, const QJsonArray& nodes) {
-  return {{"step", step}, {"nodes", nodes}, {"attributed_s", 0.0}, {"unattributed_s", 0.0}};
+// A `nodes` message.
+attach::NodesMessage nodesMessage(qint64 step, std::vector<attach::NodeFigures> nodes) {
+  attach::NodesMessage m;
+  m.step = step;
+  m.nodes = std::move(nodes);
+  return m;
 }
 
-QJsonObject nodeStats(int node, double forwardS, double backwardS, qint64 bytes = 2048,
-                      qint64 backwardBytes = 3 * 1024 * 1024) {
-  return {{"node", node},
-          {"calls", 1},
-          {"backward_calls", 2},
-          {"forward_s", forwardS},
-          {"backward_s", backwardS},
-          {"bytes_allocated", bytes},
-          {"backward_bytes_allocated", backwardBytes}};
+attach::NodeFigures nodeStats(int node, double forwardS, double backwardS, qint64 bytes = 2048,
+                              qint64 backwardBytes = 3 * 1024 * 1024) {
+  attach::NodeFigures f;
+  f.node = node;
+  f.calls = 1;
+  f.backwardCalls = 2;
+  f.forwardSeconds = forwardS;
+  f.backwardSeconds = backwardS;
+  f.bytesAllocated = bytes;
+  f.backwardBytesAllocated = backwardBytes;
+  return f;
 }
 
 QString valueOf(const QAbstractItemModel& m, const QString& property) {
@@ -219,8 +223,8 @@ class TestNodeInspectorModel : public QObject {
     QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
     QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
 
-    QJsonObject conv = nodeStats(0, 0.0015, 0.0025);
-    conv["forward_device_s"] = 0.001;
+    attach::NodeFigures conv = nodeStats(0, 0.0015, 0.0025);
+    conv.forwardDeviceSeconds = 0.001;
     model.addNodeStats(nodesMessage(10, {conv, nodeStats(1, 0.0001, 0.0002)}));
     QCOMPARE(changed.count(), 1);
     QCOMPARE(reset.count(), 0);
@@ -271,27 +275,23 @@ class TestNodeInspectorModel : public QObject {
     QVERIFY(model.history(NodeId(1)).isEmpty());
   }
 
+  // (A node id that is not a number, or none, is the decoder's to refuse: tst_attach_messages.)
   void unknownNodesAreIgnored_data() {
-    QTest::addColumn<QJsonValue>("node");
-    QTest::addRow("past the graph") << QJsonValue(99);
-    QTest::addRow("negative") << QJsonValue(-1);
-    QTest::addRow("a backward node") << QJsonValue(2);
-    QTest::addRow("not a number") << QJsonValue("0");
-    QTest::addRow("missing") << QJsonValue();
+    QTest::addColumn<int>("node");
+    QTest::addRow("past the graph") << 99;
+    QTest::addRow("negative") << -1;
+    QTest::addRow("a backward node") << 2;
   }
 
   void unknownNodesAreIgnored() {
-    QFETCH(QJsonValue, node);
+    QFETCH(int, node);
     NodeInspectorModel model;
     attachTester(&model);
     model.setGraph(sampleGraph());
     model.setNode(NodeId(0));
     QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
-    QJsonObject stats = nodeStats(0, 0.001, 0.001);
-    if (node.isUndefined() || node.isNull())
-      stats.remove("node");
-    else
-      stats["node"] = node;
+    attach::NodeFigures stats = nodeStats(0, 0.001, 0.001);
+    stats.node = node;
     model.addNodeStats(nodesMessage(5, {stats, nodeStats(1, 0.001, 0.0)}));
     QCOMPARE(changed.count(), 0);
     QCOMPARE(valueOf(model, "calls"), QString("—"));

@@ -4,8 +4,6 @@
 
 #include <QAbstractItemModelTester>
 #include <QFont>
-#include <QJsonArray>
-#include <QJsonObject>
 #include <QSignalSpy>
 
 #include "symtune/ui/rule_list_model.h"
@@ -15,17 +13,20 @@ using symtune::ui::RuleListModel;
 
 namespace {
 
-QJsonObject rule(const QString& name, bool enabled, const QString& origin = "pack builtin 1.1.0",
-                 const QString& description = {}) {
-  return {{"name", name}, {"enabled", enabled}, {"origin", origin}, {"description", description}};
+using Rules = std::vector<symtune::attach::RuleState>;
+
+symtune::attach::RuleState rule(const QString& name, bool enabled,
+                                const QString& origin = "pack builtin 1.1.0",
+                                const QString& description = {}) {
+  return {name.toStdString(), enabled, origin.toStdString(), description.toStdString()};
 }
 
 // "nan_guard+ loss_spike_guard-": the names in order, + enabled, - disabled.
-QJsonArray rules(const QString& spec) {
-  QJsonArray array;
+Rules rules(const QString& spec) {
+  Rules list;
   for (const QString& word : spec.split(' ', Qt::SkipEmptyParts))
-    array.append(rule(word.chopped(1), word.endsWith('+')));
-  return array;
+    list.push_back(rule(word.chopped(1), word.endsWith('+')));
+  return list;
 }
 
 QString listed(const RuleListModel& model) {
@@ -47,7 +48,7 @@ class TestRuleListModel : public QObject {
   void showsTheRunsRules() {
     RuleListModel model;
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    model.setRules(QJsonArray{
+    model.setRules(Rules{
         rule("nan_guard", true, "pack builtin 1.1.0", "Skips a step whose gradients hold NaN"),
         rule("my_rule", false, "studio", "")});
     QCOMPARE(model.rowCount(), 2);
@@ -84,7 +85,7 @@ class TestRuleListModel : public QObject {
     QFETCH(bool, enabled);
     RuleListModel model;
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    model.setRules(QJsonArray{rule("nan_guard", true), rule("my_rule", enabled)});
+    model.setRules(Rules{rule("nan_guard", true), rule("my_rule", enabled)});
     QSignalSpy toggled(&model, &RuleListModel::toggleRequested);
     QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
     const QModelIndex name = model.index(1, RuleListModel::NameColumn);
@@ -109,7 +110,7 @@ class TestRuleListModel : public QObject {
     // The run applied it: the same names, in place.
     QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
     changed.clear();
-    model.setRules(QJsonArray{rule("nan_guard", true), rule("my_rule", !enabled)});
+    model.setRules(Rules{rule("nan_guard", true), rule("my_rule", !enabled)});
     QCOMPARE(reset.count(), 0);
     QCOMPARE(changed.count(), 1);
     QCOMPARE(changed[0][0].toModelIndex().row(), 1);

@@ -14,7 +14,7 @@
 #include <QTextLayout>
 #include <QTreeView>
 
-#include "symtune/rule_pack.h"
+#include "symtune/core/rule_pack.h"
 #include "symtune/ui/rule_editor.h"
 #include "symtune/ui/rule_highlighter.h"
 #include "symtune/ui/rule_list_model.h"
@@ -399,9 +399,8 @@ class TestRulesDock : public QObject {
   void listTogglesAndRemovesThroughTheDock() {
     RulesDock dock;
     dock.setRunAttached(true);
-    dock.model()->setRules(QJsonArray{
-        QJsonObject{{"name", "nan_guard"}, {"enabled", true}, {"origin", "pack builtin 1.1.0"}},
-        QJsonObject{{"name", "mine"}, {"enabled", false}, {"origin", "studio"}}});
+    dock.model()->setRules(std::vector<symtune::attach::RuleState>{
+        {"nan_guard", true, "pack builtin 1.1.0", ""}, {"mine", false, "studio", ""}});
     QCOMPARE(dock.view()->model(), dock.model());
     QSignalSpy toggled(&dock, &RulesDock::toggleRequested);
     QVERIFY(dock.model()->setData(dock.model()->index(1, 0), Qt::Checked, Qt::CheckStateRole));
@@ -417,8 +416,8 @@ class TestRulesDock : public QObject {
     dock.removeButton()->click();
     QCOMPARE(removed.count(), 1);
     QCOMPARE(removed[0][0].toString(), QString("mine"));
-    dock.model()->setRules(QJsonArray{
-        QJsonObject{{"name", "nan_guard"}, {"enabled", true}, {"origin", "pack builtin 1.1.0"}}});
+    dock.model()->setRules(
+        std::vector<symtune::attach::RuleState>{{"nan_guard", true, "pack builtin 1.1.0", ""}});
     QCOMPARE(dock.removeButton()->isEnabled(), false);
   }
 

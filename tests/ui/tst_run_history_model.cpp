@@ -4,7 +4,6 @@
 
 #include <QAbstractItemModelTester>
 #include <QChart>
-#include <QJsonDocument>
 #include <QLegend>
 #include <QLineSeries>
 #include <QSignalSpy>
@@ -14,6 +13,7 @@
 #include <limits>
 #include <memory>
 
+#include "symtune/core/attach_messages.h"
 #include "symtune/ui/live_charts.h"
 #include "symtune/ui/run_history_model.h"
 #include "test_main.h"
@@ -25,20 +25,27 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// A `step` message as the runner writes it (docs/protocol.md); NaN features as null.
-QJsonObject stepMessage(qint64 step, double loss, double samplesPerS = 100.0,
-                        double peakBytes = 2.0 * 1024 * 1024, double gradNorm = 1.5) {
-  auto number = [](double v) { return std::isnan(v) ? QJsonValue() : QJsonValue(v); };
-  QJsonObject features{{"samples_per_s", number(samplesPerS)},
-                       {"peak_memory_bytes", number(peakBytes)},
-                       {"grad_global_norm", number(gradNorm)},
-                       {"step_time_s", 0.01}};
-  return {{"type", "step"},  {"step", step},         {"loss", number(loss)},
-          {"seconds", 0.01}, {"features", features}, {"skipped", false}};
+// A `step` message as the runner encodes it (docs/protocol.md), features it did not measure NaN.
+symtune::attach::StepMessage stepMessage(qint64 step, double loss, double samplesPerS = 100.0,
+                                         double peakBytes = 2.0 * 1024 * 1024,
+                                         double gradNorm = 1.5) {
+  using symtune::Feature;
+  symtune::attach::StepMessage m;
+  m.step = step;
+  m.loss = loss;
+  m.seconds = 0.01;
+  m.features.values.fill(kNaN);
+  m.features[Feature::SamplesPerSecond] = samplesPerS;
+  m.features[Feature::PeakMemory] = peakBytes;
+  m.features[Feature::GradGlobalNorm] = gradNorm;
+  m.features[Feature::StepTime] = 0.01;
+  return m;
 }
 
-QJsonObject parse(const QByteArray& json) {
-  return QJsonDocument::fromJson(json).object();
+// A step frame's JSON through the protocol's decoder.
+symtune::attach::StepMessage decoded(const QByteArray& json) {
+  return std::get<symtune::attach::StepMessage>(
+      symtune::attach::decodeServerMessage(nlohmann::json::parse(json.toStdString())));
 }
 
 void attachTester(QAbstractItemModel* model) {
@@ -58,6 +65,7 @@ class TestRunHistoryModel : public QObject {
   Q_OBJECT
 
  private Q_SLOTS:
+  // Frames as the runner writes them, through the decoder (features it did not send are NaN).
   void stepMessagesBecomeRows_data() {
     QTest::addColumn<QByteArray>("message");
     QTest::addColumn<Values>("values");  // Step, Loss, Samples/s, Peak memory (MiB), Grad norm
@@ -66,21 +74,28 @@ class TestRunHistoryModel : public QObject {
         << QByteArray(
                "{\"type\": \"step\", \"step\": 12, \"loss\": 2.5, \"seconds\": 0.02, "
                "\"features\": {\"samples_per_s\": 1600, \"peak_memory_bytes\": 3145728, "
-               "\"grad_global_norm\": 0.75}}")
+               "\"grad_global_norm\": 0.75}, \"rules\": {\"in_force\": [], \"fired\": []}, "
+               "\"skipped\": false}")
         << Values{12, 2.5, 1600, 3, 0.75} << QStringList{"12", "2.5", "1600.0", "3.00", "0.75"};
     QTest::addRow("null features are NaN")
         << QByteArray(
-               "{\"type\": \"step\", \"step\": 3, \"loss\": 0.125, \"features\": "
-               "{\"samples_per_s\": null, \"peak_memory_bytes\": null, \"grad_global_norm\": "
-               "null}}")
+               "{\"type\": \"step\", \"step\": 3, \"loss\": 0.125, \"seconds\": 0.02, "
+               "\"features\": {\"samples_per_s\": null, \"peak_memory_bytes\": null, "
+               "\"grad_global_norm\": null}, \"rules\": {\"in_force\": [], \"fired\": []}, "
+               "\"skipped\": false}")
         << Values{3, 0.125, kNaN, kNaN, kNaN} << QStringList{"3", "0.125", "—", "—", "—"};
     QTest::addRow("null loss, missing features")
-        << QByteArray("{\"type\": \"step\", \"step\": 7, \"loss\": null}")
+        << QByteArray(
+               "{\"type\": \"step\", \"step\": 7, \"loss\": null, \"seconds\": 0.02, "
+               "\"features\": {}, \"rules\": {\"in_force\": [], \"fired\": []}, "
+               "\"skipped\": false}")
         << Values{7, kNaN, kNaN, kNaN, kNaN} << QStringList{"7", "—", "—", "—", "—"};
     QTest::addRow("peak memory in MiB")
         << QByteArray(
-               "{\"step\": 0, \"loss\": 1, \"features\": {\"peak_memory_bytes\": 524288, "
-               "\"samples_per_s\": 12.25, \"grad_global_norm\": 1e-7}}")
+               "{\"type\": \"step\", \"step\": 0, \"loss\": 1, \"seconds\": 0.02, "
+               "\"features\": {\"peak_memory_bytes\": 524288, \"samples_per_s\": 12.25, "
+               "\"grad_global_norm\": 1e-7}, \"rules\": {\"in_force\": [], \"fired\": []}, "
+               "\"skipped\": false}")
         << Values{0, 1, 12.25, 0.5, 1e-7} << QStringList{"0", "1", "12.3", "0.50", "1e-07"};
   }
 
@@ -91,7 +106,7 @@ class TestRunHistoryModel : public QObject {
     RunHistoryModel model;
     attachTester(&model);
     QSignalSpy inserted(&model, &QAbstractItemModel::rowsInserted);
-    model.appendStep(parse(message));
+    model.appendStep(decoded(message));
     QCOMPARE(inserted.count(), 1);
     QCOMPARE(model.rowCount(), 1);
     QCOMPARE(model.columnCount(), int(RunHistoryModel::ColumnCount));

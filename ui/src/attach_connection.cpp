@@ -1,20 +1,15 @@
 #include "symtune/ui/attach_connection.h"
 
-#include <QJsonDocument>
-
-#include "symtune/attach_client.h"
+#include "symtune/core/attach_client.h"
+#include "symtune/core/attach_protocol.h"
 
 namespace symtune::ui {
 
-namespace {
-
-QJsonObject toQt(const nlohmann::json& message) {
-  return QJsonDocument::fromJson(QByteArray::fromStdString(message.dump())).object();
-}
-
-}  // namespace
-
 AttachConnection::AttachConnection(QObject* parent) : QObject(parent) {
+  // Queued across threads: Qt copies the typed messages, so it must know their types.
+  qRegisterMetaType<attach::HelloMessage>();
+  qRegisterMetaType<attach::ServerMessage>();
+  qRegisterMetaType<attach::ReplyMessage>();
 }
 
 AttachConnection::~AttachConnection() {
@@ -31,27 +26,28 @@ void AttachConnection::open(const QString& endpoint, const QString& token) {
     // reads and writes it; commands wait in the outbox for at most one short read.
     attach::Client client;
     try {
-      const QJsonObject hello = toQt(client.connect(endpoint, token));
+      attach::ServerMessage hello = attach::decodeServerMessage(client.connect(endpoint, token));
+      if (!std::holds_alternative<attach::HelloMessage>(hello))
+        throw attach::ProtocolError("the server did not begin with a hello");
       attached_ = true;
-      Q_EMIT attached(hello);
+      Q_EMIT attached(std::get<attach::HelloMessage>(hello));
       while (!stop_) {
         if (auto message = client.next(0.05)) {
-          const QJsonObject m = toQt(*message);
-          const QString type = m["type"].toString();
-          if ((type == "ack" || type == "error") && m.contains("id"))
-            Q_EMIT commandAnswered(m["id"].toInt(), m);
+          // A message that does not decode breaks the protocol: the connection ends with why.
+          attach::ServerMessage m = attach::decodeServerMessage(*message);
+          const auto* reply = std::get_if<attach::ReplyMessage>(&m);
+          if (reply != nullptr && reply->id)
+            Q_EMIT commandAnswered(static_cast<int>(*reply->id), *reply);
           else
             Q_EMIT messageReceived(m);
         }
-        std::vector<QJsonObject> commands;
+        std::vector<attach::Command> commands;
         {
           std::lock_guard<std::mutex> lock(outboxMutex_);
           commands.swap(outbox_);
         }
-        for (const QJsonObject& c : commands) {
-          client.send(
-              nlohmann::json::parse(QJsonDocument(c).toJson(QJsonDocument::Compact).toStdString()));
-        }
+        for (const attach::Command& c : commands)
+          client.send(attach::encodeCommand(c));
       }
     } catch (const std::exception& e) {
       attached_ = false;
@@ -62,12 +58,11 @@ void AttachConnection::open(const QString& endpoint, const QString& token) {
   });
 }
 
-int AttachConnection::sendCommand(QJsonObject command) {
+int AttachConnection::sendCommand(attach::Command command) {
   if (!attached_)
     return 0;
   const int id = nextId_++;
-  command["type"] = QStringLiteral("command");
-  command["id"] = id;
+  command.id = id;
   std::lock_guard<std::mutex> lock(outboxMutex_);
   outbox_.push_back(std::move(command));
   return id;

@@ -3,7 +3,6 @@
 #include <QAction>
 #include <QComboBox>
 #include <QFileInfo>
-#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QSplitter>
@@ -162,7 +161,7 @@ const std::shared_ptr<const Graph>& GraphPanel::graph() const {
   return forwardModel_->graph();
 }
 
-void GraphPanel::addNodeStats(const QJsonObject& nodes) {
+void GraphPanel::addNodeStats(const attach::NodesMessage& nodes) {
   forwardModel_->addNodeStats(nodes);
   backwardModel_->addNodeStats(nodes);
 }

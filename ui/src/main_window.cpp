@@ -1,6 +1,7 @@
 #include "symtune/ui/main_window.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <QAction>
 #include <QActionGroup>
@@ -11,7 +12,6 @@
 #include <QFileInfo>
 #include <QHeaderView>
 #include <QInputDialog>
-#include <QJsonArray>
 #include <QJsonDocument>
 #include <QKeySequence>
 #include <QLabel>
@@ -25,8 +25,9 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 
+#include "symtune/core/session.h"
+#include "symtune/core/version.h"
 #include "symtune/graphview/graph_model.h"
-#include "symtune/session.h"
 #include "symtune/ui/attach_connection.h"
 #include "symtune/ui/graph_panel.h"
 #include "symtune/ui/live_charts.h"
@@ -38,7 +39,6 @@
 #include "symtune/ui/run_history_model.h"
 #include "symtune/ui/runner_launcher.h"
 #include "symtune/ui/session_model.h"
-#include "symtune/version.h"
 
 namespace symtune::ui {
 
@@ -98,13 +98,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   connect(graphPanel_, &GraphPanel::nodeSelected, inspector_, &NodeInspector::showNode);
   connect(rules_, &RulesDock::toggleRequested, this, [this](const QString& name, bool on) {
-    sendCommand({{"command", "toggle_rule"}, {"rule", name}, {"enabled", on}});
+    sendCommand(attach::Command::toggleRule(name.toStdString(), on));
   });
   connect(rules_, &RulesDock::applyRequested, this, [this](const QString& source) {
-    sendCommand({{"command", "add_rule"}, {"source", source}});
+    sendCommand(attach::Command::addRule(source.toStdString()));
   });
   connect(rules_, &RulesDock::removeRequested, this, [this](const QString& name) {
-    sendCommand({{"command", "remove_rule"}, {"rule", name}});
+    sendCommand(attach::Command::removeRule(name.toStdString()));
   });
 
   buildMenus();
@@ -227,10 +227,16 @@ void MainWindow::loadGraphOf(const QString& sessionPath) {
     process->deleteLater();
     if (sessionPath != sessionPath_ || isAttached())
       return;  // another session, or a live run's graph, came meanwhile
-    const QJsonDocument doc = QJsonDocument::fromJson(process->readAllStandardOutput());
-    if (code == 0 && doc.isObject())
-      showGraphJson(doc.object());
-    else
+    if (code == 0) {
+      attach::GraphMessage graph;
+      try {
+        graph.graph = std::make_shared<const Graph>(
+            graphFromJson(process->readAllStandardOutput().toStdString()));
+      } catch (const GraphFormatError& e) {
+        graph.error = std::string("the graph cannot be read: ") + e.what();
+      }
+      showGraph(graph);
+    } else
       statusBar()->showMessage(
           tr("No graph for this session: %1")
               .arg(QString::fromUtf8(process->readAllStandardError()).trimmed()));
@@ -335,13 +341,12 @@ bool MainWindow::isAttached() const {
 void MainWindow::attachTo(const QString& endpoint, const QString& token) {
   if (attach_ == nullptr) {
     attach_ = new AttachConnection(this);
-    connect(attach_, &AttachConnection::attached, this, [this](const QJsonObject& hello) {
-      const QJsonObject run = hello["run"].toObject();
-      runName_ = run["session"].toString();
+    connect(attach_, &AttachConnection::attached, this, [this](const attach::HelloMessage& hello) {
+      runName_ = QString::fromStdString(hello.session);
       runState_.clear();
       setWindowTitle(tr("Symtune — %1").arg(runName_));
       setAttachStatus(tr("Attached to %1 (%2) at %3")
-                          .arg(runName_, run["model"].toString(), attach_->endpoint()));
+                          .arg(runName_, QString::fromStdString(hello.model), attach_->endpoint()));
       setConnection(tr("● Attached: %1").arg(runName_), true);
       // A run of its own in the charts, the earlier ones kept for comparison.
       auto* history = new RunHistoryModel(RunHistoryModel::kDefaultCapacity, this);
@@ -375,58 +380,53 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
   attach_->open(endpoint, token);
 }
 
-void MainWindow::onMessage(const QJsonObject& m) {
-  const QString type = m["type"].toString();
-  if (type == "step") {
+void MainWindow::onMessage(const attach::ServerMessage& message) {
+  if (const auto* step = std::get_if<attach::StepMessage>(&message)) {
     if (currentRun_ != nullptr)
-      currentRun_->appendStep(m);
-    const QJsonValue peak = m["features"].toObject()["peak_memory_bytes"];
-    if (peak.isDouble())
-      graphPanel_->setPeakMemory(peak.toDouble());
+      currentRun_->appendStep(*step);
+    const double peak = step->features[Feature::PeakMemory];
+    if (std::isfinite(peak))
+      graphPanel_->setPeakMemory(peak);
     const QString state = runState_.isEmpty() || runState_ == "training"
                               ? QString()
                               : QStringLiteral(" (%1)").arg(runState_);
     setAttachStatus(tr("%1: step %2, loss %3%4")
                         .arg(runName_)
-                        .arg(m["step"].toInteger())
-                        .arg(m["loss"].toDouble(), 0, 'g', 5)
+                        .arg(step->step)
+                        .arg(step->loss, 0, 'g', 5)
                         .arg(state));
-  } else if (type == "nodes") {
-    const QJsonObject nodes = m["nodes"].toObject();
-    graphPanel_->addNodeStats(nodes);
-    inspector_->model()->addNodeStats(nodes);
-  } else if (type == "graph") {
-    showGraphJson(m["graph"].toObject());
-  } else if (type == "rules") {
-    rules_->model()->setRules(m["rules"].toArray());
-  } else if (type == "state") {
-    runState_ = m["state"].toString();
+  } else if (const auto* nodes = std::get_if<attach::NodesMessage>(&message)) {
+    graphPanel_->addNodeStats(*nodes);
+    inspector_->model()->addNodeStats(*nodes);
+  } else if (const auto* graph = std::get_if<attach::GraphMessage>(&message)) {
+    showGraph(*graph);
+  } else if (const auto* rules = std::get_if<attach::RulesMessage>(&message)) {
+    rules_->model()->setRules(rules->rules);
+  } else if (const auto* state = std::get_if<attach::StateMessage>(&message)) {
+    runState_ = QString::fromStdString(state->state);
     runStateLabel_->setText(tr("%1 — %2").arg(runName_, runState_));
-  } else if (type == "dropped") {
+  } else if (const auto* dropped = std::get_if<attach::DroppedMessage>(&message)) {
     statusBar()->showMessage(
-        tr("%1 per-node updates were dropped: the studio fell behind").arg(m["nodes"].toInteger()),
-        5000);
+        tr("%1 per-node updates were dropped: the studio fell behind").arg(dropped->nodes), 5000);
+  } else if (const auto* reply = std::get_if<attach::ReplyMessage>(&message)) {
+    if (!reply->ok)  // an error that answers no command
+      statusBar()->showMessage(tr("The run says: %1").arg(QString::fromStdString(reply->reason)),
+                               8000);
   }
 }
 
-void MainWindow::showGraphJson(const QJsonObject& graph) {
-  if (graph.contains("error")) {
-    statusBar()->showMessage(tr("No graph: %1").arg(graph["error"].toString()));
+void MainWindow::showGraph(const attach::GraphMessage& graph) {
+  if (!graph.graph) {
+    statusBar()->showMessage(tr("No graph: %1").arg(QString::fromStdString(graph.error)));
     return;
   }
-  try {
-    auto shared = std::make_shared<const Graph>(
-        graphFromJson(QJsonDocument(graph).toJson(QJsonDocument::Compact).toStdString()));
-    inspector_->model()->setGraph(shared);
-    graphPanel_->setGraph(std::move(shared));
-    Q_EMIT graphShown();
-  } catch (const GraphFormatError& e) {
-    statusBar()->showMessage(tr("The run's graph cannot be read: %1").arg(e.what()));
-  }
+  inspector_->model()->setGraph(graph.graph);
+  graphPanel_->setGraph(graph.graph);
+  Q_EMIT graphShown();
 }
 
-int MainWindow::sendCommand(const QJsonObject& command) {
-  const QString name = command["command"].toString();
+int MainWindow::sendCommand(const attach::Command& command) {
+  const QString name = QString::fromStdString(command.name);
   const int id = attach_ != nullptr ? attach_->sendCommand(command) : 0;
   if (id == 0) {
     rules_->commandFinished(name, false, tr("No run is attached"));
@@ -437,26 +437,29 @@ int MainWindow::sendCommand(const QJsonObject& command) {
   return id;
 }
 
-void MainWindow::onCommandAnswered(int id, const QJsonObject& reply) {
+void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
   const QString name = pending_.take(id);
-  const bool ok = reply["type"].toString() == "ack";
-  QString message = reply["reason"].toString();
-  if (ok && reply.contains("from_step"))
-    message = tr("Applied from step %1").arg(reply["from_step"].toInteger());
-  else if (ok && reply.contains("state"))
-    message = tr("The run is %1").arg(reply["state"].toString());
-  else if (ok && name == "set_sampling")
-    message = tr("Node statistics every %1 steps").arg(reply["every"].toInteger());
+  const nlohmann::json& result = reply.result;
+  QString message = QString::fromStdString(reply.reason);
+  if (reply.ok && result.contains("from_step") && result["from_step"].is_number_integer())
+    message = tr("Applied from step %1").arg(result["from_step"].get<int64_t>());
+  else if (reply.ok && result.contains("state") && result["state"].is_string())
+    message = tr("The run is %1").arg(QString::fromStdString(result["state"].get<std::string>()));
+  else if (reply.ok && name == "set_sampling" && result.contains("every"))
+    message = tr("Node statistics every %1 steps").arg(result.value("every", int64_t{0}));
   if (name == "toggle_rule" || name == "add_rule" || name == "remove_rule")
-    rules_->commandFinished(name, ok, message);
+    rules_->commandFinished(name, reply.ok, message);
   if (id == snapshotId_) {
     snapshotId_ = 0;
     QString error;
-    if (!ok)
+    if (!reply.ok)
       message = tr("No snapshot: %1").arg(message);
-    else if (writeFile(snapshotPath_, QJsonDocument(reply["session"].toObject()).toJson(), &error))
+    else if (!result.contains("session") || !result["session"].is_object())
+      message = tr("No snapshot: the run's answer holds no session");
+    else if (writeFile(snapshotPath_, QByteArray::fromStdString(result["session"].dump(2) + "\n"),
+                       &error))
       message = tr("Saved the run's session (step %1) to %2")
-                    .arg(reply["step"].toInteger())
+                    .arg(result.value("step", int64_t{0}))
                     .arg(snapshotPath_);
     else
       message = error;
@@ -548,7 +551,7 @@ void MainWindow::chooseSaveSession() {
     return;
   if (isAttached()) {  // the run's session as it stands, rules included
     snapshotPath_ = path;
-    snapshotId_ = sendCommand({{"command", "snapshot"}});
+    snapshotId_ = sendCommand(attach::Command::named("snapshot"));
     return;
   }
   QString error;

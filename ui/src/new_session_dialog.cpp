@@ -19,9 +19,9 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
-#include "symtune/session.h"
+#include "symtune/core/session.h"
+#include "symtune/core/zoo_catalog.h"
 #include "symtune/ui/runner_launcher.h"
-#include "symtune/zoo_catalog.h"
 
 namespace symtune::ui {
 

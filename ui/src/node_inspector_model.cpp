@@ -1,6 +1,5 @@
 #include "symtune/ui/node_inspector_model.h"
 
-#include <QJsonArray>
 #include <QStringList>
 
 #include <cmath>
@@ -160,56 +159,40 @@ QString NodeInspectorModel::liveValue(int liveRow) const {
   const auto it = stats_.find(statsKey(node_));
   if (it == stats_.end())
     return QStringLiteral("—");
-  const Stats& s = it->second;
+  const attach::NodeFigures& f = it->second.figures;
   auto withDevice = [](double seconds, const std::optional<double>& device) {
     return device ? tr("%1 (device %2)").arg(msText(seconds), msText(*device)) : msText(seconds);
   };
   switch (liveRow) {
     case 0:
-      return tr("%1 forward, %2 backward").arg(s.calls).arg(s.backwardCalls);
+      return tr("%1 forward, %2 backward").arg(f.calls).arg(f.backwardCalls);
     case 1:
-      return withDevice(s.forwardSeconds, s.forwardDeviceSeconds);
+      return withDevice(f.forwardSeconds, f.forwardDeviceSeconds);
     case 2:
-      return withDevice(s.backwardSeconds, s.backwardDeviceSeconds);
+      return withDevice(f.backwardSeconds, f.backwardDeviceSeconds);
     case 3:
       return tr("%1 forward, %2 backward")
-          .arg(bytesText(static_cast<double>(s.bytesAllocated)),
-               bytesText(static_cast<double>(s.backwardBytesAllocated)));
+          .arg(bytesText(static_cast<double>(f.bytesAllocated)),
+               bytesText(static_cast<double>(f.backwardBytesAllocated)));
     case 4:
-      return QString::number(s.step);
+      return QString::number(it->second.step);
     default:
       return {};
   }
 }
 
-void NodeInspectorModel::addNodeStats(const QJsonObject& message) {
-  const int64_t step = message.value(QLatin1String("step")).toInteger(-1);
-  const QJsonArray nodes = message.value(QLatin1String("nodes")).toArray();
+void NodeInspectorModel::addNodeStats(const attach::NodesMessage& message) {
+  const int64_t step = message.step;
   bool shownChanged = false;
   const NodeId shownKey = statsKey(node_);
-  for (const QJsonValue& v : nodes) {
-    const QJsonObject o = v.toObject();
-    const QJsonValue idValue = o.value(QLatin1String("node"));
-    if (!idValue.isDouble())
-      continue;
-    const NodeId id(static_cast<int32_t>(idValue.toInteger(-1)));
+  for (const attach::NodeFigures& o : message.nodes) {
+    const NodeId id(o.node);
     if (!known(id) || graph_->node(id).side != GraphSide::Forward)
       continue;  // statistics are per forward op (docs/protocol.md)
     Stats& s = stats_[id];
     s.step = step;
-    s.calls = o.value(QLatin1String("calls")).toInteger();
-    s.backwardCalls = o.value(QLatin1String("backward_calls")).toInteger();
-    s.forwardSeconds = o.value(QLatin1String("forward_s")).toDouble();
-    s.backwardSeconds = o.value(QLatin1String("backward_s")).toDouble();
-    auto optional = [&](const char* key) -> std::optional<double> {
-      const QJsonValue x = o.value(QLatin1String(key));
-      return x.isDouble() ? std::optional<double>(x.toDouble()) : std::nullopt;
-    };
-    s.forwardDeviceSeconds = optional("forward_device_s");
-    s.backwardDeviceSeconds = optional("backward_device_s");
-    s.bytesAllocated = o.value(QLatin1String("bytes_allocated")).toInteger();
-    s.backwardBytesAllocated = o.value(QLatin1String("backward_bytes_allocated")).toInteger();
-    s.history.emplace_back(static_cast<double>(step), (s.forwardSeconds + s.backwardSeconds) * 1e3);
+    s.figures = o;
+    s.history.emplace_back(static_cast<double>(step), (o.forwardSeconds + o.backwardSeconds) * 1e3);
     while (s.history.size() > static_cast<size_t>(kHistoryLength))
       s.history.pop_front();
     shownChanged = shownChanged || (shownKey.valid() && id == shownKey);

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "symtune/rules.h"
+#include "symtune/core/rules.h"
 #include "symtune/ui/rule_highlighter.h"
 
 namespace symtune::ui {

@@ -3,7 +3,7 @@
 #include <QGuiApplication>
 #include <QSet>
 
-#include "symtune/features.h"
+#include "symtune/core/features.h"
 
 namespace symtune::ui {
 

@@ -1,7 +1,6 @@
 #include "symtune/ui/rule_list_model.h"
 
 #include <QFont>
-#include <QJsonObject>
 
 #include <algorithm>
 
@@ -14,16 +13,15 @@ bool RuleListModel::isRow(const QModelIndex& index) const {
   return index.isValid() && checkIndex(index, CheckIndexOption::ParentIsInvalid);
 }
 
-void RuleListModel::setRules(const QJsonArray& rules) {
+void RuleListModel::setRules(const std::vector<attach::RuleState>& rules) {
   std::vector<Rule> next;
-  next.reserve(static_cast<size_t>(rules.size()));
-  for (const auto& value : rules) {
-    const QJsonObject o = value.toObject();
+  next.reserve(rules.size());
+  for (const attach::RuleState& o : rules) {
     Rule r;
-    r.name = o.value("name").toString();
-    r.enabled = o.value("enabled").toBool();
-    r.origin = o.value("origin").toString();
-    r.description = o.value("description").toString();
+    r.name = QString::fromStdString(o.name);
+    r.enabled = o.enabled;
+    r.origin = QString::fromStdString(o.origin);
+    r.description = QString::fromStdString(o.description);
     next.push_back(std::move(r));
   }
 

@@ -13,7 +13,7 @@
 #include <QTreeView>
 #include <QVBoxLayout>
 
-#include "symtune/rule_pack.h"
+#include "symtune/core/rule_pack.h"
 #include "symtune/ui/rule_editor.h"
 #include "symtune/ui/rule_list_model.h"
 

@@ -1,22 +1,13 @@
 #include "symtune/ui/run_history_model.h"
 
-#include <QJsonValue>
-
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 namespace symtune::ui {
 
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kMiB = 1024.0 * 1024.0;
-
-// A number of a message, NaN when null, missing or not a number (the protocol writes NaN as null).
-double number(const QJsonValue& v) {
-  return v.isDouble() ? v.toDouble() : kNaN;
-}
 
 }  // namespace
 
@@ -31,14 +22,14 @@ void RunHistoryModel::setRunName(const QString& name) {
   Q_EMIT runNameChanged(runName_);
 }
 
-void RunHistoryModel::appendStep(const QJsonObject& step) {
-  const QJsonObject features = step.value(QLatin1String("features")).toObject();
+void RunHistoryModel::appendStep(const attach::StepMessage& step) {
+  const StepFeatures& f = step.features;
   Row row;
-  row[Step] = number(step.value(QLatin1String("step")));
-  row[Loss] = number(step.value(QLatin1String("loss")));
-  row[SamplesPerSecond] = number(features.value(QLatin1String("samples_per_s")));
-  row[PeakMemoryMiB] = number(features.value(QLatin1String("peak_memory_bytes"))) / kMiB;
-  row[GradientNorm] = number(features.value(QLatin1String("grad_global_norm")));
+  row[Step] = static_cast<double>(step.step);
+  row[Loss] = step.loss;
+  row[SamplesPerSecond] = f[Feature::SamplesPerSecond];
+  row[PeakMemoryMiB] = f[Feature::PeakMemory] / kMiB;
+  row[GradientNorm] = f[Feature::GradGlobalNorm];
 
   if (static_cast<int>(rows_.size()) >= capacity_) {
     beginRemoveRows({}, 0, 0);

@@ -1,4 +1,4 @@
-#include "symtune/attach_server.h"
+#include "symtune/attach/attach_server.h"
 
 #include <netinet/in.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 
 #include <asio.hpp>
 
-#include "symtune/version.h"
+#include "symtune/core/version.h"
 
 namespace symtune::attach {
 

@@ -1,9 +1,9 @@
-#include "symtune/attached_loop.h"
+#include "symtune/attach/attached_loop.h"
 
 #include <chrono>
 
-#include "run_controller.h"
-#include "symtune/meta_info_broker.h"
+#include "symtune/attach/run_controller.h"
+#include "symtune/telemetry/meta_info_broker.h"
 
 namespace symtune::attach {
 

@@ -1,67 +1,53 @@
-#include "run_controller.h"
+#include "symtune/attach/run_controller.h"
 
 #include <chrono>
-#include <cmath>
 #include <ostream>
 
-#include "symtune/rule_registry.h"
+#include "symtune/rules/rule_registry.h"
 
 namespace symtune::attach {
 
-namespace {
-
-nlohmann::json number(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+StepMessage stepMessage(const StepResult& r) {
+  StepMessage m;
+  m.step = r.step;
+  m.loss = r.loss;
+  m.seconds = r.seconds;
+  m.features = r.features;
+  m.rulesInForce = r.rulesInForce;
+  m.rulesFired = r.rulesFired;
+  m.skipped = r.skipped;
+  return m;
 }
 
-}  // namespace
-
-nlohmann::json stepJson(const StepResult& r) {
-  nlohmann::json features = nlohmann::json::object();
-  for (int f = 0; f < kFeatureCount; ++f)
-    features[featureName(static_cast<Feature>(f))] = number(r.features.values[f]);
-  return {{"step", r.step},
-          {"loss", number(r.loss)},
-          {"seconds", r.seconds},
-          {"features", features},
-          {"rules", {{"in_force", r.rulesInForce}, {"fired", r.rulesFired}}},
-          {"skipped", r.skipped}};
-}
-
-nlohmann::json nodesJson(const NodeProfile& p) {
-  nlohmann::json nodes = nlohmann::json::array();
+NodesMessage nodesMessage(const NodeProfile& p, const std::vector<ParameterStats>* gradients) {
+  NodesMessage m;
+  m.step = p.step;
+  m.attributedSeconds = p.attributedSeconds;
+  m.unattributedSeconds = p.unattributedSeconds;
   for (const auto& n : p.nodes) {
-    nlohmann::json node = {{"node", n.node.value()},
-                           {"calls", n.calls},
-                           {"backward_calls", n.backwardCalls},
-                           {"forward_s", n.forwardSeconds},
-                           {"backward_s", n.backwardSeconds},
-                           {"bytes_allocated", n.bytesAllocated},
-                           {"backward_bytes_allocated", n.backwardBytesAllocated}};
-    if (n.forwardDeviceSeconds)
-      node["forward_device_s"] = *n.forwardDeviceSeconds;
-    if (n.backwardDeviceSeconds)
-      node["backward_device_s"] = *n.backwardDeviceSeconds;
-    if (n.liveBytesAfter)
-      node["live_bytes_after"] = *n.liveBytesAfter;
-    nodes.push_back(std::move(node));
+    NodeFigures f;
+    f.node = n.node.value();
+    f.calls = n.calls;
+    f.backwardCalls = n.backwardCalls;
+    f.forwardSeconds = n.forwardSeconds;
+    f.backwardSeconds = n.backwardSeconds;
+    f.forwardDeviceSeconds = n.forwardDeviceSeconds;
+    f.backwardDeviceSeconds = n.backwardDeviceSeconds;
+    f.bytesAllocated = n.bytesAllocated;
+    f.backwardBytesAllocated = n.backwardBytesAllocated;
+    f.liveBytesAfter = n.liveBytesAfter;
+    m.nodes.push_back(f);
   }
-  return {{"step", p.step},
-          {"nodes", nodes},
-          {"attributed_s", p.attributedSeconds},
-          {"unattributed_s", p.unattributedSeconds}};
+  if (gradients != nullptr) {
+    for (const auto& s : *gradients) {
+      if (s.hasGradient)
+        m.parameters.push_back({s.name, s.norm});
+    }
+  }
+  return m;
 }
 
 namespace {
-
-nlohmann::json parametersJson(const std::vector<ParameterStats>& stats) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : stats) {
-    if (s.hasGradient)
-      out.push_back({{"name", s.name}, {"grad_norm", number(s.norm)}});
-  }
-  return out;
-}
 
 ServerOptions listenOn(const std::string& listen) {
   ServerOptions options;
@@ -144,20 +130,18 @@ RunController::~RunController() {
 }
 
 nlohmann::json RunController::ruleState() {
-  nlohmann::json out = nlohmann::json::array();
+  RulesMessage out;
   auto& registry = rules::Registry::global();
   for (const auto& name : run_.rules().names()) {
-    nlohmann::json rule = {{"name", name}, {"enabled", run_.rules().enabled(name)}};
+    RuleState rule{name, run_.rules().enabled(name), "this run", ""};
     if (auto entry = registry.find(name);
         entry && run_.rules().source(name) == (entry->rule ? entry->rule->source : "")) {
-      rule["origin"] = entry->origin;
-      rule["description"] = entry->description;
-    } else {
-      rule["origin"] = "this run";
+      rule.origin = entry->origin;
+      rule.description = entry->description;
     }
-    out.push_back(std::move(rule));
+    out.rules.push_back(std::move(rule));
   }
-  return out;
+  return encode(out)["rules"];
 }
 
 void RunController::handle(const Command& c, Server::Reply reply) {
@@ -295,13 +279,9 @@ void RunController::publishGraph(const Graph& graph) {
 
 void RunController::afterStep(const StepResult& result) {
   publishRulesIfChanged();
-  server_.publishStep(stepJson(result));
-  if (result.nodes) {
-    nlohmann::json nodes = nodesJson(*result.nodes);
-    if (const auto* stats = run_.gradientStats())
-      nodes["parameters"] = parametersJson(*stats);
-    server_.publishNodes(std::move(nodes));
-  }
+  server_.publishStep(encode(stepMessage(result)));
+  if (result.nodes)
+    server_.publishNodes(encode(nodesMessage(*result.nodes, run_.gradientStats()))["nodes"]);
 }
 
 void RunController::serveUntilStopped(const std::atomic<bool>* stop,

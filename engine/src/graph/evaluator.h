@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "ir_values.h"
-#include "symtune/cost_templates.h"
-#include "symtune/node_context.h"
-#include "symtune/symugen.h"
+#include "symtune/core/cost_templates.h"
+#include "symtune/graph/symugen.h"
+#include "symtune/telemetry/node_context.h"
 
 namespace symtune {
 

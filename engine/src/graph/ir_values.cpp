@@ -3,7 +3,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/scope.h>
 
-#include "symtune/symugen.h"
+#include "symtune/graph/symugen.h"
 
 namespace symtune {
 

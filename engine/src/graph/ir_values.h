@@ -5,7 +5,7 @@
 
 #include <torch/csrc/jit/ir/ir.h>
 
-#include "symtune/graph.h"
+#include "symtune/core/graph.h"
 
 namespace symtune::detail {
 

@@ -8,8 +8,8 @@
 #include <torch/nn/module.h>
 
 #include "ir_values.h"
-#include "symtune/cost_templates.h"
-#include "symtune/symugen.h"
+#include "symtune/core/cost_templates.h"
+#include "symtune/graph/symugen.h"
 
 namespace symtune {
 

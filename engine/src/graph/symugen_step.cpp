@@ -11,7 +11,7 @@
 
 #include "evaluator.h"
 #include "ir_values.h"
-#include "symtune/cost_templates.h"
+#include "symtune/core/cost_templates.h"
 
 namespace symtune {
 

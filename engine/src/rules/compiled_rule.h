@@ -13,10 +13,10 @@
 
 #include "rule_compiler.h"
 #include "rule_value.h"
-#include "symtune/features.h"
-#include "symtune/rule_engine.h"
-#include "symtune/rule_registry.h"
-#include "symtune/rules.h"
+#include "symtune/core/features.h"
+#include "symtune/core/rules.h"
+#include "symtune/rules/rule_engine.h"
+#include "symtune/rules/rule_registry.h"
 
 namespace symtune::rules {
 

@@ -1,4 +1,4 @@
-#include "symtune/plugin_loader.h"
+#include "symtune/rules/plugin_loader.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>

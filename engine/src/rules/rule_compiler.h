@@ -8,7 +8,7 @@
 #include <string>
 
 #include "rule_value.h"
-#include "symtune/rules.h"
+#include "symtune/core/rules.h"
 
 namespace symtune::rules::detail {
 

@@ -1,10 +1,10 @@
-#include "symtune/rule_engine.h"
+#include "symtune/rules/rule_engine.h"
 
 #include <algorithm>
 #include <stdexcept>
 
 #include "compiled_rule.h"
-#include "symtune/rule_registry.h"
+#include "symtune/rules/rule_registry.h"
 
 namespace symtune::rules {
 

@@ -2,7 +2,7 @@
 // Rules that run as a fused kernel instead of the interpreter (Note [Lowered rules] in
 // rule_lowering.cpp).
 
-#include "symtune/rules.h"
+#include "symtune/core/rules.h"
 
 namespace symtune::rules {
 

@@ -1,12 +1,12 @@
-#include "symtune/rule_registry.h"
+#include "symtune/rules/rule_registry.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "embedded_rule_packs.h"
-#include "symtune/rule_engine.h"
-#include "symtune/rule_rewrite.h"
+#include "symtune/rules/rule_engine.h"
+#include "symtune/rules/rule_rewrite.h"
 
 namespace symtune::rules {
 

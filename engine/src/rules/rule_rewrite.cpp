@@ -1,4 +1,4 @@
-#include "symtune/rule_rewrite.h"
+#include "symtune/rules/rule_rewrite.h"
 
 #include <stdexcept>
 #include <unordered_map>

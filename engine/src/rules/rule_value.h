@@ -8,7 +8,7 @@
 
 #include <torch/types.h>
 
-#include "symtune/features.h"
+#include "symtune/core/features.h"
 
 namespace symtune::rules::detail {
 

@@ -1,4 +1,4 @@
-#include "symtune/meta_optimizer.h"
+#include "symtune/runtime/meta_optimizer.h"
 
 #include <chrono>
 

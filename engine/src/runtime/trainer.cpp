@@ -1,12 +1,12 @@
-#include "symtune/trainer.h"
+#include "symtune/runtime/trainer.h"
 
 #include "symtune/kernels/fused_optimizers.h"
 
 #include <chrono>
 #include <sstream>
 
-#include "symtune/model_zoo.h"
-#include "symtune/rule_registry.h"
+#include "symtune/rules/rule_registry.h"
+#include "symtune/zoo/model_zoo.h"
 
 namespace symtune {
 

@@ -1,4 +1,4 @@
-#include "symtune/gradient_monitor.h"
+#include "symtune/telemetry/gradient_monitor.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "symtune/memory_tracker.h"
+#include "symtune/telemetry/memory_tracker.h"
 
 #include <malloc.h>
 
@@ -6,7 +6,7 @@
 
 #include <c10/core/CPUAllocator.h>
 
-#include "symtune/torch_compat.h"
+#include "symtune/compat/torch_compat.h"
 
 namespace symtune {
 

@@ -1,4 +1,4 @@
-#include "symtune/meta_info_broker.h"
+#include "symtune/telemetry/meta_info_broker.h"
 
 #include <algorithm>
 #include <cmath>

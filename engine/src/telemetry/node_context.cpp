@@ -1,4 +1,4 @@
-#include "symtune/node_context.h"
+#include "symtune/telemetry/node_context.h"
 
 #include <algorithm>
 

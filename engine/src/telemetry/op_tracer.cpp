@@ -1,4 +1,4 @@
-#include "symtune/op_tracer.h"
+#include "symtune/telemetry/op_tracer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,8 +10,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <nlohmann/json.hpp>
 
-#include "symtune/graph.h"
-#include "symtune/memory_tracker.h"
+#include "symtune/core/graph.h"
+#include "symtune/telemetry/memory_tracker.h"
 
 namespace symtune {
 

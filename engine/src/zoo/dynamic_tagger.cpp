@@ -1,7 +1,7 @@
 // Builds the dynamic-length sequence tagger of resources/models/dynamic_tagger.py.
 
 #include "module_factory.h"
-#include "symtune/zoo_data.h"
+#include "symtune/zoo/zoo_data.h"
 #include "zoo_models.h"
 
 namespace symtune::zoo {

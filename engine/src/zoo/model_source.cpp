@@ -1,6 +1,6 @@
 #include <sstream>
 
-#include "symtune/model_zoo.h"
+#include "symtune/zoo/model_zoo.h"
 
 namespace symtune {
 

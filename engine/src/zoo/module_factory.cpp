@@ -66,7 +66,9 @@ torch::jit::Module ModuleFactory::create(const std::string& cls) {
 torch::jit::Module ModuleFactory::finish(torch::jit::Module module, const std::string& cls) {
   if (!defined_[cls]) {
     auto src = sources_.find(cls);
-    TORCH_CHECK(src != sources_.end(), "model source has no class ", cls);
+    // The builder and its embedded model file disagree: a bug of the zoo, not of a session.
+    TORCH_INTERNAL_ASSERT(src != sources_.end(), "zoo model file ", file_, " has no class ", cls,
+                          ", which its builder defines");
     defineMethods(module, src->second.text, file_, src->second.firstLine);
     defined_[cls] = true;
   }

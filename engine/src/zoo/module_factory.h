@@ -11,7 +11,7 @@
 
 #include <torch/script.h>
 
-#include "symtune/model_zoo.h"
+#include "symtune/zoo/model_zoo.h"
 
 namespace symtune::zoo {
 

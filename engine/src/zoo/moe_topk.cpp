@@ -1,7 +1,7 @@
 // Builds the mixture-of-experts model of resources/models/moe_topk.py.
 
 #include "module_factory.h"
-#include "symtune/zoo_data.h"
+#include "symtune/zoo/zoo_data.h"
 #include "zoo_models.h"
 
 namespace symtune::zoo {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "module_factory.h"
-#include "symtune/zoo_data.h"
+#include "symtune/zoo/zoo_data.h"
 #include "zoo_models.h"
 
 namespace symtune::zoo {

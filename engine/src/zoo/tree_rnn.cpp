@@ -1,7 +1,7 @@
 // Builds the recursive tree network of resources/models/tree_rnn.py.
 
 #include "module_factory.h"
-#include "symtune/zoo_data.h"
+#include "symtune/zoo/zoo_data.h"
 #include "zoo_models.h"
 
 namespace symtune::zoo {

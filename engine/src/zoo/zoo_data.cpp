@@ -1,4 +1,4 @@
-#include "symtune/zoo_data.h"
+#include "symtune/zoo/zoo_data.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 

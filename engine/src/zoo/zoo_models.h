@@ -1,19 +1,17 @@
 #pragma once
-// One builder per zoo model; buildZooModel() dispatches to them by name. Shared initialisers.
+// One builder per zoo model (symtune/core/zoo_models.def); buildZooModel() dispatches to them by
+// name. Shared initialisers.
 
 #include <cmath>
 #include <vector>
 
-#include "symtune/model_zoo.h"
+#include "symtune/zoo/model_zoo.h"
 
 namespace symtune::zoo {
 
-ZooModel buildDynamicResNet(const ZooOptions& options);
-ZooModel buildTransformerXL(const ZooOptions& options);
-ZooModel buildDynamicTagger(const ZooOptions& options);
-ZooModel buildMoETopK(const ZooOptions& options);
-ZooModel buildEarlyExit(const ZooOptions& options);
-ZooModel buildTreeRnn(const ZooOptions& options);
+#define SYMTUNE_ZOO_MODEL(name, builder, description) ZooModel builder(const ZooOptions& options);
+#include "symtune/core/zoo_models.def"
+#undef SYMTUNE_ZOO_MODEL
 
 // Uniform in ±1/sqrt(fanIn): torch.nn.Linear's default initialisation.
 inline torch::Tensor fanInUniform(std::vector<int64_t> shape, int64_t fanIn, at::Generator& gen) {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "symtune/plugin_api.h"
-#include "symtune/rule_registry.h"
+#include "symtune/rules/rule_registry.h"
 
 // Gradient centralization (Yong et al., 2020): each weight gradient of two or more dimensions
 // (linear and convolution weights) loses its mean over every dimension but the first, so each

@@ -4,7 +4,7 @@
 
 #include <iostream>
 
-#include "symtune/attach_client.h"
+#include "symtune/core/attach_client.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {

@@ -15,7 +15,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
-#include "symtune/attach_client.h"
+#include "symtune/core/attach_client.h"
 #include "test_main.h"
 
 namespace {

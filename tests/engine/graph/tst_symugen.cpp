@@ -6,9 +6,9 @@
 #include <fstream>
 #include <set>
 
-#include "symtune/cost_templates.h"
-#include "symtune/model_zoo.h"
-#include "symtune/symugen.h"
+#include "symtune/core/cost_templates.h"
+#include "symtune/graph/symugen.h"
+#include "symtune/zoo/model_zoo.h"
 #include "test_main.h"
 
 using namespace symtune;

@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "symtune/symugen.h"
+#include "symtune/graph/symugen.h"
 #include "test_main.h"
 
 using namespace symtune;

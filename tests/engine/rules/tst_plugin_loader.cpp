@@ -9,8 +9,8 @@
 #include <QTemporaryDir>
 
 #include "planted_gradients.h"
-#include "symtune/plugin_loader.h"
-#include "symtune/rule_engine.h"
+#include "symtune/rules/plugin_loader.h"
+#include "symtune/rules/rule_engine.h"
 #include "test_main.h"
 
 namespace {

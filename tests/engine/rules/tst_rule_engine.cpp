@@ -7,9 +7,9 @@
 #include <limits>
 
 #include "planted_gradients.h"
-#include "symtune/rule_engine.h"
-#include "symtune/rule_pack.h"
-#include "symtune/trainer.h"
+#include "symtune/core/rule_pack.h"
+#include "symtune/rules/rule_engine.h"
+#include "symtune/runtime/trainer.h"
 #include "test_main.h"
 
 namespace {

@@ -10,9 +10,9 @@
 
 #include "error_of.h"
 #include "planted_gradients.h"
-#include "symtune/rule_engine.h"
-#include "symtune/rule_registry.h"
-#include "symtune/trainer.h"
+#include "symtune/rules/rule_engine.h"
+#include "symtune/rules/rule_registry.h"
+#include "symtune/runtime/trainer.h"
 #include "test_main.h"
 
 // A C++ rule, registered the way users and plugins register theirs: halves every bias gradient.

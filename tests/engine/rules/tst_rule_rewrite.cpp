@@ -5,10 +5,10 @@
 
 #include <map>
 
-#include "symtune/model_zoo.h"
-#include "symtune/rule_registry.h"
-#include "symtune/rule_rewrite.h"
-#include "symtune/trainer.h"
+#include "symtune/rules/rule_registry.h"
+#include "symtune/rules/rule_rewrite.h"
+#include "symtune/runtime/trainer.h"
+#include "symtune/zoo/model_zoo.h"
 #include "test_main.h"
 
 namespace {

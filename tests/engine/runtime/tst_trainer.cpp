@@ -8,9 +8,9 @@
 
 #include <torch/script.h>
 
-#include "symtune/batch_run.h"
-#include "symtune/model_zoo.h"
-#include "symtune/trainer.h"
+#include "batch_run.h"
+#include "symtune/runtime/trainer.h"
+#include "symtune/zoo/model_zoo.h"
 #include "test_main.h"
 
 namespace {

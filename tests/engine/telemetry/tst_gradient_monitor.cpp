@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include "symtune/gradient_monitor.h"
+#include "symtune/telemetry/gradient_monitor.h"
 #include "test_main.h"
 
 using symtune::GradientMonitor;

@@ -8,8 +8,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "symtune/memory_tracker.h"
-#include "symtune/model_zoo.h"
+#include "symtune/telemetry/memory_tracker.h"
+#include "symtune/zoo/model_zoo.h"
 #include "test_main.h"
 
 namespace {

@@ -6,8 +6,8 @@
 #include <QFile>
 #include <QRegularExpression>
 
-#include "symtune/meta_info_broker.h"
-#include "symtune/trainer.h"
+#include "symtune/runtime/trainer.h"
+#include "symtune/telemetry/meta_info_broker.h"
 #include "test_main.h"
 
 using symtune::Feature;

@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "symtune/memory_tracker.h"
-#include "symtune/op_tracer.h"
-#include "symtune/trainer.h"
+#include "symtune/runtime/trainer.h"
+#include "symtune/telemetry/memory_tracker.h"
+#include "symtune/telemetry/op_tracer.h"
 #include "test_main.h"
 
 using symtune::NodeId;
@@ -153,7 +153,7 @@ class TestNodeProfile : public QObject {
     QVERIFY2(ratios[1] >= 0.9 && ratios[1] <= 1.02, qPrintable(QString::number(ratios[1])));
   }
 
-  // (A per-node step's peak against an unsampled one's: tests/engine/runtime/tst_executor.cpp.)
+  // (A per-node step's peak against an unsampled one's: tests/engine/exec/tst_executor.cpp.)
 
   void telemetryOffMeasuresNothing() {
     at::set_num_threads(2);

@@ -9,14 +9,14 @@
 #include <torch/script.h>
 
 #include "error_of.h"
-#include "symtune/model_zoo.h"
-#include "symtune/rule_registry.h"
-#include "symtune/rule_rewrite.h"
-#include "symtune/segment_executor.h"
-#include "symtune/symugen.h"
-#include "symtune/trainer.h"
-#include "symtune/zoo_catalog.h"
-#include "symtune/zoo_data.h"
+#include "symtune/core/zoo_catalog.h"
+#include "symtune/exec/segment_executor.h"
+#include "symtune/graph/symugen.h"
+#include "symtune/rules/rule_registry.h"
+#include "symtune/rules/rule_rewrite.h"
+#include "symtune/runtime/trainer.h"
+#include "symtune/zoo/model_zoo.h"
+#include "symtune/zoo/zoo_data.h"
 #include "test_main.h"
 
 namespace {

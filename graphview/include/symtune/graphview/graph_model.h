@@ -8,7 +8,6 @@
 //   model.setCollapsed(loop, false);        // viewChanged(): lay out again
 //   model.addNodeStats(nodesMessage);       // valuesChanged(): repaint only
 
-#include <QJsonObject>
 #include <QObject>
 #include <QString>
 
@@ -17,7 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "symtune/graph.h"
+#include "symtune/core/attach_messages.h"
+#include "symtune/core/graph.h"
 #include "symtune/graphview/overlay.h"
 #include "symtune/graphview/view_dot.h"
 
@@ -54,7 +54,7 @@ class GraphModel : public QObject {
   std::vector<RegionId> groupsOf(NodeId node) const;
 
   // Live figures, from the run's `nodes` messages (docs/protocol.md). Only repaints follow.
-  void addNodeStats(const QJsonObject& nodes);
+  void addNodeStats(const attach::NodesMessage& nodes);
   void setPeakMemory(std::optional<double> bytes);
   std::optional<double> peakMemory() const { return peakBytes_; }
   int64_t statsStep() const { return statsStep_; }

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "symtune/graph.h"
+#include "symtune/core/graph.h"
 
 namespace symtune::graphview {
 

@@ -1,21 +1,24 @@
 #pragma once
 // The studio's connection to an attachable run (docs/protocol.md): a worker thread runs the attach
-// client and hands every message to the GUI thread as a signal, so the GUI never waits on the
-// network.
+// client, decodes every message into its typed value (symtune/core/attach_messages.h) and hands it
+// to the GUI thread as a signal, so the GUI never waits on the network nor reads JSON.
 //
 //   auto* connection = new AttachConnection(this);
 //   connect(connection, &AttachConnection::messageReceived, this, &View::onMessage);
 //   connection->open("unix:/run/user/1000/symtune/runner-42.sock");
-//   int id = connection->sendCommand({{"command", "pause"}});  // commandAnswered(id, ack)
+//   int id = connection->sendCommand(attach::Command::named("pause"));  // commandAnswered(id, ack)
 
 #include <atomic>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include <QJsonObject>
+#include <QMetaType>
 #include <QObject>
 #include <QString>
+
+#include "symtune/core/attach_messages.h"
+#include "symtune/core/attach_protocol.h"
 
 namespace symtune::ui {
 
@@ -32,16 +35,17 @@ class AttachConnection : public QObject {
   const QString& endpoint() const { return endpoint_; }
   bool isAttached() const { return attached_; }
 
-  // Sends a command ({"command": NAME, arguments}, docs/protocol.md) from any thread; returns its
-  // id, which commandAnswered() carries with the ack or error. Returns 0 and sends nothing when
-  // no run is attached.
-  int sendCommand(QJsonObject command);
+  // Sends a command (docs/protocol.md, "Commands") from any thread; returns its id, which
+  // commandAnswered() carries with the ack or error. Returns 0 and sends nothing when no run is
+  // attached.
+  int sendCommand(attach::Command command);
 
  Q_SIGNALS:
-  void attached(const QJsonObject& hello);                 // the server's hello: protocol, run, ...
-  void messageReceived(const QJsonObject& message);        // graph, rules, state, step, nodes, ...
-  void commandAnswered(int id, const QJsonObject& reply);  // an ack, or an error with a reason
-  void disconnected(const QString& reason);                // refused, or the run went away
+  void attached(const symtune::attach::HelloMessage& hello);  // the server's hello: the run
+  // graph, rules, state, step, nodes, dropped, and errors that answer no command.
+  void messageReceived(const symtune::attach::ServerMessage& message);
+  void commandAnswered(int id, const symtune::attach::ReplyMessage& reply);  // ack or error
+  void disconnected(const QString& reason);  // refused, a broken message, or the run went away
 
  private:
   QString endpoint_;
@@ -50,7 +54,11 @@ class AttachConnection : public QObject {
   std::atomic<bool> attached_{false};
   std::atomic<int> nextId_{1};
   std::mutex outboxMutex_;
-  std::vector<QJsonObject> outbox_;  // commands for the worker to send
+  std::vector<attach::Command> outbox_;  // commands for the worker to send
 };
 
 }  // namespace symtune::ui
+
+Q_DECLARE_METATYPE(symtune::attach::HelloMessage)
+Q_DECLARE_METATYPE(symtune::attach::ServerMessage)
+Q_DECLARE_METATYPE(symtune::attach::ReplyMessage)

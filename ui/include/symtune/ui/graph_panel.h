@@ -8,11 +8,11 @@
 
 #include <memory>
 
-#include "symtune/graph.h"
+#include "symtune/core/attach_messages.h"
+#include "symtune/core/graph.h"
 #include "symtune/graphview/overlay.h"
 
 class QComboBox;
-class QJsonObject;
 class QLabel;
 class QLineEdit;
 class QSplitter;
@@ -36,7 +36,7 @@ class GraphPanel : public QWidget {
   void setGraph(std::shared_ptr<const Graph> graph);
   const std::shared_ptr<const Graph>& graph() const;
   // A `nodes` message's payload, and the step's peak memory (for the memory overlay's shares).
-  void addNodeStats(const QJsonObject& nodes);
+  void addNodeStats(const attach::NodesMessage& nodes);
   void setPeakMemory(double bytes);
 
   void setOverlay(graphview::Overlay overlay);

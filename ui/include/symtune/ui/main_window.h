@@ -12,7 +12,9 @@
 
 #include <memory>
 
-#include "symtune/graph.h"
+#include "symtune/core/attach_messages.h"
+#include "symtune/core/attach_protocol.h"
+#include "symtune/core/graph.h"
 #include "symtune/graphview/overlay.h"
 
 class QDockWidget;
@@ -60,13 +62,11 @@ class MainWindow : public QMainWindow {
 
   // Commands to the attached run (docs/protocol.md); each returns the command's id, 0 when no
   // run is attached. The answer comes back as commandAnswered().
-  int sendCommand(const QJsonObject& command);
-  int pauseRun() { return sendCommand({{"command", "pause"}}); }
-  int resumeRun() { return sendCommand({{"command", "resume"}}); }
-  int stopRun() { return sendCommand({{"command", "stop"}}); }
-  int setSampling(int every) {
-    return sendCommand({{"command", "set_sampling"}, {"every", every}});
-  }
+  int sendCommand(const attach::Command& command);
+  int pauseRun() { return sendCommand(attach::Command::named("pause")); }
+  int resumeRun() { return sendCommand(attach::Command::named("resume")); }
+  int stopRun() { return sendCommand(attach::Command::named("stop")); }
+  int setSampling(int every) { return sendCommand(attach::Command::setSampling(every)); }
 
   SessionModel* sessionModel() const { return sessionModel_; }
   GraphPanel* graphPanel() const { return graphPanel_; }
@@ -86,7 +86,7 @@ class MainWindow : public QMainWindow {
   void attached();
   void attachEnded(const QString& reason);
   void graphShown();
-  void commandAnswered(int id, const QJsonObject& reply);
+  void commandAnswered(int id, const symtune::attach::ReplyMessage& reply);
 
  protected:
   void closeEvent(class QCloseEvent* event) override;
@@ -95,9 +95,9 @@ class MainWindow : public QMainWindow {
   void buildMenus();
   QDockWidget* addDock(const QString& title, const QString& objectName, QWidget* content,
                        Qt::DockWidgetArea area);
-  void onMessage(const QJsonObject& message);
-  void onCommandAnswered(int id, const QJsonObject& reply);
-  void showGraphJson(const QJsonObject& graph);
+  void onMessage(const attach::ServerMessage& message);
+  void onCommandAnswered(int id, const attach::ReplyMessage& reply);
+  void showGraph(const attach::GraphMessage& graph);
   void loadGraphOf(const QString& sessionPath);
   void setAttachStatus(const QString& text);
   void setConnection(const QString& text, bool attached);

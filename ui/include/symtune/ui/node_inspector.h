@@ -4,7 +4,7 @@
 
 #include <QWidget>
 
-#include "symtune/ids.h"
+#include "symtune/core/ids.h"
 
 class QLabel;
 class QStackedWidget;

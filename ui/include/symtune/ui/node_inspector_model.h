@@ -7,7 +7,6 @@
 // that created it (its `forward` link), like the runner attributes autograd time.
 
 #include <QAbstractTableModel>
-#include <QJsonObject>
 #include <QPointF>
 #include <QVector>
 
@@ -17,8 +16,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "symtune/graph.h"
-#include "symtune/ids.h"
+#include "symtune/core/attach_messages.h"
+#include "symtune/core/graph.h"
+#include "symtune/core/ids.h"
 
 namespace symtune::ui {
 
@@ -44,10 +44,9 @@ class NodeInspectorModel : public QAbstractTableModel {
   void setNode(NodeId id);
   NodeId node() const { return node_; }
 
-  // The payload of a `nodes` message: {step, nodes: [{node, calls, backward_calls, forward_s,
-  // backward_s, bytes_allocated, backward_bytes_allocated, forward_device_s?, ...}]}. Entries
-  // naming no node of the graph are ignored.
-  void addNodeStats(const QJsonObject& nodes);
+  // A `nodes` message (docs/protocol.md). Entries naming no forward node of the graph are
+  // ignored.
+  void addNodeStats(const attach::NodesMessage& nodes);
 
   // A node's forward + backward time per sampled step: x = step, y = milliseconds, oldest first,
   // at most kHistoryLength samples. A backward node has its forward op's history.
@@ -62,10 +61,7 @@ class NodeInspectorModel : public QAbstractTableModel {
  private:
   struct Stats {
     int64_t step = -1;
-    int64_t calls = 0, backwardCalls = 0;
-    double forwardSeconds = 0, backwardSeconds = 0;
-    std::optional<double> forwardDeviceSeconds, backwardDeviceSeconds;
-    int64_t bytesAllocated = 0, backwardBytesAllocated = 0;
+    attach::NodeFigures figures;  // of that step
     std::deque<QPointF> history;
   };
   struct Row {

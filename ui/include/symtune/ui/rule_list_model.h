@@ -5,14 +5,15 @@
 // `rules` message says what it did. No widgets.
 //
 //   RuleListModel model;
-//   model.setRules(message["rules"].toArray());  // [{"name", "enabled", "origin", "description"}]
+//   model.setRules(rulesMessage.rules);  // the attach protocol's RuleState, in order
 //   QObject::connect(&model, &RuleListModel::toggleRequested, ...);
 
 #include <QAbstractTableModel>
-#include <QJsonArray>
 #include <QString>
 
 #include <vector>
+
+#include "symtune/core/attach_messages.h"
 
 namespace symtune::ui {
 
@@ -33,7 +34,7 @@ class RuleListModel : public QAbstractTableModel {
 
   // The run's rules, in order: updated in place when the names are the same list, otherwise
   // reset. Clears the pending mark of every rule it lists.
-  void setRules(const QJsonArray& rules);
+  void setRules(const std::vector<attach::RuleState>& rules);
   void clear();
 
   QString nameAt(int row) const;         // "" when out of range

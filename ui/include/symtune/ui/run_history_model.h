@@ -4,10 +4,11 @@
 // NaN: shown as "—", returned as NaN by Qt::UserRole. Keeps the newest `capacity` steps.
 
 #include <QAbstractTableModel>
-#include <QJsonObject>
 
 #include <array>
 #include <deque>
+
+#include "symtune/core/attach_messages.h"
 
 namespace symtune::ui {
 
@@ -26,9 +27,9 @@ class RunHistoryModel : public QAbstractTableModel {
   void setRunName(const QString& name);
   int capacity() const { return capacity_; }
 
-  // A `step` message: its step, loss and features.samples_per_s, .peak_memory_bytes (as MiB)
-  // and .grad_global_norm. Drops the oldest row when the model is full.
-  void appendStep(const QJsonObject& step);
+  // A `step` message: its step, loss, samples per second, peak memory (as MiB) and global
+  // gradient norm (NaN where the run sent none). Drops the oldest row when the model is full.
+  void appendStep(const attach::StepMessage& step);
   void clear();
 
   // The raw value of a cell (NaN when not measured); row and column must be valid.

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "symtune/session.h"
+#include "symtune/core/session.h"
 
 namespace symtune::ui {
 

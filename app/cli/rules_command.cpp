@@ -1,0 +1,145 @@
+#include "rules_command.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "symtune/core/rule_pack.h"
+
+namespace symtune::app {
+
+namespace {
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw rules::RulePackError(path + ": cannot read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool isPack(const std::string& path) {
+  return path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+}
+
+bool rewrites(const rules::Rule& r) {
+  for (const auto& a : r.actions) {
+    if (a.kind == rules::Action::Kind::Rewrite)
+      return true;
+  }
+  return false;
+}
+
+// One line per rule: name, when it runs, what it selects and does.
+void describe(const std::vector<rules::Rule>& parsed, bool irChecked) {
+  for (const auto& r : parsed) {
+    std::cout << "  " << r.name << ": "
+              << (rewrites(r) ? (irChecked ? "rewrite (IR checked)" : "rewrite (IR not checked)")
+                  : r.perParameter ? "per parameter"
+                                   : "per step");
+    for (const auto& s : r.selectors)
+      std::cout << ", " << rules::toString(s.kind) << " \"" << s.glob << "\"";
+    std::cout << ", " << r.actions.size() << (r.actions.size() == 1 ? " action" : " actions")
+              << (r.trigger ? ", with a `when`" : "") << "\n";
+  }
+}
+
+// The rules of a pack or a rules file (checked by the front end); `header` gets the first line.
+std::vector<rules::Rule> readRules(const CommandLine& cl, std::string* header) {
+  std::vector<rules::Rule> parsed;
+  if (isPack(cl.rulesFile)) {
+    const auto pack = rules::loadRulePack(cl.rulesFile);
+    *header = cl.rulesFile + ": pack \"" + pack.name + "\" " + pack.version + ", " +
+              std::to_string(pack.rules.size()) + " rules, checksum " +
+              rules::rulePackChecksum(pack);
+    for (const auto& r : pack.rules) {
+      auto one = rules::parseRules(r.source);
+      parsed.insert(parsed.end(), one.begin(), one.end());
+    }
+  } else {
+    try {
+      parsed = rules::parseRules(readText(cl.rulesFile));
+    } catch (const rules::RuleError& e) {
+      throw rules::RulePackError(cl.rulesFile + ":" + e.what());
+    }
+    *header = cl.rulesFile + ": " + std::to_string(parsed.size()) + " rules";
+  }
+  return parsed;
+}
+
+int check(const CommandLine& cl, const RewriteCheck& checkRewrites) {
+  std::string header;
+  const auto parsed = readRules(cl, &header);
+  if (checkRewrites) {
+    for (const auto& r : parsed) {
+      try {
+        checkRewrites(r);
+      } catch (const rules::RuleError& e) {
+        // A pack's positions are within the rule's own source; a file's are the file's.
+        throw rules::RulePackError(cl.rulesFile + ": rule `" + r.name + "`: " + e.what());
+      }
+    }
+  }
+  std::cout << header << "\n";
+  describe(parsed, static_cast<bool>(checkRewrites));
+  return 0;
+}
+
+int exportPack(const CommandLine& cl) {
+  rules::RulePack pack;
+  try {
+    pack = rules::packFromText(readText(cl.rulesFile), cl.packName, cl.packVersion,
+                               cl.packDescription);
+  } catch (const rules::RuleError& e) {
+    throw rules::RulePackError(cl.rulesFile + ":" + e.what());
+  }
+  rules::saveRulePack(*cl.output, pack);
+  std::cout << *cl.output << ": pack \"" << pack.name << "\" " << pack.version << ", "
+            << pack.rules.size() << " rules\n";
+  return 0;
+}
+
+int importPack(const CommandLine& cl) {
+  const auto pack = rules::loadRulePack(cl.rulesFile);
+  const auto library = cl.library ? std::filesystem::path(*cl.library) : rules::defaultLibrary();
+  const std::string outcome = rules::importRulePack(pack, library);
+  std::cout << "pack \"" << pack.name << "\" " << pack.version << ": " << outcome << " ("
+            << library.string() << ")\n";
+  return 0;
+}
+
+}  // namespace
+
+bool needsRewriteCheck(const CommandLine& cl) {
+  if (cl.rulesCommand != "check")
+    return false;
+  try {
+    std::string header;
+    const auto parsed = readRules(cl, &header);
+    return std::any_of(parsed.begin(), parsed.end(), rewrites);
+  } catch (const std::exception&) {
+    return false;  // the front end reports it
+  }
+}
+
+int runRulesCommand(const CommandLine& cl, const RewriteCheck& checkRewrites) {
+  try {
+    if (cl.rulesCommand == "check")
+      return check(cl, checkRewrites);
+    if (cl.rulesCommand == "export")
+      return exportPack(cl);
+    if (cl.rulesCommand == "list")
+      throw std::runtime_error(
+          "rules list needs symtune-runner next to symtune (the registry "
+          "is the engine's)");
+    return importPack(cl);
+  } catch (const std::exception& e) {  // RulePackError, RuleError, filesystem errors
+    std::cerr << "symtune: error: " << e.what() << std::endl;
+    return 2;
+  }
+}
+
+}  // namespace symtune::app

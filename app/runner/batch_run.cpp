@@ -1,0 +1,248 @@
+#include "batch_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+#include <ostream>
+
+#include <sys/resource.h>
+
+#include "symtune/attach/run_controller.h"
+#include "symtune/compat/torch_compat.h"
+#include "symtune/core/atomic_file.h"
+#include "symtune/core/version.h"
+#include "symtune/runtime/trainer.h"
+#include "symtune/telemetry/op_tracer.h"
+
+namespace symtune {
+
+namespace {
+
+// Note [Attached step graph]
+// The graph an attached run publishes first is the static one: the forward IR, no shapes, no
+// autograd nodes. Its second step (the first is TorchScript's profiling run) goes through
+// SyMuGen's step capture instead — it trains like any other step — and the captured graph,
+// with shapes, branches taken, loop trips and the autograd graph linked to the forward ops,
+// replaces it. Forward node ids are the static graph's, so per-node figures still apply. A model
+// the capture cannot run takes a plain step and keeps its static graph.
+StepResult captureForStudio(Trainer& trainer, attach::RunController& attached) {
+  StepResult r;
+  Graph graph;
+  try {
+    graph = trainer.captureStep(&r);
+  } catch (const std::exception&) {
+    return trainer.step();
+  }
+  attached.publishGraph(graph);
+  return r;
+}
+
+using Clock = std::chrono::steady_clock;
+
+std::string isoNowUtc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int64_t peakRssBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+std::string clock(double seconds) {
+  const auto s = static_cast<long>(std::lround(std::max(0.0, seconds)));
+  char buf[32];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  }
+  return buf;
+}
+
+// Progress at a steady rate: samples/s over the steps since the previous line.
+class ProgressPrinter {
+ public:
+  ProgressPrinter(std::ostream* out, double interval, int64_t steps, int64_t batch)
+      : out_(out), interval_(interval), steps_(steps), batch_(batch) {}
+
+  void onStep(const StepResult& r, double trainSeconds) {
+    windowSeconds_ += r.seconds;
+    windowSteps_ += 1;
+    const auto now = Clock::now();
+    const bool last = r.step + 1 == steps_;
+    if (out_ == nullptr || !(r.step == 0 || last ||
+                             std::chrono::duration<double>(now - lastLine_).count() >= interval_)) {
+      return;
+    }
+    const double rate = windowSeconds_ > 0 ? windowSteps_ * batch_ / windowSeconds_ : 0.0;
+    const double perStep = trainSeconds / static_cast<double>(r.step + 1);
+    char line[160];
+    std::snprintf(line, sizeof line, "step %*lld/%lld  loss %.4f  %.1f samples/s  eta %s",
+                  static_cast<int>(std::to_string(steps_).size()),
+                  static_cast<long long>(r.step + 1), static_cast<long long>(steps_), r.loss, rate,
+                  clock(perStep * static_cast<double>(steps_ - r.step - 1)).c_str());
+    *out_ << line << std::endl;
+    lastLine_ = now;
+    windowSeconds_ = 0;
+    windowSteps_ = 0;
+  }
+
+ private:
+  std::ostream* out_;
+  double interval_;
+  int64_t steps_, batch_;
+  Clock::time_point lastLine_ = Clock::now();
+  double windowSeconds_ = 0;
+  int64_t windowSteps_ = 0;
+};
+
+}  // namespace
+
+RunReport runBatch(const Session& session, const BatchOptions& options) {
+  const auto start = Clock::now();
+  RunReport report;
+  report.startedAt = isoNowUtc();
+  report.symtuneVersion = kVersion;
+  report.torchVersion = TORCH_VERSION;
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+  report.cudaCompiled = true;
+#endif
+  report.cudaAvailable = torch::cuda::is_available();
+  report.sessionName = session.name;
+  report.sessionPath = session.path;
+  report.model = session.model.isZoo() ? session.model.zoo : session.model.file.string();
+  report.preset = session.model.preset;
+  report.stepsPlanned = session.run.steps;
+
+  Trainer trainer(session);  // SetupError propagates: nothing has run yet
+  report.parameterCount = trainer.parameterCount();
+  report.device = trainer.device().str();
+  report.threads = at::get_num_threads();
+  report.batchSize = trainer.batchSize();
+  for (const auto& rewrite : trainer.rewrites())
+    report.rewrites.emplace_back(rewrite.rule, rewrite.sites);
+  const bool cuda = trainer.device().is_cuda();
+  if (cuda)
+    compat::cudaResetPeakStats(trainer.device().index());
+
+  if (options.progress != nullptr) {
+    *options.progress << "symtune " << kVersion << ": " << session.name << " — "
+                      << trainer.modelDescription() << ", " << report.parameterCount
+                      << " parameters, batch " << report.batchSize << ", " << report.device << " ("
+                      << report.threads << " threads)" << std::endl;
+    for (const auto& rewrite : trainer.rewrites())
+      *options.progress << "rewrite " << rewrite.rule << ": " << rewrite.sites << " sites"
+                        << std::endl;
+    if (!trainer.rules().empty()) {
+      *options.progress << "rules:";
+      for (const auto& name : trainer.rules().names())
+        *options.progress << " " << name;
+      *options.progress << std::endl;
+    }
+  }
+  std::unique_ptr<attach::RunController> attached;
+  if (options.listen) {
+    try {
+      attached =
+          std::make_unique<attach::RunController>(trainer, *options.listen, options.progress);
+    } catch (const std::exception& e) {
+      throw SetupError(e.what());
+    }
+  }
+  ProgressPrinter progress(options.progress, options.progressIntervalSeconds, session.run.steps,
+                           report.batchSize);
+  // Steps 1..traceSteps are traced: step 0 runs TorchScript's profiling pass, not a typical step.
+  std::vector<CounterSample> counters;
+  std::optional<StepFeatures> last;  // the report keeps the last step's features
+  auto traced = [&](int64_t step) {
+    return options.trace && step >= 1 && step <= options.traceSteps;
+  };
+  try {
+    for (int64_t i = 0; i < session.run.steps; ++i) {
+      if ((options.stop != nullptr && options.stop->load()) ||
+          (attached && !attached->beforeStep(options.stop))) {
+        report.status = RunReport::Status::Interrupted;
+        break;
+      }
+      const bool sampled = attached && !traced(i) && attached->sampleStep(i);
+      if (sampled)
+        trainer.setTelemetry(Telemetry::PerNode);
+      if (traced(i) && trainer.telemetry() != Telemetry::PerNode) {
+        OpTracerOptions ops;
+        ops.shapes = true;
+        trainer.setTelemetry(Telemetry::PerNode, ops);
+        trainer.setKeepEvents(true);
+      }
+      StepResult r;
+      if (attached && i == 1 && !sampled && !traced(i)) {
+        // Note [Attached step graph]: the studio gets the autograd graph of a real step.
+        r = captureForStudio(trainer, *attached);
+      } else {
+        r = trainer.step();
+      }
+      if (sampled)
+        trainer.setTelemetry(Telemetry::Features);
+      if (attached)
+        attached->afterStep(r);
+      if (traced(i)) {
+        const int64_t now = OpTracer::nowNs();
+        counters.push_back({"peak_memory_bytes", now, r.features[Feature::PeakMemory]});
+        counters.push_back({"live_memory_bytes", now, r.features[Feature::LiveMemory]});
+        if (!traced(i + 1))
+          trainer.setTelemetry(Telemetry::Features);
+      }
+      report.loss.push_back(r.loss);
+      report.stepSeconds.push_back(r.seconds);
+      report.trainSeconds += r.seconds;
+      report.rulesInForce = r.rulesInForce;
+      for (const auto& name : r.rulesFired) {
+        auto it = std::find_if(report.rulesFired.begin(), report.rulesFired.end(),
+                               [&](const auto& f) { return f.first == name; });
+        if (it == report.rulesFired.end())
+          report.rulesFired.emplace_back(name, 1);
+        else
+          ++it->second;
+      }
+      report.stepsSkipped += r.skipped;
+      progress.onStep(r, report.trainSeconds);
+      last = r.features;
+    }
+  } catch (const std::exception& e) {  // c10::Error and TorchScript's errors alike
+    report.status = RunReport::Status::Failed;
+    report.error = "step " + std::to_string(report.stepsCompleted()) + ": " + oneLine(e);
+  }
+  trainer.setTelemetry(Telemetry::Features);
+  if (attached && report.status == RunReport::Status::Completed && options.serveAfterLastStep)
+    attached->serveUntilStopped(options.stop, options.lingerSeconds);
+  attached.reset();
+  if (last) {
+    for (int f = 0; f < kFeatureCount; ++f) {
+      report.features.emplace_back(featureName(static_cast<Feature>(f)), last->values[f]);
+    }
+  }
+  if (options.trace) {
+    try {
+      writeFileAtomically(*options.trace,
+                          chromeTrace(trainer.takeEvents(), counters, &trainer.staticGraph()));
+    } catch (const std::exception& e) {
+      report.status = RunReport::Status::Failed;
+      report.error = std::string("cannot write the trace: ") + e.what();
+    }
+  }
+  if (cuda)
+    report.peakCudaAllocatedBytes = compat::cudaPeakAllocatedBytes(trainer.device().index());
+  report.peakRssBytes = peakRssBytes();
+  report.wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
+}  // namespace symtune

@@ -1,0 +1,188 @@
+// symtune-runner: the headless trainer (LibTorch, no Qt). `symtune --batch` hands over to it.
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+
+#include <torch/version.h>
+#include <nlohmann/json.hpp>
+
+#include "batch_run.h"
+#include "command_line.h"
+#include "rules_command.h"
+#include "symtune/core/atomic_file.h"
+#include "symtune/core/graph.h"
+#include "symtune/core/version.h"
+#include "symtune/graph/symugen.h"
+#include "symtune/rules/plugin_loader.h"
+#include "symtune/rules/rule_registry.h"
+#include "symtune/rules/rule_rewrite.h"
+#include "symtune/runtime/trainer.h"
+
+namespace {
+
+std::atomic<bool> gStop{false};
+
+void onSignal(int) {
+  gStop.store(true);
+}
+
+int fail(const std::string& message, int code) {
+  std::cerr << "symtune: error: " << message << std::endl;
+  return code;
+}
+
+// The session names rules: the registry gets the trusted plugin folders' rules too. What was
+// refused, and library packs that were skipped, are said on stderr; the run goes on without them.
+void loadRulePlugins() {
+  auto& registry = symtune::rules::Registry::global();
+  for (const auto& report : symtune::rules::loadPlugins(registry)) {
+    if (report.loaded) {
+      std::cerr << "symtune: plugin " << report.name << " " << report.version << " ("
+                << report.path.string() << "):";
+      for (const auto& rule : report.rules)
+        std::cerr << " " << rule;
+      std::cerr << std::endl;
+    } else {
+      std::cerr << "symtune: warning: plugin " << report.path.string()
+                << " refused: " << report.reason << std::endl;
+    }
+  }
+  for (const auto& problem : registry.problems())
+    std::cerr << "symtune: warning: " << problem << std::endl;
+}
+
+// `rules list`: what the studio offers when it starts a session.
+int listRules() {
+  loadRulePlugins();
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& e : symtune::rules::Registry::global().entries())
+    list.push_back({{"name", e.name}, {"origin", e.origin}, {"description", e.description}});
+  std::cout << list.dump(2) << std::endl;
+  return 0;
+}
+
+int runBatchCommand(const symtune::app::CommandLine& cl) {
+  symtune::Session session;
+  try {
+    session = symtune::loadSession(cl.session);
+  } catch (const symtune::SessionError& e) {
+    return fail(e.what(), 2);
+  }
+  const std::string reportPath = cl.report.value_or(symtune::app::defaultReportPath(cl.session));
+  if (!session.rules.empty())
+    loadRulePlugins();
+
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+  symtune::BatchOptions options;
+  options.progress = &std::cout;
+  options.progressIntervalSeconds = cl.progressInterval;
+  options.stop = &gStop;
+  if (cl.trace)
+    options.trace = *cl.trace;
+  options.traceSteps = cl.traceSteps;
+  options.listen = cl.listen;
+  options.lingerSeconds = cl.linger;
+
+  symtune::RunReport report;
+  try {
+    report = symtune::runBatch(session, options);
+  } catch (const symtune::SetupError& e) {
+    return fail(cl.session + ": " + e.what(), 2);
+  } catch (const std::exception& e) {
+    return fail(cl.session + ": " + symtune::oneLine(e), 2);
+  }
+  try {
+    symtune::writeReport(report, reportPath);
+  } catch (const std::exception& e) {
+    return fail(std::string("cannot write the report: ") + e.what(), 1);
+  }
+  std::cout << "report: " << reportPath << " (" << toString(report.status) << ", "
+            << report.stepsCompleted() << "/" << report.stepsPlanned << " steps, "
+            << report.wallSeconds << " s)" << std::endl;
+  switch (report.status) {
+    case symtune::RunReport::Status::Completed:
+      return 0;
+    case symtune::RunReport::Status::Interrupted:
+      return 130;
+    case symtune::RunReport::Status::Failed:
+      return fail(report.error, 1);
+  }
+  return 1;
+}
+
+int runGraphCommand(const symtune::app::CommandLine& cl) {
+  const std::filesystem::path target = cl.graphTarget;
+  symtune::Graph graph;
+  try {
+    if (target.extension() == ".json") {
+      const symtune::Session session = symtune::loadSession(target);
+      symtune::Trainer trainer(session);
+      graph = cl.graphStep ? trainer.captureStep() : trainer.staticGraph();
+    } else {
+      if (cl.graphStep) {
+        return fail("graph --step needs a session: it names the model's inputs", 2);
+      }
+      if (!std::filesystem::is_regular_file(target)) {
+        return fail(target.string() + ": no such model file", 2);
+      }
+      symtune::SyMuGen gen(torch::jit::load(target.string()), target.stem().string());
+      graph = gen.staticGraph();
+    }
+  } catch (const symtune::SessionError& e) {
+    return fail(e.what(), 2);
+  } catch (const symtune::SetupError& e) {
+    return fail(target.string() + ": " + e.what(), 2);
+  } catch (const std::exception& e) {  // LibTorch's and TorchScript's errors
+    return fail(target.string() + ": " + symtune::oneLine(e), 2);
+  }
+  const std::string text = cl.graphFormat == "dot" ? symtune::toDot(graph) : symtune::toJson(graph);
+  if (!cl.output) {
+    std::cout << text;
+    return 0;
+  }
+  try {
+    symtune::writeFileAtomically(*cl.output, text);
+  } catch (const std::exception& e) {
+    return fail(e.what(), 1);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  symtune::app::CommandLine cl;
+  try {
+    cl = symtune::app::parseCommandLine(args);
+  } catch (const std::invalid_argument& e) {
+    return fail(e.what(), 2);
+  }
+  switch (cl.mode) {
+    case symtune::app::CommandLine::Mode::Help:
+      std::cout << symtune::app::usage("symtune-runner", false);
+      return 0;
+    case symtune::app::CommandLine::Mode::Version:
+      std::cout << "symtune-runner " << symtune::kVersion << " (LibTorch " << TORCH_VERSION
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+                << ", CUDA kernels built"
+#endif
+                << ")" << std::endl;
+      return 0;
+    case symtune::app::CommandLine::Mode::Batch:
+      return runBatchCommand(cl);
+    case symtune::app::CommandLine::Mode::Graph:
+      return runGraphCommand(cl);
+    case symtune::app::CommandLine::Mode::Rules:
+      if (cl.rulesCommand == "list")
+        return listRules();
+      // `symtune rules check` hands files with rewrites over: their IR is checked here.
+      return symtune::app::runRulesCommand(cl, &symtune::rules::validateRewrites);
+    case symtune::app::CommandLine::Mode::Studio:
+      break;
+  }
+  return fail("symtune-runner has no window; use --batch SESSION (see --help)", 2);
+}

@@ -1,0 +1,15 @@
+#pragma once
+// Writing a file so that a reader never sees half of it: reports, rule packs, traces, benchmark
+// results and exported graphs all go through here.
+
+#include <filesystem>
+#include <string>
+
+namespace symtune {
+
+// Writes `text` to a temporary file in `path`'s folder (created if missing), then renames it over
+// `path`. Throws std::runtime_error with the path and the reason; nothing is left behind on
+// failure.
+void writeFileAtomically(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace symtune

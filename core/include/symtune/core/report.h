@@ -1,0 +1,67 @@
+#pragma once
+// The JSON report that `symtune --batch` writes (docs/session-format.md, "The report").
+// Part of symtune::core.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace symtune {
+
+struct RunReport {
+  static constexpr int kFormatVersion = 1;
+
+  enum class Status { Completed, Interrupted, Failed };
+
+  Status status = Status::Completed;
+  std::string error;  // why it failed; empty otherwise
+
+  // Versions of what produced the numbers.
+  std::string symtuneVersion, torchVersion;
+  bool cudaCompiled = false, cudaAvailable = false;
+
+  std::string sessionName;
+  std::filesystem::path sessionPath;
+  std::string model;   // zoo name or file path
+  std::string preset;  // empty for file models
+  int64_t parameterCount = 0;
+  std::string device;
+  int threads = 0;
+  int64_t batchSize = 0;
+
+  int64_t stepsPlanned = 0;
+  std::vector<double> loss;                       // one per completed step
+  std::vector<double> stepSeconds;                // wall time of each completed step
+  double wallSeconds = 0;                         // whole run, setup included
+  double trainSeconds = 0;                        // sum of stepSeconds
+  int64_t peakRssBytes = 0;                       // the process's peak resident set (getrusage)
+  std::optional<int64_t> peakCudaAllocatedBytes;  // CUDA caching allocator peak, when on CUDA
+  std::string startedAt;                          // ISO 8601, UTC
+  // The last step's feature vector (docs/features.md), by name, in vector order.
+  std::vector<std::pair<std::string, double>> features;
+
+  // Rules (docs/rules.md): those in force at the last step; each rule that fired with the number
+  // of steps it fired in; the steps a `skip step` held back; and each rewrite rule with the sites
+  // it replaced in the model.
+  std::vector<std::string> rulesInForce;
+  std::vector<std::pair<std::string, int64_t>> rulesFired;
+  int64_t stepsSkipped = 0;
+  std::vector<std::pair<std::string, int64_t>> rewrites;
+
+  int64_t stepsCompleted() const { return static_cast<int64_t>(loss.size()); }
+  // Samples per second over all completed steps (0 when none).
+  double samplesPerSecond() const;
+};
+
+const char* toString(RunReport::Status status);
+
+std::string toJson(const RunReport& report);
+
+// Writes the report atomically: a temporary file in the same folder, then a rename, so a reader
+// never sees half a report. Throws std::runtime_error with the path and the reason.
+void writeReport(const RunReport& report, const std::filesystem::path& path);
+
+}  // namespace symtune

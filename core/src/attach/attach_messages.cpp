@@ -1,0 +1,284 @@
+#include "symtune/core/attach_messages.h"
+
+#include <cmath>
+#include <limits>
+
+#include "symtune/core/attach_protocol.h"
+
+namespace symtune::attach {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The message being decoded, for errors: "step: \"loss\" must be a number".
+struct Reader {
+  const json& message;
+  std::string type;
+
+  [[noreturn]] void fail(const std::string& what) const { throw ProtocolError(type + ": " + what); }
+  const json& field(const json& object, const char* key) const {
+    const auto it = object.find(key);
+    if (it == object.end())
+      fail(std::string("\"") + key + "\" is missing");
+    return *it;
+  }
+  // A number, or null for a value that was not finite.
+  double number(const json& object, const char* key) const {
+    const json& v = field(object, key);
+    if (v.is_null())
+      return kNaN;
+    if (!v.is_number())
+      fail(std::string("\"") + key + "\" must be a number");
+    return v.get<double>();
+  }
+  int64_t integer(const json& object, const char* key) const {
+    try {
+      return integerField(object, key);
+    } catch (const ProtocolError& e) {
+      fail(e.what());
+    }
+  }
+  std::string string(const json& object, const char* key) const {
+    try {
+      return stringField(object, key);
+    } catch (const ProtocolError& e) {
+      fail(e.what());
+    }
+  }
+  bool boolean(const json& object, const char* key) const {
+    try {
+      return boolField(object, key);
+    } catch (const ProtocolError& e) {
+      fail(e.what());
+    }
+  }
+  const json& array(const json& object, const char* key) const {
+    const json& v = field(object, key);
+    if (!v.is_array())
+      fail(std::string("\"") + key + "\" must be an array");
+    return v;
+  }
+  const json& object(const json& object, const char* key) const {
+    const json& v = field(object, key);
+    if (!v.is_object())
+      fail(std::string("\"") + key + "\" must be an object");
+    return v;
+  }
+  std::vector<std::string> strings(const json& object, const char* key) const {
+    std::vector<std::string> out;
+    for (const json& item : array(object, key)) {
+      if (!item.is_string())
+        fail(std::string("\"") + key + "\" must hold strings");
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+};
+
+json number(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+StepMessage decodeStep(const Reader& r) {
+  const json& m = r.message;
+  StepMessage s;
+  s.step = r.integer(m, "step");
+  s.loss = r.number(m, "loss");
+  s.seconds = r.number(m, "seconds");
+  const json& features = r.object(m, "features");
+  s.features.values.fill(kNaN);
+  for (auto it = features.begin(); it != features.end(); ++it) {
+    // A feature this version does not know (a newer runner) is skipped, not an error.
+    if (const auto f = featureNamed(it.key()))
+      s.features[*f] = r.number(features, it.key().c_str());
+  }
+  const json& rules = r.object(m, "rules");
+  s.rulesInForce = r.strings(rules, "in_force");
+  s.rulesFired = r.strings(rules, "fired");
+  s.skipped = r.boolean(m, "skipped");
+  if (m.contains("coalesced"))
+    s.coalesced = r.integer(m, "coalesced");
+  return s;
+}
+
+NodesMessage decodeNodes(const Reader& r) {
+  const json& p = r.object(r.message, "nodes");
+  NodesMessage n;
+  n.step = r.integer(p, "step");
+  n.attributedSeconds = r.number(p, "attributed_s");
+  n.unattributedSeconds = r.number(p, "unattributed_s");
+  for (const json& item : r.array(p, "nodes")) {
+    if (!item.is_object())
+      r.fail("\"nodes\" must hold objects");
+    NodeFigures f;
+    const int64_t id = r.integer(item, "node");
+    if (id < 0 || id > std::numeric_limits<int32_t>::max())
+      r.fail("node id " + std::to_string(id) + " is out of range");
+    f.node = static_cast<int32_t>(id);
+    f.calls = r.integer(item, "calls");
+    f.backwardCalls = r.integer(item, "backward_calls");
+    f.forwardSeconds = r.number(item, "forward_s");
+    f.backwardSeconds = r.number(item, "backward_s");
+    f.bytesAllocated = r.integer(item, "bytes_allocated");
+    f.backwardBytesAllocated = r.integer(item, "backward_bytes_allocated");
+    if (item.contains("forward_device_s"))
+      f.forwardDeviceSeconds = r.number(item, "forward_device_s");
+    if (item.contains("backward_device_s"))
+      f.backwardDeviceSeconds = r.number(item, "backward_device_s");
+    if (item.contains("live_bytes_after"))
+      f.liveBytesAfter = r.integer(item, "live_bytes_after");
+    n.nodes.push_back(f);
+  }
+  if (p.contains("parameters")) {
+    for (const json& item : r.array(p, "parameters")) {
+      if (!item.is_object())
+        r.fail("\"parameters\" must hold objects");
+      n.parameters.push_back({r.string(item, "name"), r.number(item, "grad_norm")});
+    }
+  }
+  return n;
+}
+
+RulesMessage decodeRules(const Reader& r) {
+  RulesMessage out;
+  for (const json& item : r.array(r.message, "rules")) {
+    if (!item.is_object())
+      r.fail("\"rules\" must hold objects");
+    RuleState s;
+    s.name = r.string(item, "name");
+    s.enabled = r.boolean(item, "enabled");
+    s.origin = item.contains("origin") ? r.string(item, "origin") : std::string();
+    s.description = item.contains("description") ? r.string(item, "description") : std::string();
+    out.rules.push_back(std::move(s));
+  }
+  return out;
+}
+
+GraphMessage decodeGraph(const Reader& r) {
+  const json& g = r.object(r.message, "graph");
+  GraphMessage out;
+  if (g.contains("error")) {
+    out.error = r.string(g, "error");
+    return out;
+  }
+  try {
+    out.graph = std::make_shared<const Graph>(graphFromJson(g));
+  } catch (const GraphFormatError& e) {
+    out.error = std::string("the graph cannot be read: ") + e.what();
+  }
+  return out;
+}
+
+ReplyMessage decodeReply(const Reader& r, bool ok) {
+  const json& m = r.message;
+  ReplyMessage out;
+  out.ok = ok;
+  if (m.contains("id"))
+    out.id = r.integer(m, "id");
+  if (ok) {
+    out.command = r.string(m, "command");
+    out.result = json::object();
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      if (it.key() != "type" && it.key() != "id" && it.key() != "command")
+        out.result[it.key()] = it.value();
+    }
+  } else {
+    out.reason = r.string(m, "reason");
+  }
+  return out;
+}
+
+}  // namespace
+
+ServerMessage decodeServerMessage(const json& message) {
+  if (!message.is_object())
+    throw ProtocolError("a server message must be a JSON object");
+  Reader r{message, stringField(message, "type")};
+  const std::string& type = r.type;
+  if (type == "step")
+    return decodeStep(r);
+  if (type == "nodes")
+    return decodeNodes(r);
+  if (type == "graph")
+    return decodeGraph(r);
+  if (type == "rules")
+    return decodeRules(r);
+  if (type == "state")
+    return StateMessage{r.string(message, "state")};
+  if (type == "dropped")
+    return DroppedMessage{r.integer(message, "nodes")};
+  if (type == "ack" || type == "error")
+    return decodeReply(r, type == "ack");
+  if (type == "hello") {
+    HelloMessage h;
+    h.protocol = r.integer(message, "protocol");
+    h.engine = message.contains("engine") ? r.string(message, "engine") : std::string();
+    h.auth = message.contains("auth") ? r.string(message, "auth") : std::string("none");
+    h.run = r.object(message, "run");
+    h.session = h.run.contains("session") ? r.string(h.run, "session") : std::string();
+    h.model = h.run.contains("model") ? r.string(h.run, "model") : std::string();
+    return h;
+  }
+  throw ProtocolError("unknown server message type \"" + type + "\"");
+}
+
+json encode(const StepMessage& m) {
+  json features = json::object();
+  for (int f = 0; f < kFeatureCount; ++f)
+    features[featureName(static_cast<Feature>(f))] = number(m.features.values[f]);
+  json out = {
+      {"type", "step"},         {"step", m.step},
+      {"loss", number(m.loss)}, {"seconds", m.seconds},
+      {"features", features},   {"rules", {{"in_force", m.rulesInForce}, {"fired", m.rulesFired}}},
+      {"skipped", m.skipped}};
+  if (m.coalesced > 0)
+    out["coalesced"] = m.coalesced;
+  return out;
+}
+
+json encode(const NodesMessage& m) {
+  json nodes = json::array();
+  for (const auto& n : m.nodes) {
+    json node = {{"node", n.node},
+                 {"calls", n.calls},
+                 {"backward_calls", n.backwardCalls},
+                 {"forward_s", n.forwardSeconds},
+                 {"backward_s", n.backwardSeconds},
+                 {"bytes_allocated", n.bytesAllocated},
+                 {"backward_bytes_allocated", n.backwardBytesAllocated}};
+    if (n.forwardDeviceSeconds)
+      node["forward_device_s"] = *n.forwardDeviceSeconds;
+    if (n.backwardDeviceSeconds)
+      node["backward_device_s"] = *n.backwardDeviceSeconds;
+    if (n.liveBytesAfter)
+      node["live_bytes_after"] = *n.liveBytesAfter;
+    nodes.push_back(std::move(node));
+  }
+  json payload = {{"step", m.step},
+                  {"nodes", nodes},
+                  {"attributed_s", m.attributedSeconds},
+                  {"unattributed_s", m.unattributedSeconds}};
+  if (!m.parameters.empty()) {
+    json parameters = json::array();
+    for (const auto& p : m.parameters)
+      parameters.push_back({{"name", p.name}, {"grad_norm", number(p.gradNorm)}});
+    payload["parameters"] = parameters;
+  }
+  return {{"type", "nodes"}, {"nodes", payload}};
+}
+
+json encode(const RulesMessage& m) {
+  json rules = json::array();
+  for (const auto& r : m.rules) {
+    rules.push_back({{"name", r.name},
+                     {"enabled", r.enabled},
+                     {"origin", r.origin},
+                     {"description", r.description}});
+  }
+  return {{"type", "rules"}, {"rules", rules}};
+}
+
+}  // namespace symtune::attach

@@ -1,0 +1,246 @@
+#include "symtune/core/rule_pack.h"
+
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "symtune/core/atomic_file.h"
+#include "symtune/core/report.h"
+
+namespace symtune::rules {
+
+namespace {
+
+using json = nlohmann::json;
+
+json rulesJson(const RulePack& pack) {
+  json rules = json::array();
+  for (const auto& r : pack.rules)
+    rules.push_back({{"name", r.name}, {"description", r.description}, {"source", r.source}});
+  return rules;
+}
+
+std::vector<int> versionParts(const std::string& v) {
+  std::vector<int> parts;
+  std::istringstream in(v);
+  std::string part;
+  while (std::getline(in, part, '.')) {
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos ||
+        part.size() > 6)
+      throw RulePackError("version \"" + v + "\" is not MAJOR.MINOR.PATCH");
+    parts.push_back(std::stoi(part));
+  }
+  if (parts.size() != 3)
+    throw RulePackError("version \"" + v + "\" is not MAJOR.MINOR.PATCH");
+  return parts;
+}
+
+// The comment lines right above line `line` (1-based) of `text`, without their `#`.
+std::string commentAbove(const std::string& text, int line) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);)
+    lines.push_back(l);
+  std::vector<std::string> comment;
+  for (int i = line - 2; i >= 0; --i) {
+    const std::string& l = lines[static_cast<size_t>(i)];
+    const size_t start = l.find_first_not_of(" \t");
+    if (start == std::string::npos || l[start] != '#')
+      break;
+    const size_t body = l.find_first_not_of(" \t", start + 1);
+    comment.insert(comment.begin(), body == std::string::npos ? "" : l.substr(body));
+  }
+  std::string out;
+  for (const auto& c : comment)
+    out += (out.empty() ? "" : " ") + c;
+  return out;
+}
+
+const json& field(const json& j, const char* name, json::value_t type, const std::string& where) {
+  auto it = j.find(name);
+  if (it == j.end() || it->type() != type)
+    throw RulePackError(where + ": field \"" + name + "\" is missing or has the wrong type");
+  return *it;
+}
+
+// A pack's name names its file in the library: letters, digits, `_`, `-` and `.`, starting with a
+// letter or digit, at most 64 characters (no path separators, no `..`).
+void checkPackName(const std::string& name, const std::string& where) {
+  const bool ok = !name.empty() && name.size() <= 64 &&
+                  std::isalnum(static_cast<unsigned char>(name[0])) &&
+                  name.find_first_not_of(
+                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789_-.") == std::string::npos &&
+                  name.find("..") == std::string::npos;
+  if (!ok)
+    throw RulePackError(where + "pack name \"" + name +
+                        "\" must be 1-64 letters, digits, `_`, `-` or `.`, starting with a letter "
+                        "or digit");
+}
+
+}  // namespace
+
+int compareVersions(const std::string& a, const std::string& b) {
+  const auto x = versionParts(a), y = versionParts(b);
+  return x < y ? -1 : (y < x ? 1 : 0);
+}
+
+std::string rulePackChecksum(const RulePack& pack) {
+  const std::string canonical = rulesJson(pack).dump();
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : canonical) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  std::ostringstream s;
+  s << "fnv1a64:" << std::hex << std::setw(16) << std::setfill('0') << h;
+  return s.str();
+}
+
+RulePack packFromText(const std::string& text, const std::string& name, const std::string& version,
+                      const std::string& description) {
+  versionParts(version);
+  checkPackName(name, "");
+  RulePack pack{name, version, description, {}};
+  for (const auto& rule : parseRules(text))
+    pack.rules.push_back({rule.name, commentAbove(text, rule.pos.line), rule.source});
+  if (pack.rules.empty())
+    throw RulePackError("no rules to pack");
+  return pack;
+}
+
+std::string rulePackJson(const RulePack& pack) {
+  nlohmann::ordered_json j{{"format", "symtune-rulepack"},
+                           {"version", RulePack::kFormatVersion},
+                           {"name", pack.name},
+                           {"pack_version", pack.version},
+                           {"description", pack.description},
+                           {"rules", nlohmann::ordered_json::array()},
+                           {"checksum", rulePackChecksum(pack)}};
+  for (const auto& r : pack.rules)
+    j["rules"].push_back({{"name", r.name}, {"description", r.description}, {"source", r.source}});
+  return j.dump(2) + "\n";
+}
+
+RulePack parseRulePack(const std::string& text, const std::string& origin) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw RulePackError(origin + ": not JSON: " + e.what());
+  }
+  if (!j.is_object())
+    throw RulePackError(origin + ": not a rule pack (expected a JSON object)");
+  if (j.value("format", "") != "symtune-rulepack")
+    throw RulePackError(origin + ": not a rule pack (\"format\" is not \"symtune-rulepack\")");
+  const auto& version = field(j, "version", json::value_t::number_unsigned, origin);
+  if (version.get<int>() != RulePack::kFormatVersion)
+    throw RulePackError(origin + ": rule pack format version " + version.dump() +
+                        "; this Symtune reads version " + std::to_string(RulePack::kFormatVersion));
+  RulePack pack;
+  pack.name = field(j, "name", json::value_t::string, origin).get<std::string>();
+  checkPackName(pack.name, origin + ": ");
+  pack.version = field(j, "pack_version", json::value_t::string, origin).get<std::string>();
+  pack.description = j.value("description", "");
+  try {
+    versionParts(pack.version);
+  } catch (const RulePackError& e) {
+    throw RulePackError(origin + ": " + e.what());
+  }
+  std::set<std::string> names;
+  for (const auto& r : field(j, "rules", json::value_t::array, origin)) {
+    const std::string where = origin + ": rule " + std::to_string(pack.rules.size() + 1);
+    PackedRule packed;
+    packed.name = field(r, "name", json::value_t::string, where).get<std::string>();
+    packed.description = r.value("description", "");
+    packed.source = field(r, "source", json::value_t::string, where).get<std::string>();
+    if (!names.insert(packed.name).second)
+      throw RulePackError(origin + ": two rules named \"" + packed.name + "\"");
+    std::vector<Rule> parsed;
+    try {
+      parsed = parseRules(packed.source);
+    } catch (const RuleError& e) {
+      throw RulePackError(origin + ": rule \"" + packed.name + "\": " + e.what());
+    }
+    if (parsed.size() != 1 || parsed[0].name != packed.name)
+      throw RulePackError(origin + ": rule \"" + packed.name +
+                          "\": its source must hold exactly that rule");
+    pack.rules.push_back(std::move(packed));
+  }
+  const std::string expected = rulePackChecksum(pack);
+  const std::string stated = field(j, "checksum", json::value_t::string, origin).get<std::string>();
+  if (stated != expected)
+    throw RulePackError(origin + ": checksum " + stated + " does not match the rules (" + expected +
+                        "): the file was edited or damaged");
+  return pack;
+}
+
+RulePack loadRulePack(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw RulePackError(path.string() + ": cannot read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parseRulePack(text.str(), path.string());
+}
+
+void saveRulePack(const std::filesystem::path& path, const RulePack& pack) {
+  writeFileAtomically(path, rulePackJson(pack));
+}
+
+std::filesystem::path defaultLibrary() {
+  if (const char* dir = std::getenv("SYMTUNE_RULEPACKS"); dir && *dir)
+    return dir;
+  if (const char* data = std::getenv("XDG_DATA_HOME"); data && *data)
+    return std::filesystem::path(data) / "symtune" / "rulepacks";
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home ? home : ".") / ".local" / "share" / "symtune" / "rulepacks";
+}
+
+std::string importRulePack(const RulePack& pack, const std::filesystem::path& library) {
+  std::filesystem::create_directories(library);
+  std::string outcome = "installed";
+  std::filesystem::path replaced;  // an older version of the pack under another file name
+  for (const auto& entry : std::filesystem::directory_iterator(library)) {
+    if (entry.path().extension() != ".json")
+      continue;
+    const RulePack installed = loadRulePack(entry.path());
+    if (installed.name == pack.name) {
+      const int order = compareVersions(pack.version, installed.version);
+      if (order == 0 && rulePackChecksum(installed) == rulePackChecksum(pack))
+        return "already installed";
+      if (order == 0)
+        throw RulePackError("pack \"" + pack.name + "\" " + pack.version +
+                            " differs from the installed " + entry.path().string() +
+                            " of the same version: give the new one a new version");
+      if (order < 0)
+        throw RulePackError("pack \"" + pack.name + "\" " + pack.version + " is older than the " +
+                            "installed version " + installed.version + " (" +
+                            entry.path().string() + ")");
+      outcome = "upgraded from " + installed.version;
+      replaced = entry.path();
+      continue;
+    }
+    for (const auto& mine : pack.rules) {
+      for (const auto& theirs : installed.rules) {
+        if (mine.name == theirs.name)
+          throw RulePackError("rule \"" + mine.name + "\" of pack \"" + pack.name +
+                              "\" is also in the installed pack \"" + installed.name + "\" (" +
+                              entry.path().string() + "): rule names must be unique");
+      }
+    }
+  }
+  const auto target = library / (pack.name + ".json");
+  saveRulePack(target, pack);
+  if (!replaced.empty() && replaced != target)
+    std::filesystem::remove(replaced);
+  return outcome;
+}
+
+}  // namespace symtune::rules

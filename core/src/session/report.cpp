@@ -1,0 +1,90 @@
+#include "symtune/core/report.h"
+
+#include "symtune/core/atomic_file.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace symtune {
+
+double RunReport::samplesPerSecond() const {
+  return trainSeconds > 0 ? static_cast<double>(stepsCompleted() * batchSize) / trainSeconds : 0.0;
+}
+
+const char* toString(RunReport::Status status) {
+  switch (status) {
+    case RunReport::Status::Completed:
+      return "completed";
+    case RunReport::Status::Interrupted:
+      return "interrupted";
+    case RunReport::Status::Failed:
+      return "failed";
+  }
+  return "?";
+}
+
+std::string toJson(const RunReport& r) {
+  using json = nlohmann::ordered_json;
+  json loss = json::object();
+  loss["curve"] = r.loss;
+  if (!r.loss.empty()) {
+    loss["first"] = r.loss.front();
+    loss["last"] = r.loss.back();
+  }
+  json memory = {{"peak_rss_bytes", r.peakRssBytes}};
+  memory["peak_cuda_allocated_bytes"] =
+      r.peakCudaAllocatedBytes ? json(*r.peakCudaAllocatedBytes) : json(nullptr);
+
+  json features = json::object();
+  for (const auto& [name, value] : r.features) {
+    features[name] = std::isfinite(value) ? json(value) : json(nullptr);
+  }
+  json fired = json::object();
+  for (const auto& [name, steps] : r.rulesFired)
+    fired[name] = steps;
+  json rewrites = json::array();
+  for (const auto& [name, sites] : r.rewrites)
+    rewrites.push_back({{"rule", name}, {"sites", sites}});
+  json out = {
+      {"format", "symtune-report"},
+      {"version", RunReport::kFormatVersion},
+      {"status", toString(r.status)},
+      {"versions",
+       {{"symtune", r.symtuneVersion},
+        {"torch", r.torchVersion},
+        {"cuda_compiled", r.cudaCompiled},
+        {"cuda_available", r.cudaAvailable}}},
+      {"session", {{"name", r.sessionName}, {"path", r.sessionPath.string()}}},
+      {"model", {{"name", r.model}, {"preset", r.preset}, {"parameters", r.parameterCount}}},
+      {"device", r.device},
+      {"threads", r.threads},
+      {"batch_size", r.batchSize},
+      {"steps", {{"planned", r.stepsPlanned}, {"completed", r.stepsCompleted()}}},
+      {"loss", loss},
+      {"throughput",
+       {{"samples_per_s", r.samplesPerSecond()},
+        {"train_s", r.trainSeconds},
+        {"step_s", r.stepSeconds}}},
+      {"memory", memory},
+      {"features", features},
+      {"rules",
+       {{"in_force", r.rulesInForce},
+        {"fired_steps", fired},
+        {"skipped_steps", r.stepsSkipped},
+        {"rewrites", rewrites}}},
+      {"wall_time_s", r.wallSeconds},
+      {"started_at", r.startedAt},
+  };
+  if (!r.error.empty()) {
+    out["error"] = r.error;
+  }
+  return out.dump(2) + "\n";
+}
+
+void writeReport(const RunReport& report, const std::filesystem::path& path) {
+  writeFileAtomically(path, toJson(report));
+}
+
+}  // namespace symtune

@@ -1,0 +1,332 @@
+#include "symtune/core/session.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "json_fields.h"
+#include "symtune/core/rules.h"
+#include "symtune/core/zoo_catalog.h"
+
+namespace symtune {
+
+namespace {
+
+using detail::describeJsonType;
+using detail::JsonFields;
+
+constexpr const char* kFormatName = "symtune-session";
+
+std::string inQuotes(const std::string& s) {
+  return "\"" + s + "\"";
+}
+
+std::string joinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    out += (out.empty() ? "" : ", ") + n;
+  }
+  return out;
+}
+
+DType parseDType(const JsonFields& spec) {
+  const std::string name = spec.string("dtype", "float32");
+  if (name == "float32")
+    return DType::Float32;
+  if (name == "float64")
+    return DType::Float64;
+  if (name == "int64")
+    return DType::Int64;
+  spec.fail("dtype", "expected one of float32, float64, int64, found " + inQuotes(name));
+}
+
+std::vector<InputSpec> parseInputs(const JsonFields& model) {
+  const auto& list = model.require("inputs");
+  if (!list.is_array() || list.empty()) {
+    model.fail("inputs",
+               "expected a non-empty array of {\"shape\": [...], \"dtype\": ...}, found " +
+                   describeJsonType(list));
+  }
+  std::vector<InputSpec> inputs;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string item = "inputs[" + std::to_string(i) + "]";
+    if (!list[i].is_object()) {
+      model.fail(item, "expected an object, found " + describeJsonType(list[i]));
+    }
+    const JsonFields spec(list[i], model.fieldPath(item), model.failFn());
+    spec.rejectUnknown({"shape", "dtype"});
+    const auto& shape = spec.require("shape");
+    if (!shape.is_array() || shape.empty()) {
+      spec.fail("shape", "expected a non-empty array of positive integers, found " +
+                             describeJsonType(shape));
+    }
+    InputSpec input;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const std::string dim = "shape[" + std::to_string(d) + "]";
+      const int64_t v = JsonFields::asInteger(shape[d], spec.fieldPath(dim), model.failFn());
+      if (v <= 0) {
+        spec.fail(dim, "expected a positive integer, found " + std::to_string(v));
+      }
+      input.shape.push_back(v);
+    }
+    input.dtype = parseDType(spec);
+    inputs.push_back(std::move(input));
+  }
+  return inputs;
+}
+
+}  // namespace
+
+SessionError::SessionError(std::string file, std::string field, std::string problem)
+    : std::runtime_error((file.empty() ? std::string() : file + ": ") +
+                         (field.empty() ? std::string() : field + ": ") + problem),
+      file_(std::move(file)),
+      field_(std::move(field)),
+      problem_(std::move(problem)) {
+}
+
+const char* toString(DType dtype) {
+  switch (dtype) {
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Int64:
+      return "int64";
+  }
+  return "?";
+}
+
+Session parseSession(const std::string& text, const std::filesystem::path& origin) {
+  const std::string file = origin.string();
+  const detail::FieldErrorFn fail = [&](const std::string& field, const std::string& problem) {
+    throw SessionError(file, field, problem);
+  };
+
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.byte is the 1-based offset of the error; report it as line:column.
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    throw SessionError(
+        file, "",
+        "not valid JSON at line " + std::to_string(line) + ", column " + std::to_string(column));
+  }
+  if (!root.is_object()) {
+    throw SessionError(file, "",
+                       "expected a JSON object at the top, found " + describeJsonType(root));
+  }
+
+  JsonFields top(root, "", fail);
+  const std::string format = top.string("format");
+  if (format != kFormatName) {
+    top.fail("format", "expected " + inQuotes(kFormatName) + ", found " + inQuotes(format));
+  }
+  const int64_t version = top.integer("version");
+  if (version != Session::kFormatVersion) {
+    top.fail("version", "unsupported session version " + std::to_string(version) +
+                            " (this Symtune reads version " +
+                            std::to_string(Session::kFormatVersion) + ")");
+  }
+  top.rejectUnknown({"format", "version", "name", "model", "data", "optimizer", "run", "rules"});
+
+  Session s;
+  s.path = origin;
+  s.name = top.string("name", origin.stem().string());
+
+  // model
+  {
+    const JsonFields model = top.object("model");
+    const bool zoo = model.has("zoo"), fileModel = model.has("file");
+    if (zoo == fileModel) {
+      model.fail("", zoo ? "give either \"zoo\" or \"file\", not both"
+                         : "missing \"zoo\" (a bundled model) or \"file\" (a TorchScript archive)");
+    }
+    if (zoo) {
+      model.rejectUnknown({"zoo", "preset"});
+      s.model.zoo = model.string("zoo");
+      const ZooEntry* entry = findZooEntry(s.model.zoo);
+      if (entry == nullptr) {
+        std::vector<std::string> names;
+        for (const auto& e : zooCatalog())
+          names.push_back(e.name);
+        model.fail("zoo", "unknown zoo model " + inQuotes(s.model.zoo) +
+                              " (known: " + joinNames(names) + ")");
+      }
+      s.model.preset = model.string("preset", "ci");
+      bool known = false;
+      for (const auto& p : entry->presets)
+        known = known || p == s.model.preset;
+      if (!known) {
+        model.fail("preset", "expected one of " + joinNames(entry->presets) + ", found " +
+                                 inQuotes(s.model.preset));
+      }
+    } else {
+      model.rejectUnknown({"file", "inputs", "classes"});
+      std::filesystem::path p = model.string("file");
+      if (p.empty()) {
+        model.fail("file", "expected a path to a TorchScript archive, found an empty string");
+      }
+      if (p.is_relative()) {
+        p = origin.parent_path() / p;
+      }
+      s.model.file = p.lexically_normal();
+      s.model.inputs = parseInputs(model);
+      s.model.classes = model.integer("classes");
+      if (s.model.classes < 2) {
+        model.fail("classes",
+                   "expected an integer of at least 2, found " + std::to_string(s.model.classes));
+      }
+    }
+  }
+
+  // data
+  if (top.has("data")) {
+    const JsonFields data = top.object("data");
+    data.rejectUnknown({"seed", "batch_size"});
+    const int64_t seed = data.integer("seed", 0);
+    if (seed < 0) {
+      data.fail("seed", "expected a non-negative integer, found " + std::to_string(seed));
+    }
+    s.data.seed = static_cast<uint64_t>(seed);
+    if (data.has("batch_size")) {
+      const int64_t b = data.integer("batch_size");
+      if (b <= 0) {
+        data.fail("batch_size", "expected a positive integer, found " + std::to_string(b));
+      }
+      s.data.batchSize = b;
+    }
+  }
+
+  // optimizer
+  if (top.has("optimizer")) {
+    const JsonFields opt = top.object("optimizer");
+    opt.rejectUnknown({"name", "lr", "weight_decay", "momentum", "fused"});
+    s.optimizer.name = opt.string("name", s.optimizer.name);
+    if (s.optimizer.name != "adamw" && s.optimizer.name != "adam" && s.optimizer.name != "sgd") {
+      opt.fail("name", "expected one of adamw, adam, sgd, found " + inQuotes(s.optimizer.name));
+    }
+    s.optimizer.lr = opt.number("lr", s.optimizer.lr);
+    if (s.optimizer.lr <= 0) {
+      opt.fail("lr", "expected a positive number");
+    }
+    s.optimizer.weightDecay = opt.number("weight_decay", s.optimizer.weightDecay);
+    if (s.optimizer.weightDecay < 0) {
+      opt.fail("weight_decay", "expected a non-negative number");
+    }
+    s.optimizer.momentum = opt.number("momentum", s.optimizer.momentum);
+    if (s.optimizer.momentum < 0 || s.optimizer.momentum >= 1) {
+      opt.fail("momentum", "expected a number in [0, 1)");
+    }
+    if (opt.has("momentum") && s.optimizer.name != "sgd") {
+      opt.fail("momentum", "only the sgd optimizer takes a momentum");
+    }
+    s.optimizer.fused = opt.boolean("fused", s.optimizer.fused);
+  }
+
+  // run
+  if (top.has("run")) {
+    const JsonFields run = top.object("run");
+    run.rejectUnknown({"steps", "device", "threads"});
+    s.run.steps = run.integer("steps", s.run.steps);
+    if (s.run.steps <= 0) {
+      run.fail("steps", "expected a positive integer, found " + std::to_string(s.run.steps));
+    }
+    s.run.device = run.string("device", s.run.device);
+    if (s.run.device != "cpu" && s.run.device != "cuda" && s.run.device != "auto") {
+      run.fail("device", "expected one of cpu, cuda, auto, found " + inQuotes(s.run.device));
+    }
+    const int64_t threads = run.integer("threads", 0);
+    if (threads < 0 || threads > 1024) {
+      run.fail("threads", "expected an integer in [0, 1024], found " + std::to_string(threads));
+    }
+    s.run.threads = static_cast<int>(threads);
+  }
+
+  // rules
+  if (top.has("rules")) {
+    const JsonFields rules = top.object("rules");
+    rules.rejectUnknown({"enable", "source"});
+    if (rules.has("enable")) {
+      const auto& list = rules.require("enable");
+      if (!list.is_array())
+        rules.fail("enable", "expected an array of rule names, found " + describeJsonType(list));
+      for (size_t i = 0; i < list.size(); ++i) {
+        const std::string field = "enable[" + std::to_string(i) + "]";
+        if (!list[i].is_string())
+          rules.fail(field, "expected a rule name, found " + describeJsonType(list[i]));
+        const std::string name = list[i].get<std::string>();
+        if (std::find(s.rules.enable.begin(), s.rules.enable.end(), name) != s.rules.enable.end())
+          rules.fail(field, "rule " + inQuotes(name) + " is listed twice");
+        s.rules.enable.push_back(name);
+      }
+    }
+    s.rules.source = rules.string("source", "");
+    if (!s.rules.source.empty()) {
+      try {
+        rules::parseRules(s.rules.source);
+      } catch (const rules::RuleError& e) {
+        rules.fail("source", e.what());
+      }
+    }
+  }
+  return s;
+}
+
+std::string sessionJson(const Session& s) {
+  nlohmann::json model;
+  if (s.model.isZoo()) {
+    model = {{"zoo", s.model.zoo}, {"preset", s.model.preset}};
+  } else {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const auto& in : s.model.inputs)
+      inputs.push_back({{"shape", in.shape}, {"dtype", toString(in.dtype)}});
+    model = {{"file", s.model.file.string()}, {"inputs", inputs}, {"classes", s.model.classes}};
+  }
+  nlohmann::json data = {{"seed", s.data.seed}};
+  if (s.data.batchSize)
+    data["batch_size"] = *s.data.batchSize;
+  nlohmann::json optimizer = {{"name", s.optimizer.name},
+                              {"lr", s.optimizer.lr},
+                              {"weight_decay", s.optimizer.weightDecay}};
+  if (s.optimizer.name == "sgd")
+    optimizer["momentum"] = s.optimizer.momentum;
+  optimizer["fused"] = s.optimizer.fused;
+  nlohmann::json out = {
+      {"format", "symtune-session"},
+      {"version", Session::kFormatVersion},
+      {"name", s.name},
+      {"model", model},
+      {"data", data},
+      {"optimizer", optimizer},
+      {"run", {{"steps", s.run.steps}, {"device", s.run.device}, {"threads", s.run.threads}}}};
+  if (!s.rules.empty())
+    out["rules"] = {{"enable", s.rules.enable}, {"source", s.rules.source}};
+  return out.dump(2) + "\n";
+}
+
+Session loadSession(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw SessionError(path.string(), "", "cannot open the file");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    throw SessionError(path.string(), "", "cannot read the file");
+  }
+  return parseSession(text.str(), std::filesystem::absolute(path));
+}
+
+}  // namespace symtune

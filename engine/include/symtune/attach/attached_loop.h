@@ -1,0 +1,64 @@
+#pragma once
+// Makes a user's own LibTorch training loop attachable, like symtune-runner (docs/protocol.md,
+// "Embedding"): wrap the optimizer in MetaOptimizer, run each step through AttachedLoop::step,
+// and the studio (or any attach client) sees the step features and the rules, and can toggle and
+// add rules, pause, resume and stop the loop. examples/attachable_mlp/ is a complete program.
+//
+//   symtune::MetaOptimizer optimizer(std::make_unique<torch::optim::Adam>(model->parameters()));
+//   symtune::attach::AttachedLoop loop(optimizer, model->named_parameters().pairs(),
+//                                      {.listen = "", .name = "my run"});
+//   for (int64_t i = 0; i < steps && !loop.stopRequested(); ++i)
+//     loop.step([&] { auto loss = criterion(model->forward(x), y); loss.backward(); return loss; },
+//               x.size(0));
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "symtune/core/attach_protocol.h"
+#include "symtune/rules/rule_engine.h"
+#include "symtune/runtime/meta_optimizer.h"
+#include "symtune/runtime/trainer.h"
+
+namespace symtune::attach {
+
+struct AttachedLoopOptions {
+  std::string listen;                  // as ServerOptions::listen ("" is the default Unix socket)
+  std::string name = "attached loop";  // the run's name in the handshake
+  std::string model;                   // a description of the model, for the handshake
+  std::ostream* progress = nullptr;    // "listening on ENDPOINT" (and "token TOKEN") go here
+};
+
+class AttachedLoop {
+ public:
+  // Serves at once. `parameters` are the model's named parameters (what rules select by name).
+  // The loop owns the optimizer's update gate (rules decide whether a step updates).
+  AttachedLoop(MetaOptimizer& optimizer,
+               std::vector<std::pair<std::string, torch::Tensor>> parameters,
+               AttachedLoopOptions options = {});
+  ~AttachedLoop();
+  AttachedLoop(const AttachedLoop&) = delete;
+  AttachedLoop& operator=(const AttachedLoop&) = delete;
+
+  // One step: waits while a client has paused the loop, applies rule changes, runs `closure`
+  // (forward, loss, backward; returns the loss) through the optimizer with the rules between
+  // backward and the update, measures the step's features and publishes them.
+  StepResult step(const std::function<torch::Tensor()>& closure, int64_t batchSize);
+  bool stopRequested() const;  // a client sent stop
+  // The rules, on the training thread; clients change them at step boundaries.
+  rules::RuleSet& rules();
+  Endpoint endpoint() const;
+  const std::string& token() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace symtune::attach

@@ -1,0 +1,70 @@
+#pragma once
+// Deterministic synthetic training data. Batch `i` of a source depends only on its seed and `i`, so
+// two runs (or two benchmark modes) see the same data.
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "symtune/core/session.h"
+
+namespace symtune {
+
+struct Batch {
+  std::vector<torch::jit::IValue> inputs;  // the model's forward arguments (tensors, ints, int[])
+  // Class indices, int64: [batch], or one per position flattened for per-token tasks ([batch *
+  // positions], -100 where a position is padding: cross_entropy's ignore_index).
+  torch::Tensor target;
+  int64_t size = 0;  // samples in the batch
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual Batch batch(int64_t index) = 0;  // on the CPU
+  virtual int64_t batchSize() const = 0;
+};
+
+// Image classification whose task is learnable: class c's images are a fixed random template plus
+// Gaussian noise. With a noise range each sample's noise scale is drawn uniformly from it, so some
+// samples are easy and some hard (what an early-exit network needs).
+//   ClassTemplateImages data(/*classes=*/10, /*shape=*/{3, 32, 32}, /*batch=*/16, /*seed=*/0);
+class ClassTemplateImages final : public DataSource {
+ public:
+  ClassTemplateImages(int64_t classes, std::vector<int64_t> sampleShape, int64_t batchSize,
+                      uint64_t seed, std::pair<double, double> noise = {1.0, 1.0});
+  Batch batch(int64_t index) override;
+  int64_t batchSize() const override { return batchSize_; }
+
+ private:
+  int64_t classes_, batchSize_;
+  std::vector<int64_t> sampleShape_;
+  uint64_t seed_;
+  std::pair<double, double> noise_;
+  torch::Tensor templates_;  // [classes, sampleShape...]
+};
+
+// Data for a user's model described by input specs: Gaussian float inputs (int64 inputs uniform in
+// [0, 100)), labelled by a fixed random linear projection of the first input, so a model that can
+// represent a linear classifier learns it.
+class ProjectionLabelled final : public DataSource {
+ public:
+  ProjectionLabelled(std::vector<InputSpec> inputs, int64_t classes, int64_t batchSize,
+                     uint64_t seed);
+  Batch batch(int64_t index) override;
+  int64_t batchSize() const override { return batchSize_; }
+
+ private:
+  std::vector<InputSpec> inputs_;
+  int64_t classes_, batchSize_;
+  uint64_t seed_;
+  torch::Tensor projection_;  // [features of input 0, classes]
+};
+
+// A CPU generator for batch `index` of a source seeded with `seed` (stable across runs).
+at::Generator batchGenerator(uint64_t seed, int64_t index);
+
+}  // namespace symtune

@@ -1,0 +1,56 @@
+#pragma once
+// Runs a TorchScript module through SyMuGen's evaluator one segment at a time, as a SegmentPlan
+// says (Note [Segments], Note [The execution seam]). With every segment recomputed it is full
+// activation checkpointing, the benchmark's "checkpoint" baseline; the remat planner picks a
+// subset under a memory budget.
+//
+//   auto& module = *trainer.executor().scriptModule();
+//   auto executor = std::make_unique<symtune::SegmentExecutor>(module);
+//   executor->setPlan(executor->recomputeAll());
+//   trainer.setExecutor(std::move(executor));
+
+#include <string>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "symtune/exec/executor.h"
+#include "symtune/graph/symugen.h"
+
+namespace symtune {
+
+class SegmentExecutor final : public Executor {
+ public:
+  explicit SegmentExecutor(torch::jit::Module module, std::string graphName = {});
+
+  ForwardResult run(const std::vector<torch::jit::IValue>& inputs,
+                    const ForwardRequest& request) override;
+  std::vector<torch::Tensor> parameters() override { return inner_.parameters(); }
+  std::vector<std::pair<std::string, torch::Tensor>> namedParameters() override {
+    return inner_.namedParameters();
+  }
+  void setTraining(bool on) override { inner_.setTraining(on); }
+  void to(const torch::Device& device) override { inner_.to(device); }
+  torch::jit::Module* scriptModule() override { return inner_.scriptModule(); }
+  SyMuGen* symugen() override { return &gen_; }
+  const char* name() const override { return "segments"; }
+
+  // The top-level blocks whose calls are the segments.
+  std::vector<std::string> segments() const { return gen_.segmentBlocks(); }
+  // From the next forward on. Throws c10::Error naming a block that is not a segment.
+  void setPlan(SegmentPlan plan);
+  const SegmentPlan& plan() const { return plan_; }
+  // The plan that recomputes every segment: full activation checkpointing.
+  SegmentPlan recomputeAll() const;
+  // How many segment calls the last forward ran without keeping activations (a segment that
+  // cannot be recomputed safely runs as usual: Note [Checkpointed spans]).
+  int64_t lastRecomputed() const { return lastRecomputed_; }
+
+ private:
+  ScriptModuleExecutor inner_;
+  SyMuGen gen_;
+  SegmentPlan plan_;
+  int64_t lastRecomputed_ = 0;
+};
+
+}  // namespace symtune

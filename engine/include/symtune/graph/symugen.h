@@ -1,0 +1,145 @@
+#pragma once
+// SyMuGen — the symbolic meta-model generator: captures a model as one symtune::Graph.
+//
+//   symtune::SyMuGen gen(module, "resnet");
+//   const symtune::Graph& g = gen.staticGraph();           // IR, regions, module paths, sources
+//   auto step = gen.captureStep({x}, [&](const c10::IValue& out) {
+//     return torch::nn::functional::cross_entropy(out.toTensor(), y);
+//   });
+//   step.loss.backward();                                   // the step trains as usual
+//   // step.graph: shapes of every op, branches taken, loop trips, autograd nodes linked
+//
+// Note [Step capture]
+// A recorded step runs the inlined forward IR through SyMuGen's own evaluator, one IR node at a
+// time, with each node's ATen operation. That is what makes the capture exact: every value's shape
+// is seen, every prim::If knows the branch it took and every prim::Loop its trip count, and the
+// autograd sequence numbers handed out while a node ran (at::sequence_number) are exactly those of
+// the autograd nodes it created — the link from a backward node to its forward op is by sequence
+// number, never by name. The executors (executor.h) run the evaluator whenever a step needs ops
+// tied to nodes: a capture, per-node telemetry, or a segment plan.
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <torch/script.h>
+
+#include "symtune/core/graph.h"
+#include "symtune/telemetry/node_context.h"
+
+namespace torch::nn {
+class Module;
+}
+
+namespace symtune {
+
+struct StepCapture {
+  Graph graph;         // the static graph joined with the step: shapes, branches, autograd nodes
+  torch::Tensor loss;  // live: call backward() on it to finish the step
+  int64_t nodesExecuted = 0;  // forward IR node executions (loop bodies count each iteration)
+  SequenceOwners owners;      // which node created which autograd functions
+};
+
+// The operator templates' cost of one forward, summed over every op execution (loop bodies on
+// each trip, with that trip's shapes).
+struct ForwardCost {
+  double flops = 0;
+  double bytes = 0;            // read plus written
+  int64_t opsWithoutCost = 0;  // tensor op executions without a template (or shapes it needs)
+};
+
+// Note [Segments]
+// A segment is one call of a top-level block (SyMuGen::segmentBlocks()): the contiguous run of
+// nodes of the inlined IR that the call became. Segments are the unit an execution plan decides
+// on: whether a segment keeps its activations for backward or keeps none and runs again during
+// backward (Note [Checkpointed spans]) — the remat planner's choice under a memory budget — and,
+// as the plan grows, which implementation each of its op sites is bound to and which settings the
+// controller picked for the batch. A segment the plan does not name runs as the IR says.
+struct SegmentPlan {
+  // Top-level blocks whose calls keep no activations and are recomputed in backward.
+  std::set<std::string> recompute;
+
+  bool empty() const { return recompute.empty(); }
+};
+
+struct ForwardOptions {
+  const SegmentPlan* plan = nullptr;  // none: every segment runs as the IR says
+  // Records the step into `*record`: a copy of the static graph with every node's runtime shapes
+  // (first execution), the branches taken, loop trip counts and the operator templates' costs on
+  // those shapes. joinBackward() then adds the autograd graph (Note [Step capture]).
+  Graph* record = nullptr;
+  // Sum every op's template cost (cost_templates.h) into EvaluatorRun::cost: slower, for
+  // benchmarks' FLOP counts.
+  bool countCost = false;
+};
+
+// One forward run through the evaluator. Each op ran inside its node's scope (node_context.h), so
+// OpTracer attributed it to the node.
+struct EvaluatorRun {
+  c10::IValue output;
+  SequenceOwners owners;  // which node created which autograd functions
+  int64_t nodesExecuted = 0;
+  int64_t recomputed = 0;  // segment calls that kept no activations (SegmentPlan::recompute)
+  ForwardCost cost;        // with ForwardOptions::countCost
+};
+
+class SyMuGen {
+ public:
+  // Captures the static graph of `module`'s `method` (and every method it calls, inlined).
+  explicit SyMuGen(torch::jit::Module module, std::string name = {},
+                   std::string method = "forward");
+  ~SyMuGen();
+
+  const Graph& staticGraph() const { return graph_; }
+
+  // Runs one forward on `inputs` through the evaluator, one IR node at a time, each op inside its
+  // node's scope (node_context.h), segments as `options.plan` says. The output trains like the
+  // module's own.
+  EvaluatorRun forward(const std::vector<c10::IValue>& inputs, const ForwardOptions& options = {});
+
+  // Adds the autograd graph of `loss` to `step` (recorded by forward() with ForwardOptions::record)
+  // and links each backward node to the forward node that created it (by sequence number, through
+  // `owners`, the recording run's).
+  void joinBackward(Graph& step, const torch::Tensor& loss, const SequenceOwners& owners) const;
+
+  // forward() recording the step, then loss = lossFn(output), then joinBackward().
+  StepCapture captureStep(const std::vector<c10::IValue>& inputs,
+                          const std::function<torch::Tensor(const c10::IValue&)>& lossFn);
+
+  // The top-level blocks whose calls are the segments (Note [Segments]): the root module's
+  // children, with a chain (a "Sequential") standing for its members ("stem", "layer1.0", ...).
+  std::vector<std::string> segmentBlocks() const;
+
+  // A plain torch::nn::Module has no IR: its graph is the module tree, one node per module, with
+  // its parameters as outputs.
+  static Graph captureModuleTree(const torch::nn::Module& module, const std::string& name);
+
+  // Internals of engine/src/graph/ (evaluator.h).
+  class Evaluator;
+  struct CheckpointSpan;
+
+ private:
+  void prepareEvaluator();
+  void prepareCheckpointSpans();
+
+  torch::jit::Module module_;
+  std::string method_;
+  std::shared_ptr<torch::jit::Graph> ir_;  // the inlined copy the static graph describes
+  std::unordered_map<const torch::jit::Node*, NodeId> nodeIds_;
+  std::unordered_map<const torch::jit::Block*, RegionId> blockRegions_;
+  // The values each node reads last in its block (the evaluator drops them after the node).
+  std::unordered_map<const torch::jit::Node*, std::vector<const torch::jit::Value*>> lastUses_;
+  bool lastUsesReady_ = false;
+  // Checkpointed spans by their first node (built on first use).
+  std::unordered_map<const torch::jit::Node*, std::shared_ptr<const CheckpointSpan>> spans_;
+  bool spansReady_ = false;
+  Graph graph_;
+};
+
+// The dtype name used in graphs and cost templates ("float32", "int64", ...).
+std::string dtypeName(c10::ScalarType type);
+
+}  // namespace symtune

@@ -1,0 +1,148 @@
+#pragma once
+// The trainer a session describes: model (zoo or a user's TorchScript file), synthetic data, and a
+// loop that drives the optimizer through MetaOptimizer. The model runs behind an Executor.
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "symtune/core/session.h"
+#include "symtune/data/data_source.h"
+#include "symtune/exec/executor.h"
+#include "symtune/graph/symugen.h"
+#include "symtune/rules/rule_engine.h"
+#include "symtune/rules/rule_rewrite.h"
+#include "symtune/runtime/meta_optimizer.h"
+#include "symtune/telemetry/meta_info_broker.h"
+#include "symtune/telemetry/op_tracer.h"
+
+namespace symtune {
+
+// The session cannot be turned into a trainer (model file unreadable, wrong output shape, no CUDA
+// device...). what() is one line.
+class SetupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// How much the trainer measures (Note [Telemetry levels]).
+enum class Telemetry {
+  Off,       // nothing: the baseline the overhead benchmark compares against
+  Features,  // the 24 step features (the default)
+  PerNode,   // the features plus every op's time and memory, attributed to graph nodes
+};
+
+// Note [Telemetry levels]
+// Features costs a step two clock reads per phase, one memory report per allocation (atomics)
+// and one grad_stats pass per gradient. PerNode adds a RecordFunction callback on every op and
+// asks the executor to run each op inside its graph node's scope (ForwardRequest::attributeOps,
+// Note [The execution seam]): that is what ties an ATen op to its node without any lookup by
+// name (node_context.h). bench/telemetry_overhead measures both against Off; symtune-bench's
+// "per-node" mode compares a step's time and peak memory with and without it.
+
+struct StepResult {
+  int64_t step = 0;  // 0-based
+  double loss = 0;
+  double seconds = 0;  // wall time of the whole step (data, forward, backward, update)
+  double closureSeconds = 0, updateSeconds = 0;
+  StepFeatures features;  // MetaInfoBroker's feature vector of the step (zeros when Off)
+  std::shared_ptr<const NodeProfile> nodes;  // per-node telemetry: the step's profile
+  // Rules (docs/rules.md): the rules in force during the step, those that fired, and whether a
+  // `skip step` held the update back.
+  std::vector<std::string> rulesInForce, rulesFired;
+  bool skipped = false;
+};
+
+class Trainer {
+ public:
+  // Builds the model, data and optimizer, and sets up the session's rules
+  // (rules::Registry::global() resolves their names; rewrites change the model first). Throws
+  // SetupError.
+  explicit Trainer(const Session& session);
+
+  // Runs one training step on the next batch.
+  StepResult step();
+
+  // The model's static graph (the executor's SyMuGen); built on first use.
+  const Graph& staticGraph();
+  // Runs one training step like step(), asking the executor to record it (Note [Step capture]),
+  // and returns the step's graph: shapes, branches taken, loop trips, and the autograd graph
+  // linked to the forward ops. The step trains like any other.
+  Graph captureStep(StepResult* result = nullptr);
+
+  // Takes effect from the next step. PerNode builds the static graph on first use; `ops` adds
+  // input shapes or CUDA device time (deviceTime is turned on by itself on a CUDA model).
+  void setTelemetry(Telemetry level, OpTracerOptions ops = {});
+  Telemetry telemetry() const { return telemetry_; }
+  // Keeps the raw op events of per-node steps (for a trace) until takeEvents().
+  void setKeepEvents(bool on) { keepEvents_ = on; }
+  std::vector<OpEvent> takeEvents() { return std::move(keptEvents_); }
+
+  int64_t stepsDone() const { return optimizer_->stepCount(); }
+  int64_t batchSize() const { return data_->batchSize(); }
+  int64_t parameterCount() const { return parameterCount_; }
+  const torch::Device& device() const { return device_; }
+  const std::string& modelDescription() const { return description_; }
+
+  Executor& executor() { return *executor_; }
+  // The rules applied after each step's backward, before its update. Add, enable and disable
+  // them between steps; a step records the set in force (StepResult::rulesInForce). They read
+  // gradient statistics through MetaInfoBroker, so they need telemetry on (Features, the default).
+  rules::RuleSet& rules() { return rules_; }
+  // Changes the rules from any thread (the attach server's): `change` runs on the training thread
+  // at the next step boundary, before that step begins, so a step never sees half a change. The
+  // future becomes ready then, holding what `change` threw (an unknown rule, a taken name).
+  std::future<void> changeRules(std::function<void(rules::RuleSet&)> change);
+  // Runs the changes changeRules() queued, on the calling (training) thread. step() does it
+  // first; call it while no steps run (paused, finished) so changes still take effect.
+  void applyRuleChanges();
+  // What the session's rewrite rules changed in the model when the trainer was built (one report
+  // per rewrite rule, in the session's order).
+  const std::vector<rules::RewriteReport>& rewrites() const { return rewrites_; }
+
+  // Runs the model through `executor` from the next step on (e.g. a SegmentExecutor). It must run
+  // this trainer's model: the same parameter tensors, which the optimizer updates.
+  void setExecutor(std::unique_ptr<Executor> executor);
+  // Batch `index` of the trainer's data, on its device (what step `index` trains on).
+  Batch batch(int64_t index);
+  const Session& session() const { return session_; }
+  MetaOptimizer& optimizer() { return *optimizer_; }
+  MetaInfoBroker& broker() { return *broker_; }
+
+ private:
+  StepResult runStep(Graph* capture);
+  SyMuGen& graphOfModel();  // the executor's; throws c10::Error when its model has no IR
+  void setUpRules();        // the session's rules, before the model first runs
+  bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
+
+  Session session_;
+  torch::Device device_{torch::kCPU};
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<DataSource> data_;
+  std::unique_ptr<MetaOptimizer> optimizer_;
+  std::unique_ptr<MetaInfoBroker> broker_;
+  rules::RuleSet rules_;
+  rules::RuleOutcome lastRules_;  // of the step being run
+  std::vector<rules::RewriteReport> rewrites_;
+  rules::RuleChanges ruleChanges_;
+  std::vector<std::pair<std::string, torch::Tensor>> namedParameters_;
+  Telemetry telemetry_ = Telemetry::Features;
+  std::unique_ptr<OpTracer> tracer_;  // recording while telemetry_ is PerNode
+  bool keepEvents_ = false;
+  std::vector<OpEvent> keptEvents_;
+  int64_t parameterCount_ = 0;
+  std::string description_;
+};
+
+// The first line of a LibTorch error, without its C++ backtrace.
+std::string oneLine(const c10::Error& error);
+// The same for any exception; for TorchScript's errors, the line that says what went wrong.
+std::string oneLine(const std::exception& error);
+
+}  // namespace symtune

@@ -1,0 +1,91 @@
+#pragma once
+// MetaInfoBroker: the 24-number feature vector of every training step (docs/features.md), built
+// from step timings, the MemoryTracker and the GradientMonitor, published to subscribers and kept
+// in a bounded history. The trainer drives it; rules, the controller and the studio read it.
+//
+//   symtune::MetaInfoBroker broker(namedParameters);
+//   auto id = broker.subscribe([](const symtune::StepFeatures& f) { ... f[symtune::Feature::Loss]
+//   ... });
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "symtune/core/features.h"
+#include "symtune/telemetry/gradient_monitor.h"
+#include "symtune/telemetry/memory_tracker.h"
+#include "symtune/telemetry/op_tracer.h"
+
+namespace symtune {
+
+struct MetaInfoBrokerOptions {
+  size_t historySize = 4096;      // steps kept; the oldest is dropped first
+  int64_t updateRatioEvery = 10;  // measure the update/weight ratio every N steps (it copies the
+                                  // weights); 0: never
+};
+
+// What the trainer knows of a step besides what the broker measures itself.
+struct StepTimings {
+  double data = 0, forward = 0, backward = 0, optimizer = 0, total = 0;  // seconds
+};
+
+class MetaInfoBroker {
+ public:
+  using Subscriber = std::function<void(const StepFeatures&)>;
+
+  MetaInfoBroker(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
+                 MetaInfoBrokerOptions options = {});
+  ~MetaInfoBroker();
+
+  // The step's bracket: beginStep() before the batch is fetched; the guard it returns keeps the
+  // memory tracker active (keep it alive through backward and the update). perOpMemory: per-op
+  // memory reports are wanted (per-node telemetry); otherwise a CPU model's step memory comes
+  // from the allocation counter (Note [Step memory without reports]) and the guard is empty.
+  [[nodiscard]] std::unique_ptr<c10::DebugInfoGuard> beginStep(bool perOpMemory = false);
+  // Right after backward, before anything changes the gradients: their statistics.
+  void afterBackward() { gradients_.stats(); }
+  bool wantsUpdateRatio() const;  // whether to call before/afterUpdate around this step's update
+  void beforeUpdate() { gradients_.beforeUpdate(); }
+  void afterUpdate() { gradients_.afterUpdate(); }
+  // Computes the step's features, keeps them and hands them to every subscriber.
+  const StepFeatures& endStep(const StepTimings& timings, double loss, double learningRate,
+                              int64_t batchSize, int64_t sequenceLength);
+
+  // What rules read during a step, after afterBackward(): the previous step's features with this
+  // step's index, loss (and its delta and moving average), gradient statistics and learning
+  // rate filled in.
+  StepFeatures featuresSoFar(double loss, double learningRate) const;
+
+  int subscribe(Subscriber subscriber);
+  void unsubscribe(int id);
+
+  // Off: no gradient hooks (the trainer does not drive a disabled broker).
+  void setEnabled(bool on) { gradients_.setEnabled(on); }
+
+  const std::deque<StepFeatures>& history() const { return history_; }
+  const GradientMonitor& gradients() const { return gradients_; }
+
+ private:
+  MetaInfoBrokerOptions options_;
+  GradientMonitor gradients_;
+  MemoryTracker memory_;
+  bool cudaModel_ = false;
+  bool countedStep_ = false;  // this step's memory comes from CpuAllocationCounter
+  void fillLossAndGradients(StepFeatures& f, double loss) const;
+
+  std::deque<StepFeatures> history_;
+  std::map<int, Subscriber> subscribers_;
+  int nextSubscriber_ = 0;
+  int64_t step_ = 0;
+  double lossEma_ = 0;
+};
+
+}  // namespace symtune

@@ -1,0 +1,138 @@
+#pragma once
+// Per-op wall time, memory and (on CUDA) device time through at::RecordFunction: every ATen op and
+// autograd function that runs while the tracer records, on any thread, with its step and graph
+// node, and Chrome Trace Event export (opens in Perfetto and chrome://tracing). Part of
+// MetaInfoBroker.
+//
+//   symtune::OpTracer tracer;
+//   tracer.start();
+//   tracer.markStep(0); ... train ...
+//   tracer.stop();
+//   auto events = tracer.takeEvents();
+//   symtune::NodeProfile profile = symtune::attributeOps(events, owners);  // per graph node
+//   writeFileAtomically("trace.json", chromeTrace(events, counters, &graph));
+//
+// Note [Trace buffers]
+// Each thread appends to its own buffer, found through a thread_local pointer; a lock is taken
+// only the first time a thread records for a tracer (to register its buffer), never per op.
+// takeEvents() must run when no thread appends any more (after the step's backward returned).
+//
+// Note [Op memory]
+// An op's bytesAllocated / bytesFreed are the differences of its thread's running totals
+// (threadMemoryTotals()) between its start and its end: they include the ops nested in it, and
+// count only while a MemoryTracker is active (the trainer's broker keeps one active through every
+// step). liveBytesAfter is the active tracker's live total when an outermost op ends.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "symtune/core/atomic_file.h"
+#include "symtune/core/ids.h"
+#include "symtune/telemetry/node_context.h"
+
+namespace symtune {
+
+class Graph;
+
+struct OpEvent {
+  std::string name;     // "aten::conv2d", "ConvolutionBackward0", ...
+  int64_t startNs = 0;  // steady clock
+  int64_t durationNs = 0;
+  uint64_t thread = 0;  // a small per-tracer thread number
+  int64_t sequenceNr = -1;
+  int64_t step = -1;      // the step marked when it started
+  bool backward = false;  // an autograd function (its nested ops are not)
+  int depth = 0;          // ops open on its thread when it started: 0 is outermost
+  NodeId node;  // the forward node it ran for; attributeOps() fills it in for backward ops
+  int64_t bytesAllocated = 0, bytesFreed = 0;  // Note [Op memory]
+  std::optional<int64_t> liveBytesAfter;
+  std::optional<int64_t> deviceNs;  // CUDA time of an outermost op (OpTracerOptions::deviceTime)
+  std::string shapes;               // input shapes, "[[8, 3, 32, 32], [16, 3, 3, 3], []]"
+};
+
+// A counter sample for the trace ("C" events): e.g. the step's peak memory at its end.
+struct CounterSample {
+  std::string name;
+  int64_t timeNs = 0;
+  double value = 0;
+};
+
+struct OpTracerOptions {
+  bool shapes = false;      // record input shapes (copies every op's inputs: for trace windows)
+  bool deviceTime = false;  // CUDA events around outermost ops, on the thread's current stream
+};
+
+class OpTracer {
+ public:
+  OpTracer();
+  ~OpTracer();
+  OpTracer(const OpTracer&) = delete;
+  OpTracer& operator=(const OpTracer&) = delete;
+
+  // Installs the RecordFunction callback (idempotent). One tracer records at a time.
+  void start(const OpTracerOptions& options = {});
+  void stop();
+  bool recording() const { return handle_ != 0; }
+  const OpTracerOptions& options() const { return options_; }
+  void markStep(int64_t step) { step_.store(step, std::memory_order_relaxed); }
+
+  // All events recorded so far, by start time; clears the buffers. With deviceTime, waits for the
+  // recorded CUDA events first.
+  std::vector<OpEvent> takeEvents();
+
+  static int64_t nowNs();
+
+  struct Buffer;
+
+ private:
+  friend struct TracerAccess;
+  Buffer& bufferForThisThread();
+
+  uint64_t handle_ = 0;
+  uint64_t generation_;
+  OpTracerOptions options_;
+  std::atomic<int64_t> step_{-1};
+  std::mutex mutex_;  // guards buffers_ (registration and takeEvents only)
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+};
+
+// One forward node's share of a step (per-node mode): the outermost ops that ran for it, forward
+// and backward.
+struct NodeStats {
+  NodeId node;
+  int64_t calls = 0, backwardCalls = 0;  // outermost ops (loop bodies: every iteration)
+  double forwardSeconds = 0, backwardSeconds = 0;
+  std::optional<double> forwardDeviceSeconds, backwardDeviceSeconds;  // CUDA, when measured
+  int64_t bytesAllocated = 0, bytesFreed = 0;                         // by its forward ops
+  int64_t backwardBytesAllocated = 0, backwardBytesFreed = 0;
+  std::optional<int64_t> liveBytesAfter;  // after its last forward op
+};
+
+struct NodeProfile {
+  int64_t step = -1;
+  std::vector<NodeStats> nodes;    // the nodes that ran ops, by id
+  double attributedSeconds = 0;    // the nodes' forward and backward seconds together
+  double unattributedSeconds = 0;  // outermost ops of no node: loss, optimizer, AccumulateGrad...
+  std::vector<std::pair<std::string, double>> unattributed;  // those by op name, largest first
+  int64_t ops = 0;                                           // events seen, nested ones included
+};
+
+// Attributes a step's events to forward nodes: forward ops by the node they ran for, autograd
+// functions by their sequence number's owner, nested ops by their outermost op. Fills in
+// OpEvent::node for backward and nested ops. Only outermost ops are summed, so nothing counts
+// twice.
+NodeProfile attributeOps(std::vector<OpEvent>& events, const SequenceOwners& owners);
+
+// Chrome Trace Event JSON: ops as complete ("X") events with their step, sequence number, memory
+// and — given the graph — node id, kind, module path and source line in args; counters as "C"
+// events. Timestamps in microseconds from the first event.
+std::string chromeTrace(const std::vector<OpEvent>& events,
+                        const std::vector<CounterSample>& counters, const Graph* graph = nullptr);
+
+}  // namespace symtune

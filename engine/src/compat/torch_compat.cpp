@@ -1,0 +1,35 @@
+#include "symtune/compat/torch_compat.h"
+
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace symtune::compat {
+
+std::optional<int64_t> cudaPeakAllocatedBytes([[maybe_unused]] int device) {
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+  const auto stats =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+  return stats.allocated_bytes[0].peak;  // index 0: StatType::AGGREGATE
+#else
+  return std::nullopt;
+#endif
+}
+
+void cudaResetPeakStats([[maybe_unused]] int device) {
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(device));
+#endif
+}
+
+std::string cudaDeviceName([[maybe_unused]] int device) {
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+  cudaDeviceProp props{};
+  if (cudaGetDeviceProperties(&props, device) == cudaSuccess)
+    return props.name;
+#endif
+  return {};
+}
+
+}  // namespace symtune::compat

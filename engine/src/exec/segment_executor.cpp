@@ -1,0 +1,45 @@
+#include "symtune/exec/segment_executor.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <c10/util/StringUtil.h>
+
+namespace symtune {
+
+SegmentExecutor::SegmentExecutor(torch::jit::Module module, std::string graphName)
+    : inner_(module), gen_(module, std::move(graphName)) {
+}
+
+ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs,
+                                   const ForwardRequest& request) {
+  ForwardOptions options;
+  options.plan = &plan_;
+  options.record = request.record;
+  EvaluatorRun run = gen_.forward(inputs, options);
+  lastRecomputed_ = run.recomputed;
+  ForwardResult result;
+  result.output = forwardOutput(run.output);
+  result.owners = std::move(run.owners);
+  result.recomputed = run.recomputed;
+  return result;
+}
+
+void SegmentExecutor::setPlan(SegmentPlan plan) {
+  const std::vector<std::string> known = segments();
+  for (const auto& block : plan.recompute) {
+    TORCH_CHECK(std::find(known.begin(), known.end(), block) != known.end(), "SegmentPlan: \"",
+                block, "\" is not a segment of the model (its top-level blocks are ",
+                c10::Join(", ", known), ")");
+  }
+  plan_ = std::move(plan);
+}
+
+SegmentPlan SegmentExecutor::recomputeAll() const {
+  SegmentPlan plan;
+  for (auto& block : segments())
+    plan.recompute.insert(std::move(block));
+  return plan;
+}
+
+}  // namespace symtune
