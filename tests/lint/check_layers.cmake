@@ -4,8 +4,9 @@
 #   or engine/include/symtune/<L>/ includes headers of its own layer and of layers below, never
 #   of a layer above.
 # - core/ and app/cli/ include no LibTorch, no Qt and no engine header.
-# - ui/, graphview/ and app/studio/ include no LibTorch and no engine header: the studio reaches
-#   the engine through core's protocol only.
+# - ui/, graphview/, app/studio/ and the studio's benchmarks (bench/chart/, bench/graphview/)
+#   include no LibTorch and no engine header: the studio reaches the engine through core's
+#   protocol only.
 # - docs/architecture.md's layer diagram lists the same layers in the same order.
 
 set(SYMTUNE_LAYERS compat telemetry graph rules exec data zoo runtime attach)
@@ -56,7 +57,7 @@ foreach(f IN LISTS engine_files)
 endforeach()
 
 # Torch-free folders, and folders that must not reach into the engine.
-foreach(dir core app/cli ui graphview app/studio)
+foreach(dir core app/cli ui graphview app/studio bench/chart bench/graphview)
   sources_under(${dir} files)
   foreach(f IN LISTS files)
     file(STRINGS "${f}" hits REGEX "${torch_include}|${engine_include}")
@@ -101,4 +102,5 @@ if(offenders)
 endif()
 list(JOIN SYMTUNE_LAYERS " " layers_text)
 message(STATUS "${layer_count} engine layers (${layers_text}): no include points up; core/ and "
-               "app/cli/ are LibTorch- and Qt-free; ui/, graphview/, app/studio/ LibTorch-free")
+               "app/cli/ are LibTorch- and Qt-free; ui/, graphview/, app/studio/, bench/chart/, "
+               "bench/graphview/ LibTorch-free")

@@ -90,7 +90,7 @@ class SyMuGen::Evaluator {
     for (size_t i = 0; i < inputs.size(); ++i)
       env_[params[i + 1]] = inputs[i];
     runBlock(gen_.ir_->block());
-    return env_.at(gen_.ir_->outputs()[0]);
+    return valueOf(gen_.ir_->outputs()[0]);
   }
 
   // Which forward node handed out each autograd sequence number.
@@ -118,7 +118,7 @@ class SyMuGen::Evaluator {
     }
     std::vector<c10::IValue> outs;
     for (const Value* v : span.outputs)
-      outs.push_back(env_.at(v));
+      outs.push_back(valueOf(v));
     return outs;
   }
 
@@ -132,6 +132,17 @@ class SyMuGen::Evaluator {
   const ForwardCost& cost() const { return cost_; }
 
  private:
+  // The value `v` holds now. Every read comes after the value's definition and before the node
+  // that reads it last (detail::collectLastUses): a miss is a bug of the evaluator, not of the
+  // model.
+  const c10::IValue& valueOf(const Value* v) const {
+    const auto it = env_.find(v);
+    TORCH_INTERNAL_ASSERT(it != env_.end(), "SyMuGen's evaluator read %", v->debugName(),
+                          " (an output of ", v->node()->kind().toQualString(),
+                          ") before it was computed or after its last reader dropped it");
+    return it->second;
+  }
+
   std::vector<c10::IValue> runBlock(const Block* block) {
     for (const Node* node = block->nodes().front(); node != block->return_node();
          node = node->next()) {
@@ -148,7 +159,7 @@ class SyMuGen::Evaluator {
     }
     std::vector<c10::IValue> outs;
     for (const Value* v : block->outputs())
-      outs.push_back(env_.at(v));
+      outs.push_back(valueOf(v));
     return outs;
   }
 
@@ -173,25 +184,25 @@ class SyMuGen::Evaluator {
     if (kind == c10::prim::Constant) {
       env_[node->output()] = *torch::jit::toIValue(node->output());
     } else if (kind == c10::prim::GetAttr) {
-      env_[node->output()] = env_.at(node->input(0)).toObject()->getAttr(node->s(c10::attr::name));
+      env_[node->output()] = valueOf(node->input(0)).toObject()->getAttr(node->s(c10::attr::name));
     } else if (kind == c10::prim::SetAttr) {
-      env_.at(node->input(0))
+      valueOf(node->input(0))
           .toObject()
-          ->setAttr(node->s(c10::attr::name), env_.at(node->input(1)));
+          ->setAttr(node->s(c10::attr::name), valueOf(node->input(1)));
     } else if (kind == c10::prim::ListConstruct) {
       // Lists and tuples are interpreter instructions, not operators: build them here.
       c10::impl::GenericList list(
           node->output()->type()->expectRef<c10::ListType>().getElementType());
       for (const Value* in : node->inputs())
-        list.push_back(env_.at(in));
+        list.push_back(valueOf(in));
       env_[node->output()] = std::move(list);
     } else if (kind == c10::prim::TupleConstruct) {
       std::vector<c10::IValue> items;
       for (const Value* in : node->inputs())
-        items.push_back(env_.at(in));
+        items.push_back(valueOf(in));
       env_[node->output()] = c10::ivalue::Tuple::create(std::move(items));
     } else if (kind == c10::prim::TupleUnpack || kind == c10::prim::ListUnpack) {
-      const c10::IValue& whole = env_.at(node->input(0));
+      const c10::IValue& whole = valueOf(node->input(0));
       const auto items =
           whole.isTuple() ? whole.toTupleRef().elements().vec() : whole.toListRef().vec();
       TORCH_CHECK(items.size() == node->outputs().size(), "SyMuGen: unpacking ", items.size(),
@@ -199,7 +210,7 @@ class SyMuGen::Evaluator {
       for (size_t i = 0; i < items.size(); ++i)
         env_[node->outputs()[i]] = items[i];
     } else if (kind == c10::prim::If) {
-      const bool cond = env_.at(node->input(0)).toBool();
+      const bool cond = valueOf(node->input(0)).toBool();
       const Block* branch = node->blocks()[cond ? 0 : 1];
       markTaken(branch);
       const auto outs = runBlock(branch);
@@ -219,11 +230,11 @@ class SyMuGen::Evaluator {
 
   void runLoop(const Node* node) {
     const Block* body = node->blocks()[0];
-    const int64_t maxTrips = env_.at(node->input(0)).toInt();
-    bool cond = env_.at(node->input(1)).toBool();
+    const int64_t maxTrips = valueOf(node->input(0)).toInt();
+    bool cond = valueOf(node->input(1)).toBool();
     std::vector<c10::IValue> carried;
     for (size_t i = 2; i < node->inputs().size(); ++i)
-      carried.push_back(env_.at(node->input(i)));
+      carried.push_back(valueOf(node->input(i)));
     int64_t trips = 0;
     for (; trips < maxTrips && cond; ++trips) {
       std::vector<c10::IValue> args{c10::IValue(trips)};
@@ -246,7 +257,7 @@ class SyMuGen::Evaluator {
     torch::jit::Stack stack;
     stack.reserve(node->inputs().size());
     for (const Value* in : node->inputs())
-      stack.push_back(env_.at(in));
+      stack.push_back(valueOf(in));
     auto id = gen_.nodeIds_.find(node);
     const NodeId nodeId = id != gen_.nodeIds_.end() ? id->second : NodeId();
     std::vector<c10::IValue> inputs;
@@ -275,7 +286,7 @@ class SyMuGen::Evaluator {
     for (size_t i = 0; i < inputs.size(); ++i)
       in.push_back(detail::describeRuntimeValue(node->inputs()[i], inputs[i]));
     for (const Value* v : node->outputs())
-      out.push_back(detail::describeRuntimeValue(v, env_.at(v)));
+      out.push_back(detail::describeRuntimeValue(v, valueOf(v)));
     bool tensors = false;
     for (const auto& v : in)
       tensors = tensors || v.type == "Tensor";
@@ -313,10 +324,10 @@ class SyMuGen::Evaluator {
       return;
     GraphNode& n = g_.node(id);
     for (size_t i = 0; i < node->inputs().size(); ++i) {
-      n.inputs[i] = detail::describeRuntimeValue(node->inputs()[i], env_.at(node->inputs()[i]));
+      n.inputs[i] = detail::describeRuntimeValue(node->inputs()[i], valueOf(node->inputs()[i]));
     }
     for (size_t i = 0; i < node->outputs().size(); ++i) {
-      n.outputs[i] = detail::describeRuntimeValue(node->outputs()[i], env_.at(node->outputs()[i]));
+      n.outputs[i] = detail::describeRuntimeValue(node->outputs()[i], valueOf(node->outputs()[i]));
     }
   }
 

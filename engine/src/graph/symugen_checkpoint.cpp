@@ -432,7 +432,7 @@ bool SyMuGen::Evaluator::runCheckpointed(const CheckpointSpan& span) {
   run->span = gen_.spans_.at(span.first);
   torch::autograd::variable_list tensors;
   for (const Value* v : span.inputs) {
-    const c10::IValue& value = env_.at(v);
+    const c10::IValue& value = valueOf(v);
     if (value.isTensor() && value.toTensor().defined()) {
       run->tensorSlot.push_back(static_cast<int>(tensors.size()));
       run->inputs.emplace_back();

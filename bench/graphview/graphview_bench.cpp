@@ -25,7 +25,7 @@
 #include <memory>
 #include <string>
 
-#include "bench_common.h"
+#include "../bench_common.h"
 #include "symtune/core/graph.h"
 #include "symtune/graphview/dot_layout.h"
 #include "symtune/graphview/graph_scene.h"
