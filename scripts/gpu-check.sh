@@ -7,8 +7,9 @@
 # bench-gpu-python.json (PyTorch eager and torch.compile on the same models and batches,
 # bench/python/anchor.py), within a 9-minute budget together.
 #
-# Here, once before carrying:   scripts/gpu-check.sh --prepare   (copies nlohmann/json's and
-#                                                 Asio's headers into the ignored .deps/include)
+# Here, once before carrying:   scripts/gpu-check.sh --prepare   (copies nlohmann/json's, Asio's
+#                                                 and doctest's headers into the ignored
+#                                                 .deps/include)
 # There:                        scripts/gpu-check.sh              (run with carry: [".deps"])
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -16,8 +17,9 @@ cd "$ROOT"
 
 if [ "${1:-}" = "--prepare" ]; then
   mkdir -p .deps/include
-  cp -r /usr/include/nlohmann /usr/include/asio /usr/include/asio.hpp .deps/include/
-  echo "copied nlohmann/json and Asio into .deps/include; carry .deps"
+  cp -r /usr/include/nlohmann /usr/include/asio /usr/include/asio.hpp /usr/include/doctest \
+    .deps/include/
+  echo "copied nlohmann/json, Asio and doctest into .deps/include; carry .deps"
   exit 0
 fi
 

@@ -4,9 +4,15 @@
 
 #include <torch/csrc/jit/ir/irparser.h>
 #include <torch/torch.h>
+#include "doctest_torch.h"
 
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda_rows.h"
+#include "kernel_dtypes.h"
 #include "symtune/kernels/grad_stats.h"
-#include "test_main.h"
 
 using namespace symtune::kernels;
 
@@ -23,115 +29,103 @@ torch::Tensor reference(const torch::Tensor& g) {
                        torch::kDouble);
 }
 
-void addRows() {
-  QTest::addColumn<QVector<qint64>>("shape");
-  QTest::addColumn<int>("dtype");
-  QTest::addColumn<bool>("transposed");
-  QTest::addColumn<bool>("poison");
-  const QVector<QVector<qint64>> shapes = {{0}, {1}, {7}, {33, 17}, {300, 301}, {5, 1, 3}};
-  const std::vector<std::pair<const char*, torch::ScalarType>> dtypes = {
-      {"float32", torch::kFloat}, {"float64", torch::kDouble}, {"bfloat16", torch::kBFloat16}};
+struct Row {
+  std::vector<int64_t> shape;
+  const char* dtypeName;
+  torch::Dtype dtype;
+  bool transposed = false, poison = false;
+
+  std::string name() const {
+    std::string s;
+    for (auto d : shape)
+      s += std::to_string(d) + "x";
+    s.pop_back();
+    return s + " " + dtypeName + (transposed ? " transposed" : "") +
+           (poison ? " with nan and inf" : "");
+  }
+};
+
+std::vector<Row> rows() {
+  const std::vector<std::vector<int64_t>> shapes = {{0}, {1}, {7}, {33, 17}, {300, 301}, {5, 1, 3}};
+  std::vector<Row> out;
   for (const auto& shape : shapes) {
-    for (const auto& [name, dtype] : dtypes) {
-      QString s;
-      for (auto d : shape)
-        s += QString::number(d) + "x";
-      s.chop(1);
-      QTest::addRow("%s %s", qPrintable(s), name) << shape << int(dtype) << false << false;
+    for (const auto& [name, dtype] : symtune::test::kernelDtypes()) {
+      out.push_back({shape, name, dtype});
       if (shape.size() == 2) {
-        QTest::addRow("%s %s transposed", qPrintable(s), name)
-            << shape << int(dtype) << true << false;
-        QTest::addRow("%s %s with nan and inf", qPrintable(s), name)
-            << shape << int(dtype) << false << true;
+        out.push_back({shape, name, dtype, true, false});
+        out.push_back({shape, name, dtype, false, true});
       }
     }
   }
+  return out;
 }
 
-void check(const torch::Device& device) {
-  QFETCH(QVector<qint64>, shape);
-  QFETCH(int, dtype);
-  QFETCH(bool, transposed);
-  QFETCH(bool, poison);
+void check(const Row& row, const torch::Device& device) {
+  INFO(row.name(), " on ", device.str());
   torch::manual_seed(0);
-  auto g = torch::randn(std::vector<int64_t>(shape.begin(), shape.end()),
-                        torch::TensorOptions().dtype(torch::ScalarType(dtype)).device(device));
-  if (transposed)
+  auto g = torch::randn(row.shape, torch::TensorOptions().dtype(row.dtype).device(device));
+  if (row.transposed)
     g = g.t();
-  if (poison) {
+  if (row.poison) {
     g.view(-1)[0] = std::numeric_limits<double>::quiet_NaN();
     g.view(-1)[g.numel() - 1] = std::numeric_limits<double>::infinity();
     g.view(-1)[g.numel() / 2] = -std::numeric_limits<double>::infinity();
   }
   const auto got = gradStats(g);
-  QCOMPARE(got.device(), device);
-  QCOMPARE(got.scalar_type(), torch::kDouble);
+  CHECK(got.device().str() == device.str());
+  CHECK(std::string(c10::toString(got.scalar_type())) == "Double");
   const auto want = reference(g.cpu());
   // float32 sums in float lanes within blocks of 1024 elements (grad_stats_cpu.cpp).
   const double tolerance = g.scalar_type() == torch::kFloat ? 1e-6 : 1e-9;
-  QVERIFY2(torch::allclose(got.cpu(), want, tolerance, tolerance),
-           qPrintable(QString("got %1, want %2")
-                          .arg(QString::fromStdString(c10::str(got.cpu())),
-                               QString::fromStdString(c10::str(want)))));
+  INFO("got ", c10::str(got.cpu()), ", want ", c10::str(want));
+  CHECK(torch::allclose(got.cpu(), want, tolerance, tolerance));
 }
 
 }  // namespace
 
-class TestGradStats : public QObject {
-  Q_OBJECT
+TEST_CASE("matches ATen on the CPU") {
+  for (const Row& row : rows())
+    check(row, torch::kCPU);
+}
 
- private Q_SLOTS:
-  void matchesAtenOnCpu_data() { addRows(); }
-  void matchesAtenOnCpu() { check(torch::kCPU); }
+TEST_CASE("matches ATen on CUDA") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  for (const Row& row : rows())
+    check(row, torch::Device(torch::kCUDA, 0));
+}
 
-  // Skipped as a whole (from the _data function) where it cannot run, with the reason.
-  void matchesAtenOnCuda_data() {
-#ifndef SYMTUNE_HAVE_TORCH_CUDA
-    QSKIP("this build has no CUDA kernels (SYMTUNE_WITH_CUDA=OFF)");
-#endif
-    if (!torch::cuda::is_available())
-      QSKIP("no CUDA device here: the CUDA kernel is not tested");
-    addRows();
+// Many tensors in one call: each row equals the single-tensor result.
+TEST_CASE("the multi-tensor call matches the single one") {
+  torch::manual_seed(1);
+  std::vector<torch::Tensor> grads = {torch::randn({3, 5}), torch::randn({0}),
+                                      torch::randn({70000}), torch::randn({4, 4}).t(),
+                                      torch::randn({9}, torch::kDouble)};
+  grads[2][12345] = std::numeric_limits<float>::quiet_NaN();
+  const auto stats = gradStatsMulti(grads);
+  CHECK(stats.sizes() == torch::IntArrayRef({5, kGradStatCount}));
+  for (size_t i = 0; i < grads.size(); ++i) {
+    INFO("row ", i);
+    CHECK(torch::allclose(stats[static_cast<int64_t>(i)], reference(grads[i]), 1e-6, 1e-9));
   }
-  void matchesAtenOnCuda() {
-    check(torch::Device(torch::kCUDA, 0));
-  }
+  CHECK(stats[2][kNanCount].item<double>() == 1.0);
+}
 
-  // Many tensors in one call: each row equals the single-tensor result.
-  void multiMatchesSingle() {
-    torch::manual_seed(1);
-    std::vector<torch::Tensor> grads = {torch::randn({3, 5}), torch::randn({0}),
-                                        torch::randn({70000}), torch::randn({4, 4}).t(),
-                                        torch::randn({9}, torch::kDouble)};
-    grads[2][12345] = std::numeric_limits<float>::quiet_NaN();
-    const auto rows = gradStatsMulti(grads);
-    QCOMPARE(rows.sizes(), (torch::IntArrayRef{5, kGradStatCount}));
-    for (size_t i = 0; i < grads.size(); ++i) {
-      QVERIFY2(torch::allclose(rows[static_cast<int64_t>(i)], reference(grads[i]), 1e-6, 1e-9),
-               qPrintable(QString("row %1").arg(i)));
-    }
-    QCOMPARE(rows[2][kNanCount].item<double>(), 1.0);
-  }
+TEST_CASE("integer tensors are refused") {
+  CHECK_THROWS_AS(gradStats(torch::ones({3}, torch::kLong)), c10::Error);
+}
 
-  void rejectsIntegerTensors() {
-    QVERIFY_THROWS_EXCEPTION(c10::Error, gradStats(torch::ones({3}, torch::kLong)));
-  }
-
-  void callableFromTorchScriptIr() {
-    auto graph = std::make_shared<torch::jit::Graph>();
-    torch::jit::parseIR(R"IR(
+TEST_CASE("callable from TorchScript IR") {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(R"IR(
 graph(%g : Tensor):
   %r : Tensor = symtune::grad_stats(%g)
   return (%r)
 )IR",
-                        graph.get());
-    torch::jit::CompilationUnit cu;
-    auto& fn = *cu.create_function("stats", graph);
-    const auto out = fn({torch::full({4}, -2.0)}).toTensor();
-    QCOMPARE(out[kSumSquares].item<double>(), 16.0);
-    QCOMPARE(out[kMaxAbs].item<double>(), 2.0);
-  }
-};
-
-SYMTUNE_TEST_MAIN_CORE(TestGradStats)
-#include "tst_grad_stats.moc"
+                      graph.get());
+  torch::jit::CompilationUnit cu;
+  auto& fn = *cu.create_function("stats", graph);
+  const auto out = fn({torch::full({4}, -2.0)}).toTensor();
+  CHECK(out[kSumSquares].item<double>() == 16.0);
+  CHECK(out[kMaxAbs].item<double>() == 2.0);
+}
