@@ -43,7 +43,15 @@ echo "built in $(( $(date +%s) - t0 )) s"
 
 status=0
 build/gpu/bin/symtune-gpu-check > "$OUT/gpu-check.json" 2>&1 || status=1
-(cd build/gpu && ctest --output-on-failure) > "$OUT/ctest.log" 2>&1 || status=1
+# -V: every test's output, so that a skipped CUDA row shows. The Qt-free suites print "CUDA rows
+# skipped: ..." where they find no GPU (tests/common/cuda_rows.h); here there is one, so any such
+# line fails the check.
+(cd build/gpu && ctest -V) > "$OUT/ctest.log" 2>&1 || status=1
+if grep -n "CUDA rows skipped" "$OUT/ctest.log" > "$OUT/cuda-rows-skipped.txt"; then
+  echo "CUDA rows were skipped on a machine with a GPU:"
+  cat "$OUT/cuda-rows-skipped.txt"
+  status=1
+fi
 
 # The demo session trained on the GPU through the batch runner.
 sed 's/"device": "auto"/"device": "cuda"/' resources/sessions/demo.json > "$OUT/.demo-gpu.json"
@@ -51,14 +59,16 @@ build/gpu/bin/symtune-runner --batch "$OUT/.demo-gpu.json" --report "$OUT/demo-r
   --progress-interval 2 > "$OUT/demo.log" 2>&1 || status=1
 rm -f "$OUT/.demo-gpu.json"
 
-# The fused optimizer step against torch::optim's on CUDA (the CUDA rows of kernels.fused_optim
-# ran with ctest above), on the ResNet-152 gpu preset's parameters.
+# The fused optimizer step against torch::optim's on CUDA, on the ResNet-152 gpu preset's
+# parameters. (kernels.fused_optim's CUDA rows do not run above yet: it is still a Qt Test suite,
+# which the gpu preset does not build.)
 for opt in adamw sgd; do
   timeout 60 build/gpu/bin/symtune-bench-optim --device cuda --preset gpu --optimizer "$opt" \
     --rounds 30 > "$OUT/bench-optim-$opt.json" 2> "$OUT/bench-optim-$opt.log" || status=1
 done
 
-# Fused ops against their ATen compositions on CUDA (their CUDA reference rows ran with ctest).
+# Fused ops against their ATen compositions on CUDA. (Of the kernels' reference tables only
+# kernels.grad_stats is Qt-free yet, so only its CUDA rows run in ctest above.)
 timeout 60 build/gpu/bin/symtune-bench-kernels --device cuda --rounds 20 \
   > "$OUT/bench-kernels.json" 2> "$OUT/bench-kernels.log" || status=1
 
