@@ -1,8 +1,10 @@
-// What MetaInfoBroker costs a training step: every zoo model's preset trained by four trainers
-// built from the same session — telemetry off, off again (the control: the noise floor), step
-// features only, per-node — stepped in turn (rotating which goes first), so step k of each sees
-// the same batch and the same weights. The ratio of each mode to "off" is taken per step and the
-// median over the steps reported, with the medians, minima and maxima of the step times. Prints
+// What MetaInfoBroker costs a training step: every zoo model's preset trained by trainers built
+// from the same session — telemetry off, off again (the control: the noise floor), step features
+// only, per-node, and on CUDA per-node timed with CUDA events instead of CUPTI's GPU activity
+// (run.gpu_trace false) — stepped in turn (rotating which goes first), so step k of each sees the
+// same batch and the same weights. The ratio of each mode to "off" is taken per step and the
+// median over the steps reported, with the medians, minima and maxima of the step times; on CUDA
+// also the GPU activity tracer's own cost: per-node with CUPTI over per-node with events. Prints
 // JSON.
 //
 //   build/ci/bin/symtune-bench-telemetry [--preset cpu] [--steps 20] [--warmup 3] [--model NAME]
@@ -31,12 +33,14 @@ using symtune::bench::summary;
 
 using json = nlohmann::ordered_json;
 
-// A second "off" trainer is the control: its ratio to the first shows the noise floor.
-constexpr std::array<symtune::Telemetry, 4> kModes = {
+// A second "off" trainer is the control: its ratio to the first shows the noise floor. The last
+// mode runs on CUDA only (on the CPU it would be per_node again).
+constexpr std::array<symtune::Telemetry, 5> kModes = {
     symtune::Telemetry::Off, symtune::Telemetry::Off, symtune::Telemetry::Features,
-    symtune::Telemetry::PerNode};
-constexpr std::array<const char*, 4> kModeNames = {"off", "off_control", "features", "per_node"};
-constexpr size_t kFeaturesMode = 2, kPerNodeMode = 3;
+    symtune::Telemetry::PerNode, symtune::Telemetry::PerNode};
+constexpr std::array<const char*, 5> kModeNames = {"off", "off_control", "features", "per_node",
+                                                   "per_node_cuda_events"};
+constexpr size_t kFeaturesMode = 2, kPerNodeMode = 3, kEventsMode = 4;
 
 json measure(const std::string& model, const std::string& preset, int steps, int warmup) {
   symtune::Session session;
@@ -46,18 +50,34 @@ json measure(const std::string& model, const std::string& preset, int steps, int
   session.data.seed = 11;
   session.run.device = "auto";
   std::vector<std::unique_ptr<symtune::Trainer>> trainers;
-  for (auto mode : kModes) {
-    trainers.push_back(std::make_unique<symtune::Trainer>(session));
-    trainers.back()->setTelemetry(mode);
+  for (size_t m = 0; m < kModes.size(); ++m) {
+    symtune::Session own = session;
+    own.run.gpuTrace = m != kEventsMode;
+    trainers.push_back(std::make_unique<symtune::Trainer>(own));
+    if (m == kEventsMode && !trainers.back()->device().is_cuda()) {
+      trainers.pop_back();
+      break;
+    }
+    // One op tracer records at a time: a per-node trainer turns its telemetry on for its own
+    // steps only (below), outside the step's time.
+    trainers.back()->setTelemetry(
+        kModes[m] == symtune::Telemetry::PerNode ? symtune::Telemetry::Features : kModes[m]);
   }
+  const size_t modes = trainers.size();
   std::array<std::vector<double>, kModes.size()> seconds;
   std::array<std::vector<double>, kModes.size()> ratios;  // per step, over "off"
+  std::vector<double> gpuTraceRatios;                     // per step, CUPTI over CUDA events
   double attributed = 0, forwardBackward = 0;
   for (int k = 0; k < warmup + steps; ++k) {
     std::array<double, kModes.size()> t{};
-    for (size_t j = 0; j < kModes.size(); ++j) {
-      const size_t m = (j + static_cast<size_t>(k)) % kModes.size();  // rotate the order
+    for (size_t j = 0; j < modes; ++j) {
+      const size_t m = (j + static_cast<size_t>(k)) % modes;  // rotate the order
+      const bool perNode = kModes[m] == symtune::Telemetry::PerNode;
+      if (perNode)
+        trainers[m]->setTelemetry(symtune::Telemetry::PerNode);
       const symtune::StepResult r = trainers[m]->step();
+      if (perNode)
+        trainers[m]->setTelemetry(symtune::Telemetry::Features);
       t[m] = r.seconds;
       if (m == kPerNodeMode && k >= warmup && r.nodes) {
         attributed += r.nodes->attributedSeconds;
@@ -67,27 +87,34 @@ json measure(const std::string& model, const std::string& preset, int steps, int
     }
     if (k < warmup)
       continue;
-    for (size_t m = 0; m < kModes.size(); ++m) {
+    for (size_t m = 0; m < modes; ++m) {
       seconds[m].push_back(t[m]);
       ratios[m].push_back(t[m] / t[0]);
     }
+    if (modes > kEventsMode)
+      gpuTraceRatios.push_back(t[kPerNodeMode] / t[kEventsMode]);
   }
-  json modes = json::object();
-  for (size_t m = 0; m < kModes.size(); ++m) {
-    modes[kModeNames[m]] = {{"step_s", summary(seconds[m])}, {"ratio_to_off", summary(ratios[m])}};
+  json byMode = json::object();
+  for (size_t m = 0; m < modes; ++m) {
+    byMode[kModeNames[m]] = {{"step_s", summary(seconds[m])}, {"ratio_to_off", summary(ratios[m])}};
   }
-  return {{"model", model},
-          {"preset", preset},
-          {"device", trainers[0]->device().str()},
-          {"batch", trainers[0]->batchSize()},
-          {"parameters", trainers[0]->parameterCount()},
-          {"steps", steps},
-          {"modes", modes},
-          {"control_difference", median(ratios[1]) - 1},
-          {"features_overhead", median(ratios[kFeaturesMode]) - 1},
-          {"per_node_overhead", median(ratios[kPerNodeMode]) - 1},
-          {"per_node_share_of_forward_backward",
-           forwardBackward > 0 ? attributed / forwardBackward : 0.0}};
+  json result = {{"model", model},
+                 {"preset", preset},
+                 {"device", trainers[0]->device().str()},
+                 {"batch", trainers[0]->batchSize()},
+                 {"parameters", trainers[0]->parameterCount()},
+                 {"steps", steps},
+                 {"modes", byMode},
+                 {"control_difference", median(ratios[1]) - 1},
+                 {"features_overhead", median(ratios[kFeaturesMode]) - 1},
+                 {"per_node_overhead", median(ratios[kPerNodeMode]) - 1},
+                 {"per_node_share_of_forward_backward",
+                  forwardBackward > 0 ? attributed / forwardBackward : 0.0}};
+  if (!gpuTraceRatios.empty()) {
+    result["device_timing"] = trainers[kPerNodeMode]->gpuTraceNote().value_or("cupti");
+    result["gpu_trace_overhead"] = median(gpuTraceRatios) - 1;  // CUPTI over CUDA events
+  }
+  return result;
 }
 
 }  // namespace
@@ -129,7 +156,11 @@ int main(int argc, char** argv) {
       std::cerr << entry.name << " (" << preset << "): features "
                 << 100 * r["features_overhead"].get<double>() << " %, per-node "
                 << 100 * r["per_node_overhead"].get<double>() << " %, control "
-                << 100 * r["control_difference"].get<double>() << " %\n";
+                << 100 * r["control_difference"].get<double>() << " %";
+      if (r.contains("gpu_trace_overhead"))
+        std::cerr << ", GPU activity tracing over CUDA events "
+                  << 100 * r["gpu_trace_overhead"].get<double>() << " %";
+      std::cerr << "\n";
     }
   } catch (const std::exception& e) {
     std::cerr << "symtune-bench-telemetry: " << symtune::oneLine(e) << "\n";

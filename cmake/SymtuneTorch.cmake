@@ -59,14 +59,26 @@ if(SYMTUNE_WITH_CUDA)
   endif()
 endif()
 
+# CUPTI (the GPU activity tracer) and NVTX (ranges for Nsight Systems) need headers only: the
+# toolkit's, wherever this toolkit keeps them. libcupti is opened at run time.
 set(_cupti_default OFF)
-if(SYMTUNE_WITH_CUDA AND TARGET CUDA::cupti)
-  set(_cupti_default ON)
+if(SYMTUNE_WITH_CUDA)
+  find_path(SYMTUNE_CUPTI_INCLUDE_DIR cupti_activity.h
+            HINTS ${CUDAToolkit_CUPTI_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS}
+                  ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/include)
+  find_path(SYMTUNE_NVTX_INCLUDE_DIR nvtx3/nvToolsExt.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(SYMTUNE_CUPTI_INCLUDE_DIR)
+    set(_cupti_default ON)
+  endif()
 endif()
-option(SYMTUNE_WITH_CUPTI "Build the CUPTI activity tracer (loaded at run time when present)"
+option(SYMTUNE_WITH_CUPTI "Build the CUPTI activity tracer (libcupti is loaded at run time)"
        ${_cupti_default})
 if(SYMTUNE_WITH_CUPTI AND NOT SYMTUNE_WITH_CUDA)
   message(FATAL_ERROR "SYMTUNE_WITH_CUPTI needs SYMTUNE_WITH_CUDA")
+endif()
+if(SYMTUNE_WITH_CUPTI AND NOT SYMTUNE_CUPTI_INCLUDE_DIR)
+  message(FATAL_ERROR "SYMTUNE_WITH_CUPTI is ON but CUPTI's headers (cupti_activity.h) were not "
+                      "found; set SYMTUNE_CUPTI_INCLUDE_DIR")
 endif()
 
 # What Symtune's libraries link for LibTorch. TORCH_LIBRARIES holds this machine's absolute paths,

@@ -1,19 +1,54 @@
 #!/usr/bin/env bash
 # Every GPU check in one call, for the GPU machine (the device tool): builds the engine, kernels,
-# runner and GPU checks with the `gpu` preset (no Qt), runs them, and writes the results under
-# $OUT (default bench-results/): machine.txt, build.log, gpu-check.json, ctest.log, demo.log,
-# demo-report.json, bench-telemetry.json, bench-optim-{adamw,sgd}.json, bench-kernels.json, and
-# the six-model benchmark: bench-gpu.json (the engine's modes, symtune-bench) and
-# bench-gpu-python.json (PyTorch eager and torch.compile on the same models and batches,
-# bench/python/anchor.py), within a 9-minute budget together.
+# runner and the Qt-free test suites with the `gpu` preset (no Qt), runs every suite's CUDA rows
+# and the GPU checks, traces the demo with CUPTI, and writes the results under $OUT (default
+# bench-results/): machine.txt, build.log, gpu-check.json, ctest.log, demo.log,
+# demo-report.json, demo-trace.json, bench-telemetry.json, bench-optim-{adamw,sgd}.json,
+# bench-kernels.json, and the six-model benchmark: bench-gpu.json (the engine's modes,
+# symtune-bench) and bench-gpu-python.json (PyTorch eager and torch.compile on the same models
+# and batches, bench/python/anchor.py), within a 9-minute budget together; verdict.txt says what
+# passed.
 #
 # Here, once before carrying:   scripts/gpu-check.sh --prepare   (copies nlohmann/json's, Asio's
 #                                                 and doctest's headers into the ignored
 #                                                 .deps/include)
 # There:                        scripts/gpu-check.sh              (run with carry: [".deps"])
+# Its judgement alone:          scripts/gpu-check.sh --verdict DIR STATUS
+#                               (what the script decides from a results folder and the status of
+#                               the steps before; tests/scripts/gpu_check_verdict_test.sh)
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
+
+# The verdict: success only when every step before succeeded (STATUS 0), the suites ran (their
+# log is there and CTest finished), and no suite skipped its CUDA rows — a skip on this machine
+# means a CUDA path went untested, so it is a failure however green the rest is.
+verdict() {
+  local dir=$1 status=$2 problems=()
+  [ "$status" = 0 ] || problems+=("a step failed (status $status)")
+  if [ ! -s "$dir/ctest.log" ]; then
+    problems+=("no ctest.log: the test suites did not run")
+  else
+    grep -q "tests passed" "$dir/ctest.log" || problems+=("ctest.log has no CTest summary")
+    if grep -n "CUDA rows skipped" "$dir/ctest.log" > "$dir/cuda-rows-skipped.txt"; then
+      problems+=("CUDA rows were skipped on a machine with a GPU: $(head -3 "$dir/cuda-rows-skipped.txt" | tr '\n' ' ')")
+    else
+      rm -f "$dir/cuda-rows-skipped.txt"
+    fi
+  fi
+  if [ ${#problems[@]} -eq 0 ]; then
+    echo "gpu-check: passed" | tee "$dir/verdict.txt"
+    return 0
+  fi
+  { echo "gpu-check: FAILED"; printf '  %s\n' "${problems[@]}"; } | tee "$dir/verdict.txt"
+  return 1
+}
+
+if [ "${1:-}" = "--verdict" ]; then
+  [ $# -eq 3 ] || { echo "usage: $0 --verdict DIR STATUS" >&2; exit 2; }
+  verdict "$2" "$3"
+  exit $?
+fi
 
 if [ "${1:-}" = "--prepare" ]; then
   mkdir -p .deps/include
@@ -42,37 +77,48 @@ fi
 echo "built in $(( $(date +%s) - t0 )) s"
 
 status=0
+grep -q "SYMTUNE_WITH_CUPTI:BOOL=ON" build/gpu/CMakeCache.txt || {
+  echo "the gpu build has no CUPTI: GPU activity tracing cannot be checked"; status=1; }
 build/gpu/bin/symtune-gpu-check > "$OUT/gpu-check.json" 2>&1 || status=1
-# -V: every test's output, so that a skipped CUDA row shows. The Qt-free suites print "CUDA rows
-# skipped: ..." where they find no GPU (tests/common/cuda_rows.h); here there is one, so any such
-# line fails the check.
-(cd build/gpu && ctest -V) > "$OUT/ctest.log" 2>&1 || status=1
-if grep -n "CUDA rows skipped" "$OUT/ctest.log" > "$OUT/cuda-rows-skipped.txt"; then
-  echo "CUDA rows were skipped on a machine with a GPU:"
-  cat "$OUT/cuda-rows-skipped.txt"
-  status=1
-fi
+# -V: every test's output, so that a skipped CUDA row shows. The Qt-free suites (every suite of
+# the engine, kernels and core) print "CUDA rows skipped: ..." where they find no GPU
+# (tests/common/cuda_rows.h); here there is one, so the verdict fails on any such line.
+(cd build/gpu && ctest -V -j 4) > "$OUT/ctest.log" 2>&1 || status=1
+grep -E "^[0-9]+% tests passed|tests failed|\(Failed\)|\*\*\*" "$OUT/ctest.log" | tail -30
 
-# The demo session trained on the GPU through the batch runner.
+# The demo session trained on the GPU through the batch runner, its first steps traced: the
+# trace must hold GPU lanes (CUPTI's kernels) linked to the ops that launched them.
 sed 's/"device": "auto"/"device": "cuda"/' resources/sessions/demo.json > "$OUT/.demo-gpu.json"
 build/gpu/bin/symtune-runner --batch "$OUT/.demo-gpu.json" --report "$OUT/demo-report.json" \
-  --progress-interval 2 > "$OUT/demo.log" 2>&1 || status=1
+  --trace "$OUT/demo-trace.json" --trace-steps 3 --progress-interval 2 > "$OUT/demo.log" 2>&1 \
+  || status=1
 rm -f "$OUT/.demo-gpu.json"
+python3 - "$OUT/demo-trace.json" "$OUT/demo-report.json" <<'PY' || status=1
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+timing = json.load(open(sys.argv[2])).get("device_timing")
+gpu = [e for e in events if e.get("ph") == "X" and e.get("pid", 0) >= 100]
+kernels = [e for e in gpu if e.get("cat") == "kernel"]
+flows = [e for e in events if e.get("ph") == "f"]
+on_nodes = [e for e in gpu if "node" in e.get("args", {})]
+print(f"demo trace: {len(gpu)} GPU activities ({len(kernels)} kernels), {len(flows)} launch "
+      f"arrows, {len(on_nodes)} on graph nodes; device timing: {timing}")
+sys.exit(0 if kernels and flows and on_nodes and timing == "cupti" else 1)
+PY
 
 # The fused optimizer step against torch::optim's on CUDA, on the ResNet-152 gpu preset's
-# parameters. (kernels.fused_optim's CUDA rows do not run above yet: it is still a Qt Test suite,
-# which the gpu preset does not build.)
+# parameters (their CUDA rows ran in kernels.fused_optim above).
 for opt in adamw sgd; do
   timeout 60 build/gpu/bin/symtune-bench-optim --device cuda --preset gpu --optimizer "$opt" \
     --rounds 30 > "$OUT/bench-optim-$opt.json" 2> "$OUT/bench-optim-$opt.log" || status=1
 done
 
-# Fused ops against their ATen compositions on CUDA. (Of the kernels' reference tables only
-# kernels.grad_stats is Qt-free yet, so only its CUDA rows run in ctest above.)
+# Fused ops against their ATen compositions on CUDA (their reference tables ran above).
 timeout 60 build/gpu/bin/symtune-bench-kernels --device cuda --rounds 20 \
   > "$OUT/bench-kernels.json" 2> "$OUT/bench-kernels.log" || status=1
 
-# Telemetry overhead on the GPU preset (features-only and per-node against off).
+# Telemetry overhead on the GPU preset (features-only and per-node against off; the GPU activity
+# tracer against CUDA events).
 build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 --model dynamic_resnet > "$OUT/bench-telemetry.json" \
   2> "$OUT/bench-telemetry.log" || status=1
 
@@ -94,6 +140,6 @@ rm -rf "$export_dir"
 tail -40 "$OUT/bench-gpu.log" "$OUT/bench-gpu-python.log"
 
 cat "$OUT/gpu-check.json"
-tail -5 "$OUT/ctest.log" "$OUT/demo.log"
-echo "gpu-check: status $status after $(( $(date +%s) - t0 )) s"
-exit $status
+tail -5 "$OUT/demo.log" "$OUT/bench-telemetry.log"
+echo "after $(( $(date +%s) - t0 )) s"
+verdict "$OUT" "$status"

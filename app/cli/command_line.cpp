@@ -132,6 +132,10 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
         throw std::invalid_argument("--trace-steps expects a positive integer, got \"" + v + "\"");
       }
       cl.traceSteps = n;
+    } else if (a == "--nvtx") {
+      cl.nvtx = true;
+    } else if (a == "--no-gpu-trace") {
+      cl.noGpuTrace = true;
     } else if (a == "--report") {
       cl.report = value(i);
     } else if (a == "--listen") {
@@ -144,10 +148,11 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       cl.run = true;
     } else if (a == "--overlay") {
       cl.overlay = value(i);
-      static const char* const kOverlays[] = {"none", "latency", "memory", "flops", "gradnorm"};
+      static const char* const kOverlays[] = {"none",     "latency",  "memory", "flops",
+                                              "gradnorm", "gpu-time", "kernels"};
       if (std::find(std::begin(kOverlays), std::end(kOverlays), *cl.overlay) == std::end(kOverlays))
         throw std::invalid_argument(
-            "--overlay expects none, latency, memory, flops or gradnorm, "
+            "--overlay expects none, latency, memory, flops, gradnorm, gpu-time or kernels, "
             "got \"" +
             *cl.overlay + "\"");
     } else if (a == "--screenshot") {
@@ -201,6 +206,10 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     throw std::invalid_argument(std::string(cl.report ? "--report" : "--trace") +
                                 " only applies with --batch");
   }
+  if (cl.mode != CommandLine::Mode::Batch && (cl.nvtx || cl.noGpuTrace)) {
+    throw std::invalid_argument(std::string(cl.nvtx ? "--nvtx" : "--no-gpu-trace") +
+                                " only applies with --batch");
+  }
   return cl;
 }
 
@@ -217,7 +226,8 @@ std::string usage(const std::string& program, bool studio) {
                     program + " --attach ADDR [--token T] open the studio on a running process\n" +
                     "  " + program +
                     " --run SESSION             start SESSION in the studio (runner + attach)\n"
-                    "      [--overlay latency|memory|flops|gradnorm] [--screenshot PNG\n"
+                    "      [--overlay latency|memory|flops|gradnorm|gpu-time|kernels]\n"
+                    "      [--screenshot PNG\n"
                     "       [--screenshot-after STEPS]]\n"
               : std::string()) +
          "  " + program +
@@ -256,6 +266,10 @@ std::string usage(const std::string& program, bool studio) {
          "  --trace FILE               write a Chrome trace (Perfetto, chrome://tracing) of\n"
          "                             steps 1..N: every op, memory per step\n"
          "  --trace-steps N            how many steps to trace (default 5)\n"
+         "  --nvtx                     NVTX ranges named after steps and graph nodes, for\n"
+         "                             Nsight Systems (the session's run.nvtx)\n"
+         "  --no-gpu-trace             on CUDA, time nodes with CUDA events, not CUPTI's GPU\n"
+         "                             activity (the session's run.gpu_trace)\n"
          "  --listen ADDR              serve the attach protocol (docs/protocol.md) while\n"
          "                             training and after, until a client sends stop\n"
          "\n"

@@ -16,6 +16,8 @@ struct CommandLine {
   double progressInterval = 1.0;          // --progress-interval SECONDS
   std::optional<std::string> trace;       // --trace FILE
   int64_t traceSteps = 5;                 // --trace-steps N
+  bool nvtx = false;                      // --nvtx: the session's run.nvtx, turned on
+  bool noGpuTrace = false;                // --no-gpu-trace: the session's run.gpu_trace, off
   std::optional<std::string> listen;      // --listen ADDR: serve the attach protocol while training
   std::optional<double> linger;           // --linger SECONDS: after the last step, serve until
                                           // no client has been attached for this long

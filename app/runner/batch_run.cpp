@@ -131,8 +131,10 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   for (const auto& rewrite : trainer.rewrites())
     report.rewrites.emplace_back(rewrite.rule, rewrite.sites);
   const bool cuda = trainer.device().is_cuda();
-  if (cuda)
+  if (cuda) {
     compat::cudaResetPeakStats(trainer.device().index());
+    report.deviceTiming = trainer.gpuTraceNote().value_or("cupti");
+  }
 
   if (options.progress != nullptr) {
     *options.progress << "symtune " << kVersion << ": " << session.name << " — "
@@ -148,6 +150,9 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         *options.progress << " " << name;
       *options.progress << std::endl;
     }
+    if (trainer.gpuTraceNote())
+      *options.progress << *trainer.gpuTraceNote() << "; nodes are timed with CUDA events"
+                        << std::endl;
   }
   std::unique_ptr<attach::RunController> attached;
   if (options.listen) {
@@ -230,9 +235,10 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     }
   }
   if (options.trace) {
+    const GpuRecords gpuRecords = trainer.takeGpuRecords();
     try {
-      writeFileAtomically(*options.trace,
-                          chromeTrace(trainer.takeEvents(), counters, &trainer.staticGraph()));
+      writeFileAtomically(*options.trace, chromeTrace(trainer.takeEvents(), counters,
+                                                      &trainer.staticGraph(), &gpuRecords));
     } catch (const std::exception& e) {
       report.status = RunReport::Status::Failed;
       report.error = std::string("cannot write the trace: ") + e.what();

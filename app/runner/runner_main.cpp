@@ -70,6 +70,10 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   } catch (const symtune::SessionError& e) {
     return fail(e.what(), 2);
   }
+  if (cl.nvtx)
+    session.run.nvtx = true;
+  if (cl.noGpuTrace)
+    session.run.gpuTrace = false;
   const std::string reportPath = cl.report.value_or(symtune::app::defaultReportPath(cl.session));
   if (!session.rules.empty())
     loadRulePlugins();

@@ -39,6 +39,10 @@ symtune::graphview::Overlay overlayNamed(const std::string& name) {
     return Overlay::Flops;
   if (name == "gradnorm")
     return Overlay::GradNorm;
+  if (name == "gpu-time")
+    return Overlay::GpuTime;
+  if (name == "kernels")
+    return Overlay::Kernels;
   return Overlay::None;
 }
 

@@ -100,12 +100,26 @@ void GraphModel::addNodeStats(const attach::NodesMessage& nodes) {
     const double forwardB = static_cast<double>(n.bytesAllocated);
     const double backwardB = static_cast<double>(n.backwardBytesAllocated);
     const GraphNode& node = graph_->node(id);
+    std::optional<double> device, backwardDevice, kernels, backwardKernels;
+    if (n.forwardDeviceSeconds || n.backwardDeviceSeconds) {
+      backwardDevice = n.backwardDeviceSeconds.value_or(0);
+      device = n.forwardDeviceSeconds.value_or(0) + *backwardDevice;
+    }
+    if (n.kernels) {
+      kernels = static_cast<double>(*n.kernels);
+      backwardKernels = static_cast<double>(n.backwardKernels.value_or(0));
+    }
     if (options_.side == node.side) {
-      figures_[id] = {forwardS + backwardS, forwardB + backwardB};
+      figures_[id] = {forwardS + backwardS, forwardB + backwardB, device, kernels};
     } else if (options_.side == GraphSide::Backward && !node.backward.empty()) {
       const double share = 1.0 / static_cast<double>(node.backward.size());
-      for (NodeId b : node.backward)
-        figures_[b] = {backwardS * share, backwardB * share};
+      auto shared = [share](const std::optional<double>& v) {
+        return v ? std::optional<double>(*v * share) : std::nullopt;
+      };
+      for (NodeId b : node.backward) {
+        figures_[b] = {backwardS * share, backwardB * share, shared(backwardDevice),
+                       shared(backwardKernels)};
+      }
     }
   }
   squaredNormByModule_.clear();
@@ -132,11 +146,22 @@ std::optional<double> GraphModel::value(Overlay overlay, NodeId id) const {
     return std::nullopt;
   switch (overlay) {
     case Overlay::Latency:
-    case Overlay::Memory: {
+    case Overlay::Memory:
+    case Overlay::GpuTime:
+    case Overlay::Kernels: {
       auto it = figures_.find(id);
       if (it == figures_.end())
         return std::nullopt;
-      return overlay == Overlay::Latency ? it->second.seconds : it->second.bytes;
+      switch (overlay) {
+        case Overlay::Latency:
+          return it->second.seconds;
+        case Overlay::Memory:
+          return it->second.bytes;
+        case Overlay::GpuTime:
+          return it->second.deviceSeconds;
+        default:
+          return it->second.kernels;
+      }
     }
     case Overlay::Flops:
       return graph_->node(id).features.flops;

@@ -17,6 +17,10 @@ QString overlayName(Overlay overlay) {
       return QStringLiteral("FLOPs");
     case Overlay::GradNorm:
       return QStringLiteral("Gradient norm");
+    case Overlay::GpuTime:
+      return QStringLiteral("GPU time");
+    case Overlay::Kernels:
+      return QStringLiteral("GPU kernels");
   }
   return {};
 }
@@ -24,11 +28,14 @@ QString overlayName(Overlay overlay) {
 QString overlayUnit(Overlay overlay) {
   switch (overlay) {
     case Overlay::Latency:
+    case Overlay::GpuTime:
       return QStringLiteral("ms");
     case Overlay::Memory:
       return QStringLiteral("MiB");
     case Overlay::Flops:
       return QStringLiteral("GFLOP");
+    case Overlay::Kernels:
+      return QStringLiteral("kernels");
     case Overlay::None:
     case Overlay::GradNorm:
       break;
@@ -39,7 +46,10 @@ QString overlayUnit(Overlay overlay) {
 QString formatValue(Overlay overlay, double value, std::optional<double> peakBytes) {
   switch (overlay) {
     case Overlay::Latency:
+    case Overlay::GpuTime:
       return QStringLiteral("%1 ms").arg(value * 1e3, 0, 'g', 3);
+    case Overlay::Kernels:
+      return QStringLiteral("%1 kernels").arg(value, 0, 'f', 0);
     case Overlay::Memory: {
       QString text = QStringLiteral("%1 MiB").arg(value / (1024.0 * 1024.0), 0, 'f', 1);
       if (peakBytes && *peakBytes > 0)

@@ -214,7 +214,13 @@ class TestBatch : public QObject {
                                     << "--run, --overlay and --screenshot are the studio's";
     QTest::addRow("unknown overlay")
         << QStringList{"--overlay", "heat"} << QByteArray() << 2
-        << "--overlay expects none, latency, memory, flops or gradnorm, got \"heat\"";
+        << "--overlay expects none, latency, memory, flops, gradnorm, gpu-time or kernels, got "
+           "\"heat\"";
+    QTest::addRow("nvtx without batch")
+        << QStringList{"--nvtx"} << QByteArray() << 2 << "--nvtx only applies with --batch";
+    QTest::addRow("no GPU trace without batch")
+        << QStringList{"@/s.json", "--no-gpu-trace"} << kSession << 2
+        << "--no-gpu-trace only applies with --batch";
     QTest::addRow("screenshot after no steps")
         << QStringList{"--screenshot", "x.png", "--screenshot-after", "0"} << QByteArray() << 2
         << "--screenshot-after expects a positive number of steps, got \"0\"";

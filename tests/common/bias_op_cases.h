@@ -4,8 +4,7 @@
 
 #include <torch/torch.h>
 
-#include <QVector>
-
+#include <cstdint>
 #include <vector>
 
 namespace symtune::test {
@@ -14,7 +13,7 @@ enum class BiasKind { Row, Full, None, Broadcast };
 
 struct BiasShape {
   const char* name;
-  QVector<qint64> shape;
+  std::vector<int64_t> shape;
   BiasKind bias;
   bool transposed;  // the input is a transposed (non-contiguous) view
 };

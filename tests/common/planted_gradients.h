@@ -2,12 +2,13 @@
 // Planted gradients for rule tests: a parameter whose gradient holds chosen values, and a check
 // of a tensor's values element by element (relative tolerance 1e-5).
 
+#include "doctest_torch.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include <torch/types.h>
-#include <QtTest>
 
 namespace symtune::test {
 
@@ -18,14 +19,14 @@ inline torch::Tensor withGrad(std::vector<float> value, std::vector<float> grad,
   return p;
 }
 
-// A mismatch fails the calling test (QTest records it) and stops this check.
+// A mismatch fails the calling test case (each element is its own assertion).
 inline void expectValues(const torch::Tensor& t, std::vector<float> expected) {
   const auto flat = t.flatten().contiguous();
-  QCOMPARE(flat.numel(), static_cast<int64_t>(expected.size()));
+  REQUIRE(flat.numel() == static_cast<int64_t>(expected.size()));
   for (size_t i = 0; i < expected.size(); ++i) {
     const float got = flat[static_cast<int64_t>(i)].item<float>();
-    QVERIFY2(std::abs(got - expected[i]) <= 1e-5f * std::max(1.0f, std::abs(expected[i])),
-             qPrintable(QString("element %1: %2, expected %3").arg(i).arg(got).arg(expected[i])));
+    INFO("element ", i, ": ", got, ", expected ", expected[i]);
+    CHECK(std::abs(got - expected[i]) <= 1e-5f * std::max(1.0f, std::abs(expected[i])));
   }
 }
 

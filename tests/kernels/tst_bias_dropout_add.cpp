@@ -4,7 +4,10 @@
 // bias), dtypes (float32, float64, bfloat16) and rates; the mask itself (its rate, seeds that
 // differ in either half, neighbours, dtypes, thread counts, torch::manual_seed); evaluation, p = 0
 // and p = 1; other shapes through the composition; finite differences in float64; the op from
-// TorchScript; bad arguments. CUDA rows run where a GPU is present and skip where not.
+// TorchScript; bad arguments. CUDA rows run where a GPU is present and say why they skip where
+// not.
+
+#include "doctest_torch.h"
 
 #include <torch/csrc/jit/ir/irparser.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
@@ -13,19 +16,22 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "bias_op_cases.h"
+#include "cuda_rows.h"
 #include "error_of.h"
 #include "kernel_dtypes.h"
 #include "symtune/kernels/bias_dropout_add.h"
 #include "tensor_compare.h"
-#include "test_main.h"
 
 namespace {
 
-using symtune::test::BiasKind;
-
-const char* const kSkip =
-    "no CUDA device: the CUDA rows run on a GPU machine (scripts/gpu-check.sh)";
+using symtune::test::BiasShape;
 
 // Which of `shape`'s elements the mask of (p, seed) keeps, as a bool tensor.
 torch::Tensor keptBy(const std::vector<int64_t>& shape, double p, int64_t seed,
@@ -46,218 +52,219 @@ const char* const kIr = R"IR(graph(%x : Tensor, %b : Tensor, %r : Tensor):
   %y : Tensor = symtune::bias_dropout_add(%x, %b, %r, %p, %train)
   return (%y))IR";
 
+const double kRates[] = {0.1, 0.5};
+
+void matchesTheComposition(const BiasShape& s, const char* dtypeName, torch::Dtype dtype, double p,
+                           bool cuda) {
+  INFO((cuda ? "cuda " : "cpu "), s.name, " ", dtypeName, " p=", p);
+  torch::manual_seed(7);
+  const auto opts = torch::TensorOptions().dtype(dtype).device(cuda ? torch::kCUDA : torch::kCPU);
+  const std::vector<int64_t>& sizes = s.shape;
+  const torch::Tensor x = symtune::test::biasInput(sizes, s.transposed, opts);
+  CHECK(x.is_contiguous() != s.transposed);
+  const auto r = torch::randn(sizes, opts);
+  const torch::Tensor b = symtune::test::biasFor(s.bias, sizes, opts);
+  auto leaf = [](const torch::Tensor& t) {
+    return t.defined() ? t.detach().clone().requires_grad_(true) : t;
+  };
+  auto x1 = leaf(x), b1 = leaf(b), r1 = leaf(r), x2 = leaf(x), b2 = leaf(b), r2 = leaf(r);
+  // The op draws its seed from the default generator: the same generator state, the same mask.
+  torch::manual_seed(99);
+  const auto fused = symtune::kernels::biasDropoutAdd(x1, b1, r1, p);
+  torch::manual_seed(99);
+  const auto kept = symtune::kernels::biasDropoutAdd(torch::ones(sizes, opts), {},
+                                                     torch::zeros(sizes, opts), p) != 0;
+  const auto factor = kept.to(x.scalar_type()) * (1 / (1 - p));
+  const auto reference = r2 + (b2.defined() ? x2 + b2 : x2) * factor;
+  const auto upstream = torch::randn_like(reference);
+  fused.backward(upstream);
+  reference.backward(upstream);
+  // bfloat16: ATen rounds x + bias and the scaled mask to bfloat16, the fused op does not.
+  const double tolerance = dtype == torch::kBFloat16  ? 2e-2
+                           : dtype == torch::kFloat64 ? 1e-12
+                                                      : 2e-6;
+  const auto check = symtune::test::checkScaledError;
+  check("output", fused, reference, tolerance);
+  check("input gradient", x1.grad(), x2.grad(), tolerance);
+  CHECK(torch::equal(r1.grad(), r2.grad()));
+  if (b.defined()) {
+    // The bias gradient sums over rows: float32 sums in a different order than ATen's.
+    const double sumTolerance = dtype == torch::kFloat32 ? 2e-5 : tolerance * 4;
+    check("bias gradient", b1.grad(), b2.grad(), sumTolerance);
+  }
+}
+
+void compositionRows(bool cuda) {
+  for (const BiasShape& s : symtune::test::biasShapes()) {
+    for (const auto& [dtypeName, dtype] : symtune::test::kernelDtypes()) {
+      for (double p : kRates)
+        matchesTheComposition(s, dtypeName, dtype, p, cuda);
+    }
+  }
+}
+
+// The share kept is 1 - p; masks of different seeds — differing in the low half, the high
+// half, or both — are independent (agreement p² + (1 - p)²), and so are neighbours.
+void maskHasTheRateAndIndependence(const torch::Device& device) {
+  INFO(device.str());
+  const std::vector<int64_t> shape{1000, 1000};
+  const int64_t seed = int64_t{0x123456789abc};
+  for (double p : {0.1, 0.3, 0.5, 0.9}) {
+    const double kept = keptBy(shape, p, seed, device).to(torch::kDouble).mean().item<double>();
+    // Binomial standard deviation at 10^6 elements: at most 5e-4; allow 6 of them.
+    INFO("p=", p, ": kept ", kept);
+    CHECK(std::abs(kept - (1 - p)) < 3e-3);
+  }
+  const auto a = keptBy(shape, 0.5, seed, device);
+  CHECK(torch::equal(a, keptBy(shape, 0.5, seed, device)));  // the same seed, the same mask
+  for (int64_t other : {seed ^ 1, seed ^ (int64_t{1} << 40), seed + int64_t{0x100000001}}) {
+    const double same = agreement(a, keptBy(shape, 0.5, other, device));
+    INFO("seed ", other, ": agreement ", same);
+    CHECK(std::abs(same - 0.5) < 3e-3);
+  }
+  const auto flat = a.view(-1);
+  const double neighbours = agreement(flat.slice(0, 0, -1), flat.slice(0, 1));
+  INFO("neighbours' agreement ", neighbours);
+  CHECK(std::abs(neighbours - 0.5) < 3e-3);
+  if (device.is_cuda()) {  // Note [Dropout mask]: the same bits on either device
+    CHECK(torch::equal(a.cpu(), keptBy(shape, 0.5, seed)));
+  }
+}
+
 }  // namespace
 
-class TestBiasDropoutAdd : public QObject {
-  Q_OBJECT
+TEST_CASE("matches the composition on the CPU") {
+  compositionRows(false);
+}
 
- private Q_SLOTS:
-  void matchesTheComposition_data() {
-    QTest::addColumn<QVector<qint64>>("shape");
-    QTest::addColumn<int>("bias");
-    QTest::addColumn<bool>("transposed");
-    QTest::addColumn<int>("dtype");
-    QTest::addColumn<double>("p");
-    QTest::addColumn<bool>("cuda");
-    for (bool cuda : {false, true})
-      for (const auto& s : symtune::test::biasShapes())
-        for (const auto& [dtypeName, dtype] : symtune::test::kernelDtypes())
-          for (double p : {0.1, 0.5})
-            QTest::addRow("%s %s %s p=%g", cuda ? "cuda" : "cpu", s.name, dtypeName, p)
-                << s.shape << int(s.bias) << s.transposed << int(dtype) << p << cuda;
-  }
-  void matchesTheComposition() {
-    QFETCH(QVector<qint64>, shape);
-    QFETCH(int, bias);
-    QFETCH(bool, transposed);
-    QFETCH(int, dtype);
-    QFETCH(double, p);
-    QFETCH(bool, cuda);
-    if (cuda && !torch::cuda::is_available())
-      QSKIP(kSkip);
-    torch::manual_seed(7);
-    const torch::Device device = cuda ? torch::kCUDA : torch::kCPU;
-    const auto opts = torch::TensorOptions().dtype(static_cast<torch::Dtype>(dtype)).device(device);
-    const std::vector<int64_t> sizes(shape.begin(), shape.end());
-    const torch::Tensor x = symtune::test::biasInput(sizes, transposed, opts);
-    QVERIFY(x.is_contiguous() != transposed);
-    const auto r = torch::randn(sizes, opts);
-    const torch::Tensor b = symtune::test::biasFor(static_cast<BiasKind>(bias), sizes, opts);
-    auto leaf = [](const torch::Tensor& t) {
-      return t.defined() ? t.detach().clone().requires_grad_(true) : t;
-    };
-    auto x1 = leaf(x), b1 = leaf(b), r1 = leaf(r), x2 = leaf(x), b2 = leaf(b), r2 = leaf(r);
-    // The op draws its seed from the default generator: the same generator state, the same mask.
-    torch::manual_seed(99);
-    const auto fused = symtune::kernels::biasDropoutAdd(x1, b1, r1, p);
-    torch::manual_seed(99);
-    const auto kept = symtune::kernels::biasDropoutAdd(torch::ones(sizes, opts), {},
-                                                       torch::zeros(sizes, opts), p) != 0;
-    const auto factor = kept.to(x.scalar_type()) * (1 / (1 - p));
-    const auto reference = r2 + (b2.defined() ? x2 + b2 : x2) * factor;
-    const auto upstream = torch::randn_like(reference);
-    fused.backward(upstream);
-    reference.backward(upstream);
-    // bfloat16: ATen rounds x + bias and the scaled mask to bfloat16, the fused op does not.
-    const double tolerance = dtype == int(torch::kBFloat16)  ? 2e-2
-                             : dtype == int(torch::kFloat64) ? 1e-12
-                                                             : 2e-6;
-    QVERIFY2(symtune::test::scaledError(fused, reference) <= tolerance,
-             qPrintable(QString::number(symtune::test::scaledError(fused, reference))));
-    QVERIFY2(symtune::test::scaledError(x1.grad(), x2.grad()) <= tolerance,
-             qPrintable(QString::number(symtune::test::scaledError(x1.grad(), x2.grad()))));
-    QVERIFY(torch::equal(r1.grad(), r2.grad()));
-    if (b.defined()) {
-      const double sumTolerance = dtype == int(torch::kFloat32) ? 2e-5 : tolerance * 4;
-      QVERIFY2(symtune::test::scaledError(b1.grad(), b2.grad()) <= sumTolerance,
-               qPrintable(QString::number(symtune::test::scaledError(b1.grad(), b2.grad()))));
-    }
-  }
+TEST_CASE("matches the composition on CUDA") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  compositionRows(true);
+}
 
-  // The share kept is 1 - p; masks of different seeds — differing in the low half, the high
-  // half, or both — are independent (agreement p² + (1 - p)²), and so are neighbours.
-  void maskHasTheRateAndIndependence_data() {
-    QTest::addColumn<bool>("cuda");
-    QTest::addRow("cpu") << false;
-    QTest::addRow("cuda") << true;
-  }
-  void maskHasTheRateAndIndependence() {
-    QFETCH(bool, cuda);
-    if (cuda && !torch::cuda::is_available())
-      QSKIP(kSkip);
-    const torch::Device device = cuda ? torch::kCUDA : torch::kCPU;
-    const std::vector<int64_t> shape{1000, 1000};
-    const int64_t seed = int64_t{0x123456789abc};
-    for (double p : {0.1, 0.3, 0.5, 0.9}) {
-      const double kept = keptBy(shape, p, seed, device).to(torch::kDouble).mean().item<double>();
-      // Binomial standard deviation at 10^6 elements: at most 5e-4; allow 6 of them.
-      QVERIFY2(std::abs(kept - (1 - p)) < 3e-3,
-               qPrintable(QString("p=%1: kept %2").arg(p).arg(kept)));
-    }
-    const auto a = keptBy(shape, 0.5, seed, device);
-    QVERIFY(torch::equal(a, keptBy(shape, 0.5, seed, device)));  // the same seed, the same mask
-    for (int64_t other : {seed ^ 1, seed ^ (int64_t{1} << 40), seed + int64_t{0x100000001}}) {
-      const double same = agreement(a, keptBy(shape, 0.5, other, device));
-      QVERIFY2(std::abs(same - 0.5) < 3e-3, qPrintable(QString("agreement %1").arg(same)));
-    }
-    const auto flat = a.view(-1);
-    const double neighbours = agreement(flat.slice(0, 0, -1), flat.slice(0, 1));
-    QVERIFY2(std::abs(neighbours - 0.5) < 3e-3, qPrintable(QString::number(neighbours)));
-    if (cuda)  // Note [Dropout mask]: the same bits on either device
-      QVERIFY(torch::equal(a.cpu(), keptBy(shape, 0.5, seed)));
-  }
+TEST_CASE("the mask has its rate and is independent across seeds and neighbours on the CPU") {
+  maskHasTheRateAndIndependence(torch::kCPU);
+}
 
-  // float32 takes the vectorized hash where the build has one; float64 and bfloat16 the scalar
-  // one: the same mask, on one thread or several.
-  void maskIsTheSameForEveryDtypeAndThreadCount() {
-    const std::vector<int64_t> shape{513, 1031};
-    const int threads = at::get_num_threads();
-    at::set_num_threads(1);
-    const auto one = keptBy(shape, 0.3, 42);
-    at::set_num_threads(std::max(2, threads));
-    const auto many = keptBy(shape, 0.3, 42);
-    at::set_num_threads(threads);
-    QVERIFY(torch::equal(one, many));
-    QVERIFY(torch::equal(one, keptBy(shape, 0.3, 42, torch::kCPU, torch::kFloat64)));
-    QVERIFY(torch::equal(one, keptBy(shape, 0.3, 42, torch::kCPU, torch::kBFloat16)));
-  }
+TEST_CASE(
+    "the mask has its rate and is independent across seeds and neighbours on CUDA, and "
+    "is the CPU's") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  maskHasTheRateAndIndependence(torch::Device(torch::kCUDA, 0));
+}
 
-  // Evaluation and p = 0 add; p = 1 drops everything (the input's gradient is zero).
-  void evaluationAndTheEdgeRates() {
-    const auto x = torch::randn({5, 33}), b = torch::randn({33}), r = torch::randn({5, 33});
-    QVERIFY(torch::equal(symtune::kernels::biasDropoutAdd(x, b, r, 0.5, false), x + b + r));
-    QVERIFY(torch::equal(symtune::kernels::biasDropoutAdd(x, b, r, 0.0), x + b + r));
-    auto xg = x.clone().requires_grad_(true), bg = b.clone().requires_grad_(true);
-    const auto all = symtune::kernels::biasDropoutAdd(xg, bg, r, 1.0);
-    QVERIFY(torch::equal(all, r));
-    all.sum().backward();
-    QVERIFY(torch::equal(xg.grad(), torch::zeros_like(x)));
-    QVERIFY(torch::equal(bg.grad(), torch::zeros_like(b)));
-  }
+// float32 takes the vectorized hash where the build has one; float64 and bfloat16 the scalar
+// one: the same mask, on one thread or several.
+TEST_CASE("the mask is the same for every dtype and thread count") {
+  const std::vector<int64_t> shape{513, 1031};
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  const auto one = keptBy(shape, 0.3, 42);
+  at::set_num_threads(std::max(2, threads));
+  const auto many = keptBy(shape, 0.3, 42);
+  at::set_num_threads(threads);
+  CHECK(torch::equal(one, many));
+  CHECK(torch::equal(one, keptBy(shape, 0.3, 42, torch::kCPU, torch::kFloat64)));
+  CHECK(torch::equal(one, keptBy(shape, 0.3, 42, torch::kCPU, torch::kBFloat16)));
+}
 
-  // Central differences in float64 with a fixed seed: the backward is the forward's derivative.
-  void finiteDifferences() {
-    torch::manual_seed(11);
-    const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
-    const auto x = torch::randn({3, 5}, opts), b = torch::randn({5}, opts);
-    const auto r = torch::randn({3, 5}, opts), weights = torch::randn({3, 5}, opts);
-    const double p = 0.4;
-    const int64_t seed = 2024;
-    auto loss = [&](const torch::Tensor& xv, const torch::Tensor& bv) {
-      return (symtune::kernels::biasDropoutAddForward(xv, bv, r, p, seed) * weights)
-          .sum()
-          .item<double>();
-    };
-    const auto [dx, db] = symtune::kernels::biasDropoutAddBackward(weights, b, p, seed);
-    const double h = 1e-6;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      auto xp = x.clone(), xm = x.clone();
-      xp.view(-1)[i] += h;
-      xm.view(-1)[i] -= h;
-      const double numeric = (loss(xp, b) - loss(xm, b)) / (2 * h);
-      QVERIFY2(std::abs(numeric - dx.view(-1)[i].item<double>()) < 1e-7,
-               qPrintable(QString("x[%1]").arg(i)));
-    }
-    for (int64_t j = 0; j < b.numel(); ++j) {
-      auto bp = b.clone(), bm = b.clone();
-      bp[j] += h;
-      bm[j] -= h;
-      const double numeric = (loss(x, bp) - loss(x, bm)) / (2 * h);
-      QVERIFY2(std::abs(numeric - db[j].item<double>()) < 1e-7,
-               qPrintable(QString("b[%1]").arg(j)));
-    }
-  }
+// Evaluation and p = 0 add; p = 1 drops everything (the input's gradient is zero).
+TEST_CASE("evaluation and the edge rates") {
+  const auto x = torch::randn({5, 33}), b = torch::randn({33}), r = torch::randn({5, 33});
+  CHECK(torch::equal(symtune::kernels::biasDropoutAdd(x, b, r, 0.5, false), x + b + r));
+  CHECK(torch::equal(symtune::kernels::biasDropoutAdd(x, b, r, 0.0), x + b + r));
+  auto xg = x.clone().requires_grad_(true), bg = b.clone().requires_grad_(true);
+  const auto all = symtune::kernels::biasDropoutAdd(xg, bg, r, 1.0);
+  CHECK(torch::equal(all, r));
+  all.sum().backward();
+  CHECK(torch::equal(xg.grad(), torch::zeros_like(x)));
+  CHECK(torch::equal(bg.grad(), torch::zeros_like(b)));
+}
 
-  void callableFromTorchScriptIr() {
-    auto graph = std::make_shared<torch::jit::Graph>();
-    torch::jit::parseIR(kIr, graph.get());
-    torch::jit::GraphExecutor executor(graph, "bias_dropout_add");
-    const auto x = torch::randn({4, 6}), b = torch::randn({6}), r = torch::randn({4, 6});
-    torch::jit::Stack stack{x, b, r};
-    executor.run(stack);
-    QVERIFY(torch::equal(stack.front().toTensor(), x + b + r));
+// Central differences in float64 with a fixed seed: the backward is the forward's derivative.
+TEST_CASE("finite differences") {
+  torch::manual_seed(11);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64);
+  const auto x = torch::randn({3, 5}, opts), b = torch::randn({5}, opts);
+  const auto r = torch::randn({3, 5}, opts), weights = torch::randn({3, 5}, opts);
+  const double p = 0.4;
+  const int64_t seed = 2024;
+  auto loss = [&](const torch::Tensor& xv, const torch::Tensor& bv) {
+    return (symtune::kernels::biasDropoutAddForward(xv, bv, r, p, seed) * weights)
+        .sum()
+        .item<double>();
+  };
+  const auto [dx, db] = symtune::kernels::biasDropoutAddBackward(weights, b, p, seed);
+  const double h = 1e-6;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    auto xp = x.clone(), xm = x.clone();
+    xp.view(-1)[i] += h;
+    xm.view(-1)[i] -= h;
+    const double numeric = (loss(xp, b) - loss(xm, b)) / (2 * h);
+    INFO("x[", i, "]");
+    CHECK(std::abs(numeric - dx.view(-1)[i].item<double>()) < 1e-7);
   }
-
-  // A bias that broadcasts another way, or a residual of another shape, takes the composition.
-  void otherShapesTakeTheComposition() {
-    const auto x = torch::randn({4, 6}), r = torch::randn({4, 6});
-    const auto column = torch::randn({4, 1}), row = torch::randn({1, 6});
-    QVERIFY(torch::allclose(symtune::kernels::biasDropoutAdd(x, column, r, 0.3, false),
-                            r + (x + column)));
-    QVERIFY(torch::allclose(symtune::kernels::biasDropoutAdd(x, {}, row, 0.3, false), row + x));
-    auto xg = x.clone().requires_grad_(true);
-    const auto y = symtune::kernels::biasDropoutAdd(xg, column, r, 0.5);
-    y.sum().backward();
-    const auto kept = xg.grad() != 0;  // ATen's mask, through ATen's autograd
-    QVERIFY(torch::allclose(y, r + (x + column) * kept * 2.0));
+  for (int64_t j = 0; j < b.numel(); ++j) {
+    auto bp = b.clone(), bm = b.clone();
+    bp[j] += h;
+    bm[j] -= h;
+    const double numeric = (loss(x, bp) - loss(x, bm)) / (2 * h);
+    INFO("b[", j, "]");
+    CHECK(std::abs(numeric - db[j].item<double>()) < 1e-7);
   }
+}
 
-  void refusesBadArguments() {
-    const auto x = torch::randn({2, 3}), r = torch::randn({2, 3});
-    using symtune::kernels::biasDropoutAdd;
-    using symtune::kernels::biasDropoutAddForward;
-    const std::string rate = symtune::test::errorOf([&] { biasDropoutAdd(x, {}, r, 1.5); });
-    QVERIFY2(rate.find("p must be in [0, 1], got 1.5") != std::string::npos, rate.c_str());
-    const std::string residual = symtune::test::errorOf([&] {
-      biasDropoutAddForward(x, {}, torch::randn({3, 2}), 0.1, 1);
-    });
-    QVERIFY2(residual.find("the residual has shape [3, 2], the input [2, 3]") != std::string::npos,
-             residual.c_str());
-    const std::string bias = symtune::test::errorOf([&] {
-      biasDropoutAddForward(x, torch::randn({2, 1}), r, 0.1, 1);
-    });
-    QVERIFY2(
-        bias.find("the bias must be a vector of the input's last dimension") != std::string::npos,
-        bias.c_str());
-    const std::string dtype = symtune::test::errorOf(
-        [&] { biasDropoutAdd(x, torch::randn({3}, torch::kFloat64), r, 0.1); });
-    QVERIFY2(dtype.find("the bias is Double, the input Float") != std::string::npos, dtype.c_str());
-    const std::string mismatch = symtune::test::errorOf([&] {
-      biasDropoutAdd(x, {}, torch::randn({3, 2}), 0.1);
-    });
-    QVERIFY2(!mismatch.empty(), "a residual that does not broadcast is an error");
-  }
-};
+TEST_CASE("callable from TorchScript IR") {
+  auto graph = std::make_shared<torch::jit::Graph>();
+  torch::jit::parseIR(kIr, graph.get());
+  torch::jit::GraphExecutor executor(graph, "bias_dropout_add");
+  const auto x = torch::randn({4, 6}), b = torch::randn({6}), r = torch::randn({4, 6});
+  torch::jit::Stack stack{x, b, r};
+  executor.run(stack);
+  CHECK(torch::equal(stack.front().toTensor(), x + b + r));
+}
 
-SYMTUNE_TEST_MAIN_CORE(TestBiasDropoutAdd)
-#include "tst_bias_dropout_add.moc"
+// A bias that broadcasts another way, or a residual of another shape, takes the composition.
+TEST_CASE("other shapes take the composition") {
+  const auto x = torch::randn({4, 6}), r = torch::randn({4, 6});
+  const auto column = torch::randn({4, 1}), row = torch::randn({1, 6});
+  CHECK(torch::allclose(symtune::kernels::biasDropoutAdd(x, column, r, 0.3, false),
+                        r + (x + column)));
+  CHECK(torch::allclose(symtune::kernels::biasDropoutAdd(x, {}, row, 0.3, false), row + x));
+  auto xg = x.clone().requires_grad_(true);
+  const auto y = symtune::kernels::biasDropoutAdd(xg, column, r, 0.5);
+  y.sum().backward();
+  const auto kept = xg.grad() != 0;  // ATen's mask, through ATen's autograd
+  CHECK(torch::allclose(y, r + (x + column) * kept * 2.0));
+}
+
+TEST_CASE("bad arguments are refused") {
+  const auto x = torch::randn({2, 3}), r = torch::randn({2, 3});
+  using symtune::kernels::biasDropoutAdd;
+  using symtune::kernels::biasDropoutAddForward;
+  const std::string rate = symtune::test::errorOf([&] { biasDropoutAdd(x, {}, r, 1.5); });
+  INFO(rate);
+  CHECK(rate.find("p must be in [0, 1], got 1.5") != std::string::npos);
+  const std::string residual = symtune::test::errorOf([&] {
+    biasDropoutAddForward(x, {}, torch::randn({3, 2}), 0.1, 1);
+  });
+  INFO(residual);
+  CHECK(residual.find("the residual has shape [3, 2], the input [2, 3]") != std::string::npos);
+  const std::string bias = symtune::test::errorOf([&] {
+    biasDropoutAddForward(x, torch::randn({2, 1}), r, 0.1, 1);
+  });
+  INFO(bias);
+  CHECK(bias.find("the bias must be a vector of the input's last dimension") != std::string::npos);
+  const std::string dtype = symtune::test::errorOf(
+      [&] { biasDropoutAdd(x, torch::randn({3}, torch::kFloat64), r, 0.1); });
+  INFO(dtype);
+  CHECK(dtype.find("the bias is Double, the input Float") != std::string::npos);
+  // errorOf says "(no error)" when nothing is thrown: an empty message would not tell.
+  const std::string mismatch = symtune::test::errorOf([&] {
+    biasDropoutAdd(x, {}, torch::randn({3, 2}), 0.1);
+  });
+  INFO("a residual that does not broadcast is an error: ", mismatch);
+  CHECK(mismatch != "(no error)");
+}

@@ -1,23 +1,30 @@
 // The fused optimizers against torch::optim: the same steps on the same gradients give the same
 // parameters and state (shapes with odd sizes, size 1, several chunks, a non-contiguous
 // parameter, a parameter without a gradient on some steps; float32, float64, bfloat16), save
-// and load, clear errors — and 200 training steps of zoo models track torch::optim. CUDA rows
-// run where a GPU is present and skip with a message where not.
+// and load, clear errors — and 200 training steps of zoo models track torch::optim, on the CPU
+// and on CUDA. CUDA rows run where a GPU is present and say why they skip where not.
+
+#include "doctest_torch.h"
 
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
-#include <cmath>
-#include <functional>
-#include <memory>
+#include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda_rows.h"
 #include "error_of.h"
 #include "symtune/core/session.h"
 #include "symtune/kernels/fused_optim.h"
 #include "symtune/kernels/fused_optimizers.h"
 #include "symtune/runtime/trainer.h"
 #include "tensor_compare.h"
-#include "test_main.h"
 
 using torch::optim::Optimizer;
 
@@ -72,215 +79,229 @@ std::vector<torch::Tensor> parameters(torch::Dtype dtype, torch::Device device) 
   return ps;
 }
 
-}  // namespace
-
-class TestFusedOptim : public QObject {
-  Q_OBJECT
-
- private Q_SLOTS:
-  void matchesTorchOptim_data() {
-    QTest::addColumn<int>("kind");
-    QTest::addColumn<int>("dtype");
-    QTest::addColumn<double>("weightDecay");
-    QTest::addColumn<bool>("cuda");
-    QTest::addColumn<double>("tolerance");
-    const std::pair<const char*, Kind> kinds[] = {{"adam", Kind::Adam},
-                                                  {"adamw", Kind::AdamW},
-                                                  {"sgd", Kind::Sgd},
-                                                  {"sgd momentum", Kind::SgdMomentum},
-                                                  {"sgd nesterov", Kind::SgdNesterov}};
-    for (bool cuda : {false, true}) {
-      for (const auto& [name, kind] : kinds) {
-        for (double wd : {0.0, 0.05}) {
-          QTest::addRow("%s %s float32 wd=%g", where(cuda), name, wd)
-              << int(kind) << int(torch::kFloat32) << wd << cuda << 1e-5;
-          QTest::addRow("%s %s float64 wd=%g", where(cuda), name, wd)
-              << int(kind) << int(torch::kFloat64) << wd << cuda << 1e-12;
-        }
-        // bfloat16: torch::optim computes in bfloat16, the fused step in float32.
-        QTest::addRow("%s %s bfloat16", where(cuda), name)
-            << int(kind) << int(torch::kBFloat16) << 0.01 << cuda << 3e-2;
-      }
-    }
-  }
-  void matchesTorchOptim() {
-    QFETCH(int, kind);
-    QFETCH(int, dtype);
-    QFETCH(double, weightDecay);
-    QFETCH(bool, cuda);
-    QFETCH(double, tolerance);
-    if (cuda && !torch::cuda::is_available())
-      QSKIP("no CUDA device: the CUDA rows run on a GPU machine (scripts/gpu-check.sh)");
-    const torch::Device device = cuda ? torch::kCUDA : torch::kCPU;
-    auto a = parameters(static_cast<torch::Dtype>(dtype), device);
-    std::vector<torch::Tensor> b;
-    for (const auto& p : a) {
-      auto copy = p.detach().clone(at::MemoryFormat::Preserve).requires_grad_(true);
-      b.push_back(copy);
-    }
-    QVERIFY(!b[4].is_contiguous());
-    Pair pair = makePair(static_cast<Kind>(kind), a, b, weightDecay);
-    for (int step = 0; step < 6; ++step) {
-      for (size_t i = 0; i < a.size(); ++i) {
-        // Parameter 1 has no gradient on steps 2 and 3: it skips them, its step count lags.
-        if (i == 1 && (step == 2 || step == 3)) {
-          a[i].mutable_grad() = torch::Tensor();
-          b[i].mutable_grad() = torch::Tensor();
-          continue;
-        }
-        const auto g = torch::randn_like(a[i]);
-        a[i].mutable_grad() = g.clone();
-        b[i].mutable_grad() = g.clone();
-      }
-      pair.reference->step();
-      pair.fused->step();
-    }
-    for (size_t i = 0; i < a.size(); ++i) {
-      const double diff = symtune::test::scaledError(b[i], a[i]);
-      QVERIFY2(diff <= tolerance, qPrintable(QString("parameter %1: %2").arg(i).arg(diff)));
-    }
-    // The same state: step counts and moments (Adam), momentum buffers (SGD).
-    auto& stateA = pair.reference->state();
-    auto& stateB = pair.fused->state();
-    QCOMPARE(stateB.size(), stateA.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (stateA.count(a[i].unsafeGetTensorImpl()) == 0)
-        continue;
-      auto& sa = *stateA.at(a[i].unsafeGetTensorImpl());
-      auto& sb = *stateB.at(b[i].unsafeGetTensorImpl());
-      if (auto* adamA = dynamic_cast<torch::optim::AdamParamState*>(&sa)) {
-        auto& adamB = dynamic_cast<torch::optim::AdamParamState&>(sb);
-        QCOMPARE(adamB.step(), adamA->step());
-        QVERIFY(symtune::test::scaledError(adamB.exp_avg_sq(), adamA->exp_avg_sq()) <= tolerance);
-      } else if (auto* wA = dynamic_cast<torch::optim::AdamWParamState*>(&sa)) {
-        auto& wB = dynamic_cast<torch::optim::AdamWParamState&>(sb);
-        QCOMPARE(wB.step(), wA->step());
-        QVERIFY(symtune::test::scaledError(wB.exp_avg(), wA->exp_avg()) <= tolerance);
-      } else {
-        auto& sgdA = dynamic_cast<torch::optim::SGDParamState&>(sa);
-        auto& sgdB = dynamic_cast<torch::optim::SGDParamState&>(sb);
-        QVERIFY(symtune::test::scaledError(sgdB.momentum_buffer(), sgdA.momentum_buffer()) <=
-                tolerance);
-      }
-    }
-  }
-
-  // Saved and loaded like torch::optim's: a restored optimizer continues where it left off.
-  void saveAndLoadContinueTheRun() {
-    auto ps = parameters(torch::kFloat32, torch::kCPU);
-    symtune::optim::FusedAdamW first(ps, torch::optim::AdamWOptions(1e-2));
-    for (auto& p : ps)
-      p.mutable_grad() = torch::ones_like(p);
-    first.step();
-    torch::serialize::OutputArchive out;
-    first.save(out);
-    std::stringstream bytes;
-    out.save_to(bytes);
-
-    std::vector<torch::Tensor> copies;
-    for (const auto& p : ps)
-      copies.push_back(p.detach().clone().requires_grad_(true));
-    symtune::optim::FusedAdamW second(copies, torch::optim::AdamWOptions(1e-2));
-    torch::serialize::InputArchive in;
-    in.load_from(bytes);
-    second.load(in);
-    for (size_t i = 0; i < ps.size(); ++i)
-      copies[i].mutable_grad() = torch::ones_like(copies[i]);
-    first.step();
-    second.step();
-    for (size_t i = 0; i < ps.size(); ++i)
-      QVERIFY(torch::equal(copies[i].detach(), ps[i].detach()));
-  }
-
-  void refusesWhatItDoesNotSupport() {
-    auto ps = parameters(torch::kFloat32, torch::kCPU);
-    QVERIFY(symtune::test::errorOf([&] {
-              symtune::optim::FusedAdam(ps, torch::optim::AdamOptions().amsgrad(true));
-            }).find("amsgrad is not supported") != std::string::npos);
-    const std::string mismatch = symtune::test::errorOf(
-        [&] { symtune::kernels::fusedAdam_({ps[0]}, {ps[1]}, {ps[0]}, {ps[0]}, {1}, {}); });
-    QVERIFY2(mismatch.find("tensor 0 has shape [7], its parameter [1]") != std::string::npos,
-             mismatch.c_str());
-  }
-
-  // 200 steps of zoo models: one trainer with torch::optim, one with the fused step, the same
-  // data. Rounding differences compound through training, by how much depends on the model: a
-  // third trainer, torch::optim's with every parameter element perturbed after every step by a
-  // rounding-sized relative amount (uniform in ±2^-24, a fixed seed), measures it. The fused
-  // trainer must stay within 1e-5 of torch::optim's, or within 4× what that perturbation causes
-  // on a model that amplifies rounding: the dynamic ResNet's data-dependent branches make it
-  // chaotic, so there two valid roundings part completely within 200 steps and only the
-  // comparison with the perturbed run says anything.
-  void tracksTorchOptimOverTwoHundredSteps_data() {
-    QTest::addColumn<QString>("zoo");
-    QTest::addColumn<QString>("optimizer");
-    QTest::addRow("dynamic_resnet, adamw") << "dynamic_resnet"
-                                           << "adamw";
-    QTest::addRow("transformer_xl, adam") << "transformer_xl"
-                                          << "adam";
-    QTest::addRow("moe_topk, sgd momentum") << "moe_topk"
-                                            << "sgd";
-  }
-  void tracksTorchOptimOverTwoHundredSteps() {
-    QFETCH(QString, zoo);
-    QFETCH(QString, optimizer);
-    auto session = [&](bool fused) {
-      symtune::Session s;
-      s.name = "fused";
-      s.model.zoo = zoo.toStdString();
-      s.model.preset = "ci";
-      s.optimizer.name = optimizer.toStdString();
-      s.optimizer.weightDecay = 1e-4;
-      if (optimizer == "sgd") {
-        s.optimizer.lr = 0.05;
-        s.optimizer.momentum = 0.9;
-      }
-      s.optimizer.fused = fused;
-      s.run.threads = 1;
-      return s;
-    };
-    symtune::Trainer reference(session(false)), fused(session(true)), perturbed(session(false));
-    auto parametersOf = [](symtune::Trainer& t) {
-      return t.optimizer().inner().param_groups().front().params();
-    };
-    auto generator = at::make_generator<at::CPUGeneratorImpl>(2024);
-    double lossGap = 0;
-    for (int step = 0; step < 200; ++step) {
-      const double a = reference.step().loss, b = fused.step().loss;
-      perturbed.step();
-      torch::NoGradGuard noGrad;
-      for (auto& p : parametersOf(perturbed))
-        p.mul_(1 + std::ldexp(1.0, -24) * (2 * at::rand(p.sizes(), generator, p.options()) - 1));
-      lossGap = std::max(lossGap, std::abs(a - b) / std::max(std::abs(a), 1e-6));
-    }
-    // The largest per-tensor difference against the tensor's scale: its largest entry, or ten
-    // learning-rate steps where that is larger. Adam moves an element by about lr a step
-    // whatever the gradient's size, so an element that starts at zero (a norm's bias) and sees
-    // only rounding-sized gradients takes lr-sized steps whose sign is the rounding's: there a
-    // few lr of difference is rounding too.
-    const double lr = session(false).optimizer.lr;
-    auto distance = [&](symtune::Trainer& other) {
-      const auto pa = parametersOf(reference), pb = parametersOf(other);
-      double worst = 0;
-      for (size_t i = 0; i < pa.size(); ++i) {
-        const double scale = std::max(pa[i].abs().max().item<double>(), 10 * lr);
-        worst = std::max(worst, (pb[i] - pa[i]).abs().max().item<double>() / scale);
-      }
-      return worst;
-    };
-    const double fusedDistance = distance(fused), perturbedDistance = distance(perturbed);
-    qInfo(
-        "%s: after 200 steps, max relative parameter difference %.3g (rounding-sized "
-        "perturbations of torch::optim's: %.3g); largest relative loss gap %.3g",
-        qPrintable(QTest::currentDataTag()), fusedDistance, perturbedDistance, lossGap);
-    const double tolerance = std::max(1e-5, 4 * perturbedDistance);
-    QVERIFY2(fusedDistance <= tolerance,
-             qPrintable(QString("%1 > %2").arg(fusedDistance).arg(tolerance)));
-  }
-
- private:
-  static const char* where(bool cuda) { return cuda ? "cuda" : "cpu"; }
+struct OptimRow {
+  const char* optimizer;
+  Kind kind;
+  const char* dtypeName;
+  torch::Dtype dtype;
+  double weightDecay;
+  double tolerance;
 };
 
-SYMTUNE_TEST_MAIN_CORE(TestFusedOptim)
-#include "tst_fused_optim.moc"
+// Every optimizer in float32 and float64 with and without weight decay, and in bfloat16 (where
+// torch::optim computes in bfloat16, the fused step in float32: hence the wide tolerance).
+std::vector<OptimRow> optimRows() {
+  const std::pair<const char*, Kind> kinds[] = {{"adam", Kind::Adam},
+                                                {"adamw", Kind::AdamW},
+                                                {"sgd", Kind::Sgd},
+                                                {"sgd momentum", Kind::SgdMomentum},
+                                                {"sgd nesterov", Kind::SgdNesterov}};
+  std::vector<OptimRow> rows;
+  for (const auto& [name, kind] : kinds) {
+    for (double wd : {0.0, 0.05}) {
+      rows.push_back({name, kind, "float32", torch::kFloat32, wd, 1e-5});
+      rows.push_back({name, kind, "float64", torch::kFloat64, wd, 1e-12});
+    }
+    rows.push_back({name, kind, "bfloat16", torch::kBFloat16, 0.01, 3e-2});
+  }
+  return rows;
+}
+
+void matchesTorchOptim(const OptimRow& row, const torch::Device& device) {
+  INFO(device.str(), " ", row.optimizer, " ", row.dtypeName, " wd=", row.weightDecay);
+  auto a = parameters(row.dtype, device);
+  std::vector<torch::Tensor> b;
+  for (const auto& p : a)
+    b.push_back(p.detach().clone(at::MemoryFormat::Preserve).requires_grad_(true));
+  REQUIRE(!b[4].is_contiguous());
+  Pair pair = makePair(row.kind, a, b, row.weightDecay);
+  for (int step = 0; step < 6; ++step) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      // Parameter 1 has no gradient on steps 2 and 3: it skips them, its step count lags.
+      if (i == 1 && (step == 2 || step == 3)) {
+        a[i].mutable_grad() = torch::Tensor();
+        b[i].mutable_grad() = torch::Tensor();
+        continue;
+      }
+      const auto g = torch::randn_like(a[i]);
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    pair.reference->step();
+    pair.fused->step();
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double diff = symtune::test::scaledError(b[i], a[i]);
+    INFO("parameter ", i, ": ", diff);
+    CHECK(diff <= row.tolerance);
+  }
+  // The same state: step counts and moments (Adam), momentum buffers (SGD).
+  auto& stateA = pair.reference->state();
+  auto& stateB = pair.fused->state();
+  REQUIRE(stateB.size() == stateA.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("state of parameter ", i);
+    if (stateA.count(a[i].unsafeGetTensorImpl()) == 0)
+      continue;
+    auto& sa = *stateA.at(a[i].unsafeGetTensorImpl());
+    auto& sb = *stateB.at(b[i].unsafeGetTensorImpl());
+    if (auto* adamA = dynamic_cast<torch::optim::AdamParamState*>(&sa)) {
+      auto& adamB = dynamic_cast<torch::optim::AdamParamState&>(sb);
+      CHECK(adamB.step() == adamA->step());
+      CHECK(symtune::test::scaledError(adamB.exp_avg_sq(), adamA->exp_avg_sq()) <= row.tolerance);
+    } else if (auto* wA = dynamic_cast<torch::optim::AdamWParamState*>(&sa)) {
+      auto& wB = dynamic_cast<torch::optim::AdamWParamState&>(sb);
+      CHECK(wB.step() == wA->step());
+      CHECK(symtune::test::scaledError(wB.exp_avg(), wA->exp_avg()) <= row.tolerance);
+    } else {
+      auto& sgdA = dynamic_cast<torch::optim::SGDParamState&>(sa);
+      auto& sgdB = dynamic_cast<torch::optim::SGDParamState&>(sb);
+      CHECK(symtune::test::scaledError(sgdB.momentum_buffer(), sgdA.momentum_buffer()) <=
+            row.tolerance);
+    }
+  }
+}
+
+struct TrackingRow {
+  const char* name;
+  const char* zoo;
+  const char* optimizer;
+};
+const TrackingRow kTrackingRows[] = {{"dynamic_resnet, adamw", "dynamic_resnet", "adamw"},
+                                     {"transformer_xl, adam", "transformer_xl", "adam"},
+                                     {"moe_topk, sgd momentum", "moe_topk", "sgd"}};
+
+// 200 steps of zoo models: one trainer with torch::optim, one with the fused step, the same
+// data. Rounding differences compound through training, by how much depends on the model: a
+// third trainer, torch::optim's with every parameter element perturbed after every step by a
+// rounding-sized relative amount (uniform in ±2^-24, a fixed seed), measures it. The fused
+// trainer must stay within 1e-5 of torch::optim's, or within 4× what that perturbation causes
+// on a model that amplifies rounding: the dynamic ResNet's data-dependent branches make it
+// chaotic, so there two valid roundings part completely within 200 steps and only the
+// comparison with the perturbed run says anything.
+void tracksTorchOptim(const TrackingRow& row, const std::string& device) {
+  INFO(device, " ", row.name);
+  auto session = [&](bool fused) {
+    symtune::Session s;
+    s.name = "fused";
+    s.model.zoo = row.zoo;
+    s.model.preset = "ci";
+    s.optimizer.name = row.optimizer;
+    s.optimizer.weightDecay = 1e-4;
+    if (s.optimizer.name == "sgd") {
+      s.optimizer.lr = 0.05;
+      s.optimizer.momentum = 0.9;
+    }
+    s.optimizer.fused = fused;
+    s.run.device = device;
+    s.run.threads = 1;
+    return s;
+  };
+  symtune::Trainer reference(session(false)), fused(session(true)), perturbed(session(false));
+  auto parametersOf = [](symtune::Trainer& t) {
+    return t.optimizer().inner().param_groups().front().params();
+  };
+  // The perturbations are drawn on the CPU from one seeded generator whatever the device, so
+  // that a CUDA run is perturbed by the same amounts as a CPU run.
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(2024);
+  double lossGap = 0;
+  for (int step = 0; step < 200; ++step) {
+    const double a = reference.step().loss, b = fused.step().loss;
+    perturbed.step();
+    torch::NoGradGuard noGrad;
+    for (auto& p : parametersOf(perturbed)) {
+      const auto uniform = at::rand(p.sizes(), generator, p.options().device(torch::kCPU));
+      p.mul_(1 + std::ldexp(1.0, -24) * (2 * uniform.to(p.device()) - 1));
+    }
+    lossGap = std::max(lossGap, std::abs(a - b) / std::max(std::abs(a), 1e-6));
+  }
+  // The largest per-tensor difference against the tensor's scale: its largest entry, or ten
+  // learning-rate steps where that is larger. Adam moves an element by about lr a step
+  // whatever the gradient's size, so an element that starts at zero (a norm's bias) and sees
+  // only rounding-sized gradients takes lr-sized steps whose sign is the rounding's: there a
+  // few lr of difference is rounding too.
+  const double lr = session(false).optimizer.lr;
+  auto distance = [&](symtune::Trainer& other) {
+    const auto pa = parametersOf(reference), pb = parametersOf(other);
+    double worst = 0;
+    for (size_t i = 0; i < pa.size(); ++i) {
+      const double scale = std::max(pa[i].abs().max().item<double>(), 10 * lr);
+      worst = std::max(worst, (pb[i] - pa[i]).abs().max().item<double>() / scale);
+    }
+    return worst;
+  };
+  const double fusedDistance = distance(fused), perturbedDistance = distance(perturbed);
+  MESSAGE(device, " ", row.name, ": after 200 steps, max relative parameter difference ",
+          fusedDistance, " (rounding-sized perturbations of torch::optim's: ", perturbedDistance,
+          "); largest relative loss gap ", lossGap);
+  const double tolerance = std::max(1e-5, 4 * perturbedDistance);
+  INFO("fused distance ", fusedDistance, ", tolerance ", tolerance);
+  CHECK(fusedDistance <= tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("the fused steps match torch::optim's on the CPU: parameters and state") {
+  for (const OptimRow& row : optimRows())
+    matchesTorchOptim(row, torch::kCPU);
+}
+
+TEST_CASE("the fused steps match torch::optim's on CUDA: parameters and state") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  for (const OptimRow& row : optimRows())
+    matchesTorchOptim(row, torch::Device(torch::kCUDA, 0));
+}
+
+// Saved and loaded like torch::optim's: a restored optimizer continues where it left off.
+TEST_CASE("a saved and loaded optimizer continues the run") {
+  auto ps = parameters(torch::kFloat32, torch::kCPU);
+  symtune::optim::FusedAdamW first(ps, torch::optim::AdamWOptions(1e-2));
+  for (auto& p : ps)
+    p.mutable_grad() = torch::ones_like(p);
+  first.step();
+  torch::serialize::OutputArchive out;
+  first.save(out);
+  std::stringstream bytes;
+  out.save_to(bytes);
+
+  std::vector<torch::Tensor> copies;
+  for (const auto& p : ps)
+    copies.push_back(p.detach().clone().requires_grad_(true));
+  symtune::optim::FusedAdamW second(copies, torch::optim::AdamWOptions(1e-2));
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  second.load(in);
+  for (size_t i = 0; i < ps.size(); ++i)
+    copies[i].mutable_grad() = torch::ones_like(copies[i]);
+  first.step();
+  second.step();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    INFO("parameter ", i);
+    CHECK(torch::equal(copies[i].detach(), ps[i].detach()));
+  }
+}
+
+TEST_CASE("what the fused steps do not support is refused") {
+  auto ps = parameters(torch::kFloat32, torch::kCPU);
+  const std::string amsgrad = symtune::test::errorOf(
+      [&] { symtune::optim::FusedAdam(ps, torch::optim::AdamOptions().amsgrad(true)); });
+  INFO(amsgrad);
+  CHECK(amsgrad.find("amsgrad is not supported") != std::string::npos);
+  const std::string mismatch = symtune::test::errorOf(
+      [&] { symtune::kernels::fusedAdam_({ps[0]}, {ps[1]}, {ps[0]}, {ps[0]}, {1}, {}); });
+  INFO(mismatch);
+  CHECK(mismatch.find("tensor 0 has shape [7], its parameter [1]") != std::string::npos);
+}
+
+TEST_CASE("the fused step tracks torch::optim over 200 training steps on the CPU") {
+  for (const TrackingRow& row : kTrackingRows)
+    tracksTorchOptim(row, "cpu");
+}
+
+TEST_CASE("the fused step tracks torch::optim over 200 training steps on CUDA") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  for (const TrackingRow& row : kTrackingRows)
+    tracksTorchOptim(row, "cuda");
+}

@@ -1,6 +1,7 @@
 // The node inspector: a forward and a backward node of a small graph as rows (kind, module path,
 // source line, shapes, costs, links), live statistics from `nodes` messages updating in place,
-// each node's history capped, unknown node ids ignored; the widget's empty state and sparkline.
+// each node's history capped, unknown node ids ignored, a CUDA run's kernels as rows; the widget's
+// empty state and sparkline.
 
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
@@ -178,10 +179,12 @@ class TestNodeInspectorModel : public QObject {
     QStringList properties;
     for (int row = 0; row < model.rowCount(); ++row)
       properties << model.index(row, 0).data().toString();
-    QCOMPARE(properties, (QStringList{"node", "kind", "side", "module path", "source", "input 0",
-                                      "input 1", "input 2", "output 0", "op class", "FLOPs",
-                                      "bytes read", "bytes written", "backward nodes", "calls",
-                                      "forward time", "backward time", "allocated", "last step"}));
+    QCOMPARE(properties,
+             (QStringList{"node",          "kind",           "side",        "module path",
+                          "source",        "input 0",        "input 1",     "input 2",
+                          "output 0",      "op class",       "FLOPs",       "bytes read",
+                          "bytes written", "backward nodes", "calls",       "forward time",
+                          "backward time", "allocated",      "GPU kernels", "last step"}));
     QCOMPARE(model.headerData(0, Qt::Horizontal).toString(), QString("Property"));
     QCOMPARE(model.headerData(1, Qt::Horizontal).toString(), QString("Value"));
   }
@@ -237,6 +240,7 @@ class TestNodeInspectorModel : public QObject {
     QCOMPARE(valueOf(model, "forward time"), QString("1.500 ms (device 1.000 ms)"));
     QCOMPARE(valueOf(model, "backward time"), QString("2.500 ms"));
     QCOMPARE(valueOf(model, "allocated"), QString("2.0 KiB forward, 3.0 MiB backward"));
+    QCOMPARE(valueOf(model, "GPU kernels"), QString("—"));
     QCOMPARE(valueOf(model, "last step"), QString("10"));
 
     // Stats of another node only: nothing shown changes.
@@ -298,6 +302,48 @@ class TestNodeInspectorModel : public QObject {
     QVERIFY(model.history(NodeId(0)).isEmpty());
     QVERIFY(model.history(NodeId(99)).isEmpty());
     QCOMPARE(model.history(NodeId(1)).size(), 1);
+  }
+
+  // A CUDA run traced with CUPTI: the kernel count, the CUDA share of the allocations, and one row
+  // per kernel after the live rows; the rows come and go with the node's kernels.
+  void kernelsOfACudaRunAreRows() {
+    NodeInspectorModel model;
+    attachTester(&model);
+    model.setGraph(sampleGraph());
+    model.setNode(NodeId(2));  // the backward node: its forward op's figures
+    const int rows = model.rowCount();
+    attach::NodeFigures conv = nodeStats(0, 0.0015, 0.0025);
+    conv.forwardDeviceSeconds = 0.001;
+    conv.backwardDeviceSeconds = 0.002;
+    conv.cudaBytesAllocated = 1024;
+    conv.backwardCudaBytesAllocated = 2 * 1024 * 1024;
+    conv.kernels = 3;
+    conv.backwardKernels = 2;
+    conv.kernelList = {{"wgrad_kernel", "kernel", true, 1, 0.0012},
+                       {"implicit_gemm", "kernel", false, 1, 0.0009},
+                       {"Memset", "memset", false, 1, 0.0001}};
+    QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
+    model.addNodeStats(nodesMessage(7, {conv}));
+    QCOMPARE(reset.count(), 1);  // three rows more
+    QCOMPARE(model.rowCount(), rows + 3);
+    QCOMPARE(valueOf(model, "GPU kernels"), QString("3"));
+    QCOMPARE(valueOf(model, "allocated"),
+             QString("2.0 KiB forward, 3.0 MiB backward (CUDA 1.0 KiB, 2.0 MiB)"));
+    QCOMPARE(valueOf(model, "kernel 1"), QString("1× 1.200 ms backward: wgrad_kernel"));
+    QCOMPARE(valueOf(model, "kernel 2"), QString("1× 0.900 ms forward: implicit_gemm"));
+    QCOMPARE(valueOf(model, "kernel 3"), QString("1× 0.100 ms forward: Memset"));
+
+    // The same number of kernels: updated in place.
+    conv.kernelList[0].calls = 2;
+    model.addNodeStats(nodesMessage(8, {conv}));
+    QCOMPARE(reset.count(), 1);
+    QCOMPARE(valueOf(model, "kernel 1"), QString("2× 1.200 ms backward: wgrad_kernel"));
+
+    // A step without GPU activity: the kernel rows go.
+    model.addNodeStats(nodesMessage(9, {nodeStats(0, 0.001, 0.001)}));
+    QCOMPARE(reset.count(), 2);
+    QCOMPARE(model.rowCount(), rows);
+    QCOMPARE(valueOf(model, "GPU kernels"), QString("—"));
   }
 
   void newGraphForgetsStats() {

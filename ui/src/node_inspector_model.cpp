@@ -170,21 +170,37 @@ QString NodeInspectorModel::liveValue(int liveRow) const {
       return withDevice(f.forwardSeconds, f.forwardDeviceSeconds);
     case 2:
       return withDevice(f.backwardSeconds, f.backwardDeviceSeconds);
-    case 3:
-      return tr("%1 forward, %2 backward")
-          .arg(bytesText(static_cast<double>(f.bytesAllocated)),
-               bytesText(static_cast<double>(f.backwardBytesAllocated)));
+    case 3: {
+      QString text = tr("%1 forward, %2 backward")
+                         .arg(bytesText(static_cast<double>(f.bytesAllocated)),
+                              bytesText(static_cast<double>(f.backwardBytesAllocated)));
+      if (f.cudaBytesAllocated && f.backwardCudaBytesAllocated) {
+        text += tr(" (CUDA %1, %2)")
+                    .arg(bytesText(static_cast<double>(*f.cudaBytesAllocated)),
+                         bytesText(static_cast<double>(*f.backwardCudaBytesAllocated)));
+      }
+      return text;
+    }
     case 4:
+      return f.kernels ? QString::number(*f.kernels) : QStringLiteral("—");
+    case 5:
       return QString::number(it->second.step);
     default:
       return {};
   }
 }
 
+const std::vector<attach::NodeKernelFigures>& NodeInspectorModel::kernelsOf(NodeId id) const {
+  static const std::vector<attach::NodeKernelFigures> kNone;
+  const auto it = stats_.find(statsKey(id));
+  return it == stats_.end() ? kNone : it->second.figures.kernelList;
+}
+
 void NodeInspectorModel::addNodeStats(const attach::NodesMessage& message) {
   const int64_t step = message.step;
   bool shownChanged = false;
   const NodeId shownKey = statsKey(node_);
+  const size_t kernelRowsBefore = node_.valid() ? kernelsOf(node_).size() : 0;
   for (const attach::NodeFigures& o : message.nodes) {
     const NodeId id(o.node);
     if (!known(id) || graph_->node(id).side != GraphSide::Forward)
@@ -197,11 +213,15 @@ void NodeInspectorModel::addNodeStats(const attach::NodesMessage& message) {
       s.history.pop_front();
     shownChanged = shownChanged || (shownKey.valid() && id == shownKey);
   }
-  if (shownChanged) {
-    const int first = static_cast<int>(rows_.size());
-    Q_EMIT dataChanged(index(first, Value), index(first + kLiveRowCount - 1, Value),
-                       {Qt::DisplayRole});
+  if (!shownChanged)
+    return;
+  if (kernelsOf(node_).size() != kernelRowsBefore) {  // rows come or go: views lay out again
+    beginResetModel();
+    endResetModel();
+    return;
   }
+  const int first = static_cast<int>(rows_.size());
+  Q_EMIT dataChanged(index(first, Value), index(rowCount() - 1, Value), {Qt::DisplayRole});
 }
 
 QVector<QPointF> NodeInspectorModel::history(NodeId id) const {
@@ -214,7 +234,7 @@ QVector<QPointF> NodeInspectorModel::history(NodeId id) const {
 int NodeInspectorModel::rowCount(const QModelIndex& parent) const {
   if (parent.isValid() || !node_.valid())
     return 0;
-  return static_cast<int>(rows_.size()) + kLiveRowCount;
+  return static_cast<int>(rows_.size() + kernelsOf(node_).size()) + kLiveRowCount;
 }
 
 int NodeInspectorModel::columnCount(const QModelIndex& parent) const {
@@ -233,9 +253,24 @@ QVariant NodeInspectorModel::data(const QModelIndex& index, int role) const {
     return index.column() == Property ? r.property : r.value;
   }
   static const char* const kLiveNames[kLiveRowCount] = {
-      QT_TR_NOOP("calls"), QT_TR_NOOP("forward time"), QT_TR_NOOP("backward time"),
-      QT_TR_NOOP("allocated"), QT_TR_NOOP("last step")};
-  return index.column() == Property ? tr(kLiveNames[row - graphRows]) : liveValue(row - graphRows);
+      QT_TR_NOOP("calls"),     QT_TR_NOOP("forward time"), QT_TR_NOOP("backward time"),
+      QT_TR_NOOP("allocated"), QT_TR_NOOP("GPU kernels"),  QT_TR_NOOP("last step")};
+  const int liveRow = row - graphRows;
+  if (liveRow < kLiveRowCount)
+    return index.column() == Property ? tr(kLiveNames[liveRow]) : liveValue(liveRow);
+  const auto& kernels = kernelsOf(node_);
+  const size_t k = static_cast<size_t>(liveRow - kLiveRowCount);
+  if (k >= kernels.size())
+    return {};
+  if (index.column() == Property)
+    return tr("kernel %1").arg(k + 1);
+  // "2× 0.310 ms backward: void at::native::elementwise_kernel<...>(...)"; the tooltip has it all.
+  const attach::NodeKernelFigures& kf = kernels[k];
+  const QString text = tr("%1× %2 %3: %4")
+                           .arg(kf.calls)
+                           .arg(msText(kf.seconds), kf.backward ? tr("backward") : tr("forward"),
+                                QString::fromStdString(kf.name));
+  return role == Qt::ToolTipRole ? text : text.left(160);
 }
 
 QVariant NodeInspectorModel::headerData(int section, Qt::Orientation orientation, int role) const {

@@ -130,7 +130,23 @@ NodesMessage decodeNodes(const Reader& r) {
       f.backwardDeviceSeconds = r.number(item, "backward_device_s");
     if (item.contains("live_bytes_after"))
       f.liveBytesAfter = r.integer(item, "live_bytes_after");
-    n.nodes.push_back(f);
+    if (item.contains("cuda_bytes_allocated"))
+      f.cudaBytesAllocated = r.integer(item, "cuda_bytes_allocated");
+    if (item.contains("backward_cuda_bytes_allocated"))
+      f.backwardCudaBytesAllocated = r.integer(item, "backward_cuda_bytes_allocated");
+    if (item.contains("kernels"))
+      f.kernels = r.integer(item, "kernels");
+    if (item.contains("backward_kernels"))
+      f.backwardKernels = r.integer(item, "backward_kernels");
+    if (item.contains("kernel_list")) {
+      for (const json& k : r.array(item, "kernel_list")) {
+        if (!k.is_object())
+          r.fail("\"kernel_list\" must hold objects");
+        f.kernelList.push_back({r.string(k, "name"), r.string(k, "kind"), r.boolean(k, "backward"),
+                                r.integer(k, "calls"), r.number(k, "s")});
+      }
+    }
+    n.nodes.push_back(std::move(f));
   }
   if (p.contains("parameters")) {
     for (const json& item : r.array(p, "parameters")) {
@@ -255,6 +271,25 @@ json encode(const NodesMessage& m) {
       node["backward_device_s"] = *n.backwardDeviceSeconds;
     if (n.liveBytesAfter)
       node["live_bytes_after"] = *n.liveBytesAfter;
+    if (n.cudaBytesAllocated)
+      node["cuda_bytes_allocated"] = *n.cudaBytesAllocated;
+    if (n.backwardCudaBytesAllocated)
+      node["backward_cuda_bytes_allocated"] = *n.backwardCudaBytesAllocated;
+    if (n.kernels)
+      node["kernels"] = *n.kernels;
+    if (n.backwardKernels)
+      node["backward_kernels"] = *n.backwardKernels;
+    if (!n.kernelList.empty()) {
+      json list = json::array();
+      for (const auto& k : n.kernelList) {
+        list.push_back({{"name", k.name},
+                        {"kind", k.kind},
+                        {"backward", k.backward},
+                        {"calls", k.calls},
+                        {"s", k.seconds}});
+      }
+      node["kernel_list"] = std::move(list);
+    }
     nodes.push_back(std::move(node));
   }
   json payload = {{"step", m.step},

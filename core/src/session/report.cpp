@@ -59,6 +59,7 @@ std::string toJson(const RunReport& r) {
       {"session", {{"name", r.sessionName}, {"path", r.sessionPath.string()}}},
       {"model", {{"name", r.model}, {"preset", r.preset}, {"parameters", r.parameterCount}}},
       {"device", r.device},
+      {"device_timing", r.deviceTiming.empty() ? json(nullptr) : json(r.deviceTiming)},
       {"threads", r.threads},
       {"batch_size", r.batchSize},
       {"steps", {{"planned", r.stepsPlanned}, {"completed", r.stepsCompleted()}}},

@@ -238,7 +238,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // run
   if (top.has("run")) {
     const JsonFields run = top.object("run");
-    run.rejectUnknown({"steps", "device", "threads"});
+    run.rejectUnknown({"steps", "device", "threads", "gpu_trace", "nvtx"});
     s.run.steps = run.integer("steps", s.run.steps);
     if (s.run.steps <= 0) {
       run.fail("steps", "expected a positive integer, found " + std::to_string(s.run.steps));
@@ -252,6 +252,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
       run.fail("threads", "expected an integer in [0, 1024], found " + std::to_string(threads));
     }
     s.run.threads = static_cast<int>(threads);
+    s.run.gpuTrace = run.boolean("gpu_trace", s.run.gpuTrace);
+    s.run.nvtx = run.boolean("nvtx", s.run.nvtx);
   }
 
   // rules
@@ -303,14 +305,18 @@ std::string sessionJson(const Session& s) {
   if (s.optimizer.name == "sgd")
     optimizer["momentum"] = s.optimizer.momentum;
   optimizer["fused"] = s.optimizer.fused;
-  nlohmann::json out = {
-      {"format", "symtune-session"},
-      {"version", Session::kFormatVersion},
-      {"name", s.name},
-      {"model", model},
-      {"data", data},
-      {"optimizer", optimizer},
-      {"run", {{"steps", s.run.steps}, {"device", s.run.device}, {"threads", s.run.threads}}}};
+  nlohmann::json out = {{"format", "symtune-session"},
+                        {"version", Session::kFormatVersion},
+                        {"name", s.name},
+                        {"model", model},
+                        {"data", data},
+                        {"optimizer", optimizer},
+                        {"run",
+                         {{"steps", s.run.steps},
+                          {"device", s.run.device},
+                          {"threads", s.run.threads},
+                          {"gpu_trace", s.run.gpuTrace},
+                          {"nvtx", s.run.nvtx}}}};
   if (!s.rules.empty())
     out["rules"] = {{"enable", s.rules.enable}, {"source", s.rules.source}};
   return out.dump(2) + "\n";

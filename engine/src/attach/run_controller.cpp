@@ -19,6 +19,8 @@ StepMessage stepMessage(const StepResult& r) {
   return m;
 }
 
+constexpr size_t kKernelsPerNode = 8;
+
 NodesMessage nodesMessage(const NodeProfile& p, const std::vector<ParameterStats>* gradients) {
   NodesMessage m;
   m.step = p.step;
@@ -36,7 +38,21 @@ NodesMessage nodesMessage(const NodeProfile& p, const std::vector<ParameterStats
     f.bytesAllocated = n.bytesAllocated;
     f.backwardBytesAllocated = n.backwardBytesAllocated;
     f.liveBytesAfter = n.liveBytesAfter;
-    m.nodes.push_back(f);
+    if (n.forwardDeviceSeconds) {  // a CUDA run: its allocations are mostly the GPU's
+      f.cudaBytesAllocated = n.cudaBytesAllocated;
+      f.backwardCudaBytesAllocated = n.backwardCudaBytesAllocated;
+    }
+    if (p.gpuTraced) {
+      f.kernels = n.kernels;
+      f.backwardKernels = n.backwardKernels;
+      // The names that cost most; the protocol carries a node's top few, not every launch.
+      for (size_t i = 0; i < n.kernelList.size() && i < kKernelsPerNode; ++i) {
+        const NodeKernel& k = n.kernelList[i];
+        f.kernelList.push_back(
+            {k.name, gpuActivityKindName(k.kind), k.backward, k.calls, k.seconds});
+      }
+    }
+    m.nodes.push_back(std::move(f));
   }
   if (gradients != nullptr) {
     for (const auto& s : *gradients) {

@@ -9,6 +9,8 @@
 
 #include <ATen/SequenceNumber.h>
 
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "ir_values.h"
 #include "symtune/core/cost_templates.h"
 #include "symtune/graph/symugen.h"
+#include "symtune/profiling/nvtx.h"
 #include "symtune/telemetry/node_context.h"
 
 namespace symtune {
@@ -266,6 +269,9 @@ class SyMuGen::Evaluator {
     const uint64_t before = at::sequence_number::peek();
     {
       CurrentNodeScope scope(nodeId);  // OpTracer attributes the op's events to the node
+      std::optional<nvtx::Range> range;
+      if (nvtx::enabled() && nodeId.valid())
+        range.emplace(nvtxLabel(nodeId));
       op->second(stack);
     }
     const uint64_t after = at::sequence_number::peek();
@@ -278,6 +284,15 @@ class SyMuGen::Evaluator {
       owners_.add(before, after, nodeId);
     if (countCost_)
       countCost(node, inputs);
+  }
+
+  // "#12 aten::conv2d layer1.0.conv1": the node's range in an Nsight Systems capture.
+  std::string nvtxLabel(NodeId id) const {
+    const GraphNode& n = gen_.staticGraph().node(id);
+    std::string label = "#" + std::to_string(id.value()) + " " + n.kind;
+    if (!n.modulePath.empty())
+      label += " " + n.modulePath;
+    return label;
   }
 
   // Adds the node's template cost on this execution's values to the run's totals.

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "symtune/profiling/nvtx.h"
+
 namespace symtune {
 
 namespace {
@@ -27,11 +29,14 @@ MetaStepStats MetaOptimizer::step(const std::function<torch::Tensor()>& closure)
   torch::Tensor loss = closure();
   TORCH_CHECK(loss.defined(), "the MetaOptimizer closure returned an undefined tensor");
   stats.closureSeconds = secondsSince(t0);
-  stats.skipped = gate_ && !gate_(loss);
-  t0 = Clock::now();
-  if (!stats.skipped)
-    inner_->step();
-  stats.updateSeconds = secondsSince(t0);
+  {
+    nvtx::Range range("update");  // the rules' gate and the optimizer's step
+    stats.skipped = gate_ && !gate_(loss);
+    t0 = Clock::now();
+    if (!stats.skipped)
+      inner_->step();
+    stats.updateSeconds = secondsSince(t0);
+  }
   stats.loss = loss.detach();
   ++steps_;
   return stats;

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <sstream>
 
+#include "symtune/profiling/gpu_activity_tracer.h"
+#include "symtune/profiling/nvtx.h"
 #include "symtune/rules/rule_registry.h"
 #include "symtune/zoo/model_zoo.h"
 
@@ -97,6 +99,19 @@ Trainer::Trainer(const Session& session) : session_(session) {
   }
   device_ = pickDevice(session_.run.device);
   torch::manual_seed(session_.data.seed);
+  if (session_.run.nvtx) {
+    try {
+      nvtx::setEnabled(true);
+    } catch (const std::exception& e) {
+      throw SetupError(std::string("run.nvtx: ") + e.what());
+    }
+  }
+  if (device_.is_cuda()) {
+    if (!session_.run.gpuTrace)
+      gpuTraceNote_ = "GPU activity tracing is off (run.gpu_trace is false)";
+    else if (auto why = GpuActivityTracer::unavailableReason())
+      gpuTraceNote_ = "GPU activity tracing is unavailable: " + *why;
+  }
 
   if (session_.model.isZoo()) {
     try {
@@ -219,11 +234,24 @@ void Trainer::setTelemetry(Telemetry level, OpTracerOptions ops) {
   broker_->setEnabled(level != Telemetry::Off);
   if (level == Telemetry::PerNode) {
     staticGraph();
-    ops.deviceTime = ops.deviceTime || device_.is_cuda();
+    if (device_.is_cuda()) {  // Note [Device time]
+      ops.gpuActivity = !gpuTraceNote_.has_value();
+      ops.deviceTime = !ops.gpuActivity;
+    }
     if (!tracer_)
       tracer_ = std::make_unique<OpTracer>();
     tracer_->stop();
-    tracer_->start(ops);
+    try {
+      tracer_->start(ops);
+    } catch (const std::runtime_error& e) {
+      if (!ops.gpuActivity)
+        throw;
+      // CUPTI refused (another profiler holds its buffers): CUDA events, and say why.
+      gpuTraceNote_ = e.what();
+      ops.gpuActivity = false;
+      ops.deviceTime = true;
+      tracer_->start(ops);
+    }
   } else if (tracer_) {
     tracer_->stop();
   }
@@ -312,6 +340,9 @@ StepResult Trainer::runStep(Graph* capture) {
     tracer_->markStep(optimizer_->stepCount());
   }
   const auto t0 = Clock::now();
+  std::optional<nvtx::Range> stepRange;
+  if (nvtx::enabled())
+    stepRange.emplace("step " + std::to_string(optimizer_->stepCount()));
   Batch batch = data_->batch(optimizer_->stepCount());
   inputsTo(batch.inputs, device_, /*nonBlocking=*/true);
   const torch::Tensor target = batch.target.to(device_, /*non_blocking=*/true);
@@ -328,14 +359,21 @@ StepResult Trainer::runStep(Graph* capture) {
   request.record = capture;
   const MetaStepStats stats = optimizer_->step([&] {
     const auto tf = Clock::now();
-    ForwardResult forward = executor_->run(batch.inputs, request);
-    const torch::Tensor loss = lossOf(forward.output);
-    if (capture != nullptr)
-      graphOfModel().joinBackward(*capture, loss, forward.owners);
-    owners = std::move(forward.owners);
+    torch::Tensor loss;
+    {
+      nvtx::Range range("forward");
+      ForwardResult forward = executor_->run(batch.inputs, request);
+      loss = lossOf(forward.output);
+      if (capture != nullptr)
+        graphOfModel().joinBackward(*capture, loss, forward.owners);
+      owners = std::move(forward.owners);
+    }
     timings.forward = secondsSince(tf);
     const auto tb = Clock::now();
-    loss.backward();
+    {
+      nvtx::Range range("backward");
+      loss.backward();
+    }
     timings.backward = secondsSince(tb);
     if (measured)
       broker_->afterBackward();
@@ -366,6 +404,17 @@ StepResult Trainer::runStep(Graph* capture) {
     std::vector<OpEvent> events = tracer_->takeEvents();
     auto profile = std::make_shared<NodeProfile>(attributeOps(events, owners));
     profile->step = r.step;
+    if (tracer_->options().gpuActivity) {
+      GpuRecords gpu = tracer_->takeGpuRecords();
+      attributeGpu(events, gpu, *profile);
+      if (keepEvents_) {
+        keptGpu_.activities.insert(keptGpu_.activities.end(),
+                                   std::make_move_iterator(gpu.activities.begin()),
+                                   std::make_move_iterator(gpu.activities.end()));
+        keptGpu_.links.insert(keptGpu_.links.end(), gpu.links.begin(), gpu.links.end());
+        keptGpu_.dropped += gpu.dropped;
+      }
+    }
     if (keepEvents_) {
       keptEvents_.insert(keptEvents_.end(), std::make_move_iterator(events.begin()),
                          std::make_move_iterator(events.end()));

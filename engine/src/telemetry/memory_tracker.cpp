@@ -37,7 +37,10 @@ class MemoryTracker::Reporter final : public c10::MemoryReportingInfoBase {
   void reportMemoryUsage(void* /*ptr*/, int64_t allocSize, compat::MemoryReportTotal /*total*/,
                          compat::MemoryReportTotal /*reserved*/, c10::Device device) override {
     slot(device.type()).add(allocSize);
-    (allocSize >= 0 ? tTotals.allocated : tTotals.freed) += allocSize >= 0 ? allocSize : -allocSize;
+    const int64_t bytes = allocSize >= 0 ? allocSize : -allocSize;
+    (allocSize >= 0 ? tTotals.allocated : tTotals.freed) += bytes;
+    if (device.is_cuda())
+      (allocSize >= 0 ? tTotals.cudaAllocated : tTotals.cudaFreed) += bytes;
   }
   bool memoryProfilingEnabled() const override { return true; }
 

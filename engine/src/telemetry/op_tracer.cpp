@@ -3,14 +3,20 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
 
 #include <ATen/record_function.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/cuda.h>
 #include <nlohmann/json.hpp>
 
 #include "symtune/core/graph.h"
+#include "symtune/profiling/gpu_activity_tracer.h"
 #include "symtune/telemetry/memory_tracker.h"
 
 namespace symtune {
@@ -37,6 +43,7 @@ namespace {
 
 std::atomic<uint64_t> gGeneration{1};
 std::atomic<OpTracer*> gActive{nullptr};
+std::atomic<uint64_t> gNextExternalId{1};  // Note [External correlation]: unique in the process
 
 struct ThreadSlot {
   uint64_t generation = 0;
@@ -55,6 +62,7 @@ struct StartContext : at::ObserverContext {
   NodeId node;
   ThreadMemoryTotals memory;
   int64_t span = -1;  // index into the thread buffer's spans
+  uint64_t externalId = 0;
   std::string shapes;
 };
 
@@ -105,6 +113,10 @@ struct TracerAccess {
       ctx->span = static_cast<int64_t>(buffer.spansUsed++);
       buffer.spans[static_cast<size_t>(ctx->span)]->begin.record(currentCudaStream());
     }
+    if (tracer->options_.gpuActivity) {
+      ctx->externalId = gNextExternalId.fetch_add(1, std::memory_order_relaxed);
+      GpuActivityTracer::pushExternal(ctx->externalId);
+    }
     ctx->startNs = OpTracer::nowNs();  // last: the bookkeeping above is not the op's time
     return ctx;
   }
@@ -115,6 +127,8 @@ struct TracerAccess {
       return;
     const int64_t endNs = OpTracer::nowNs();
     --tDepth;
+    if (ctx->externalId != 0)
+      GpuActivityTracer::popExternal();
     OpTracer* tracer = gActive.load(std::memory_order_acquire);
     if (tracer == nullptr)
       return;
@@ -130,6 +144,9 @@ struct TracerAccess {
     const ThreadMemoryTotals& now = threadMemoryTotals();
     e.bytesAllocated = now.allocated - ctx->memory.allocated;
     e.bytesFreed = now.freed - ctx->memory.freed;
+    e.cudaBytesAllocated = now.cudaAllocated - ctx->memory.cudaAllocated;
+    e.cudaBytesFreed = now.cudaFreed - ctx->memory.cudaFreed;
+    e.externalId = ctx->externalId;
     if (ctx->depth == 0)
       e.liveBytesAfter = MemoryTracker::activeLiveBytes();
     e.shapes = std::move(ctx->shapes);
@@ -174,6 +191,16 @@ void OpTracer::start(const OpTracerOptions& options) {
   TORCH_CHECK(gActive.compare_exchange_strong(expected, this),
               "another OpTracer is recording; one at a time");
   options_ = options;
+  if (options.gpuActivity) {
+    try {
+      GpuActivityTracer::start();
+    } catch (...) {
+      gActive.store(nullptr, std::memory_order_release);
+      throw;
+    }
+    tracingGpu_ = true;
+    options_.deviceTime = false;  // the activity records time the device (Note [Device time])
+  }
   handle_ = at::addGlobalCallback(
       at::RecordFunctionCallback(&TracerAccess::onStart, &TracerAccess::onEnd)
           .needsInputs(options.shapes)
@@ -185,11 +212,23 @@ void OpTracer::stop() {
     return;
   at::removeCallback(handle_);
   handle_ = 0;
+  if (tracingGpu_) {
+    GpuActivityTracer::stop();
+    tracingGpu_ = false;
+  }
   gActive.store(nullptr, std::memory_order_release);
+}
+
+GpuRecords OpTracer::takeGpuRecords() {
+  return std::exchange(gpu_, GpuRecords{});
 }
 
 std::vector<OpEvent> OpTracer::takeEvents() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (tracingGpu_) {
+    torch::cuda::synchronize();  // every kernel launched so far has ended: its record is complete
+    gpu_ = GpuActivityTracer::take();
+  }
   std::vector<OpEvent> all;
   for (auto& b : buffers_) {
     for (size_t i = 0; i < b->spansUsed; ++i) {
@@ -261,12 +300,16 @@ NodeProfile attributeOps(std::vector<OpEvent>& events, const SequenceOwners& own
         n.backwardSeconds += credit;
         n.backwardBytesAllocated += whole.bytesAllocated;
         n.backwardBytesFreed += whole.bytesFreed;
+        n.backwardCudaBytesAllocated += whole.cudaBytesAllocated;
+        n.backwardCudaBytesFreed += whole.cudaBytesFreed;
         addDevice(n.backwardDeviceSeconds);
       } else {
         ++n.calls;
         n.forwardSeconds += credit;
         n.bytesAllocated += e.bytesAllocated;
         n.bytesFreed += e.bytesFreed;
+        n.cudaBytesAllocated += e.cudaBytesAllocated;
+        n.cudaBytesFreed += e.cudaBytesFreed;
         if (e.liveBytesAfter)
           n.liveBytesAfter = e.liveBytesAfter;
         addDevice(n.forwardDeviceSeconds);
@@ -298,14 +341,166 @@ NodeProfile attributeOps(std::vector<OpEvent>& events, const SequenceOwners& own
   return profile;
 }
 
+namespace {
+
+// The GPU's lanes of a Chrome trace: a process per device ("GPU 0"), a thread per stream, each
+// activity a complete event, and a flow arrow from the op that launched it (Perfetto draws it
+// from the op's slice to the kernel's).
+template <typename Json, typename ToMicros>
+void appendGpuLanes(Json& list, const std::vector<OpEvent>& events, const GpuRecords& gpu,
+                    const ToMicros& us) {
+  constexpr int kGpuPidBase = 100;  // host ops are pid 1
+  std::unordered_map<uint64_t, const OpEvent*> byExternal;
+  for (const OpEvent& e : events) {
+    if (e.externalId != 0)
+      byExternal.emplace(e.externalId, &e);
+  }
+  std::unordered_map<uint32_t, const OpEvent*> launcher;
+  for (const ExternalCorrelation& link : gpu.links) {
+    if (auto op = byExternal.find(link.external); op != byExternal.end())
+      launcher.emplace(link.correlation, op->second);
+  }
+  std::set<uint32_t> devices;
+  std::set<std::pair<uint32_t, uint32_t>> streams;
+  for (const GpuActivity& a : gpu.activities) {
+    const int pid = kGpuPidBase + static_cast<int>(a.device);
+    if (devices.insert(a.device).second) {
+      list.push_back({{"name", "process_name"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"tid", 0},
+                      {"args", {{"name", "GPU " + std::to_string(a.device)}}}});
+    }
+    if (streams.insert({a.device, a.stream}).second) {
+      list.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", pid},
+                      {"tid", a.stream},
+                      {"args", {{"name", "stream " + std::to_string(a.stream)}}}});
+    }
+    Json args = {{"correlation", a.correlation}};
+    if (a.kind != GpuActivityKind::Kernel)
+      args["bytes"] = a.bytes;
+    const auto op = launcher.find(a.correlation);
+    if (op != launcher.end()) {
+      args["op"] = op->second->name;
+      if (op->second->node.valid())
+        args["node"] = op->second->node.value();
+    }
+    list.push_back({{"name", a.name},
+                    {"cat", gpuActivityKindName(a.kind)},
+                    {"ph", "X"},
+                    {"ts", us(a.startNs)},
+                    {"dur", static_cast<double>(a.endNs - a.startNs) / 1000.0},
+                    {"pid", pid},
+                    {"tid", a.stream},
+                    {"args", std::move(args)}});
+    if (op == launcher.end())
+      continue;
+    list.push_back({{"name", "launch"},
+                    {"cat", "launch"},
+                    {"ph", "s"},
+                    {"id", a.correlation},
+                    {"ts", us(op->second->startNs)},
+                    {"pid", 1},
+                    {"tid", op->second->thread}});
+    list.push_back({{"name", "launch"},
+                    {"cat", "launch"},
+                    {"ph", "f"},
+                    {"bp", "e"},
+                    {"id", a.correlation},
+                    {"ts", us(a.startNs)},
+                    {"pid", pid},
+                    {"tid", a.stream}});
+  }
+}
+
+}  // namespace
+
+void attributeGpu(const std::vector<OpEvent>& events, const GpuRecords& gpu, NodeProfile& profile) {
+  // Which op carried which external id, and whether it ran in the backward pass: an autograd
+  // function, the engine's frame around one, or an op nested in either.
+  std::unordered_map<uint64_t, size_t> byExternal;
+  std::vector<bool> backward(events.size(), false);
+  std::map<uint64_t, std::vector<size_t>> chains;  // per thread, the ops open at an event
+  for (size_t i = 0; i < events.size(); ++i) {
+    const OpEvent& e = events[i];
+    auto& chain = chains[e.thread];
+    chain.resize(std::min(chain.size(), static_cast<size_t>(e.depth)));
+    backward[i] = e.backward || e.name.rfind(kEngineFrame, 0) == 0 ||
+                  (!chain.empty() && backward[chain.back()]);
+    if (e.externalId != 0)
+      byExternal.emplace(e.externalId, i);
+    chain.push_back(i);
+  }
+  std::unordered_map<uint32_t, uint64_t> externalOf;
+  for (const ExternalCorrelation& link : gpu.links)
+    externalOf.emplace(link.correlation, link.external);
+
+  std::map<int32_t, NodeStats*> nodes;
+  for (NodeStats& n : profile.nodes) {
+    n.forwardDeviceSeconds = 0.0;  // measured: a node that launched nothing spent no GPU time
+    n.backwardDeviceSeconds = 0.0;
+    n.kernels = n.backwardKernels = 0;
+    n.kernelList.clear();
+    nodes[n.node.value()] = &n;
+  }
+  std::map<std::tuple<int32_t, bool, GpuActivityKind, std::string>, NodeKernel> kernels;
+  profile.gpuTraced = true;
+  profile.gpuActivities = static_cast<int64_t>(gpu.activities.size());
+  profile.unattributedDeviceSeconds = 0;
+  profile.gpuDropped = gpu.dropped;
+  for (const GpuActivity& a : gpu.activities) {
+    const double seconds = static_cast<double>(a.endNs - a.startNs) * 1e-9;
+    const OpEvent* op = nullptr;
+    bool inBackward = false;
+    if (auto link = externalOf.find(a.correlation); link != externalOf.end()) {
+      if (auto at = byExternal.find(link->second); at != byExternal.end()) {
+        op = &events[at->second];
+        inBackward = backward[at->second];
+      }
+    }
+    auto node = op != nullptr && op->node.valid() ? nodes.find(op->node.value()) : nodes.end();
+    if (node == nodes.end()) {
+      profile.unattributedDeviceSeconds += seconds;
+      continue;
+    }
+    NodeStats& n = *node->second;
+    *(inBackward ? n.backwardDeviceSeconds : n.forwardDeviceSeconds) += seconds;
+    if (a.kind == GpuActivityKind::Kernel) {
+      ++n.kernels;
+      n.backwardKernels += inBackward;
+    }
+    NodeKernel& k = kernels[{n.node.value(), inBackward, a.kind, a.name}];
+    k.name = a.name;
+    k.kind = a.kind;
+    k.backward = inBackward;
+    ++k.calls;
+    k.seconds += seconds;
+    k.bytes += a.bytes;
+  }
+  for (auto& [key, k] : kernels)
+    nodes.at(std::get<0>(key))->kernelList.push_back(std::move(k));
+  for (NodeStats& n : profile.nodes) {
+    std::stable_sort(
+        n.kernelList.begin(), n.kernelList.end(),
+        [](const NodeKernel& a, const NodeKernel& b) { return a.seconds > b.seconds; });
+  }
+}
+
 std::string chromeTrace(const std::vector<OpEvent>& events,
-                        const std::vector<CounterSample>& counters, const Graph* graph) {
+                        const std::vector<CounterSample>& counters, const Graph* graph,
+                        const GpuRecords* gpu) {
   using json = nlohmann::ordered_json;
   int64_t origin = INT64_MAX;
   for (const auto& e : events)
     origin = std::min(origin, e.startNs);
   for (const auto& c : counters)
     origin = std::min(origin, c.timeNs);
+  if (gpu != nullptr) {
+    for (const auto& a : gpu->activities)
+      origin = std::min(origin, a.startNs);
+  }
   if (origin == INT64_MAX)
     origin = 0;
   auto us = [&](int64_t ns) { return static_cast<double>(ns - origin) / 1000.0; };
@@ -360,6 +555,8 @@ std::string chromeTrace(const std::vector<OpEvent>& events,
                     {"pid", 1},
                     {"args", {{"value", c.value}}}});
   }
+  if (gpu != nullptr)
+    appendGpuLanes(list, events, *gpu, us);
   return json{{"traceEvents", list}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 

@@ -2,12 +2,17 @@
 // same values, every message type decodes, and a message missing a field or holding one of the
 // wrong type is a ProtocolError that names the message and the field.
 
+#include <doctest/doctest.h>
+
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
+#include <variant>
+#include <vector>
 
 #include "symtune/core/attach_messages.h"
 #include "symtune/core/attach_protocol.h"
-#include "test_main.h"
 
 using namespace symtune;
 using namespace symtune::attach;
@@ -32,195 +37,216 @@ json rulesField() {
 
 }  // namespace
 
-class TestAttachMessages : public QObject {
-  Q_OBJECT
+// The round trips compare doubles exactly: JSON carries these values without loss, and a message
+// must decode to the very values that were encoded.
 
- private Q_SLOTS:
-  void stepRoundTrips() {
-    StepMessage m;
-    m.step = 41;
-    m.loss = 2.25;
-    m.seconds = 0.125;
-    m.features.values.fill(0.5);
-    m.features[Feature::GradNanCount] = kNaN;  // sent as null
-    m.rulesInForce = {"nan_guard", "clip"};
-    m.rulesFired = {"clip"};
-    m.skipped = true;
-    m.coalesced = 3;
-    const json wire = encode(m);
-    QVERIFY(wire["features"][featureName(Feature::GradNanCount)].is_null());
-    const auto back = std::get<StepMessage>(decodeServerMessage(wire));
-    QCOMPARE(back.step, m.step);
-    QCOMPARE(back.loss, m.loss);
-    QCOMPARE(back.seconds, m.seconds);
-    for (int f = 0; f < kFeatureCount; ++f) {
-      const double a = m.features.values[f], b = back.features.values[f];
-      QVERIFY((std::isnan(a) && std::isnan(b)) || a == b);
-    }
-    QCOMPARE(back.rulesInForce, m.rulesInForce);
-    QCOMPARE(back.rulesFired, m.rulesFired);
-    QCOMPARE(back.skipped, true);
-    QCOMPARE(back.coalesced, int64_t{3});
+TEST_CASE("a step message round-trips, a NaN feature as null") {
+  StepMessage m;
+  m.step = 41;
+  m.loss = 2.25;
+  m.seconds = 0.125;
+  m.features.values.fill(0.5);
+  m.features[Feature::GradNanCount] = kNaN;  // sent as null
+  m.rulesInForce = {"nan_guard", "clip"};
+  m.rulesFired = {"clip"};
+  m.skipped = true;
+  m.coalesced = 3;
+  const json wire = encode(m);
+  CHECK(wire["features"][featureName(Feature::GradNanCount)].is_null());
+  const auto back = std::get<StepMessage>(decodeServerMessage(wire));
+  CHECK(back.step == m.step);
+  CHECK(back.loss == m.loss);
+  CHECK(back.seconds == m.seconds);
+  for (int f = 0; f < kFeatureCount; ++f) {
+    INFO(featureName(static_cast<Feature>(f)));
+    const double a = m.features.values[f], b = back.features.values[f];
+    CHECK(((std::isnan(a) && std::isnan(b)) || a == b));
   }
+  CHECK(back.rulesInForce == m.rulesInForce);
+  CHECK(back.rulesFired == m.rulesFired);
+  CHECK(back.skipped == true);
+  CHECK(back.coalesced == 3);
+}
 
-  void nodesRoundTrip() {
-    NodesMessage m;
-    m.step = 8;
-    m.attributedSeconds = 0.5;
-    m.unattributedSeconds = 0.25;
-    NodeFigures a;
-    a.node = 3;
-    a.calls = 2;
-    a.backwardCalls = 1;
-    a.forwardSeconds = 0.001;
-    a.backwardSeconds = 0.002;
-    a.forwardDeviceSeconds = 0.0005;
-    a.bytesAllocated = 4096;
-    a.backwardBytesAllocated = 8192;
-    a.liveBytesAfter = 1 << 20;
-    NodeFigures b;
-    b.node = 7;
-    m.nodes = {a, b};
-    m.parameters = {{"fc.weight", 1.5}, {"fc.bias", kNaN}};
-    const auto back = std::get<NodesMessage>(decodeServerMessage(encode(m)));
-    QCOMPARE(back.step, int64_t{8});
-    QCOMPARE(back.attributedSeconds, 0.5);
-    QCOMPARE(back.nodes.size(), size_t{2});
-    QCOMPARE(back.nodes[0].node, 3);
-    QCOMPARE(back.nodes[0].forwardDeviceSeconds, std::optional<double>(0.0005));
-    QVERIFY(!back.nodes[0].backwardDeviceSeconds);
-    QCOMPARE(back.nodes[0].liveBytesAfter, std::optional<int64_t>(1 << 20));
-    QVERIFY(!back.nodes[1].liveBytesAfter);
-    QCOMPARE(back.parameters.size(), size_t{2});
-    QCOMPARE(back.parameters[0].gradNorm, 1.5);
-    QVERIFY(std::isnan(back.parameters[1].gradNorm));
+TEST_CASE("a nodes message round-trips, absent figures staying absent") {
+  NodesMessage m;
+  m.step = 8;
+  m.attributedSeconds = 0.5;
+  m.unattributedSeconds = 0.25;
+  NodeFigures a;
+  a.node = 3;
+  a.calls = 2;
+  a.backwardCalls = 1;
+  a.forwardSeconds = 0.001;
+  a.backwardSeconds = 0.002;
+  a.forwardDeviceSeconds = 0.0005;
+  a.bytesAllocated = 4096;
+  a.backwardBytesAllocated = 8192;
+  a.liveBytesAfter = 1 << 20;
+  a.cudaBytesAllocated = 4000;
+  a.backwardCudaBytesAllocated = 8000;
+  a.kernels = 5;
+  a.backwardKernels = 3;
+  a.kernelList = {{"void gemm<float>(float*)", "kernel", true, 3, 0.00025},
+                  {"Memcpy HtoD", "memcpy", false, 1, 0.00001}};
+  NodeFigures b;
+  b.node = 7;
+  m.nodes = {a, b};
+  m.parameters = {{"fc.weight", 1.5}, {"fc.bias", kNaN}};
+  const auto back = std::get<NodesMessage>(decodeServerMessage(encode(m)));
+  CHECK(back.step == 8);
+  CHECK(back.attributedSeconds == 0.5);
+  REQUIRE(back.nodes.size() == 2);
+  CHECK(back.nodes[0].node == 3);
+  CHECK(back.nodes[0].forwardDeviceSeconds == std::optional<double>(0.0005));
+  CHECK(!back.nodes[0].backwardDeviceSeconds.has_value());
+  CHECK(back.nodes[0].liveBytesAfter == std::optional<int64_t>(1 << 20));
+  CHECK(!back.nodes[1].liveBytesAfter.has_value());
+  // A CUDA run's figures, and GPU activity: there when sent, absent otherwise.
+  CHECK(back.nodes[0].cudaBytesAllocated == std::optional<int64_t>(4000));
+  CHECK(back.nodes[0].backwardCudaBytesAllocated == std::optional<int64_t>(8000));
+  CHECK(back.nodes[0].kernels == std::optional<int64_t>(5));
+  CHECK(back.nodes[0].backwardKernels == std::optional<int64_t>(3));
+  REQUIRE(back.nodes[0].kernelList.size() == 2);
+  CHECK(back.nodes[0].kernelList[0].name == "void gemm<float>(float*)");
+  CHECK(back.nodes[0].kernelList[0].kind == "kernel");
+  CHECK(back.nodes[0].kernelList[0].backward);
+  CHECK(back.nodes[0].kernelList[0].calls == 3);
+  CHECK(back.nodes[0].kernelList[0].seconds == 0.00025);
+  CHECK(back.nodes[0].kernelList[1].kind == "memcpy");
+  CHECK(!back.nodes[1].cudaBytesAllocated.has_value());
+  CHECK(!back.nodes[1].kernels.has_value());
+  CHECK(back.nodes[1].kernelList.empty());
+  REQUIRE(back.parameters.size() == 2);
+  CHECK(back.parameters[0].gradNorm == 1.5);
+  CHECK(std::isnan(back.parameters[1].gradNorm));
+}
+
+TEST_CASE("a rules message round-trips") {
+  RulesMessage m;
+  m.rules = {{"nan_guard", true, "pack builtin 1.1.0", "Skips a step whose gradients hold NaN"},
+             {"mine", false, "this run", ""}};
+  const auto back = std::get<RulesMessage>(decodeServerMessage(encode(m)));
+  REQUIRE(back.rules.size() == 2);
+  CHECK(back.rules[0].description == m.rules[0].description);
+  CHECK(back.rules[1].enabled == false);
+}
+
+TEST_CASE("every message type decodes") {
+  const auto hello = std::get<HelloMessage>(
+      decodeServerMessage({{"type", "hello"},
+                           {"protocol", 1},
+                           {"engine", "0.1.0"},
+                           {"auth", "token"},
+                           {"run", {{"session", "demo"}, {"model", "mlp"}, {"steps", 10}}}}));
+  CHECK(hello.session == "demo");
+  CHECK(hello.model == "mlp");
+  CHECK(hello.run["steps"].get<int>() == 10);
+  CHECK(
+      std::get<StateMessage>(decodeServerMessage({{"type", "state"}, {"state", "paused"}})).state ==
+      "paused");
+  CHECK(std::get<DroppedMessage>(decodeServerMessage({{"type", "dropped"}, {"nodes", 4}})).nodes ==
+        4);
+  const auto ack = std::get<ReplyMessage>(
+      decodeServerMessage({{"type", "ack"}, {"id", 5}, {"command", "pause"}, {"state", "paused"}}));
+  CHECK(ack.ok);
+  REQUIRE(ack.id.has_value());
+  CHECK(*ack.id == 5);
+  CHECK(ack.result["state"].get<std::string>() == "paused");
+  CHECK(!ack.result.contains("type"));
+  CHECK(!ack.result.contains("id"));
+  const auto error =
+      std::get<ReplyMessage>(decodeServerMessage({{"type", "error"}, {"reason", "wrong token"}}));
+  CHECK(!error.ok);
+  CHECK(!error.id.has_value());
+  CHECK(error.reason == "wrong token");
+
+  Graph g;
+  g.name = "tiny";
+  GraphNode n;
+  n.kind = "aten::relu";
+  g.addNode(n);
+  const auto graph = std::get<GraphMessage>(
+      decodeServerMessage({{"type", "graph"}, {"graph", json::parse(toJson(g))}}));
+  REQUIRE(graph.graph.get() != nullptr);
+  CHECK(graph.graph->nodes().size() == 1);
+  const auto none = std::get<GraphMessage>(
+      decodeServerMessage({{"type", "graph"}, {"graph", {{"error", "no IR"}}}}));
+  CHECK(none.graph.get() == nullptr);
+  CHECK(none.error == "no IR");
+  const auto broken = std::get<GraphMessage>(
+      decodeServerMessage({{"type", "graph"}, {"graph", {{"format", "other"}}}}));
+  CHECK(broken.graph.get() == nullptr);
+  INFO(broken.error);
+  CHECK(broken.error.find("cannot be read") != std::string::npos);
+}
+
+TEST_CASE("a bad message is a ProtocolError naming the message and the field") {
+  const std::string step = json{
+      {"type", "step"},
+      {"step", 1},
+      {"loss", 1.0},
+      {"seconds", 0.1},
+      {"features", json::object()},
+      {"rules", rulesField()},
+      {"skipped", false}}.dump();
+  auto without = [&](const char* key) {
+    json m = json::parse(step);
+    m.erase(key);
+    return m.dump();
+  };
+  auto withTextLoss = [&] {
+    json m = json::parse(step);
+    m["loss"] = "low";
+    return m.dump();
+  };
+  struct Row {
+    const char* name;
+    std::string message;
+    std::string error;
+  };
+  const Row rows[] = {
+      {"unknown type", R"({"type": "gossip"})", R"(unknown server message type "gossip")"},
+      {"no type", R"({"step": 1})", R"("type" must be a string)"},
+      {"a well-formed step", step, "decoded"},
+      {"step without loss", without("loss"), R"(step: "loss" is missing)"},
+      {"step without rules", without("rules"), R"(step: "rules" is missing)"},
+      {"step with a text loss", withTextLoss(), R"(step: "loss" must be a number)"},
+      {"node id not a number",
+       R"({"type": "nodes", "nodes": {"step": 1, "attributed_s": 0, "unattributed_s": 0,
+           "nodes": [{"node": "0", "calls": 1, "backward_calls": 0, "forward_s": 0,
+           "backward_s": 0, "bytes_allocated": 0, "backward_bytes_allocated": 0}]}})",
+       R"(nodes: "node" must be an integer)"},
+      {"node id missing",
+       R"({"type": "nodes", "nodes": {"step": 1, "attributed_s": 0, "unattributed_s": 0,
+           "nodes": [{"calls": 1}]}})",
+       R"(nodes: "node" must be an integer)"},
+      {"rules not a list", R"({"type": "rules", "rules": {}})",
+       R"(rules: "rules" must be an array)"},
+      {"rule without enabled", R"({"type": "rules", "rules": [{"name": "a"}]})",
+       R"(rules: "enabled" must be true or false)"},
+      {"state without state", R"({"type": "state"})", R"(state: "state" must be a string)"},
+      {"ack without command", R"({"type": "ack", "id": 1})", R"(ack: "command" must be a string)"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    CHECK(decodeError(json::parse(row.message)) == row.error);
   }
+}
 
-  void rulesRoundTrip() {
-    RulesMessage m;
-    m.rules = {{"nan_guard", true, "pack builtin 1.1.0", "Skips a step whose gradients hold NaN"},
-               {"mine", false, "this run", ""}};
-    const auto back = std::get<RulesMessage>(decodeServerMessage(encode(m)));
-    QCOMPARE(back.rules.size(), size_t{2});
-    QCOMPARE(back.rules[0].description, m.rules[0].description);
-    QCOMPARE(back.rules[1].enabled, false);
+// Commands travel typed too: what the studio encodes, the runner parses to the same command.
+TEST_CASE("commands round-trip through their encoding") {
+  for (Command c :
+       {Command::toggleRule("nan_guard", false), Command::addRule("rule r { }"),
+        Command::removeRule("r"), Command::setSampling(5), Command::named("snapshot")}) {
+    INFO(c.name);
+    c.id = 9;
+    const Command back = parseCommand(encodeCommand(c));
+    CHECK(back.id == 9);
+    CHECK(back.name == c.name);
+    CHECK(back.rule == c.rule);
+    CHECK(back.enabled == c.enabled);
+    CHECK(back.source == c.source);
+    CHECK(back.every == c.every);
   }
-
-  void everyTypeDecodes() {
-    const auto hello = std::get<HelloMessage>(
-        decodeServerMessage({{"type", "hello"},
-                             {"protocol", 1},
-                             {"engine", "0.1.0"},
-                             {"auth", "token"},
-                             {"run", {{"session", "demo"}, {"model", "mlp"}, {"steps", 10}}}}));
-    QCOMPARE(hello.session, std::string("demo"));
-    QCOMPARE(hello.model, std::string("mlp"));
-    QCOMPARE(hello.run["steps"].get<int>(), 10);
-    QCOMPARE(
-        std::get<StateMessage>(decodeServerMessage({{"type", "state"}, {"state", "paused"}})).state,
-        std::string("paused"));
-    QCOMPARE(
-        std::get<DroppedMessage>(decodeServerMessage({{"type", "dropped"}, {"nodes", 4}})).nodes,
-        int64_t{4});
-    const auto ack = std::get<ReplyMessage>(decodeServerMessage(
-        {{"type", "ack"}, {"id", 5}, {"command", "pause"}, {"state", "paused"}}));
-    QVERIFY(ack.ok);
-    QCOMPARE(*ack.id, int64_t{5});
-    QCOMPARE(ack.result["state"].get<std::string>(), std::string("paused"));
-    QVERIFY(!ack.result.contains("type") && !ack.result.contains("id"));
-    const auto error =
-        std::get<ReplyMessage>(decodeServerMessage({{"type", "error"}, {"reason", "wrong token"}}));
-    QVERIFY(!error.ok && !error.id);
-    QCOMPARE(error.reason, std::string("wrong token"));
-
-    Graph g;
-    g.name = "tiny";
-    GraphNode n;
-    n.kind = "aten::relu";
-    g.addNode(n);
-    const auto graph = std::get<GraphMessage>(
-        decodeServerMessage({{"type", "graph"}, {"graph", json::parse(toJson(g))}}));
-    QVERIFY(graph.graph != nullptr);
-    QCOMPARE(graph.graph->nodes().size(), size_t{1});
-    const auto none = std::get<GraphMessage>(
-        decodeServerMessage({{"type", "graph"}, {"graph", {{"error", "no IR"}}}}));
-    QVERIFY(none.graph == nullptr);
-    QCOMPARE(none.error, std::string("no IR"));
-    const auto broken = std::get<GraphMessage>(
-        decodeServerMessage({{"type", "graph"}, {"graph", {{"format", "other"}}}}));
-    QVERIFY(broken.graph == nullptr);
-    QVERIFY2(broken.error.find("cannot be read") != std::string::npos, broken.error.c_str());
-  }
-
-  void badMessagesNameTheField_data() {
-    QTest::addColumn<QString>("message");
-    QTest::addColumn<QString>("error");
-    const std::string step = json{
-        {"type", "step"},
-        {"step", 1},
-        {"loss", 1.0},
-        {"seconds", 0.1},
-        {"features", json::object()},
-        {"rules", rulesField()},
-        {"skipped", false}}.dump();
-    QTest::addRow("unknown type") << R"({"type": "gossip"})"
-                                  << R"(unknown server message type "gossip")";
-    QTest::addRow("no type") << R"({"step": 1})"
-                             << R"("type" must be a string)";
-    QTest::addRow("a well-formed step") << QString::fromStdString(step) << "decoded";
-    auto without = [&](const char* key) {
-      json m = json::parse(step);
-      m.erase(key);
-      return QString::fromStdString(m.dump());
-    };
-    QTest::addRow("step without loss") << without("loss") << R"(step: "loss" is missing)";
-    QTest::addRow("step without rules") << without("rules") << R"(step: "rules" is missing)";
-    QTest::addRow("step with a text loss") << QString::fromStdString([&] {
-      json m = json::parse(step);
-      m["loss"] = "low";
-      return m.dump();
-    }()) << R"(step: "loss" must be a number)";
-    QTest::addRow("node id not a number")
-        << R"({"type": "nodes", "nodes": {"step": 1, "attributed_s": 0, "unattributed_s": 0,
-              "nodes": [{"node": "0", "calls": 1, "backward_calls": 0, "forward_s": 0,
-              "backward_s": 0, "bytes_allocated": 0, "backward_bytes_allocated": 0}]}})"
-        << R"(nodes: "node" must be an integer)";
-    QTest::addRow("node id missing")
-        << R"({"type": "nodes", "nodes": {"step": 1, "attributed_s": 0, "unattributed_s": 0,
-              "nodes": [{"calls": 1}]}})"
-        << R"(nodes: "node" must be an integer)";
-    QTest::addRow("rules not a list") << R"({"type": "rules", "rules": {}})"
-                                      << R"(rules: "rules" must be an array)";
-    QTest::addRow("rule without enabled") << R"({"type": "rules", "rules": [{"name": "a"}]})"
-                                          << R"(rules: "enabled" must be true or false)";
-    QTest::addRow("state without state") << R"({"type": "state"})"
-                                         << R"(state: "state" must be a string)";
-    QTest::addRow("ack without command") << R"({"type": "ack", "id": 1})"
-                                         << R"(ack: "command" must be a string)";
-  }
-
-  void badMessagesNameTheField() {
-    QFETCH(QString, message);
-    QFETCH(QString, error);
-    QCOMPARE(QString::fromStdString(decodeError(json::parse(message.toStdString()))), error);
-  }
-
-  // Commands travel typed too: what the studio encodes, the runner parses to the same command.
-  void commandsRoundTrip() {
-    for (Command c :
-         {Command::toggleRule("nan_guard", false), Command::addRule("rule r { }"),
-          Command::removeRule("r"), Command::setSampling(5), Command::named("snapshot")}) {
-      c.id = 9;
-      const Command back = parseCommand(encodeCommand(c));
-      QCOMPARE(back.id, int64_t{9});
-      QCOMPARE(back.name, c.name);
-      QCOMPARE(back.rule, c.rule);
-      QCOMPARE(back.enabled, c.enabled);
-      QCOMPARE(back.source, c.source);
-      QCOMPARE(back.every, c.every);
-    }
-  }
-};
-
-SYMTUNE_TEST_MAIN_CORE(TestAttachMessages)
-#include "tst_attach_messages.moc"
+}

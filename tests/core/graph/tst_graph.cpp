@@ -1,7 +1,13 @@
 // symtune::Graph's JSON (round trip, version refusal, malformed input) and DOT export as text.
 
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "symtune/core/graph.h"
-#include "test_main.h"
 
 using namespace symtune;
 
@@ -70,118 +76,120 @@ Graph sampleGraph() {
 
 }  // namespace
 
-class TestGraph : public QObject {
-  Q_OBJECT
+TEST_CASE("the JSON round trip is exact") {
+  const Graph g = sampleGraph();
+  const std::string text = toJson(g);
+  const Graph back = graphFromJson(text);
+  CHECK(toJson(back) == text);
+  REQUIRE(back.nodes().size() == 4);
+  CHECK(back.node(NodeId(3)).forward == NodeId(0));
+  CHECK(back.node(NodeId(0)).backward == std::vector<NodeId>{NodeId(3)});
+  REQUIRE(back.region(RegionId(2)).taken.has_value());
+  CHECK(*back.region(RegionId(2)).taken == true);
+  const std::optional<double> intensity = back.node(NodeId(0)).features.arithmeticIntensity();
+  REQUIRE(intensity.has_value());
+  CHECK(*intensity == doctest::Approx(48.0 / 104.0).epsilon(1e-12));  // Qt Test's tolerance
+  REQUIRE(!back.node(NodeId(2)).inputs.empty());
+  REQUIRE(back.node(NodeId(2)).inputs[0].ints.has_value());
+  CHECK(*back.node(NodeId(2)).inputs[0].ints == std::vector<int64_t>{3, 3});
+}
 
- private Q_SLOTS:
-  void jsonRoundTripIsExact() {
-    const Graph g = sampleGraph();
-    const std::string text = toJson(g);
-    const Graph back = graphFromJson(text);
-    QCOMPARE(toJson(back), text);
-    QCOMPARE(back.nodes().size(), size_t{4});
-    QCOMPARE(back.node(NodeId(3)).forward, NodeId(0));
-    QCOMPARE(back.node(NodeId(0)).backward, std::vector<NodeId>{NodeId(3)});
-    QCOMPARE(*back.region(RegionId(2)).taken, true);
-    QCOMPARE(*back.node(NodeId(0)).features.arithmeticIntensity(), 48.0 / 104.0);
-    QCOMPARE(*back.node(NodeId(2)).inputs[0].ints, (std::vector<int64_t>{3, 3}));
-  }
+TEST_CASE("the JSON names its format and version first") {
+  const std::string text = toJson(sampleGraph());
+  const std::string opening = "{\n \"format\": \"symtune-graph\",\n \"version\": 1,";
+  CHECK(text.substr(0, opening.size()) == opening);
+}
 
-  void jsonNamesItsFormatAndVersion() {
-    const QByteArray text = QByteArray::fromStdString(toJson(sampleGraph()));
-    QVERIFY(text.startsWith("{\n \"format\": \"symtune-graph\",\n \"version\": 1,"));
-  }
-
-  void rejectsOtherVersionsAndBrokenFiles_data() {
-    QTest::addColumn<QString>("text");
-    QTest::addColumn<QString>("message");
-    QTest::addRow("newer version")
-        << R"({"format": "symtune-graph", "version": 2})"
-        << "graph JSON: version: unsupported graph version 2 (this Symtune reads 1)";
-    QTest::addRow("not a graph") << R"({"format": "symtune-session", "version": 1})"
-                                 << "graph JSON: format: not a symtune graph";
-    QTest::addRow("edge out of range")
-        << R"({"format": "symtune-graph", "version": 1, "name": "x", "regions": [], "nodes": [], "edges": [[0, 0, 1, 0]]})"
-        << "graph JSON: edges: node id out of range";
-  }
-
-  void rejectsOtherVersionsAndBrokenFiles() {
-    QFETCH(QString, text);
-    QFETCH(QString, message);
+TEST_CASE("other versions and broken files are refused with a message") {
+  struct Row {
+    const char* name;
+    std::string text;
+    std::string message;
+  };
+  const Row rows[] = {
+      {"newer version", R"({"format": "symtune-graph", "version": 2})",
+       "graph JSON: version: unsupported graph version 2 (this Symtune reads 1)"},
+      {"not a graph", R"({"format": "symtune-session", "version": 1})",
+       "graph JSON: format: not a symtune graph"},
+      {"edge out of range",
+       R"({"format": "symtune-graph", "version": 1, "name": "x", "regions": [], "nodes": [], "edges": [[0, 0, 1, 0]]})",
+       "graph JSON: edges: node id out of range"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
     try {
-      graphFromJson(text.toStdString());
-      QFAIL("accepted");
+      graphFromJson(row.text);
+      FAIL("accepted");
     } catch (const GraphFormatError& e) {
-      QCOMPARE(QString::fromStdString(e.what()), message);
+      CHECK(std::string(e.what()) == row.message);
     }
   }
+}
 
-  void dotExportIsExactText() {
-    const std::string expected =
-        "digraph \"tiny\" {\n"
-        "  rankdir=TB;\n"
-        "  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n"
-        "  subgraph cluster_r1 {\n"
-        "    label=\"block\";\n"
-        "    n0 [label=\"aten::mm\\nblock\"];\n"
-        "    n1 [label=\"prim::If\\nblock\"];\n"
-        "    subgraph cluster_r2 {\n"
-        "      label=\"if: then (taken)\";\n"
-        "      n2 [label=\"aten::relu\\nblock\"];\n"
-        "    }\n"
-        "  }\n"
-        "  subgraph cluster_backward {\n"
-        "    label=\"autograd\";\n"
-        "    n3 [label=\"MmBackward0\", style=filled, fillcolor=\"#f3e8ff\"];\n"
-        "  }\n"
-        "  n0 -> n1;\n"
-        "  n1 -> n2;\n"
-        "  n0 -> n3 [style=dashed, color=\"#9333ea\", constraint=false];\n"
-        "}\n";
-    QCOMPARE(QString::fromStdString(toDot(sampleGraph())), QString::fromStdString(expected));
-  }
+TEST_CASE("the DOT export is exactly the expected text") {
+  const std::string expected =
+      "digraph \"tiny\" {\n"
+      "  rankdir=TB;\n"
+      "  node [shape=box, fontname=\"Helvetica\", fontsize=10];\n"
+      "  subgraph cluster_r1 {\n"
+      "    label=\"block\";\n"
+      "    n0 [label=\"aten::mm\\nblock\"];\n"
+      "    n1 [label=\"prim::If\\nblock\"];\n"
+      "    subgraph cluster_r2 {\n"
+      "      label=\"if: then (taken)\";\n"
+      "      n2 [label=\"aten::relu\\nblock\"];\n"
+      "    }\n"
+      "  }\n"
+      "  subgraph cluster_backward {\n"
+      "    label=\"autograd\";\n"
+      "    n3 [label=\"MmBackward0\", style=filled, fillcolor=\"#f3e8ff\"];\n"
+      "  }\n"
+      "  n0 -> n1;\n"
+      "  n1 -> n2;\n"
+      "  n0 -> n3 [style=dashed, color=\"#9333ea\", constraint=false];\n"
+      "}\n";
+  CHECK(toDot(sampleGraph()) == expected);
+}
 
-  void dotForwardOnlyLeavesOutAutograd() {
-    DotOptions options;
-    options.backward = false;
-    const QString dot = QString::fromStdString(toDot(sampleGraph(), options));
-    QVERIFY(!dot.contains("MmBackward0"));
-    QVERIFY(!dot.contains("n3"));
-    QVERIFY(dot.contains("n0 -> n1;"));
-  }
+TEST_CASE("a forward-only DOT export leaves the autograd nodes out") {
+  DotOptions options;
+  options.backward = false;
+  const std::string dot = toDot(sampleGraph(), options);
+  CHECK(dot.find("MmBackward0") == std::string::npos);
+  CHECK(dot.find("n3") == std::string::npos);
+  CHECK(dot.find("n0 -> n1;") != std::string::npos);
+}
 
-  void dotEscapesQuotes() {
-    Graph g;
-    g.name = "say \"hi\"";
-    QVERIFY(QString::fromStdString(toDot(g)).startsWith("digraph \"say \\\"hi\\\"\" {"));
-  }
+TEST_CASE("the DOT export escapes quotes in the graph's name") {
+  Graph g;
+  g.name = "say \"hi\"";
+  const std::string dot = toDot(g);
+  const std::string opening = "digraph \"say \\\"hi\\\"\" {";
+  CHECK(dot.substr(0, opening.size()) == opening);
+}
 
-  void regionLabels_data() {
-    QTest::addColumn<int>("kind");
-    QTest::addColumn<int>("taken");  // -1: unknown
-    QTest::addColumn<int>("trips");  // -1: unknown
-    QTest::addColumn<QString>("label");
-    QTest::addRow("module") << int(RegionKind::Module) << -1 << -1 << "layer1.0";
-    QTest::addRow("then, taken") << int(RegionKind::IfThen) << 1 << -1 << "if: then (taken)";
-    QTest::addRow("else, unknown") << int(RegionKind::IfElse) << -1 << -1 << "if: else";
-    QTest::addRow("loop ×6") << int(RegionKind::Loop) << -1 << 6 << "loop ×6";
-    QTest::addRow("loop, unknown trips") << int(RegionKind::Loop) << -1 << -1 << "loop";
-  }
-  void regionLabels() {
-    QFETCH(int, kind);
-    QFETCH(int, taken);
-    QFETCH(int, trips);
-    QFETCH(QString, label);
+TEST_CASE("region labels say what is known of the captured step") {
+  struct Row {
+    const char* name;
+    RegionKind kind;
+    std::optional<bool> taken;     // empty: unknown
+    std::optional<int64_t> trips;  // empty: unknown
+    std::string label;
+  };
+  const Row rows[] = {
+      {"module", RegionKind::Module, std::nullopt, std::nullopt, "layer1.0"},
+      {"then, taken", RegionKind::IfThen, true, std::nullopt, "if: then (taken)"},
+      {"else, unknown", RegionKind::IfElse, std::nullopt, std::nullopt, "if: else"},
+      {"loop ×6", RegionKind::Loop, std::nullopt, 6, "loop ×6"},
+      {"loop, unknown trips", RegionKind::Loop, std::nullopt, std::nullopt, "loop"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
     GraphRegion r;
-    r.kind = static_cast<RegionKind>(kind);
+    r.kind = row.kind;
     r.label = "layer1.0";
-    if (taken >= 0)
-      r.taken = taken == 1;
-    if (trips >= 0)
-      r.tripCount = trips;
-    QCOMPARE(QString::fromStdString(regionLabel(r)), label);
+    r.taken = row.taken;
+    r.tripCount = row.trips;
+    CHECK(regionLabel(r) == row.label);
   }
-};
-
-SYMTUNE_TEST_MAIN_CORE(TestGraph)
-#include "tst_graph.moc"
+}

@@ -2,10 +2,17 @@
 // fixtures.scripted_models test): a data-dependent if, a loop over a variable-length input, and
 // submodules nested three deep.
 
+#include "doctest_torch.h"
+
+#include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "symtune/graph/symugen.h"
-#include "test_main.h"
 
 using namespace symtune;
 
@@ -39,13 +46,14 @@ void checkEveryBackwardNodeIsLinked(const Graph& g, const std::set<std::string>&
   for (const auto& n : g.nodes()) {
     if (n.side != GraphSide::Backward || n.kind == "torch::autograd::AccumulateGrad")
       continue;
+    INFO("autograd node ", n.id.value(), " ", n.kind);
     if (lossKinds.count(n.kind)) {
-      QVERIFY2(!n.forward.valid(), n.kind.c_str());
+      CHECK(!n.forward.valid());
       continue;
     }
-    QVERIFY2(n.forward.valid(), ("unlinked autograd node " + n.kind).c_str());
+    REQUIRE(n.forward.valid());
     const auto& back = g.node(n.forward).backward;
-    QVERIFY(std::find(back.begin(), back.end(), n.id) != back.end());
+    CHECK(std::find(back.begin(), back.end(), n.id) != back.end());
   }
 }
 
@@ -57,100 +65,97 @@ const std::set<std::string> kLossKinds = {"MeanBackward0", "PowBackward0"};
 
 }  // namespace
 
-class TestSyMuGenScripted : public QObject {
-  Q_OBJECT
+TEST_CASE("a data-dependent if: its heads sit in their branches, and a step takes one") {
+  SyMuGen gen(load("if_model"), "if_model");
+  const Graph& g = gen.staticGraph();
+  CHECK(nodesOf(g, "prim::If").size() == 1u);
+  CHECK(nodesOf(g, "aten::linear").size() == 3u);
+  const GraphRegion* then = regionOf(g, RegionKind::IfThen);
+  const GraphRegion* otherwise = regionOf(g, RegionKind::IfElse);
+  REQUIRE((then && otherwise));
+  // The heads sit in their branches, under their module paths.
+  for (const GraphNode* n : nodesOf(g, "aten::linear")) {
+    INFO(n->modulePath);
+    if (n->modulePath == "fc")
+      CHECK(n->features.controlDepth == 0);
+    if (n->modulePath == "pos")
+      CHECK((g.region(g.region(n->region).parent).kind == RegionKind::IfThen));
+    if (n->modulePath == "neg")
+      CHECK((g.region(g.region(n->region).parent).kind == RegionKind::IfElse));
+  }
 
- private Q_SLOTS:
-  void ifModel() {
-    SyMuGen gen(load("if_model"), "if_model");
-    const Graph& g = gen.staticGraph();
-    QCOMPARE(nodesOf(g, "prim::If").size(), size_t{1});
-    QCOMPARE(nodesOf(g, "aten::linear").size(), size_t{3});
-    const GraphRegion* then = regionOf(g, RegionKind::IfThen);
-    const GraphRegion* otherwise = regionOf(g, RegionKind::IfElse);
-    QVERIFY(then && otherwise);
-    // The heads sit in their branches, under their module paths.
-    for (const GraphNode* n : nodesOf(g, "aten::linear")) {
-      if (n->modulePath == "fc")
-        QCOMPARE(n->features.controlDepth, 0);
-      if (n->modulePath == "pos")
-        QCOMPARE(g.region(g.region(n->region).parent).kind, RegionKind::IfThen);
-      if (n->modulePath == "neg")
-        QCOMPARE(g.region(g.region(n->region).parent).kind, RegionKind::IfElse);
-    }
+  // A positive batch takes "then"; its autograd graph reaches pos, not neg.
+  StepCapture step = capture(gen, torch::ones({4, 8}));
+  const Graph& s = step.graph;
+  CHECK(s.region(then->id).taken == true);
+  CHECK(s.region(otherwise->id).taken == false);
+  checkEveryBackwardNodeIsLinked(s, kLossKinds);
+  for (const GraphNode* n : nodesOf(s, "aten::linear")) {
+    INFO(n->modulePath);
+    CHECK(!n->backward.empty() == (n->modulePath != "neg"));
+  }
+  // A negative batch takes "else".
+  const Graph negative = capture(gen, -torch::ones({4, 8})).graph;
+  CHECK(negative.region(otherwise->id).taken == true);
+}
 
-    // A positive batch takes "then"; its autograd graph reaches pos, not neg.
-    StepCapture step = capture(gen, torch::ones({4, 8}));
+TEST_CASE("a loop over a variable-length input: each step records its own trip count") {
+  SyMuGen gen(load("loop_model"), "loop_model");
+  const Graph& g = gen.staticGraph();
+  CHECK(nodesOf(g, "prim::Loop").size() == 1u);
+  const GraphRegion* body = regionOf(g, RegionKind::Loop);
+  REQUIRE(body != nullptr);
+  CHECK(!body->tripCount.has_value());  // the trip count is the input's length: unknown
+  for (const GraphNode* n : nodesOf(g, "aten::linear")) {
+    INFO(n->modulePath);
+    CHECK(n->features.controlDepth == (n->modulePath == "out" ? 0 : 1));
+  }
+
+  // Two inputs of different lengths: the step records its own trip count, and each op in the
+  // body created one autograd node per trip, all linked to it.
+  for (int64_t length : {5, 9}) {
+    INFO("length ", length);
+    const StepCapture step = capture(gen, torch::randn({2, length, 6}));
     const Graph& s = step.graph;
-    QCOMPARE(*s.region(then->id).taken, true);
-    QCOMPARE(*s.region(otherwise->id).taken, false);
+    CHECK(s.region(body->id).tripCount.value_or(-1) == length);
     checkEveryBackwardNodeIsLinked(s, kLossKinds);
-    for (const GraphNode* n : nodesOf(s, "aten::linear")) {
-      QCOMPARE(!n->backward.empty(), n->modulePath != "neg");
-    }
-    // A negative batch takes "else".
-    const Graph negative = capture(gen, -torch::ones({4, 8})).graph;
-    QCOMPARE(*negative.region(otherwise->id).taken, true);
-  }
-
-  void loopModel() {
-    SyMuGen gen(load("loop_model"), "loop_model");
-    const Graph& g = gen.staticGraph();
-    QCOMPARE(nodesOf(g, "prim::Loop").size(), size_t{1});
-    const GraphRegion* body = regionOf(g, RegionKind::Loop);
-    QVERIFY(body != nullptr);
-    QVERIFY(!body->tripCount.has_value());  // the trip count is the input's length: unknown
-    for (const GraphNode* n : nodesOf(g, "aten::linear")) {
-      QCOMPARE(n->features.controlDepth, n->modulePath == "out" ? 0 : 1);
-    }
-
-    // Two inputs of different lengths: the step records its own trip count, and each op in the
-    // body created one autograd node per trip, all linked to it.
-    for (int64_t length : {5, 9}) {
-      const StepCapture step = capture(gen, torch::randn({2, length, 6}));
-      const Graph& s = step.graph;
-      QCOMPARE(*s.region(body->id).tripCount, length);
-      checkEveryBackwardNodeIsLinked(s, kLossKinds);
-      for (const GraphNode* n : nodesOf(s, "aten::tanh")) {
-        QCOMPARE(n->backward.size(), static_cast<size_t>(length));
-        QCOMPARE(s.node(n->backward[0]).kind, std::string("TanhBackward0"));
-      }
+    for (const GraphNode* n : nodesOf(s, "aten::tanh")) {
+      REQUIRE(n->backward.size() == static_cast<size_t>(length));
+      CHECK(s.node(n->backward[0]).kind == "TanhBackward0");
     }
   }
+}
 
-  void nestedModel() {
-    SyMuGen gen(load("nested_model"), "nested_model");
-    const Graph& g = gen.staticGraph();
-    const GraphNode* fc = nullptr;
-    for (const GraphNode* n : nodesOf(g, "aten::linear")) {
-      if (n->modulePath == "block.inner.fc")
-        fc = n;
-    }
-    QVERIFY(fc != nullptr);
-    // Module regions nest like the modules: block.inner.fc inside block.inner inside block.
-    RegionId r = fc->region;
-    QStringList chain;
-    while (g.region(r).kind == RegionKind::Module) {
-      chain << QString::fromStdString(g.region(r).label);
-      r = g.region(r).parent;
-    }
-    QCOMPARE(chain, (QStringList{"block.inner.fc", "block.inner", "block"}));
-    QCOMPARE(nodesOf(g, "aten::layer_norm").size(), size_t{1});
-
-    const StepCapture step = capture(gen, torch::randn({7, 10}));
-    const Graph& s = step.graph;
-    checkEveryBackwardNodeIsLinked(s, kLossKinds);
-    // The template of a known layer on the step's shapes: linear 10 -> 10 on a batch of 7 is
-    // 2*7*10*10 + 7*10 FLOPs, reading x, W and b and writing y (float32).
-    const GraphNode& lin = s.node(fc->id);
-    QCOMPARE(*lin.inputs[0].shape, (std::vector<int64_t>{7, 10}));
-    QCOMPARE(lin.features.flops.value_or(-1), 2.0 * 7 * 10 * 10 + 7 * 10);
-    QCOMPARE(lin.features.bytesRead.value_or(-1), (70.0 + 100 + 10) * 4);
-    QCOMPARE(lin.features.bytesWritten.value_or(-1), 70.0 * 4);
-    QCOMPARE(s.node(lin.backward.at(0)).kind, std::string("AddmmBackward0"));
-    QCOMPARE(s.node(lin.backward.at(0)).modulePath, std::string("block.inner.fc"));
+TEST_CASE("submodules nested three deep: module regions nest, and a known layer gets its cost") {
+  SyMuGen gen(load("nested_model"), "nested_model");
+  const Graph& g = gen.staticGraph();
+  const GraphNode* fc = nullptr;
+  for (const GraphNode* n : nodesOf(g, "aten::linear")) {
+    if (n->modulePath == "block.inner.fc")
+      fc = n;
   }
-};
+  REQUIRE(fc != nullptr);
+  // Module regions nest like the modules: block.inner.fc inside block.inner inside block.
+  RegionId r = fc->region;
+  std::vector<std::string> chain;
+  while (g.region(r).kind == RegionKind::Module) {
+    chain.push_back(g.region(r).label);
+    r = g.region(r).parent;
+  }
+  CHECK(chain == std::vector<std::string>{"block.inner.fc", "block.inner", "block"});
+  CHECK(nodesOf(g, "aten::layer_norm").size() == 1u);
 
-SYMTUNE_TEST_MAIN_CORE(TestSyMuGenScripted)
-#include "tst_symugen_scripted.moc"
+  const StepCapture step = capture(gen, torch::randn({7, 10}));
+  const Graph& s = step.graph;
+  checkEveryBackwardNodeIsLinked(s, kLossKinds);
+  // The template of a known layer on the step's shapes: linear 10 -> 10 on a batch of 7 is
+  // 2*7*10*10 + 7*10 FLOPs, reading x, W and b and writing y (float32).
+  const GraphNode& lin = s.node(fc->id);
+  REQUIRE((!lin.inputs.empty() && lin.inputs[0].shape.has_value()));
+  CHECK(*lin.inputs[0].shape == std::vector<int64_t>{7, 10});
+  CHECK(lin.features.flops.value_or(-1) == doctest::Approx(2.0 * 7 * 10 * 10 + 7 * 10));
+  CHECK(lin.features.bytesRead.value_or(-1) == doctest::Approx((70.0 + 100 + 10) * 4));
+  CHECK(lin.features.bytesWritten.value_or(-1) == doctest::Approx(70.0 * 4));
+  CHECK(s.node(lin.backward.at(0)).kind == "AddmmBackward0");
+  CHECK(s.node(lin.backward.at(0)).modulePath == "block.inner.fc");
+}

@@ -3,13 +3,20 @@
 // after — the built-in tanh_gelu on transformer_xl and moe_topk, and relu → threshold on every
 // relu of dynamic_resnet, which must leave the loss bit-identical.
 
+#include "doctest_torch.h"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
+#include <set>
+#include <string>
 
 #include "symtune/rules/rule_registry.h"
 #include "symtune/rules/rule_rewrite.h"
 #include "symtune/runtime/trainer.h"
 #include "symtune/zoo/model_zoo.h"
-#include "test_main.h"
 
 namespace {
 
@@ -64,179 +71,176 @@ symtune::Session zooSession(const std::string& zoo) {
   return s;
 }
 
+// A rewrite the engine must refuse when the rule is loaded, and the start of its message.
+struct InvalidRewrite {
+  const char* name;
+  std::string pattern, replacement, message;
+};
+
+const std::string kRelu = "graph(%x):\n  %y = aten::relu(%x)\n  return (%y)";
+
+const InvalidRewrite kInvalidRewrites[] = {
+    {"pattern not IR", "graph(%x):\n  %y = \n", kRelu, "1:12: the pattern is not TorchScript IR: "},
+    {"replacement not IR", kRelu, "graf(%x)", "1:12: the replacement is not TorchScript IR: "},
+    {"constants only", "graph():\n  %c : int = prim::Constant[value=1]()\n  return (%c)",
+     "graph():\n  %c : int = prim::Constant[value=2]()\n  return (%c)",
+     "1:12: the pattern has no operation to match (only constants)"},
+    {"input counts differ", kRelu, "graph(%x, %z):\n  %y = aten::relu(%x)\n  return (%y)",
+     "1:12: the pattern takes 1 input, the replacement 2 inputs: they must match (the "
+     "replacement gets the pattern's inputs)"},
+    {"output counts differ", kRelu, "graph(%x):\n  %y = aten::relu(%x)\n  return (%y, %x)",
+     "1:12: the pattern returns 1 value, the replacement 2 values: they must match"},
+    {"blocks in the pattern",
+     "graph(%c, %x):\n  %y = prim::If(%c)\n    block0():\n      -> (%x)\n    block1():\n"
+     "      -> (%x)\n  return (%y)",
+     "graph(%c, %x):\n  return (%x)",
+     "1:12: the pattern's prim::If holds blocks: a pattern matches straight-line code only"},
+    {"second output off the path",
+     "graph(%x, %z):\n  %a = aten::relu(%x)\n  %b = aten::relu(%z)\n  return (%a, %b)",
+     "graph(%x, %z):\n  return (%x, %z)",
+     "1:12: the pattern's output 2 is not computed on the way to its first output, which is "
+     "where matching starts: return that value first"},
+};
+
 }  // namespace
 
-class TestRuleRewrite : public QObject {
-  Q_OBJECT
-
- private Q_SLOTS:
-  void invalidRewrites_data() {
-    QTest::addColumn<QString>("pattern");
-    QTest::addColumn<QString>("replacement");
-    QTest::addColumn<QString>("message");
-    const QString relu = "graph(%x):\n  %y = aten::relu(%x)\n  return (%y)";
-    QTest::addRow("pattern not IR") << "graph(%x):\n  %y = \n"
-                                    << relu << "1:12: the pattern is not TorchScript IR: ";
-    QTest::addRow("replacement not IR") << relu << "graf(%x)"
-                                        << "1:12: the replacement is not TorchScript IR: ";
-    QTest::addRow("constants only")
-        << "graph():\n  %c : int = prim::Constant[value=1]()\n  return (%c)"
-        << "graph():\n  %c : int = prim::Constant[value=2]()\n  return (%c)"
-        << "1:12: the pattern has no operation to match (only constants)";
-    QTest::addRow("input counts differ")
-        << relu << "graph(%x, %z):\n  %y = aten::relu(%x)\n  return (%y)"
-        << "1:12: the pattern takes 1 input, the replacement 2 inputs: they must match (the "
-           "replacement gets the pattern's inputs)";
-    QTest::addRow("output counts differ")
-        << relu << "graph(%x):\n  %y = aten::relu(%x)\n  return (%y, %x)"
-        << "1:12: the pattern returns 1 value, the replacement 2 values: they must match";
-    QTest::addRow("blocks in the pattern")
-        << "graph(%c, %x):\n  %y = prim::If(%c)\n    block0():\n      -> (%x)\n    block1():\n"
-           "      -> (%x)\n  return (%y)"
-        << "graph(%c, %x):\n  return (%x)"
-        << "1:12: the pattern's prim::If holds blocks: a pattern matches straight-line code only";
-    QTest::addRow("second output off the path")
-        << "graph(%x, %z):\n  %a = aten::relu(%x)\n  %b = aten::relu(%z)\n  return (%a, %b)"
-        << "graph(%x, %z):\n  return (%x, %z)"
-        << "1:12: the pattern's output 2 is not computed on the way to its first output, which is "
-           "where matching starts: return that value first";
-  }
-
-  void invalidRewrites() {
-    QFETCH(QString, pattern);
-    QFETCH(QString, replacement);
-    QFETCH(QString, message);
-    const std::string text = "rule bad { rewrite \"\"\"" + pattern.toStdString() +
-                             "\"\"\" => \"\"\"" + replacement.toStdString() + "\"\"\" }";
+TEST_CASE("an invalid rewrite is refused when the rule is loaded, saying why") {
+  for (const InvalidRewrite& row : kInvalidRewrites) {
+    INFO(row.name);
+    const std::string text = "rule bad { rewrite \"\"\"" + row.pattern + "\"\"\" => \"\"\"" +
+                             row.replacement + "\"\"\" }";
     const auto rule = oneRule(text);  // the front end accepts it: the IR is the engine's to check
     try {
       symtune::rules::validateRewrites(rule);
-      QFAIL("no error");
+      FAIL_CHECK("no error");
     } catch (const RuleError& e) {
-      QVERIFY2(QString(e.what()).startsWith(message), e.what());
+      const std::string what = e.what();
+      INFO(what);
+      CHECK(what.rfind(row.message, 0) == 0);  // starts with the message
     }
   }
+}
 
-  void tanhGeluOnTransformerXl() {
-    // Without the rule: the model's GELUs are exact.
-    auto zoo = symtune::buildZooModel("transformer_xl", {"ci", 7, std::nullopt});
-    const auto before = opCounts(zoo.module);
-    QVERIFY(before.at("aten::gelu/none") >= 1);
-    QCOMPARE(before.count("aten::gelu/tanh"), size_t{0});
+TEST_CASE("tanh_gelu rewrites every exact GELU of transformer_xl") {
+  // Without the rule: the model's GELUs are exact.
+  auto zoo = symtune::buildZooModel("transformer_xl", {"ci", 7, std::nullopt});
+  const auto before = opCounts(zoo.module);
+  CHECK(before.at("aten::gelu/none") >= 1);
+  CHECK(before.count("aten::gelu/tanh") == size_t{0});
 
-    auto session = zooSession("transformer_xl");
-    session.rules.enable = {"tanh_gelu"};
-    symtune::Trainer trainer(session);
-    QCOMPARE(trainer.rewrites().size(), size_t{1});
-    const auto& report = trainer.rewrites().front();
-    QCOMPARE(report.rule, std::string("tanh_gelu"));
-    QCOMPARE(report.sites, before.at("aten::gelu/none"));
-    QCOMPARE(report.functions.size(), size_t{1});
-    QVERIFY2(report.functions[0].first.find("XLDecoder.forward") != std::string::npos,
-             report.functions[0].first.c_str());
-    const auto after = opCounts(*trainer.executor().scriptModule());
-    QCOMPARE(after.count("aten::gelu/none"), size_t{0});
-    QCOMPARE(after.at("aten::gelu/tanh"), before.at("aten::gelu/none"));
+  auto session = zooSession("transformer_xl");
+  session.rules.enable = {"tanh_gelu"};
+  symtune::Trainer trainer(session);
+  REQUIRE(trainer.rewrites().size() == size_t{1});
+  const auto& report = trainer.rewrites().front();
+  CHECK(report.rule == "tanh_gelu");
+  CHECK(report.sites == before.at("aten::gelu/none"));
+  REQUIRE(report.functions.size() == size_t{1});
+  {
+    INFO(report.functions[0].first);
+    CHECK(report.functions[0].first.find("XLDecoder.forward") != std::string::npos);
+  }
+  const auto after = opCounts(*trainer.executor().scriptModule());
+  CHECK(after.count("aten::gelu/none") == size_t{0});
+  CHECK(after.at("aten::gelu/tanh") == before.at("aten::gelu/none"));
 
-    // It trains, close to the exact model (tanh GELU differs by under 1e-3 per activation).
-    symtune::Trainer exact(zooSession("transformer_xl"));
-    for (int i = 0; i < 3; ++i) {
-      const double a = trainer.step().loss, b = exact.step().loss;
-      QVERIFY2(std::isfinite(a) && std::abs(a - b) < 1e-2 * std::abs(b),
-               qPrintable(QString("step %1: %2 vs %3").arg(i).arg(a).arg(b)));
-    }
-    // Only exact GELUs match: a second application changes nothing.
-    const auto again = symtune::rules::applyRewrites(
-        *trainer.executor().scriptModule(), {symtune::rules::parseRules(
-                                                 R"ir(rule tanh_gelu_again { rewrite """graph(%x):
+  // It trains, close to the exact model (tanh GELU differs by under 1e-3 per activation).
+  symtune::Trainer exact(zooSession("transformer_xl"));
+  for (int i = 0; i < 3; ++i) {
+    const double a = trainer.step().loss, b = exact.step().loss;
+    INFO("step ", i, ": ", a, " vs ", b);
+    CHECK((std::isfinite(a) && std::abs(a - b) < 1e-2 * std::abs(b)));
+  }
+  // Only exact GELUs match: a second application changes nothing.
+  const auto again = symtune::rules::applyRewrites(
+      *trainer.executor().scriptModule(), {symtune::rules::parseRules(
+                                               R"ir(rule tanh_gelu_again { rewrite """graph(%x):
   %none : str = prim::Constant[value="none"]()
   %y = aten::gelu(%x, %none)
   return (%y)""" => """graph(%x):
   return (%x)""" })ir")
-                                                 .front()});
-    QCOMPARE(again.front().sites, int64_t{0});
-  }
+                                               .front()});
+  CHECK(again.front().sites == int64_t{0});
+}
 
-  // The built-in fused_bias_gelu: every `gelu(x @ w + b)` of the feed-forward and expert layers
-  // becomes symtune::bias_gelu; losses agree to rounding for 5 steps.
-  void fusedBiasGeluOnTheZoo_data() {
-    QTest::addColumn<QString>("zoo");
-    QTest::addRow("transformer_xl") << "transformer_xl";
-    QTest::addRow("moe_topk") << "moe_topk";
-  }
-  void fusedBiasGeluOnTheZoo() {
-    QFETCH(QString, zoo);
-    const std::string name = zoo.toStdString();
+// The built-in fused_bias_gelu: every `gelu(x @ w + b)` of the feed-forward and expert layers
+// becomes symtune::bias_gelu; losses agree to rounding for 5 steps.
+TEST_CASE("fused_bias_gelu fuses the feed-forward and expert layers of the zoo's transformers") {
+  for (const char* zoo : {"transformer_xl", "moe_topk"}) {
+    INFO(zoo);
+    const std::string name = zoo;
     const auto before = opCounts(symtune::buildZooModel(name, {"ci", 7, std::nullopt}).module);
-    QVERIFY(before.at("aten::gelu/none") >= 1);
+    CHECK(before.at("aten::gelu/none") >= 1);
     auto session = zooSession(name);
     session.rules.enable = {"fused_bias_gelu"};
     symtune::Trainer fused(session);
-    QCOMPARE(fused.rewrites().size(), size_t{1});
-    QCOMPARE(fused.rewrites().front().sites, before.at("aten::gelu/none"));
+    REQUIRE(fused.rewrites().size() == size_t{1});
+    CHECK(fused.rewrites().front().sites == before.at("aten::gelu/none"));
     const auto after = opCounts(*fused.executor().scriptModule());
-    QCOMPARE(after.count("aten::gelu/none"), size_t{0});
-    QCOMPARE(after.at("symtune::bias_gelu"), before.at("aten::gelu/none"));
-    QCOMPARE(after.count("aten::add") > 0 ? after.at("aten::add") : 0,
-             before.at("aten::add") - before.at("aten::gelu/none"));
+    CHECK(after.count("aten::gelu/none") == size_t{0});
+    CHECK(after.at("symtune::bias_gelu") == before.at("aten::gelu/none"));
+    CHECK((after.count("aten::add") > 0 ? after.at("aten::add") : 0) ==
+          before.at("aten::add") - before.at("aten::gelu/none"));
     symtune::Trainer plain(zooSession(name));
     for (int i = 0; i < 5; ++i) {
       const double a = fused.step().loss, b = plain.step().loss;
-      QVERIFY2(std::abs(a - b) <= 1e-4 * std::abs(b),
-               qPrintable(QString("step %1: %2 vs %3").arg(i).arg(a).arg(b)));
+      INFO("step ", i, ": ", a, " vs ", b);
+      CHECK(std::abs(a - b) <= 1e-4 * std::abs(b));
     }
   }
+}
 
-  // Note [Typed pattern inputs]: an unannotated pattern input is a Tensor, so `x + 1.0` (a
-  // float) is not taken for a bias.
-  void patternInputsMatchTheirDeclaredTypes() {
-    auto module = torch::jit::Module("M");
-    module.define(R"ts(
+// Note [Typed pattern inputs]: an unannotated pattern input is a Tensor, so `x + 1.0` (a
+// float) is not taken for a bias.
+TEST_CASE("pattern inputs match only values of their declared types") {
+  auto module = torch::jit::Module("M");
+  module.define(R"ts(
 def forward(self, x: Tensor, b: Tensor):
     return torch.gelu(x + 1.0) + torch.gelu(x + b)
 )ts");
-    const auto rule = *symtune::rules::Registry::global().get("fused_bias_gelu").rule;
-    const auto reports = symtune::rules::applyRewrites(module, {rule});
-    QCOMPARE(reports.front().sites, int64_t{1});  // x + b only
-    const auto counts = opCounts(module);
-    QCOMPARE(counts.at("symtune::bias_gelu"), int64_t{1});
-    QCOMPARE(counts.at("aten::gelu/none"), int64_t{1});
-    const auto x = torch::randn({3, 4}), b = torch::randn({4});
-    const auto y = module.forward({x, b}).toTensor();
-    QVERIFY(torch::allclose(y, torch::gelu(x + 1.0) + torch::gelu(x + b), 1e-5, 1e-6));
-  }
+  const auto rule = *symtune::rules::Registry::global().get("fused_bias_gelu").rule;
+  const auto reports = symtune::rules::applyRewrites(module, {rule});
+  CHECK(reports.front().sites == int64_t{1});  // x + b only
+  const auto counts = opCounts(module);
+  CHECK(counts.at("symtune::bias_gelu") == int64_t{1});
+  CHECK(counts.at("aten::gelu/none") == int64_t{1});
+  const auto x = torch::randn({3, 4}), b = torch::randn({4});
+  const auto y = module.forward({x, b}).toTensor();
+  CHECK(torch::allclose(y, torch::gelu(x + 1.0) + torch::gelu(x + b), 1e-5, 1e-6));
+}
 
-  // The built-in fused_bias_dropout_add: `residual + dropout(x + bias)` becomes
-  // symtune::bias_dropout_add; evaluation gives the sum, training keeps elements scaled by
-  // 1 / (1 - p) and drops the others to the residual.
-  void fusedBiasDropoutAddRewritesTheSublayerEnd() {
-    auto module = torch::jit::Module("M");
-    module.define(R"ts(
+// The built-in fused_bias_dropout_add: `residual + dropout(x + bias)` becomes
+// symtune::bias_dropout_add; evaluation gives the sum, training keeps elements scaled by
+// 1 / (1 - p) and drops the others to the residual.
+TEST_CASE("fused_bias_dropout_add rewrites the end of a sublayer") {
+  auto module = torch::jit::Module("M");
+  module.define(R"ts(
 def forward(self, x: Tensor, b: Tensor, r: Tensor, train: bool):
     return r + torch.dropout(x + b, 0.25, train)
 )ts");
-    const auto rule = *symtune::rules::Registry::global().get("fused_bias_dropout_add").rule;
-    QCOMPARE(symtune::rules::applyRewrites(module, {rule}).front().sites, int64_t{1});
-    const auto counts = opCounts(module);
-    QCOMPARE(counts.at("symtune::bias_dropout_add"), int64_t{1});
-    QCOMPARE(counts.count("aten::dropout"), size_t{0});
-    QCOMPARE(counts.count("aten::add"), size_t{0});
-    const auto x = torch::randn({16, 32}), b = torch::randn({32}), r = torch::randn({16, 32});
-    QVERIFY(torch::allclose(module.forward({x, b, r, false}).toTensor(), r + (x + b)));
-    const auto delta = module.forward({x, b, r, true}).toTensor() - r;
-    const auto kept = delta != 0;
-    QVERIFY(torch::allclose(delta, torch::where(kept, (x + b) / 0.75, torch::zeros_like(x)), 1e-5,
-                            1e-5));
-    const double share = kept.to(torch::kDouble).mean().item<double>();
-    QVERIFY2(share > 0.6 && share < 0.9, qPrintable(QString::number(share)));  // 0.75 expected
-  }
+  const auto rule = *symtune::rules::Registry::global().get("fused_bias_dropout_add").rule;
+  CHECK(symtune::rules::applyRewrites(module, {rule}).front().sites == int64_t{1});
+  const auto counts = opCounts(module);
+  CHECK(counts.at("symtune::bias_dropout_add") == int64_t{1});
+  CHECK(counts.count("aten::dropout") == size_t{0});
+  CHECK(counts.count("aten::add") == size_t{0});
+  const auto x = torch::randn({16, 32}), b = torch::randn({32}), r = torch::randn({16, 32});
+  CHECK(torch::allclose(module.forward({x, b, r, false}).toTensor(), r + (x + b)));
+  const auto delta = module.forward({x, b, r, true}).toTensor() - r;
+  const auto kept = delta != 0;
+  CHECK(
+      torch::allclose(delta, torch::where(kept, (x + b) / 0.75, torch::zeros_like(x)), 1e-5, 1e-5));
+  const double share = kept.to(torch::kDouble).mean().item<double>();
+  INFO("share kept: ", share);
+  CHECK((share > 0.6 && share < 0.9));  // 0.75 expected
+}
 
-  void tanhGeluOnMoeRespectsModuleSelectors() {
-    auto zoo = symtune::buildZooModel("moe_topk", {"ci", 7, std::nullopt});
-    const auto before = opCounts(zoo.module);
-    QVERIFY(before.at("aten::gelu/none") >= 1);
-    auto rule = [](const std::string& select) {
-      return oneRule("rule t {\n  " + select + R"ir(
+TEST_CASE("tanh_gelu on moe_topk rewrites only what its selectors pick") {
+  auto zoo = symtune::buildZooModel("moe_topk", {"ci", 7, std::nullopt});
+  const auto before = opCounts(zoo.module);
+  CHECK(before.at("aten::gelu/none") >= 1);
+  auto rule = [](const std::string& select) {
+    return oneRule("rule t {\n  " + select + R"ir(
   rewrite """graph(%x):
   %none : str = prim::Constant[value="none"]()
   %y = aten::gelu(%x, %none)
@@ -245,45 +249,45 @@ def forward(self, x: Tensor, b: Tensor, r: Tensor, train: bool):
   %y = aten::gelu(%x, %tanh)
   return (%y)"""
 })ir");
-    };
-    // The head holds no GELU; a node selector for another op matches nothing either.
-    QCOMPARE(
-        symtune::rules::applyRewrites(zoo.module, {rule("select modules \"head\"")}).front().sites,
-        int64_t{0});
-    QCOMPARE(symtune::rules::applyRewrites(zoo.module, {rule("select nodes \"aten::relu\"")})
-                 .front()
-                 .sites,
-             int64_t{0});
-    QCOMPARE(opCounts(zoo.module), before);  // untouched
-    const auto report =
-        symtune::rules::applyRewrites(zoo.module, {rule("select modules \"blocks.*\"")}).front();
-    QCOMPARE(report.sites, before.at("aten::gelu/none"));
-    const auto after = opCounts(zoo.module);
-    QCOMPARE(after.at("aten::gelu/tanh"), before.at("aten::gelu/none"));
-    QCOMPARE(after.count("aten::gelu/none"), size_t{0});
+  };
+  // The head holds no GELU; a node selector for another op matches nothing either.
+  CHECK(
+      symtune::rules::applyRewrites(zoo.module, {rule("select modules \"head\"")}).front().sites ==
+      int64_t{0});
+  CHECK(symtune::rules::applyRewrites(zoo.module, {rule("select nodes \"aten::relu\"")})
+            .front()
+            .sites == int64_t{0});
+  CHECK(opCounts(zoo.module) == before);  // untouched
+  const auto report =
+      symtune::rules::applyRewrites(zoo.module, {rule("select modules \"blocks.*\"")}).front();
+  CHECK(report.sites == before.at("aten::gelu/none"));
+  const auto after = opCounts(zoo.module);
+  CHECK(after.at("aten::gelu/tanh") == before.at("aten::gelu/none"));
+  CHECK(after.count("aten::gelu/none") == size_t{0});
+}
+
+TEST_CASE("relu to threshold rewrites every relu of dynamic_resnet and keeps the loss") {
+  auto session = zooSession("dynamic_resnet");
+  symtune::Trainer plain(session);
+  const auto before = opCounts(*plain.executor().scriptModule());
+  const int64_t relus = before.at("aten::relu");
+  INFO("relus: ", relus);
+  CHECK(relus >= 4);
+
+  session.rules.source = kReluToThreshold;
+  symtune::Trainer rewritten(session);
+  REQUIRE(!rewritten.rewrites().empty());
+  const auto& report = rewritten.rewrites().front();
+  CHECK(report.sites == relus);
+  CHECK(report.functions.size() >= 3);  // the blocks' classes and the stem
+  const auto after = opCounts(*rewritten.executor().scriptModule());
+  CHECK(after.count("aten::relu") == size_t{0});
+  CHECK(after.at("aten::threshold") ==
+        (before.count("aten::threshold") ? before.at("aten::threshold") + relus : relus));
+  // threshold(x, 0, 0) is relu: the same losses, bit for bit.
+  for (int i = 0; i < 3; ++i) {
+    const double withThreshold = rewritten.step().loss, withRelu = plain.step().loss;
+    INFO("step ", i);
+    CHECK(withThreshold == withRelu);
   }
-
-  void reluToThresholdOnEveryReluOfTheResnet() {
-    auto session = zooSession("dynamic_resnet");
-    symtune::Trainer plain(session);
-    const auto before = opCounts(*plain.executor().scriptModule());
-    const int64_t relus = before.at("aten::relu");
-    QVERIFY2(relus >= 4, qPrintable(QString::number(relus)));
-
-    session.rules.source = kReluToThreshold;
-    symtune::Trainer rewritten(session);
-    const auto& report = rewritten.rewrites().front();
-    QCOMPARE(report.sites, relus);
-    QVERIFY(report.functions.size() >= 3);  // the blocks' classes and the stem
-    const auto after = opCounts(*rewritten.executor().scriptModule());
-    QCOMPARE(after.count("aten::relu"), size_t{0});
-    QCOMPARE(after.at("aten::threshold"),
-             before.count("aten::threshold") ? before.at("aten::threshold") + relus : relus);
-    // threshold(x, 0, 0) is relu: the same losses, bit for bit.
-    for (int i = 0; i < 3; ++i)
-      QCOMPARE(rewritten.step().loss, plain.step().loss);
-  }
-};
-
-SYMTUNE_TEST_MAIN_CORE(TestRuleRewrite)
-#include "tst_rule_rewrite.moc"
+}

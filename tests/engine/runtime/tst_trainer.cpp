@@ -1,19 +1,31 @@
 // The trainer behind `--batch`: the zoo ResNet learns, keeps its data-dependent control flow in the
 // IR, is deterministic for a seed; a user's TorchScript file trains the same way; bad model files
-// and wrong input specs are setup errors that say what is wrong.
+// and wrong input specs are setup errors that say what is wrong. Where a GPU is present, a CUDA
+// request trains on it; elsewhere that row says why it skips.
 
-#include <QTemporaryDir>
+#include "doctest_torch.h"
 
-#include <fstream>
-
+#include <torch/cuda.h>
 #include <torch/script.h>
 
+#include <atomic>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "batch_run.h"
+#include "cuda_rows.h"
 #include "symtune/runtime/trainer.h"
 #include "symtune/zoo/model_zoo.h"
-#include "test_main.h"
+#include "test_files.h"
 
 namespace {
+
+// Every test runs on two intra-op threads, as many as the CI machine has cores.
+struct TwoThreads {
+  TwoThreads() { at::set_num_threads(2); }
+};
 
 symtune::Session zooSession(int64_t steps) {
   symtune::Session s;
@@ -75,87 +87,102 @@ int countNodes(const std::shared_ptr<torch::jit::Graph>& graph, c10::Symbol kind
   return n;
 }
 
+// How many times `needle` occurs in `text`, not overlapping.
+int occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size()))
+    ++n;
+  return n;
+}
+
+// A bad model setup and the words its SetupError must contain.
+struct SetupErrorRow {
+  const char* name;
+  const char* kind;
+  const char* expected;
+};
+const SetupErrorRow kSetupErrors[] = {
+    {"missing file", "missing", "no such model file"},
+    {"not an archive", "garbage", "not a loadable TorchScript archive"},
+    {"wrong class count", "classes", "forward returned shape [16, 3], expected [16, 5]"},
+    {"wrong input shape", "shape", "forward failed on inputs of model.inputs"},
+};
+
 }  // namespace
 
-class TestTrainer : public QObject {
-  Q_OBJECT
+TEST_CASE_FIXTURE(TwoThreads, "the ci preset's loss falls over 50 steps") {
+  symtune::Trainer trainer(zooSession(50));
+  std::vector<double> loss;
+  for (int i = 0; i < 50; ++i) {
+    INFO("step ", i);
+    const auto r = trainer.step();
+    CHECK(r.step == int64_t{i});
+    CHECK(std::isfinite(r.loss));
+    CHECK(r.seconds >= r.closureSeconds + r.updateSeconds);
+    loss.push_back(r.loss);
+  }
+  const double first = mean(loss, 0, 5), last = mean(loss, 45, 50);
+  MESSAGE("mean loss: steps 1-5 ", first, ", steps 46-50 ", last);
+  {
+    INFO("10 classes: the untrained loss is about ln 10");
+    CHECK(first > 2.0);
+  }
+  {
+    INFO("the loss must fall by a fifth or more in 50 steps");
+    CHECK(last < 0.8 * first);
+  }
+  CHECK(trainer.stepsDone() == int64_t{50});
+}
 
- private Q_SLOTS:
-  void initTestCase() { at::set_num_threads(2); }
-
-  void ciPresetLossFallsOver50Steps() {
-    symtune::Trainer trainer(zooSession(50));
-    std::vector<double> loss;
-    for (int i = 0; i < 50; ++i) {
-      const auto r = trainer.step();
-      QCOMPARE(r.step, int64_t{i});
-      QVERIFY(std::isfinite(r.loss));
-      QVERIFY(r.seconds >= r.closureSeconds + r.updateSeconds);
-      loss.push_back(r.loss);
+TEST_CASE_FIXTURE(TwoThreads, "the zoo model keeps its data-dependent control flow") {
+  auto zoo = symtune::buildZooModel("dynamic_resnet", {"ci", 0, std::nullopt});
+  int ifs = 0, gated = 0;
+  for (const auto& child : zoo.module.named_modules()) {
+    if (child.value.type()->name()->name() == "GatedBlock") {
+      ++gated;
+      ifs += countNodes(child.value.get_method("forward").graph(), c10::prim::If);
     }
-    const double first = mean(loss, 0, 5), last = mean(loss, 45, 50);
-    qInfo("mean loss: steps 1-5 %.4f, steps 46-50 %.4f", first, last);
-    QVERIFY2(first > 2.0, "10 classes: the untrained loss is about ln 10");
-    QVERIFY2(last < 0.8 * first, "the loss must fall by a fifth or more in 50 steps");
-    QCOMPARE(trainer.stepsDone(), int64_t{50});
   }
+  CHECK(gated == 4);  // ci preset: 2 blocks per stage, the first of each is a DownBlock
+  CHECK(ifs == gated);
+  // Module paths follow torch.nn naming: layer3's second block's first convolution.
+  bool found = false;
+  for (const auto& child : zoo.module.named_modules())
+    found |= child.name == "layer3.1.body.conv1";
+  CHECK(found);
+}
 
-  void zooModelKeepsDataDependentControlFlow() {
-    auto zoo = symtune::buildZooModel("dynamic_resnet", {"ci", 0, std::nullopt});
-    int ifs = 0, gated = 0;
-    for (const auto& child : zoo.module.named_modules()) {
-      if (child.value.type()->name()->name() == "GatedBlock") {
-        ++gated;
-        ifs += countNodes(child.value.get_method("forward").graph(), c10::prim::If);
-      }
-    }
-    QCOMPARE(gated, 4);  // ci preset: 2 blocks per stage, the first of each is a DownBlock
-    QCOMPARE(ifs, gated);
-    // Module paths follow torch.nn naming: layer3's second block's first convolution.
-    bool found = false;
-    for (const auto& child : zoo.module.named_modules())
-      found |= child.name == "layer3.1.body.conv1";
-    QVERIFY(found);
+TEST_CASE_FIXTURE(TwoThreads, "the same seed gives the same losses") {
+  symtune::Trainer a(zooSession(3)), b(zooSession(3));
+  for (int i = 0; i < 3; ++i) {
+    INFO("step ", i);
+    // The same computation run twice: equal to a relative 1e-12.
+    CHECK(a.step().loss == doctest::Approx(b.step().loss).epsilon(1e-12));
   }
+}
 
-  void sameSeedSameLosses() {
-    symtune::Trainer a(zooSession(3)), b(zooSession(3));
-    for (int i = 0; i < 3; ++i)
-      QCOMPARE(a.step().loss, b.step().loss);
-  }
+TEST_CASE_FIXTURE(TwoThreads, "a user's TorchScript file trains") {
+  symtune::test::TempDir dir;
+  const std::string path = dir.filePath("mlp.pt");
+  saveMlp(path, 12, 3);
+  symtune::Trainer trainer(fileSession(path, {16, 3, 4}, 3));
+  CHECK(trainer.parameterCount() == int64_t{32 * 12 + 32 + 3 * 32 + 3});
+  std::vector<double> loss;
+  for (int i = 0; i < 50; ++i)
+    loss.push_back(trainer.step().loss);
+  INFO("the user's model must learn");
+  CHECK(mean(loss, 45, 50) < 0.7 * mean(loss, 0, 5));
+}
 
-  void userTorchScriptFileTrains() {
-    QTemporaryDir dir;
-    const std::string path = dir.filePath("mlp.pt").toStdString();
-    saveMlp(path, 12, 3);
-    symtune::Trainer trainer(fileSession(path, {16, 3, 4}, 3));
-    QCOMPARE(trainer.parameterCount(), int64_t{32 * 12 + 32 + 3 * 32 + 3});
-    std::vector<double> loss;
-    for (int i = 0; i < 50; ++i)
-      loss.push_back(trainer.step().loss);
-    QVERIFY2(mean(loss, 45, 50) < 0.7 * mean(loss, 0, 5), "the user's model must learn");
-  }
-
-  void setupErrors_data() {
-    QTest::addColumn<QString>("kind");
-    QTest::addColumn<QString>("expected");
-    QTest::addRow("missing file") << "missing"
-                                  << "no such model file";
-    QTest::addRow("not an archive") << "garbage"
-                                    << "not a loadable TorchScript archive";
-    QTest::addRow("wrong class count") << "classes"
-                                       << "forward returned shape [16, 3], expected [16, 5]";
-    QTest::addRow("wrong input shape") << "shape"
-                                       << "forward failed on inputs of model.inputs";
-  }
-
-  void setupErrors() {
-    QFETCH(QString, kind);
-    QFETCH(QString, expected);
-    QTemporaryDir dir;
-    const std::string path = dir.filePath("m.pt").toStdString();
+TEST_CASE_FIXTURE(TwoThreads, "bad model files and input specs are one-line setup errors") {
+  for (const SetupErrorRow& row : kSetupErrors) {
+    INFO(row.name);
+    const std::string kind = row.kind;
+    symtune::test::TempDir dir;
+    const std::string path = dir.filePath("m.pt");
     if (kind == "garbage")
-      std::ofstream(path) << "not a zip archive";
+      symtune::test::writeFile(path, "not a zip archive");
     if (kind == "classes" || kind == "shape")
       saveMlp(path, 12, 3);
     auto session = fileSession(
@@ -163,96 +190,117 @@ class TestTrainer : public QObject {
         kind == "classes" ? 5 : 3);
     try {
       symtune::Trainer trainer(session);
-      QFAIL("the trainer accepted a bad model");
+      FAIL("the trainer accepted a bad model");
     } catch (const symtune::SetupError& e) {
-      const QString what = QString::fromStdString(e.what());
-      QVERIFY2(what.contains(expected), qPrintable(what));
-      QVERIFY2(!what.contains('\n'), "setup errors are one line");
+      const std::string what = e.what();
+      INFO(what);
+      CHECK(what.find(row.expected) != std::string::npos);
+      INFO("setup errors are one line");
+      CHECK(what.find('\n') == std::string::npos);
     }
   }
+}
 
-  void cudaRequestWithoutGpuIsASetupError() {
-    if (torch::cuda::is_available())
-      QSKIP("a CUDA device is present");
-    auto s = zooSession(1);
-    s.run.device = "cuda";
-    QVERIFY_THROWS_EXCEPTION(symtune::SetupError, symtune::Trainer{s});
-    s.run.device = "auto";
-    QVERIFY(symtune::Trainer(s).device().is_cpu());
+TEST_CASE_FIXTURE(TwoThreads, "a CUDA request without a GPU is a setup error") {
+  if (torch::cuda::is_available()) {
+    MESSAGE("skipped: a CUDA device is present");
+    return;
   }
+  auto s = zooSession(1);
+  s.run.device = "cuda";
+  CHECK_THROWS_AS(symtune::Trainer{s}, symtune::SetupError);
+  s.run.device = "auto";
+  CHECK(symtune::Trainer(s).device().is_cpu());
+}
 
-  void metaOptimizerZeroesGradientsAndChecksTheClosure() {
-    auto w = torch::ones({3}, torch::requires_grad());
-    symtune::MetaOptimizer opt(
-        std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{w}, 0.1));
-    auto closure = [&] {
-      auto loss = (w * w).sum();
-      loss.backward();
-      return loss;
-    };
-    opt.step(closure);
-    QVERIFY(torch::allclose(w, torch::full({3}, 0.8)));  // 1 - 0.1 * 2
-    const auto stats = opt.step(closure);                // gradient 1.6, not 2 + 1.6
-    QVERIFY(torch::allclose(w, torch::full({3}, 0.64)));
-    QCOMPARE(stats.step, int64_t{1});
-    QCOMPARE(opt.stepCount(), int64_t{2});
-    QVERIFY_THROWS_EXCEPTION(c10::Error, opt.step([] { return torch::Tensor(); }));
+// The GPU side of the test above: "cuda" and "auto" put the model on the GPU, and it trains there.
+TEST_CASE_FIXTURE(TwoThreads, "a CUDA request trains the zoo ResNet on the GPU") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  auto s = zooSession(5);
+  s.run.device = "cuda";
+  symtune::Trainer trainer(s);
+  REQUIRE(trainer.device().is_cuda());
+  for (const auto& p : trainer.executor().parameters())
+    CHECK(p.is_cuda());
+  for (int i = 0; i < 5; ++i) {
+    INFO("step ", i);
+    CHECK(std::isfinite(trainer.step().loss));
   }
+  CHECK(trainer.stepsDone() == int64_t{5});
+  s.run.device = "auto";
+  CHECK(symtune::Trainer(s).device().is_cuda());
+}
 
-  void batchRunFillsTheReport() {
-    std::ostringstream progress;
-    symtune::BatchOptions options;
-    options.progress = &progress;
-    options.progressIntervalSeconds = 0;  // a line per step
-    const auto report = symtune::runBatch(zooSession(5), options);
-    QCOMPARE(report.status, symtune::RunReport::Status::Completed);
-    QCOMPARE(report.stepsCompleted(), int64_t{5});
-    QCOMPARE(report.stepSeconds.size(), size_t{5});
-    QVERIFY(report.samplesPerSecond() > 0);
-    QVERIFY(report.peakRssBytes > 0);
-    QCOMPARE(report.torchVersion, std::string(TORCH_VERSION));
-    const QString text = QString::fromStdString(progress.str());
-    QCOMPARE(text.count("step "), 5);
-    QVERIFY(text.contains("step 5/5  loss "));
-  }
+TEST_CASE_FIXTURE(TwoThreads, "the meta-optimizer zeroes gradients and checks the closure") {
+  auto w = torch::ones({3}, torch::requires_grad());
+  symtune::MetaOptimizer opt(
+      std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{w}, 0.1));
+  auto closure = [&] {
+    auto loss = (w * w).sum();
+    loss.backward();
+    return loss;
+  };
+  opt.step(closure);
+  CHECK(torch::allclose(w, torch::full({3}, 0.8)));  // 1 - 0.1 * 2
+  const auto stats = opt.step(closure);              // gradient 1.6, not 2 + 1.6
+  CHECK(torch::allclose(w, torch::full({3}, 0.64)));
+  CHECK(stats.step == int64_t{1});
+  CHECK(opt.stepCount() == int64_t{2});
+  CHECK_THROWS_AS(opt.step([] { return torch::Tensor(); }), c10::Error);
+}
 
-  void failureMidRunKeepsTheStepsDone() {
-    // A model that fails on its 5th call (an impossible view): the setup probe is call 1, steps
-    // 1-3 are calls 2-4.
-    QTemporaryDir dir;
-    const std::string path = dir.filePath("flaky.pt").toStdString();
-    torch::jit::Module m("Flaky");
-    m.register_attribute("training", c10::BoolType::get(), true);
-    m.register_attribute("calls", c10::IntType::get(), int64_t{0});
-    m.register_parameter("w", torch::randn({3, 4}).requires_grad_(), false);
-    m.define(R"(
+TEST_CASE_FIXTURE(TwoThreads, "a batch run fills the report") {
+  std::ostringstream progress;
+  symtune::BatchOptions options;
+  options.progress = &progress;
+  options.progressIntervalSeconds = 0;  // a line per step
+  const auto report = symtune::runBatch(zooSession(5), options);
+  CHECK(std::string(symtune::toString(report.status)) == "completed");
+  CHECK(report.stepsCompleted() == int64_t{5});
+  CHECK(report.stepSeconds.size() == size_t{5});
+  CHECK(report.samplesPerSecond() > 0);
+  CHECK(report.peakRssBytes > 0);
+  CHECK(report.torchVersion == std::string(TORCH_VERSION));
+  const std::string text = progress.str();
+  INFO(text);
+  CHECK(occurrences(text, "step ") == 5);
+  CHECK(text.find("step 5/5  loss ") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(TwoThreads, "a failure mid-run keeps the steps done") {
+  // A model that fails on its 5th call (an impossible view): the setup probe is call 1, steps
+  // 1-3 are calls 2-4.
+  symtune::test::TempDir dir;
+  const std::string path = dir.filePath("flaky.pt");
+  torch::jit::Module m("Flaky");
+  m.register_attribute("training", c10::BoolType::get(), true);
+  m.register_attribute("calls", c10::IntType::get(), int64_t{0});
+  m.register_parameter("w", torch::randn({3, 4}).requires_grad_(), false);
+  m.define(R"(
 def forward(self, x: Tensor) -> Tensor:
     self.calls += 1
     if self.calls > 4:
         x = x.view(-1, 7)
     return torch.mm(x, self.w.t())
 )");
-    m.save(path);
-    auto session = fileSession(path, {8, 4}, 3);
-    session.run.steps = 10;
-    const auto report = symtune::runBatch(session, {});
-    QCOMPARE(report.status, symtune::RunReport::Status::Failed);
-    QCOMPARE(report.stepsCompleted(), int64_t{3});
-    QVERIFY2(QString::fromStdString(report.error).startsWith("step 3: "), report.error.c_str());
-    QVERIFY2(QString::fromStdString(report.error).contains("is invalid for input of size 32"),
-             report.error.c_str());
-    QVERIFY(report.error.find('\n') == std::string::npos);
-  }
+  m.save(path);
+  auto session = fileSession(path, {8, 4}, 3);
+  session.run.steps = 10;
+  const auto report = symtune::runBatch(session, {});
+  CHECK(std::string(symtune::toString(report.status)) == "failed");
+  CHECK(report.stepsCompleted() == int64_t{3});
+  INFO(report.error);
+  CHECK(report.error.substr(0, 8) == "step 3: ");
+  CHECK(report.error.find("is invalid for input of size 32") != std::string::npos);
+  CHECK(report.error.find('\n') == std::string::npos);
+}
 
-  void stopFlagInterruptsAtAStepBoundary() {
-    std::atomic<bool> stop{true};
-    symtune::BatchOptions options;
-    options.stop = &stop;
-    const auto report = symtune::runBatch(zooSession(5), options);
-    QCOMPARE(report.status, symtune::RunReport::Status::Interrupted);
-    QCOMPARE(report.stepsCompleted(), int64_t{0});
-  }
-};
-
-SYMTUNE_TEST_MAIN_CORE(TestTrainer)
-#include "tst_trainer.moc"
+TEST_CASE_FIXTURE(TwoThreads, "the stop flag interrupts at a step boundary") {
+  std::atomic<bool> stop{true};
+  symtune::BatchOptions options;
+  options.stop = &stop;
+  const auto report = symtune::runBatch(zooSession(5), options);
+  CHECK(std::string(symtune::toString(report.status)) == "interrupted");
+  CHECK(report.stepsCompleted() == int64_t{0});
+}

@@ -1,16 +1,21 @@
 // The memory tracker's step peak against an independent count: a CPU allocator that wraps
 // LibTorch's and counts every byte it hands out and takes back.
 
+#include "doctest_torch.h"
+
 #include <c10/core/CPUAllocator.h>
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "symtune/telemetry/memory_tracker.h"
 #include "symtune/zoo/model_zoo.h"
-#include "test_main.h"
 
 namespace {
 
@@ -71,56 +76,49 @@ class CountingAllocator final : public c10::Allocator {
 
 }  // namespace
 
-class TestMemoryTracker : public QObject {
-  Q_OBJECT
+TEST_CASE("the step peak agrees with a counting allocator's") {
+  at::set_num_threads(2);
+  static CountingAllocator counting(c10::GetDefaultCPUAllocator());
+  c10::SetCPUAllocator(&counting, /*priority=*/10);
 
- private Q_SLOTS:
-  void stepPeakAgreesWithACountingAllocator() {
-    at::set_num_threads(2);
-    static CountingAllocator counting(c10::GetDefaultCPUAllocator());
-    c10::SetCPUAllocator(&counting, /*priority=*/10);
-
-    auto zoo = symtune::buildZooModel("dynamic_resnet", {"ci", 0, std::nullopt});
-    const symtune::Batch batch = zoo.data->batch(0);
-    symtune::MemoryTracker tracker;
-    double trackedPeak = 0, countedPeak = 0;
-    {
-      auto active = tracker.activate();
-      tracker.resetPeak();
-      const int64_t countedStart = counting.current();
-      counting.reset();
-      auto loss = torch::nn::functional::cross_entropy(zoo.module.forward(batch.inputs).toTensor(),
-                                                       batch.target);
-      loss.backward();
-      trackedPeak = static_cast<double>(tracker.counters(c10::DeviceType::CPU).peak);
-      countedPeak = static_cast<double>(counting.peak() - countedStart);
-    }
-    c10::SetCPUAllocator(c10::GetDefaultCPUAllocator(), /*priority=*/11);
-    qInfo("step peak: tracker %.0f bytes, counting allocator %.0f bytes", trackedPeak, countedPeak);
-    QVERIFY(countedPeak > 1e5);  // the step held real memory
-    QVERIFY2(std::abs(trackedPeak - countedPeak) <= 0.05 * countedPeak,
-             "the tracker's peak is within 5 % of the independent count");
-    const auto cpu = tracker.counters(c10::DeviceType::CPU);
-    QVERIFY(cpu.allocations > 100);
-    QVERIFY(cpu.frees > 0);
+  auto zoo = symtune::buildZooModel("dynamic_resnet", {"ci", 0, std::nullopt});
+  const symtune::Batch batch = zoo.data->batch(0);
+  symtune::MemoryTracker tracker;
+  double trackedPeak = 0, countedPeak = 0;
+  {
+    auto active = tracker.activate();
+    tracker.resetPeak();
+    const int64_t countedStart = counting.current();
+    counting.reset();
+    auto loss = torch::nn::functional::cross_entropy(zoo.module.forward(batch.inputs).toTensor(),
+                                                     batch.target);
+    loss.backward();
+    trackedPeak = static_cast<double>(tracker.counters(c10::DeviceType::CPU).peak);
+    countedPeak = static_cast<double>(counting.peak() - countedStart);
   }
+  c10::SetCPUAllocator(c10::GetDefaultCPUAllocator(), /*priority=*/11);
+  MESSAGE("step peak: tracker ", static_cast<int64_t>(trackedPeak), " bytes, counting allocator ",
+          static_cast<int64_t>(countedPeak), " bytes");
+  CHECK(countedPeak > 1e5);  // the step held real memory
+  const auto cpu = tracker.counters(c10::DeviceType::CPU);
+  CHECK(cpu.allocations > 100);
+  CHECK(cpu.frees > 0);
+  INFO("the tracker's peak is within 5 % of the independent count");
+  CHECK(std::abs(trackedPeak - countedPeak) <= 0.05 * countedPeak);
+}
 
-  void reportsOnlyWhileActive() {
-    symtune::MemoryTracker tracker;
-    { auto t = torch::ones({1000}); }
-    QCOMPARE(tracker.counters(c10::DeviceType::CPU).allocations, int64_t{0});
-    {
-      auto active = tracker.activate();
-      auto t = torch::ones({1000});
-      QCOMPARE(tracker.counters(c10::DeviceType::CPU).current, int64_t{4000});
-    }
-    const auto c = tracker.counters(c10::DeviceType::CPU);
-    QCOMPARE(c.allocations, int64_t{1});
-    QCOMPARE(c.frees, int64_t{1});
-    QCOMPARE(c.current, int64_t{0});
-    QCOMPARE(c.peak, int64_t{4000});
+TEST_CASE("the tracker counts only while it is active") {
+  symtune::MemoryTracker tracker;
+  { auto t = torch::ones({1000}); }
+  CHECK(tracker.counters(c10::DeviceType::CPU).allocations == 0);
+  {
+    auto active = tracker.activate();
+    auto t = torch::ones({1000});
+    CHECK(tracker.counters(c10::DeviceType::CPU).current == 4000);
   }
-};
-
-SYMTUNE_TEST_MAIN_CORE(TestMemoryTracker)
-#include "tst_memory_tracker.moc"
+  const auto c = tracker.counters(c10::DeviceType::CPU);
+  CHECK(c.allocations == 1);
+  CHECK(c.frees == 1);
+  CHECK(c.current == 0);
+  CHECK(c.peak == 4000);
+}

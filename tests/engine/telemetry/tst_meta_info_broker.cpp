@@ -1,104 +1,116 @@
 // MetaInfoBroker: 24 features, each documented once in docs/features.md, with sane values on the
 // ci preset; subscribers see every step; the history is bounded.
 
+#include "doctest_torch.h"
+
 #include <torch/torch.h>
 
-#include <QFile>
-#include <QRegularExpression>
+#include <cmath>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "symtune/runtime/trainer.h"
 #include "symtune/telemetry/meta_info_broker.h"
-#include "test_main.h"
+#include "test_files.h"
 
 using symtune::Feature;
 
-class TestMetaInfoBroker : public QObject {
-  Q_OBJECT
+namespace {
 
- private Q_SLOTS:
-  void everyFeatureIsDocumentedOnceInOrder() {
-    QFile doc(SYMTUNE_SOURCE_DIR "/docs/features.md");
-    QVERIFY(doc.open(QIODevice::ReadOnly));
-    const QRegularExpression row(R"(^\| (\d+) \| `([a-z_]+)` \|)",
-                                 QRegularExpression::MultilineOption);
-    QStringList documented;
-    for (auto it = row.globalMatch(QString::fromUtf8(doc.readAll())); it.hasNext();) {
-      const auto m = it.next();
-      QCOMPARE(m.captured(1).toInt(), documented.size());
-      documented << m.captured(2);
-    }
-    QCOMPARE(documented.size(), symtune::kFeatureCount);
-    for (int i = 0; i < symtune::kFeatureCount; ++i) {
-      QCOMPARE(documented[i], QString(symtune::featureName(static_cast<Feature>(i))));
-    }
+// A relative tolerance, as Qt's fuzzy compare of doubles had: doctest::Approx's default also
+// allows an absolute 1e-5 or so, which would let a learning rate of 3e-3 be off by half a percent.
+doctest::Approx relativeApprox(double want) {
+  return doctest::Approx(want).scale(0);
+}
+
+}  // namespace
+
+TEST_CASE("every feature is documented once, in order, in docs/features.md") {
+  const std::string doc = symtune::test::readFile(SYMTUNE_SOURCE_DIR "/docs/features.md");
+  // A table row: "| 3 | `forward_time_s` | ...". Matched line by line, as ^ must be a line's start.
+  const std::regex row(R"(^\| (\d+) \| `([a-z_]+)` \|)");
+  std::vector<std::string> documented;
+  std::istringstream lines(doc);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, row))
+      continue;
+    INFO(line);
+    CHECK(std::stoi(m[1].str()) == static_cast<int>(documented.size()));
+    documented.push_back(m[2].str());
   }
-
-  void saneValuesOnTheCiPreset() {
-    at::set_num_threads(2);
-    symtune::Session s;
-    s.name = "features";
-    s.model.zoo = "dynamic_resnet";
-    s.model.preset = "ci";
-    s.optimizer.lr = 3e-3;
-    symtune::Trainer trainer(s);
-    std::vector<symtune::StepResult> steps;
-    for (int i = 0; i < 12; ++i)
-      steps.push_back(trainer.step());
-    for (const auto& r : steps) {
-      const auto& f = r.features;
-      QCOMPARE(f[Feature::Step], static_cast<double>(r.step));
-      QVERIFY(f[Feature::StepTime] > 0);
-      QCOMPARE(f[Feature::StepTime], r.seconds);
-      const double parts = f[Feature::DataTime] + f[Feature::ForwardTime] +
-                           f[Feature::BackwardTime] + f[Feature::OptimizerTime];
-      QVERIFY(parts > 0 && parts <= f[Feature::StepTime]);
-      QCOMPARE(f[Feature::SamplesPerSecond], 16.0 / f[Feature::StepTime]);
-      QCOMPARE(f[Feature::BatchSize], 16.0);
-      QCOMPARE(f[Feature::SequenceLength], 0.0);  // images
-      QVERIFY(f[Feature::PeakMemory] > 1e5);
-      QVERIFY(f[Feature::Allocations] > 50);
-      QCOMPARE(f[Feature::Loss], r.loss);
-      QVERIFY(f[Feature::GradGlobalNorm] > 0 && std::isfinite(f[Feature::GradGlobalNorm]));
-      QVERIFY(f[Feature::GradMaxParamNorm] <= f[Feature::GradGlobalNorm] + 1e-12);
-      QVERIFY(f[Feature::GradMinParamNorm] <= f[Feature::GradMaxParamNorm]);
-      QVERIFY(f[Feature::GradMeanAbs] > 0);
-      QCOMPARE(f[Feature::GradNanCount], 0.0);
-      QCOMPARE(f[Feature::GradInfCount], 0.0);
-      QVERIFY(f[Feature::ParamsWithoutGrad] >= 0);
-      QCOMPARE(f[Feature::LearningRate], 3e-3);
-      // The update ratio is measured on every 10th step only.
-      QCOMPARE(std::isnan(f[Feature::UpdateRatioMax]), r.step % 10 != 0);
-    }
-    QCOMPARE(steps[1].features[Feature::LossDelta], steps[1].loss - steps[0].loss);
-    QCOMPARE(steps[0].features[Feature::LossEma], steps[0].loss);
-    QVERIFY(steps[0].features[Feature::UpdateRatioMax] > 0);
-    QCOMPARE(trainer.broker().history().size(), size_t{12});
+  REQUIRE(static_cast<int>(documented.size()) == symtune::kFeatureCount);
+  for (int i = 0; i < symtune::kFeatureCount; ++i) {
+    INFO("feature ", i);
+    CHECK(documented[static_cast<size_t>(i)] == symtune::featureName(static_cast<Feature>(i)));
   }
+}
 
-  void subscribersSeeEveryStepAndHistoryIsBounded() {
-    auto w = torch::ones({4}, torch::requires_grad());
-    symtune::MetaInfoBrokerOptions options;
-    options.historySize = 3;
-    symtune::MetaInfoBroker broker({{"w", w}}, options);
-    std::vector<double> seen;
-    const int id =
-        broker.subscribe([&](const symtune::StepFeatures& f) { seen.push_back(f[Feature::Step]); });
-    for (int i = 0; i < 5; ++i) {
-      auto active = broker.beginStep();
-      (w * static_cast<double>(i)).sum().backward();
-      symtune::StepTimings t;
-      t.total = 0.5;
-      broker.endStep(t, 1.0 / (i + 1), 0.1, 8, 12);
-      if (i == 3)
-        broker.unsubscribe(id);
-    }
-    QCOMPARE(seen, (std::vector<double>{0, 1, 2, 3}));
-    QCOMPARE(broker.history().size(), size_t{3});
-    QCOMPARE(broker.history().front()[Feature::Step], 2.0);
-    QCOMPARE(broker.history().back()[Feature::SequenceLength], 12.0);
-    QCOMPARE(broker.history().back()[Feature::SamplesPerSecond], 16.0);
+TEST_CASE("the features have sane values on the ci preset") {
+  at::set_num_threads(2);
+  symtune::Session s;
+  s.name = "features";
+  s.model.zoo = "dynamic_resnet";
+  s.model.preset = "ci";
+  s.optimizer.lr = 3e-3;
+  symtune::Trainer trainer(s);
+  std::vector<symtune::StepResult> steps;
+  for (int i = 0; i < 12; ++i)
+    steps.push_back(trainer.step());
+  for (const auto& r : steps) {
+    INFO("step ", r.step);
+    const auto& f = r.features;
+    CHECK(f[Feature::Step] == static_cast<double>(r.step));
+    CHECK(f[Feature::StepTime] > 0);
+    CHECK(f[Feature::StepTime] == relativeApprox(r.seconds));
+    const double parts = f[Feature::DataTime] + f[Feature::ForwardTime] + f[Feature::BackwardTime] +
+                         f[Feature::OptimizerTime];
+    CHECK((parts > 0 && parts <= f[Feature::StepTime]));
+    CHECK(f[Feature::SamplesPerSecond] == relativeApprox(16.0 / f[Feature::StepTime]));
+    CHECK(f[Feature::BatchSize] == 16.0);
+    CHECK(f[Feature::SequenceLength] == 0.0);  // images
+    CHECK(f[Feature::PeakMemory] > 1e5);
+    CHECK(f[Feature::Allocations] > 50);
+    CHECK(f[Feature::Loss] == relativeApprox(r.loss));
+    CHECK((f[Feature::GradGlobalNorm] > 0 && std::isfinite(f[Feature::GradGlobalNorm])));
+    CHECK(f[Feature::GradMaxParamNorm] <= f[Feature::GradGlobalNorm] + 1e-12);
+    CHECK(f[Feature::GradMinParamNorm] <= f[Feature::GradMaxParamNorm]);
+    CHECK(f[Feature::GradMeanAbs] > 0);
+    CHECK(f[Feature::GradNanCount] == 0.0);
+    CHECK(f[Feature::GradInfCount] == 0.0);
+    CHECK(f[Feature::ParamsWithoutGrad] >= 0);
+    CHECK(f[Feature::LearningRate] == relativeApprox(3e-3));
+    // The update ratio is measured on every 10th step only.
+    CHECK(std::isnan(f[Feature::UpdateRatioMax]) == (r.step % 10 != 0));
   }
-};
+  CHECK(steps[1].features[Feature::LossDelta] == relativeApprox(steps[1].loss - steps[0].loss));
+  CHECK(steps[0].features[Feature::LossEma] == relativeApprox(steps[0].loss));
+  CHECK(steps[0].features[Feature::UpdateRatioMax] > 0);
+  CHECK(trainer.broker().history().size() == 12u);
+}
 
-SYMTUNE_TEST_MAIN_CORE(TestMetaInfoBroker)
-#include "tst_meta_info_broker.moc"
+TEST_CASE("subscribers see every step until they unsubscribe, and the history is bounded") {
+  auto w = torch::ones({4}, torch::requires_grad());
+  symtune::MetaInfoBrokerOptions options;
+  options.historySize = 3;
+  symtune::MetaInfoBroker broker({{"w", w}}, options);
+  std::vector<double> seen;
+  const int id =
+      broker.subscribe([&](const symtune::StepFeatures& f) { seen.push_back(f[Feature::Step]); });
+  for (int i = 0; i < 5; ++i) {
+    auto active = broker.beginStep();
+    (w * static_cast<double>(i)).sum().backward();
+    symtune::StepTimings t;
+    t.total = 0.5;
+    broker.endStep(t, 1.0 / (i + 1), 0.1, 8, 12);
+    if (i == 3)
+      broker.unsubscribe(id);
+  }
+  CHECK(seen == std::vector<double>{0, 1, 2, 3});
+  REQUIRE(broker.history().size() == 3u);
+  CHECK(broker.history().front()[Feature::Step] == 2.0);
+  CHECK(broker.history().back()[Feature::SequenceLength] == 12.0);
+  CHECK(broker.history().back()[Feature::SamplesPerSecond] == relativeApprox(16.0));
+}

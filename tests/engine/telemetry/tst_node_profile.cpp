@@ -2,16 +2,19 @@
 // backward by sequence number), op memory, and the acceptance figures of MetaInfoBroker: per-node
 // times account for the step's forward and backward time.
 
+#include "doctest_torch.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "symtune/runtime/trainer.h"
 #include "symtune/telemetry/memory_tracker.h"
 #include "symtune/telemetry/op_tracer.h"
-#include "test_main.h"
 
 using symtune::NodeId;
 using symtune::OpEvent;
@@ -42,132 +45,135 @@ symtune::Session ciSession() {
   return s;
 }
 
+// A relative tolerance, as Qt's fuzzy compare of doubles had: doctest::Approx's default also
+// allows an absolute 1e-5 or so, far more than the nanosecond-scale times compared here.
+doctest::Approx relativeApprox(double want) {
+  return doctest::Approx(want).scale(0);
+}
+
 }  // namespace
 
-class TestNodeProfile : public QObject {
-  Q_OBJECT
+TEST_CASE("sequence owners find the node whose range holds a sequence number") {
+  symtune::SequenceOwners owners;
+  owners.add(10, 12, NodeId(3));
+  owners.add(12, 13, NodeId(4));
+  owners.add(20, 25, NodeId(5));
+  owners.add(30, 30, NodeId(6));  // an op that created no autograd function
+  CHECK(!owners.ownerOf(9).valid());
+  CHECK(owners.ownerOf(10).value() == 3);
+  CHECK(owners.ownerOf(11).value() == 3);
+  CHECK(owners.ownerOf(12).value() == 4);
+  CHECK(!owners.ownerOf(13).valid());
+  CHECK(owners.ownerOf(24).value() == 5);
+  CHECK(!owners.ownerOf(25).valid());
+  CHECK(!owners.ownerOf(30).valid());
+}
 
- private Q_SLOTS:
-  void sequenceOwnersFindTheRange() {
-    symtune::SequenceOwners owners;
-    owners.add(10, 12, NodeId(3));
-    owners.add(12, 13, NodeId(4));
-    owners.add(20, 25, NodeId(5));
-    owners.add(30, 30, NodeId(6));  // an op that created no autograd function
-    QVERIFY(!owners.ownerOf(9).valid());
-    QCOMPARE(owners.ownerOf(10), NodeId(3));
-    QCOMPARE(owners.ownerOf(11), NodeId(3));
-    QCOMPARE(owners.ownerOf(12), NodeId(4));
-    QVERIFY(!owners.ownerOf(13).valid());
-    QCOMPARE(owners.ownerOf(24), NodeId(5));
-    QVERIFY(!owners.ownerOf(25).valid());
-    QVERIFY(!owners.ownerOf(30).valid());
+TEST_CASE("attribution sums the outermost ops only") {
+  symtune::SequenceOwners owners;
+  owners.add(100, 101, NodeId(1));
+  std::vector<OpEvent> events = {
+      // Thread 1, forward: conv2d for node 1 with two nested ops, then the loss (no node).
+      opEvent("aten::conv2d", 1, 0, 1000, 0, NodeId(1)),
+      opEvent("aten::convolution", 1, 10, 900, 1, NodeId(1)),
+      opEvent("aten::empty", 1, 20, 5, 2, NodeId(1)),
+      opEvent("aten::cross_entropy_loss", 1, 1100, 300, 0),
+      // Thread 2, backward: the conv's autograd function, in the engine's frame, with a nested
+      // op; and one of no node.
+      opEvent("autograd::engine::evaluate_function: ConvolutionBackward0", 2, 1990, 2100, 0),
+      opEvent("ConvolutionBackward0", 2, 2000, 2000, 1, {}, 100, true),
+      opEvent("aten::convolution_backward", 2, 2010, 1900, 2, {}, 100),
+      opEvent("NllLossBackward0", 2, 1500, 400, 0, {}, 7, true),
+      // A caller's own outer op around a forward op of node 2.
+      opEvent("user_region", 1, 5000, 1000, 0),
+      opEvent("aten::relu", 1, 5100, 600, 1, NodeId(2)),
+  };
+  std::sort(events.begin(), events.end(),
+            [](const OpEvent& a, const OpEvent& b) { return a.startNs < b.startNs; });
+  const symtune::NodeProfile p = symtune::attributeOps(events, owners);
+  REQUIRE(p.nodes.size() == 2u);
+  CHECK(p.nodes[0].node.value() == 1);
+  CHECK(p.nodes[0].calls == 1);
+  CHECK(p.nodes[0].backwardCalls == 1);
+  CHECK(p.nodes[0].forwardSeconds == relativeApprox(1000e-9));
+  CHECK(p.nodes[0].backwardSeconds == relativeApprox(2100e-9));  // the engine's frame counts too
+  CHECK(p.nodes[1].forwardSeconds == relativeApprox(600e-9));
+  CHECK(p.attributedSeconds == relativeApprox(3700e-9));
+  // The loss, its backward and the caller's region less the node op inside it.
+  CHECK(std::abs(p.unattributedSeconds - (300e-9 + 400e-9 + 400e-9)) < 1e-15);
+  REQUIRE(!p.unattributed.empty());
+  CHECK(p.unattributed.front().first == "user_region");
+  // Nested ops of the autograd function inherit its node (for the trace).
+  for (const auto& e : events) {
+    if (e.name == "aten::convolution_backward")
+      CHECK(e.node.value() == 1);
   }
+}
 
-  void attributionSumsOutermostOpsOnly() {
-    symtune::SequenceOwners owners;
-    owners.add(100, 101, NodeId(1));
-    std::vector<OpEvent> events = {
-        // Thread 1, forward: conv2d for node 1 with two nested ops, then the loss (no node).
-        opEvent("aten::conv2d", 1, 0, 1000, 0, NodeId(1)),
-        opEvent("aten::convolution", 1, 10, 900, 1, NodeId(1)),
-        opEvent("aten::empty", 1, 20, 5, 2, NodeId(1)),
-        opEvent("aten::cross_entropy_loss", 1, 1100, 300, 0),
-        // Thread 2, backward: the conv's autograd function, in the engine's frame, with a nested
-        // op; and one of no node.
-        opEvent("autograd::engine::evaluate_function: ConvolutionBackward0", 2, 1990, 2100, 0),
-        opEvent("ConvolutionBackward0", 2, 2000, 2000, 1, {}, 100, true),
-        opEvent("aten::convolution_backward", 2, 2010, 1900, 2, {}, 100),
-        opEvent("NllLossBackward0", 2, 1500, 400, 0, {}, 7, true),
-        // A caller's own outer op around a forward op of node 2.
-        opEvent("user_region", 1, 5000, 1000, 0),
-        opEvent("aten::relu", 1, 5100, 600, 1, NodeId(2)),
-    };
-    std::sort(events.begin(), events.end(),
-              [](const OpEvent& a, const OpEvent& b) { return a.startNs < b.startNs; });
-    const symtune::NodeProfile p = symtune::attributeOps(events, owners);
-    QCOMPARE(p.nodes.size(), size_t{2});
-    QCOMPARE(p.nodes[0].node, NodeId(1));
-    QCOMPARE(p.nodes[0].calls, int64_t{1});
-    QCOMPARE(p.nodes[0].backwardCalls, int64_t{1});
-    QCOMPARE(p.nodes[0].forwardSeconds, 1000e-9);
-    QCOMPARE(p.nodes[0].backwardSeconds, 2100e-9);  // the engine's frame is the node's too
-    QCOMPARE(p.nodes[1].forwardSeconds, 600e-9);
-    QCOMPARE(p.attributedSeconds, 3700e-9);
-    // The loss, its backward and the caller's region less the node op inside it.
-    QVERIFY(qAbs(p.unattributedSeconds - (300e-9 + 400e-9 + 400e-9)) < 1e-15);
-    QCOMPARE(p.unattributed.front().first, std::string("user_region"));
-    // Nested ops of the autograd function inherit its node (for the trace).
-    for (const auto& e : events) {
-      if (e.name == "aten::convolution_backward")
-        QCOMPARE(e.node, NodeId(1));
-    }
-  }
-
-  // The acceptance test: on a CPU model (the zoo's cpu preset, where ops are not dwarfed by
-  // per-op overhead), the ops attributed to graph nodes account for the forward and backward
-  // wall time within 10 % (median of three steps), and nothing is counted twice: nodes plus the
-  // ops of no node (loss, gradient accumulation, optimizer, data) stay within the step's time.
-  void perNodeTimesSumToTheStep() {
-    at::set_num_threads(2);
-    symtune::Session session = ciSession();
-    session.model.preset = "cpu";
-    symtune::Trainer trainer(session);
-    trainer.setTelemetry(Telemetry::PerNode);
-    const symtune::Graph& graph = trainer.staticGraph();
-    trainer.step();  // first step: allocator and kernels warm up
-    std::vector<double> ratios;
-    for (int i = 0; i < 3; ++i) {
-      const symtune::StepResult r = trainer.step();
-      QVERIFY(r.nodes != nullptr);
-      const auto& f = r.features;
-      const double modelSeconds =
-          f[symtune::Feature::ForwardTime] + f[symtune::Feature::BackwardTime];
-      ratios.push_back(r.nodes->attributedSeconds / modelSeconds);
-      std::printf(
-          "step %lld: nodes %.1f ms of forward+backward %.1f ms (%.1f %%); ops of no "
-          "node %.1f ms (largest %s); step %.1f ms\n",
-          static_cast<long long>(r.step), r.nodes->attributedSeconds * 1e3, modelSeconds * 1e3,
-          100 * ratios.back(), r.nodes->unattributedSeconds * 1e3,
-          r.nodes->unattributed.empty() ? "-" : r.nodes->unattributed.front().first.c_str(),
-          r.seconds * 1e3);
-      QVERIFY(r.nodes->attributedSeconds + r.nodes->unattributedSeconds <= r.seconds);
-      int convs = 0;
-      for (const auto& n : r.nodes->nodes) {
-        QVERIFY(n.node.valid() && static_cast<size_t>(n.node.value()) < graph.nodes().size());
-        if (graph.node(n.node).kind != "aten::conv2d")
-          continue;
-        ++convs;
-        QVERIFY(n.forwardSeconds > 0);
-        QVERIFY2(n.backwardCalls >= 1, "a conv's backward is attributed to it");
-        // Its output was allocated while it ran: at least batch x channels x 1 x 1 floats.
-        QVERIFY(n.bytesAllocated >= 16 * 4);
-        QVERIFY(n.liveBytesAfter.has_value() && *n.liveBytesAfter > 0);
-      }
-      QVERIFY(convs >= 50);
-    }
-    // Nothing counted twice: at most the phases' time, give or take the clock reads' own share
-    // (ops are timed inside RecordFunction callbacks, phases around them; under a loaded machine
-    // the median has come out at 1.001).
-    std::sort(ratios.begin(), ratios.end());
-    QVERIFY2(ratios[1] >= 0.9 && ratios[1] <= 1.02, qPrintable(QString::number(ratios[1])));
-  }
-
-  // (A per-node step's peak against an unsampled one's: tests/engine/exec/tst_executor.cpp.)
-
-  void telemetryOffMeasuresNothing() {
-    at::set_num_threads(2);
-    symtune::Trainer trainer(ciSession());
-    trainer.setTelemetry(Telemetry::Off);
+// The acceptance test: on a CPU model (the zoo's cpu preset, where ops are not dwarfed by
+// per-op overhead), the ops attributed to graph nodes account for the forward and backward
+// wall time within 10 % (median of three steps), and nothing is counted twice: nodes plus the
+// ops of no node (loss, gradient accumulation, optimizer, data) stay within the step's time.
+TEST_CASE("per-node times sum to the step's forward and backward time") {
+  at::set_num_threads(2);
+  symtune::Session session = ciSession();
+  session.model.preset = "cpu";
+  symtune::Trainer trainer(session);
+  trainer.setTelemetry(Telemetry::PerNode);
+  const symtune::Graph& graph = trainer.staticGraph();
+  trainer.step();  // first step: allocator and kernels warm up
+  std::vector<double> ratios;
+  for (int i = 0; i < 3; ++i) {
     const symtune::StepResult r = trainer.step();
-    QVERIFY(r.seconds > 0);
-    QCOMPARE(r.features[symtune::Feature::StepTime], 0.0);
-    QVERIFY(r.nodes == nullptr);
-    QVERIFY(trainer.broker().history().empty());
-    trainer.setTelemetry(Telemetry::Features);
-    QVERIFY(trainer.step().features[symtune::Feature::StepTime] > 0);
+    INFO("step ", r.step);
+    REQUIRE(r.nodes != nullptr);
+    const auto& f = r.features;
+    const double modelSeconds =
+        f[symtune::Feature::ForwardTime] + f[symtune::Feature::BackwardTime];
+    ratios.push_back(r.nodes->attributedSeconds / modelSeconds);
+    std::printf(
+        "step %lld: nodes %.1f ms of forward+backward %.1f ms (%.1f %%); ops of no "
+        "node %.1f ms (largest %s); step %.1f ms\n",
+        static_cast<long long>(r.step), r.nodes->attributedSeconds * 1e3, modelSeconds * 1e3,
+        100 * ratios.back(), r.nodes->unattributedSeconds * 1e3,
+        r.nodes->unattributed.empty() ? "-" : r.nodes->unattributed.front().first.c_str(),
+        r.seconds * 1e3);
+    CHECK(r.nodes->attributedSeconds + r.nodes->unattributedSeconds <= r.seconds);
+    int convs = 0;
+    for (const auto& n : r.nodes->nodes) {
+      INFO("node ", n.node.value());
+      REQUIRE((n.node.valid() && static_cast<size_t>(n.node.value()) < graph.nodes().size()));
+      if (graph.node(n.node).kind != "aten::conv2d")
+        continue;
+      ++convs;
+      CHECK(n.forwardSeconds > 0);
+      // Its output was allocated while it ran: at least batch x channels x 1 x 1 floats.
+      CHECK(n.bytesAllocated >= 16 * 4);
+      CHECK((n.liveBytesAfter.has_value() && *n.liveBytesAfter > 0));
+      INFO("a conv's backward is attributed to it");
+      CHECK(n.backwardCalls >= 1);
+    }
+    CHECK(convs >= 50);
   }
-};
+  // Nothing counted twice: at most the phases' time, give or take the clock reads' own share
+  // (ops are timed inside RecordFunction callbacks, phases around them; under a loaded machine
+  // the median has come out at 1.001).
+  std::sort(ratios.begin(), ratios.end());
+  INFO("median of attributed / (forward + backward): ", ratios[1]);
+  CHECK((ratios[1] >= 0.9 && ratios[1] <= 1.02));
+}
 
-SYMTUNE_TEST_MAIN_CORE(TestNodeProfile)
-#include "tst_node_profile.moc"
+// (A per-node step's peak against an unsampled one's: tests/engine/exec/tst_executor.cpp.)
+
+TEST_CASE("with telemetry off nothing is measured") {
+  at::set_num_threads(2);
+  symtune::Trainer trainer(ciSession());
+  trainer.setTelemetry(Telemetry::Off);
+  const symtune::StepResult r = trainer.step();
+  CHECK(r.seconds > 0);
+  CHECK(r.features[symtune::Feature::StepTime] == 0.0);
+  CHECK(r.nodes == nullptr);
+  CHECK(trainer.broker().history().empty());
+  trainer.setTelemetry(Telemetry::Features);
+  CHECK(trainer.step().features[symtune::Feature::StepTime] > 0);
+}

@@ -1,13 +1,25 @@
 // The six benchmark models (resources/models/): each builds on its ci preset, keeps its control
 // flow in the IR (no tracing), learns (the loss falls), runs through SyMuGen's evaluator with the
 // module's own result, trains the same under full checkpointing, and gets data that is
-// deterministic per batch yet changes shape or routing from batch to batch.
+// deterministic per batch yet changes shape or routing from batch to batch. A dropout inside a
+// checkpointed block recomputes its mask on the CPU and, where a GPU is present, on CUDA.
 
-#include <cmath>
-#include <set>
+#include "doctest_torch.h"
 
 #include <torch/script.h>
 
+#include <cmath>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_rows.h"
 #include "error_of.h"
 #include "symtune/core/zoo_catalog.h"
 #include "symtune/exec/segment_executor.h"
@@ -17,9 +29,13 @@
 #include "symtune/runtime/trainer.h"
 #include "symtune/zoo/model_zoo.h"
 #include "symtune/zoo/zoo_data.h"
-#include "test_main.h"
 
 namespace {
+
+// Every test runs on two intra-op threads, as many as the CI machine has cores.
+struct TwoThreads {
+  TwoThreads() { at::set_num_threads(2); }
+};
 
 struct Expect {
   const char* model;
@@ -35,14 +51,6 @@ const Expect kModels[] = {
     {"early_exit", 50, 0.8, true, false, 3e-3},     {"tree_rnn", 80, 0.9, false, true, 3e-3},
 };
 
-const Expect& expectFor(const QString& name) {
-  for (const auto& e : kModels) {
-    if (name == e.model)
-      return e;
-  }
-  qFatal("no expectation for %s", qPrintable(name));
-}
-
 symtune::Session sessionFor(const Expect& e) {
   symtune::Session s;
   s.name = e.model;
@@ -52,15 +60,6 @@ symtune::Session sessionFor(const Expect& e) {
   s.optimizer.lr = e.lr;
   s.run.steps = e.steps;
   return s;
-}
-
-void countControl(const torch::jit::Block* block, int& ifs, int& loops) {
-  for (const torch::jit::Node* node : block->nodes()) {
-    ifs += node->kind() == c10::prim::If;
-    loops += node->kind() == c10::prim::Loop;
-    for (const torch::jit::Block* inner : node->blocks())
-      countControl(inner, ifs, loops);
-  }
 }
 
 double mean(const std::vector<double>& v, size_t from, size_t to) {
@@ -96,91 +95,165 @@ torch::jit::Module scriptedBlock(const char* name, const char* source, std::vect
   return m;
 }
 
+// A data source that cannot be built with the sizes given, and what its error must say.
+struct BadDataSource {
+  const char* name;
+  std::function<void()> build;
+  const char* expected;
+};
+
+// Two blocks with a dropout each — aten::dropout, then symtune::bias_dropout_add — the same
+// parameters on every call, on `device`.
+torch::jit::Module dropoutModel(const torch::Device& device) {
+  torch::manual_seed(5);
+  auto make = [](const char* name, const char* source) {
+    return scriptedBlock(name, source, {16, 16}, 16);
+  };
+  auto first = make("DropA",
+                    "def forward(self, x: Tensor) -> Tensor:\n"
+                    "    return torch.dropout(torch.relu(x.mm(self.w) + self.b), 0.5, True)\n");
+  // symtune::bias_dropout_add by the built-in rewrite (TorchScript source compiled here does not
+  // resolve torch.ops).
+  auto second = make("DropB",
+                     "def forward(self, x: Tensor) -> Tensor:\n"
+                     "    return x + torch.dropout(x.mm(self.w) + self.b, 0.5, True)\n");
+  const auto rule = *symtune::rules::Registry::global().get("fused_bias_dropout_add").rule;
+  if (symtune::rules::applyRewrites(second, {rule}).front().sites != 1)
+    throw std::runtime_error("fused_bias_dropout_add did not rewrite the block");
+  torch::jit::Module root("DropRoot");
+  root.register_attribute("training", c10::BoolType::get(), true);
+  root.register_module("first", first);
+  root.register_module("second", second);
+  root.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    return self.second.forward(self.first.forward(x))
+)");
+  root.to(device);
+  return root;
+}
+
+// What the generators the blocks draw from give next: the CPU's (symtune::bias_dropout_add takes
+// its seed from it on any device) and `device`'s (aten::dropout's; on the CPU, the CPU's again).
+std::pair<double, double> nextDraws(const torch::Device& device) {
+  const double cpu = torch::rand({1}).item<double>();
+  const double onDevice = torch::rand({1}, torch::TensorOptions().device(device)).item<double>();
+  return {cpu, onDevice};
+}
+
+// Note [Checkpoint RNG]: a dropout inside a checkpointed block draws the same mask when the block
+// is recomputed — aten::dropout and symtune::bias_dropout_add alike — so gradients equal the plain
+// run's, and the generators continue as if nothing had been recomputed.
+void checkpointedDropoutRecomputesTheSameMask(const torch::Device& device) {
+  INFO(device.str());
+  const auto x = torch::randn({8, 16}).to(device);
+  auto plain = dropoutModel(device);
+  torch::manual_seed(42);
+  const auto plainOut = plain.forward({x}).toTensor();
+  plainOut.sum().backward();
+  const auto plainNext = nextDraws(device);
+  auto checkpointed = dropoutModel(device);
+  symtune::SegmentExecutor executor(checkpointed);
+  executor.setPlan(executor.recomputeAll());
+  torch::manual_seed(42);
+  const auto checkpointedOut = executor.forward({x});
+  checkpointedOut.sum().backward();
+  const auto checkpointedNext = nextDraws(device);
+  CHECK(executor.lastRecomputed() == int64_t{2});
+  CHECK(torch::equal(checkpointedOut, plainOut));
+  const auto p = plain.parameters(), q = checkpointed.parameters();
+  auto pi = p.begin(), qi = q.begin();
+  for (; pi != p.end(); ++pi, ++qi)
+    CHECK(torch::allclose((*pi).grad(), (*qi).grad(), 1e-5, 1e-6));
+  // The same state draws the same number: exact.
+  CHECK(checkpointedNext.first == plainNext.first);
+  CHECK(checkpointedNext.second == plainNext.second);
+}
+
 }  // namespace
 
-class TestZooModels : public QObject {
-  Q_OBJECT
-
- private Q_SLOTS:
-  void initTestCase() { at::set_num_threads(2); }
-
-  void catalogueListsTheSixModels() {
-    QCOMPARE(symtune::zooCatalog().size(), std::size(kModels));
-    for (const auto& e : kModels) {
-      const auto* entry = symtune::findZooEntry(e.model);
-      QVERIFY2(entry != nullptr, e.model);
-      QCOMPARE(entry->presets, (std::vector<std::string>{"ci", "cpu", "gpu"}));
-    }
+TEST_CASE_FIXTURE(TwoThreads, "the catalogue lists the six models") {
+  CHECK(symtune::zooCatalog().size() == std::size(kModels));
+  for (const auto& e : kModels) {
+    INFO(e.model);
+    const auto* entry = symtune::findZooEntry(e.model);
+    REQUIRE(entry != nullptr);
+    CHECK((entry->presets == std::vector<std::string>{"ci", "cpu", "gpu"}));
   }
+}
 
-  // A data source built with sizes it cannot use says which and what it got.
-  void dataSourcesNameTheBadSize_data() {
-    QTest::addColumn<std::function<void()>>("build");
-    QTest::addColumn<QString>("expected");
-    QTest::addRow("a three-token vocabulary") << std::function<void()>([] {
-      symtune::MarkovText(3, 8, 2, {4, 8}, {0, 4}, 1);
-    }) << "got vocabulary 3, batch size 8, segments 2";
-    QTest::addRow("an empty segment length range") << std::function<void()>([] {
-      symtune::MarkovText(16, 8, 2, {8, 4}, {0, 4}, 1);
-    }) << "MarkovText segment length must be a range [lo, hi] with 1 <= lo <= hi; got [8, 4]";
-    QTest::addRow("one class") << std::function<void()>([] {
-      symtune::RandomTrees(1, 8, {2, 6}, 1);
-    }) << "got classes 1, batch size 8";
+// A data source built with sizes it cannot use says which and what it got.
+TEST_CASE_FIXTURE(TwoThreads, "data sources name the bad size") {
+  const BadDataSource rows[] = {
+      {"a three-token vocabulary",
+       [] {
+         symtune::MarkovText(3, 8, 2, {4, 8}, {0, 4}, 1);
+       },
+       "got vocabulary 3, batch size 8, segments 2"},
+      {"an empty segment length range",
+       [] {
+         symtune::MarkovText(16, 8, 2, {8, 4}, {0, 4}, 1);
+       },
+       "MarkovText segment length must be a range [lo, hi] with 1 <= lo <= hi; got [8, 4]"},
+      {"one class",
+       [] {
+         symtune::RandomTrees(1, 8, {2, 6}, 1);
+       },
+       "got classes 1, batch size 8"},
+  };
+  for (const BadDataSource& row : rows) {
+    INFO(row.name);
+    const std::string error = symtune::test::errorOf(row.build);
+    INFO(error);
+    CHECK(error.find(row.expected) != std::string::npos);
   }
-  void dataSourcesNameTheBadSize() {
-    QFETCH(std::function<void()>, build);
-    QFETCH(QString, expected);
-    const std::string error = symtune::test::errorOf(build);
-    QVERIFY2(error.find(expected.toStdString()) != std::string::npos, error.c_str());
-  }
+}
 
-  void models_data() {
-    QTest::addColumn<QString>("model");
-    for (const auto& e : kModels)
-      QTest::newRow(e.model) << QString(e.model);
-  }
-
-  void irKeepsControlFlow_data() { models_data(); }
-  void irKeepsControlFlow() {
-    QFETCH(QString, model);
-    const Expect& e = expectFor(model);
+TEST_CASE_FIXTURE(TwoThreads, "the IR keeps each model's control flow") {
+  for (const Expect& e : kModels) {
+    INFO(e.model);
     auto zoo = symtune::buildZooModel(e.model, {"ci", 0, std::nullopt});
     symtune::SyMuGen gen(zoo.module, e.model);
+    const std::string modelFile = std::string("resources/models/") + e.model + ".py";
     int ifs = 0, loops = 0, fromModelFile = 0;
     for (const auto& n : gen.staticGraph().nodes()) {
       ifs += n.kind == "prim::If";
       loops += n.kind == "prim::Loop";
-      fromModelFile += n.source.file == "resources/models/" + model.toStdString() + ".py";
+      fromModelFile += n.source.file == modelFile;
     }
-    qInfo("%s: %d prim::If, %d prim::Loop, %zu nodes", e.model, ifs, loops,
-          gen.staticGraph().nodes().size());
-    QCOMPARE(ifs > 0, e.ifs);
-    QCOMPARE(loops > 0, e.loops);
-    QVERIFY2(fromModelFile > 0, "source ranges point into the model file");
-    QVERIFY(!zoo.description.empty());
+    MESSAGE(e.model, ": ", ifs, " prim::If, ", loops, " prim::Loop, ",
+            gen.staticGraph().nodes().size(), " nodes");
+    CHECK((ifs > 0) == e.ifs);
+    CHECK((loops > 0) == e.loops);
+    {
+      INFO("source ranges point into the model file");
+      CHECK(fromModelFile > 0);
+    }
+    CHECK(!zoo.description.empty());
   }
+}
 
-  void ciPresetLearns_data() { models_data(); }
-  void ciPresetLearns() {
-    QFETCH(QString, model);
-    const Expect& e = expectFor(model);
+TEST_CASE_FIXTURE(TwoThreads, "each model's ci preset learns") {
+  for (const Expect& e : kModels) {
+    INFO(e.model);
     symtune::Trainer trainer(sessionFor(e));
     std::vector<double> loss;
     for (int i = 0; i < e.steps; ++i) {
       const auto r = trainer.step();
-      QVERIFY2(std::isfinite(r.loss), qPrintable(QString("step %1").arg(i)));
+      INFO("step ", i);
+      CHECK(std::isfinite(r.loss));
       loss.push_back(r.loss);
     }
     const double first = mean(loss, 0, 5), last = mean(loss, loss.size() - 5, loss.size());
-    qInfo("%s: mean loss of steps 1-5 %.4f, of the last 5 %.4f (%.0f%%)", e.model, first, last,
-          100 * last / first);
-    QVERIFY2(last < e.fallRatio * first, "the loss must fall");
+    MESSAGE(e.model, ": mean loss of steps 1-5 ", first, ", of the last 5 ", last, " (",
+            std::round(100 * last / first), "%)");
+    INFO("the loss must fall");
+    CHECK(last < e.fallRatio * first);
   }
+}
 
-  void evaluatorMatchesModule_data() { models_data(); }
-  void evaluatorMatchesModule() {
-    QFETCH(QString, model);
-    const Expect& e = expectFor(model);
+TEST_CASE_FIXTURE(TwoThreads, "the evaluator gives each model's own result") {
+  for (const Expect& e : kModels) {
+    INFO(e.model);
     auto zoo = symtune::buildZooModel(e.model, {"ci", 0, std::nullopt});
     zoo.module.eval();  // batch statistics would be updated by both runs
     torch::NoGradGuard noGrad;
@@ -188,164 +261,129 @@ class TestZooModels : public QObject {
     const torch::Tensor expected = zoo.module.forward(b.inputs).toTensor();
     symtune::SyMuGen gen(zoo.module, e.model);
     const torch::Tensor got = gen.forward(b.inputs).output.toTensor();
-    QCOMPARE(got.sizes(), expected.sizes());
-    QVERIFY(torch::allclose(got, expected, 1e-4, 1e-5));
-    QCOMPARE(expected.size(0), b.target.size(0));  // one row of logits per target
+    REQUIRE((got.sizes() == expected.sizes()));
+    CHECK(torch::allclose(got, expected, 1e-4, 1e-5));
+    CHECK(expected.size(0) == b.target.size(0));  // one row of logits per target
   }
+}
 
-  // Full checkpointing recomputes every top-level block in backward: the step must train exactly
-  // as without it (same losses, same updated parameters).
-  void checkpointingTrainsTheSame_data() { models_data(); }
-  void checkpointingTrainsTheSame() {
-    QFETCH(QString, model);
-    const Expect& e = expectFor(model);
+// Full checkpointing recomputes every top-level block in backward: the step must train exactly
+// as without it (same losses, same updated parameters).
+TEST_CASE_FIXTURE(TwoThreads, "each model trains the same under full checkpointing") {
+  for (const Expect& e : kModels) {
+    INFO(e.model);
     symtune::Trainer plain(sessionFor(e)), checkpointed(sessionFor(e));
     auto executor =
         std::make_unique<symtune::SegmentExecutor>(*checkpointed.executor().scriptModule());
     auto* ckpt = executor.get();
-    QVERIFY(!ckpt->segments().empty());
+    CHECK(!ckpt->segments().empty());
     ckpt->setPlan(ckpt->recomputeAll());
     checkpointed.setExecutor(std::move(executor));
     for (int i = 0; i < 3; ++i) {
       const double a = plain.step().loss, b = checkpointed.step().loss;
-      QVERIFY2(std::abs(a - b) <= 1e-5 * std::abs(a),
-               qPrintable(QString("step %1: %2 vs %3").arg(i).arg(a, 0, 'g', 9).arg(b, 0, 'g', 9)));
+      INFO("step ", i, ": ", a, " vs ", b, " (relative difference ", std::abs(a - b) / std::abs(a),
+           ")");
+      CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
     }
-    QVERIFY2(ckpt->lastRecomputed() > 0, "some block ran checkpointed");
+    {
+      INFO("some block ran checkpointed");
+      CHECK(ckpt->lastRecomputed() > 0);
+    }
     const auto p = plain.executor().parameters(), q = checkpointed.executor().parameters();
-    QCOMPARE(p.size(), q.size());
-    for (size_t i = 0; i < p.size(); ++i)
-      QVERIFY(torch::allclose(p[i], q[i], 1e-4, 1e-6));
-    qInfo("%s: %zu top-level blocks, %lld block calls checkpointed in the last step", e.model,
-          ckpt->segments().size(), static_cast<long long>(ckpt->lastRecomputed()));
+    REQUIRE(p.size() == q.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+      INFO("parameter ", i);
+      CHECK(torch::allclose(p[i], q[i], 1e-4, 1e-6));
+    }
+    MESSAGE(e.model, ": ", ckpt->segments().size(), " top-level blocks, ", ckpt->lastRecomputed(),
+            " block calls checkpointed in the last step");
   }
+}
 
-  // Blocks checkpointing would get wrong run as usual: one that writes to its input in place (an
-  // in-place ReLU) and one whose output nests a tuple in a tuple. Gradients match the plain run.
-  void unsafeBlocksAreNotCheckpointed() {
-    auto module = [] {
-      torch::manual_seed(5);
-      auto make = [](const char* name, const char* source) {
-        return scriptedBlock(name, source, {4, 4});
-      };
-      auto lin = make("Lin", "def forward(self, x: Tensor) -> Tensor:\n    return x.mm(self.w)\n");
-      auto act =
-          make("Act", "def forward(self, x: Tensor) -> Tensor:\n    return torch.relu_(x)\n");
-      auto pair = make("Pair",
-                       "def forward(self, x: Tensor) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:\n"
-                       "    h = x.mm(self.w)\n"
-                       "    return h, (h * 2.0, h * 3.0)\n");
-      torch::jit::Module root("Root");
-      root.register_attribute("training", c10::BoolType::get(), true);
-      root.register_module("lin", lin);
-      root.register_module("act", act);
-      root.register_module("pair", pair);
-      root.define(R"(
+// Blocks checkpointing would get wrong run as usual: one that writes to its input in place (an
+// in-place ReLU) and one whose output nests a tuple in a tuple. Gradients match the plain run.
+TEST_CASE_FIXTURE(TwoThreads, "blocks checkpointing would get wrong are not checkpointed") {
+  auto module = [] {
+    torch::manual_seed(5);
+    auto make = [](const char* name, const char* source) {
+      return scriptedBlock(name, source, {4, 4});
+    };
+    auto lin = make("Lin", "def forward(self, x: Tensor) -> Tensor:\n    return x.mm(self.w)\n");
+    auto act = make("Act", "def forward(self, x: Tensor) -> Tensor:\n    return torch.relu_(x)\n");
+    auto pair = make("Pair",
+                     "def forward(self, x: Tensor) -> Tuple[Tensor, Tuple[Tensor, Tensor]]:\n"
+                     "    h = x.mm(self.w)\n"
+                     "    return h, (h * 2.0, h * 3.0)\n");
+    torch::jit::Module root("Root");
+    root.register_attribute("training", c10::BoolType::get(), true);
+    root.register_module("lin", lin);
+    root.register_module("act", act);
+    root.register_module("pair", pair);
+    root.define(R"(
 def forward(self, x: Tensor) -> Tensor:
     y = self.act.forward(self.lin.forward(x))
     a, bc = self.pair.forward(y)
     b, c = bc
     return a + b + c
 )");
-      return root;
-    };
-    const auto x = torch::randn({3, 4});
-    auto plain = module();
-    plain.forward({x}).toTensor().sum().backward();
-    auto checkpointed = module();
-    symtune::SegmentExecutor executor(checkpointed);
-    executor.setPlan(executor.recomputeAll());
-    executor.forward({x}).sum().backward();
-    QCOMPARE(executor.lastRecomputed(), int64_t{1});  // only `lin`
-    const auto p = plain.parameters(), q = checkpointed.parameters();
-    auto pi = p.begin(), qi = q.begin();
-    int compared = 0;
-    for (; pi != p.end(); ++pi, ++qi) {
-      QCOMPARE((*qi).grad().defined(), (*pi).grad().defined());  // `act` uses no parameter
-      if ((*pi).grad().defined()) {
-        QVERIFY(torch::allclose((*pi).grad(), (*qi).grad()));
-        ++compared;
-      }
+    return root;
+  };
+  const auto x = torch::randn({3, 4});
+  auto plain = module();
+  plain.forward({x}).toTensor().sum().backward();
+  auto checkpointed = module();
+  symtune::SegmentExecutor executor(checkpointed);
+  executor.setPlan(executor.recomputeAll());
+  executor.forward({x}).sum().backward();
+  CHECK(executor.lastRecomputed() == int64_t{1});  // only `lin`
+  const auto p = plain.parameters(), q = checkpointed.parameters();
+  auto pi = p.begin(), qi = q.begin();
+  int compared = 0;
+  for (; pi != p.end(); ++pi, ++qi) {
+    CHECK((*qi).grad().defined() == (*pi).grad().defined());  // `act` uses no parameter
+    if ((*pi).grad().defined()) {
+      CHECK(torch::allclose((*pi).grad(), (*qi).grad()));
+      ++compared;
     }
-    QCOMPARE(compared, 2);
   }
+  CHECK(compared == 2);
+}
 
-  // Note [Checkpoint RNG]: a dropout inside a checkpointed block draws the same mask when the
-  // block is recomputed — aten::dropout and symtune::bias_dropout_add alike — so gradients equal
-  // the plain run's, and the generator continues as if nothing had been recomputed.
-  void checkpointedDropoutRecomputesTheSameMask() {
-    auto module = [] {
-      torch::manual_seed(5);
-      auto make = [](const char* name, const char* source) {
-        return scriptedBlock(name, source, {16, 16}, 16);
-      };
-      auto first = make("DropA",
-                        "def forward(self, x: Tensor) -> Tensor:\n"
-                        "    return torch.dropout(torch.relu(x.mm(self.w) + self.b), 0.5, True)\n");
-      // symtune::bias_dropout_add by the built-in rewrite (TorchScript source compiled here
-      // does not resolve torch.ops).
-      auto second = make("DropB",
-                         "def forward(self, x: Tensor) -> Tensor:\n"
-                         "    return x + torch.dropout(x.mm(self.w) + self.b, 0.5, True)\n");
-      const auto rule = *symtune::rules::Registry::global().get("fused_bias_dropout_add").rule;
-      if (symtune::rules::applyRewrites(second, {rule}).front().sites != 1)
-        throw std::runtime_error("fused_bias_dropout_add did not rewrite the block");
-      torch::jit::Module root("DropRoot");
-      root.register_attribute("training", c10::BoolType::get(), true);
-      root.register_module("first", first);
-      root.register_module("second", second);
-      root.define(R"(
-def forward(self, x: Tensor) -> Tensor:
-    return self.second.forward(self.first.forward(x))
-)");
-      return root;
-    };
-    const auto x = torch::randn({8, 16});
-    auto plain = module();
-    torch::manual_seed(42);
-    const auto plainOut = plain.forward({x}).toTensor();
-    plainOut.sum().backward();
-    const double plainNext = torch::rand({1}).item<double>();
-    auto checkpointed = module();
-    symtune::SegmentExecutor executor(checkpointed);
-    executor.setPlan(executor.recomputeAll());
-    torch::manual_seed(42);
-    const auto checkpointedOut = executor.forward({x});
-    checkpointedOut.sum().backward();
-    const double checkpointedNext = torch::rand({1}).item<double>();
-    QCOMPARE(executor.lastRecomputed(), int64_t{2});
-    QVERIFY(torch::equal(checkpointedOut, plainOut));
-    const auto p = plain.parameters(), q = checkpointed.parameters();
-    auto pi = p.begin(), qi = q.begin();
-    for (; pi != p.end(); ++pi, ++qi)
-      QVERIFY(torch::allclose((*pi).grad(), (*qi).grad(), 1e-5, 1e-6));
-    QCOMPARE(checkpointedNext, plainNext);
-  }
+TEST_CASE_FIXTURE(TwoThreads, "a checkpointed dropout recomputes the same mask on the CPU") {
+  checkpointedDropoutRecomputesTheSameMask(torch::kCPU);
+}
 
-  void dataIsDeterministicAndVaries_data() { models_data(); }
-  void dataIsDeterministicAndVaries() {
-    QFETCH(QString, model);
-    const Expect& e = expectFor(model);
+// The CUDA generator's state is kept and restored too: aten::dropout on CUDA draws from it.
+TEST_CASE_FIXTURE(TwoThreads, "a checkpointed dropout recomputes the same mask on CUDA") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  checkpointedDropoutRecomputesTheSameMask(torch::Device(torch::kCUDA, 0));
+}
+
+TEST_CASE_FIXTURE(TwoThreads, "each model's data is deterministic per batch and varies") {
+  for (const Expect& e : kModels) {
+    INFO(e.model);
     auto a = symtune::buildZooModel(e.model, {"ci", 5, std::nullopt});
     auto b = symtune::buildZooModel(e.model, {"ci", 5, std::nullopt});
     std::set<std::string> shapes;
     for (int64_t i = 0; i < 6; ++i) {
+      INFO("batch ", i);
       const auto x = a.data->batch(i), y = b.data->batch(i);
-      QCOMPARE(signature(x), signature(y));
-      QVERIFY(torch::equal(x.target, y.target));
+      CHECK(signature(x) == signature(y));
+      CHECK(torch::equal(x.target, y.target));
       for (size_t k = 0; k < x.inputs.size(); ++k) {
         if (x.inputs[k].isTensor())
-          QVERIFY(torch::equal(x.inputs[k].toTensor(), y.inputs[k].toTensor()));
+          CHECK(torch::equal(x.inputs[k].toTensor(), y.inputs[k].toTensor()));
       }
       shapes.insert(signature(x));
     }
     // The sequence and tree models' inputs change shape per batch; the others change routing.
+    const std::string model = e.model;
     const bool shaped =
         model == "transformer_xl" || model == "dynamic_tagger" || model == "tree_rnn";
-    if (shaped)
-      QVERIFY2(shapes.size() > 1, "input shapes must vary between batches");
+    if (shaped) {
+      INFO("input shapes must vary between batches");
+      CHECK(shapes.size() > 1);
+    }
   }
-};
-
-SYMTUNE_TEST_MAIN_CORE(TestZooModels)
-#include "tst_zoo_models.moc"
+}

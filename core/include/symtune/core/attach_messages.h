@@ -60,13 +60,27 @@ struct StepMessage {
   int64_t coalesced = 0;  // earlier steps this one stands for (the client fell behind)
 };
 
+// One name of GPU activity a node launched (a kernel, "Memcpy HtoD", "Memset").
+struct NodeKernelFigures {
+  std::string name;
+  std::string kind;  // "kernel", "memcpy", "memset"
+  bool backward = false;
+  int64_t calls = 0;
+  double seconds = 0;
+};
+
 struct NodeFigures {
   int32_t node = -1;  // the forward node's id in the graph
   int64_t calls = 0, backwardCalls = 0;
   double forwardSeconds = 0, backwardSeconds = 0;
+  // CUDA runs: the GPU's time (kernel time with GPU activity, else CUDA events)
   std::optional<double> forwardDeviceSeconds, backwardDeviceSeconds;
-  int64_t bytesAllocated = 0, backwardBytesAllocated = 0;
+  int64_t bytesAllocated = 0, backwardBytesAllocated = 0;                 // every device
+  std::optional<int64_t> cudaBytesAllocated, backwardCudaBytesAllocated;  // CUDA runs
   std::optional<int64_t> liveBytesAfter;
+  // GPU activity (CUPTI): kernels launched forward and backward, and the most costly names.
+  std::optional<int64_t> kernels, backwardKernels;  // backwardKernels: the backward's share
+  std::vector<NodeKernelFigures> kernelList;
 };
 struct ParameterNorm {
   std::string name;

@@ -39,7 +39,10 @@ struct RunReport {
   double trainSeconds = 0;                        // sum of stepSeconds
   int64_t peakRssBytes = 0;                       // the process's peak resident set (getrusage)
   std::optional<int64_t> peakCudaAllocatedBytes;  // CUDA caching allocator peak, when on CUDA
-  std::string startedAt;                          // ISO 8601, UTC
+  // On CUDA, how per-node steps timed the device: "cupti" (GPU activity), or why CUDA events
+  // did instead; empty on the CPU.
+  std::string deviceTiming;
+  std::string startedAt;  // ISO 8601, UTC
   // The last step's feature vector (docs/features.md), by name, in vector order.
   std::vector<std::pair<std::string, double>> features;
 

@@ -62,6 +62,10 @@ struct RunSpec {
   int64_t steps = 100;
   std::string device = "cpu";  // "cpu", "cuda" or "auto"
   int threads = 0;             // intra-op threads; 0 keeps LibTorch's default
+  // Per-node steps on CUDA trace the GPU's activity with CUPTI where it is available (kernel
+  // time per node, the trace's GPU lanes); false times them with CUDA events (docs/profiling.md).
+  bool gpuTrace = true;
+  bool nvtx = false;  // NVTX ranges named after steps and graph nodes, for Nsight Systems
 };
 
 // The rules the run starts with (docs/session-format.md, "rules"; docs/rules.md).

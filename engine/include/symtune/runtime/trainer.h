@@ -77,12 +77,19 @@ class Trainer {
   Graph captureStep(StepResult* result = nullptr);
 
   // Takes effect from the next step. PerNode builds the static graph on first use; `ops` adds
-  // input shapes or CUDA device time (deviceTime is turned on by itself on a CUDA model).
+  // input shapes or CUDA device time. On a CUDA model per-node steps time the device by
+  // themselves: with CUPTI's GPU activity where it is available and the session's run.gpu_trace
+  // allows it, with CUDA events otherwise (Note [Device time]; gpuTraceNote() says why not).
   void setTelemetry(Telemetry level, OpTracerOptions ops = {});
   Telemetry telemetry() const { return telemetry_; }
-  // Keeps the raw op events of per-node steps (for a trace) until takeEvents().
+  // Why per-node steps on this trainer's device time it with CUDA events rather than GPU
+  // activity (turned off, no CUPTI, ...); nullopt when they use GPU activity or run on the CPU.
+  const std::optional<std::string>& gpuTraceNote() const { return gpuTraceNote_; }
+  // Keeps the raw op events of per-node steps (for a trace) until takeEvents(), and their GPU
+  // activity until takeGpuRecords().
   void setKeepEvents(bool on) { keepEvents_ = on; }
   std::vector<OpEvent> takeEvents() { return std::move(keptEvents_); }
+  GpuRecords takeGpuRecords() { return std::exchange(keptGpu_, GpuRecords{}); }
 
   int64_t stepsDone() const { return optimizer_->stepCount(); }
   int64_t batchSize() const { return data_->batchSize(); }
@@ -136,6 +143,8 @@ class Trainer {
   std::unique_ptr<OpTracer> tracer_;  // recording while telemetry_ is PerNode
   bool keepEvents_ = false;
   std::vector<OpEvent> keptEvents_;
+  GpuRecords keptGpu_;
+  std::optional<std::string> gpuTraceNote_;
   int64_t parameterCount_ = 0;
   std::string description_;
 };

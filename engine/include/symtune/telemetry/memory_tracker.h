@@ -40,6 +40,8 @@ struct MemoryCounters {
 struct ThreadMemoryTotals {
   int64_t allocated = 0;
   int64_t freed = 0;
+  int64_t cudaAllocated = 0;  // the CUDA caching allocator's share of the two above
+  int64_t cudaFreed = 0;
 };
 const ThreadMemoryTotals& threadMemoryTotals();
 

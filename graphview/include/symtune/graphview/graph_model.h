@@ -76,6 +76,7 @@ class GraphModel : public QObject {
  private:
   struct Figures {
     double seconds = 0, bytes = 0;
+    std::optional<double> deviceSeconds, kernels;  // CUDA runs; kernels with GPU activity
   };
   std::shared_ptr<const Graph> graph_;
   ViewOptions options_;

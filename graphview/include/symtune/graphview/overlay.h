@@ -14,9 +14,12 @@ enum class Overlay {
   Memory,    // bytes allocated by the node (forward + backward), as a share of the step's peak
   Flops,     // floating-point operations from the cost templates
   GradNorm,  // L2 norm of the gradients of the node's module's parameters
+  GpuTime,   // CUDA runs: the GPU's forward + backward seconds (kernel time with CUPTI)
+  Kernels,   // CUDA runs traced with CUPTI: kernels launched, forward and backward
 };
-inline constexpr Overlay kOverlays[] = {Overlay::None, Overlay::Latency, Overlay::Memory,
-                                        Overlay::Flops, Overlay::GradNorm};
+inline constexpr Overlay kOverlays[] = {Overlay::None,   Overlay::Latency,  Overlay::Memory,
+                                        Overlay::Flops,  Overlay::GradNorm, Overlay::GpuTime,
+                                        Overlay::Kernels};
 
 QString overlayName(Overlay overlay);  // "Latency", ...
 QString overlayUnit(Overlay overlay);  // "ms", "MiB", "GFLOP", ""

@@ -1,7 +1,8 @@
 #pragma once
 // The node inspector's model: one graph node as a two-column table (property, value) — what the
 // graph knows of it (kind, module path, source line, shapes, costs, linked nodes), then its live
-// statistics from the run's `nodes` messages (docs/protocol.md). No widgets.
+// statistics from the run's `nodes` messages (docs/protocol.md), then, on a CUDA run traced with
+// CUPTI, the kernels it launched ("kernel 1", "kernel 2", ..., most time first). No widgets.
 //
 // Per-node statistics are measured per forward op: a backward node shows those of the forward op
 // that created it (its `forward` link), like the runner attributes autograd time.
@@ -30,8 +31,9 @@ class NodeInspectorModel : public QAbstractTableModel {
 
   // Samples of forward + backward time kept per node.
   static constexpr int kHistoryLength = 200;
-  // Rows at the end of the table that follow the live statistics, in this order.
-  static constexpr int kLiveRowCount = 5;
+  // Rows of live statistics after the graph's rows, in this order: calls, forward time, backward
+  // time, allocated, GPU kernels, last step. The node's kernel rows follow them.
+  static constexpr int kLiveRowCount = 6;
 
   explicit NodeInspectorModel(QObject* parent = nullptr);
   ~NodeInspectorModel() override;
@@ -72,6 +74,8 @@ class NodeInspectorModel : public QAbstractTableModel {
   NodeId statsKey(NodeId id) const;  // the forward op whose statistics a node shows
   void buildRows();
   QString liveValue(int liveRow) const;
+  // The kernels of the statistics a node shows (empty without GPU activity).
+  const std::vector<attach::NodeKernelFigures>& kernelsOf(NodeId id) const;
 
   std::shared_ptr<const Graph> graph_;
   NodeId node_;
