@@ -355,6 +355,37 @@ TEST_CASE("a per-node step on CUDA puts each node's kernels on it") {
   CHECK(flows > 0);
 }
 
+TEST_CASE("with GPU tracing off, a per-node step on CUDA times nodes with CUDA events") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  symtune::Session s;
+  s.name = "cuda-events";
+  s.model.zoo = "dynamic_resnet";
+  s.model.preset = "ci";
+  s.run.device = "cuda";
+  s.run.gpuTrace = false;
+  symtune::Trainer trainer(s);
+  REQUIRE(trainer.gpuTraceNote().has_value());
+  CHECK(trainer.gpuTraceNote()->find("run.gpu_trace is false") != std::string::npos);
+  trainer.step();
+  trainer.setTelemetry(symtune::Telemetry::PerNode);
+  const symtune::StepResult r = trainer.step();
+  trainer.setTelemetry(symtune::Telemetry::Features);
+  REQUIRE(r.nodes != nullptr);
+  CHECK(!r.nodes->gpuTraced);
+  int64_t timed = 0, withCudaMemory = 0;
+  for (const auto& n : r.nodes->nodes) {
+    timed += n.forwardDeviceSeconds.value_or(0) > 0;
+    withCudaMemory += n.cudaBytesAllocated > 0;
+    CHECK(n.kernels == 0);  // kernels are CUPTI's to count
+    CHECK(n.kernelList.empty());
+  }
+  MESSAGE(timed, " of ", r.nodes->nodes.size(), " nodes timed by CUDA events, ", withCudaMemory,
+          " with CUDA allocations");
+  CHECK(timed > 0);
+  CHECK(withCudaMemory > 0);
+}
+
 TEST_CASE("NVTX ranges are a session switch: a run with them trains, or says why it cannot") {
   symtune::Session s;
   s.name = "nvtx";
