@@ -58,12 +58,16 @@ json measure(const std::string& model, const std::string& preset, int steps, int
       trainers.pop_back();
       break;
     }
-    // One op tracer records at a time: a per-node trainer turns its telemetry on for its own
-    // steps only (below), outside the step's time.
-    trainers.back()->setTelemetry(
-        kModes[m] == symtune::Telemetry::PerNode ? symtune::Telemetry::Features : kModes[m]);
+    trainers.back()->setTelemetry(kModes[m]);
   }
   const size_t modes = trainers.size();
+  // One op tracer records at a time: with two per-node trainers (CUDA), each turns its telemetry
+  // on for its own steps only (below), outside the step's time.
+  const bool takeTurns = modes > kEventsMode;
+  if (takeTurns) {
+    trainers[kPerNodeMode]->setTelemetry(symtune::Telemetry::Features);
+    trainers[kEventsMode]->setTelemetry(symtune::Telemetry::Features);
+  }
   std::array<std::vector<double>, kModes.size()> seconds;
   std::array<std::vector<double>, kModes.size()> ratios;  // per step, over "off"
   std::vector<double> gpuTraceRatios;                     // per step, CUPTI over CUDA events
@@ -72,7 +76,7 @@ json measure(const std::string& model, const std::string& preset, int steps, int
     std::array<double, kModes.size()> t{};
     for (size_t j = 0; j < modes; ++j) {
       const size_t m = (j + static_cast<size_t>(k)) % modes;  // rotate the order
-      const bool perNode = kModes[m] == symtune::Telemetry::PerNode;
+      const bool perNode = takeTurns && kModes[m] == symtune::Telemetry::PerNode;
       if (perNode)
         trainers[m]->setTelemetry(symtune::Telemetry::PerNode);
       const symtune::StepResult r = trainers[m]->step();
