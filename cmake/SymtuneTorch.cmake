@@ -63,10 +63,13 @@ endif()
 # toolkit's, wherever this toolkit keeps them. libcupti is opened at run time.
 set(_cupti_default OFF)
 if(SYMTUNE_WITH_CUDA)
+  # Last: the copies scripts/gpu-check.sh --prepare carries to a machine whose toolkit has none.
   find_path(SYMTUNE_CUPTI_INCLUDE_DIR cupti_activity.h
             HINTS ${CUDAToolkit_CUPTI_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS}
-                  ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/include)
-  find_path(SYMTUNE_NVTX_INCLUDE_DIR nvtx3/nvToolsExt.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+                  ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/include
+                  ${PROJECT_SOURCE_DIR}/.deps/cuda-extras/include)
+  find_path(SYMTUNE_NVTX_INCLUDE_DIR nvtx3/nvToolsExt.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} ${PROJECT_SOURCE_DIR}/.deps/cuda-extras/include)
   if(SYMTUNE_CUPTI_INCLUDE_DIR)
     set(_cupti_default ON)
   endif()

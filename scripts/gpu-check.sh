@@ -51,10 +51,15 @@ if [ "${1:-}" = "--verdict" ]; then
 fi
 
 if [ "${1:-}" = "--prepare" ]; then
-  mkdir -p .deps/include
+  mkdir -p .deps/include .deps/cuda-extras/include
   cp -r /usr/include/nlohmann /usr/include/asio /usr/include/asio.hpp /usr/include/doctest \
     .deps/include/
-  echo "copied nlohmann/json, Asio and doctest into .deps/include; carry .deps"
+  # CUPTI's and NVTX's headers, for a GPU machine whose toolkit lacks them (the build looks in
+  # the toolkit first).
+  cuda_include=$(dirname "$(command -v nvcc)")/../include
+  cp -r "$cuda_include"/cupti*.h "$cuda_include"/Openacc "$cuda_include"/Openmp \
+    "$cuda_include"/nvtx3 .deps/cuda-extras/include/
+  echo "copied nlohmann/json, Asio, doctest, CUPTI's and NVTX's headers into .deps; carry .deps"
   exit 0
 fi
 
