@@ -131,10 +131,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   for (const auto& rewrite : trainer.rewrites())
     report.rewrites.emplace_back(rewrite.rule, rewrite.sites);
   const bool cuda = trainer.device().is_cuda();
-  if (cuda) {
+  if (cuda)
     compat::cudaResetPeakStats(trainer.device().index());
-    report.deviceTiming = trainer.gpuTraceNote().value_or("cupti");
-  }
 
   if (options.progress != nullptr) {
     *options.progress << "symtune " << kVersion << ": " << session.name << " — "
@@ -244,8 +242,11 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       report.error = std::string("cannot write the trace: ") + e.what();
     }
   }
-  if (cuda)
+  if (cuda) {
     report.peakCudaAllocatedBytes = compat::cudaPeakAllocatedBytes(trainer.device().index());
+    // After the steps: CUPTI may have refused when a per-node step first asked for it.
+    report.deviceTiming = trainer.gpuTraceNote().value_or("cupti");
+  }
   report.peakRssBytes = peakRssBytes();
   report.wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();
   return report;
