@@ -49,7 +49,9 @@ expect() {
     failures=$((failures + 1))
     return
   fi
-  echo "ok   $name: exit $rc — $(echo "$out" | tr '\n' ' ' | cut -c1-150)"
+  # Not the verdict's words: on the GPU machine this test's own output is in the ctest log the
+  # real verdict reads, and a quoted "CUDA rows skipped" line there would fail it.
+  echo "ok   $name: exit $rc"
 }
 
 expect clean 0 0
