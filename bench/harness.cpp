@@ -142,6 +142,16 @@ const std::vector<Mode>& baselineModes() {
        {},
        [] { torch::jit::setGraphExecutorOptimize(false); },
        [] { torch::jit::setGraphExecutorOptimize(true); }},
+      {"eager",
+       "the model run op by op as LibTorch eager would: SyMuGen's evaluator, nothing recomputed "
+       "(the C++ counterpart of PyTorch eager)",
+       [](Trainer& trainer) {
+         torch::jit::Module* module = trainer.executor().scriptModule();
+         TORCH_CHECK(module != nullptr, "eager runs a TorchScript model's graph op by op");
+         trainer.setExecutor(std::make_unique<SegmentExecutor>(*module, "eager"));
+       },
+       {},
+       {}},
       {"checkpoint",
        "full activation checkpointing of every top-level block",
        [](Trainer& trainer) {

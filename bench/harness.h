@@ -29,7 +29,9 @@ struct Mode {
 };
 
 // The baselines: "script" (TorchScript's default profiling executor), "script-noopt" (the same
-// with graph optimization off: the closest TorchScript gets to eager), "checkpoint" (full
+// with graph optimization off: the closest TorchScript gets to eager), "eager" (the model's
+// graph run op by op through SyMuGen's evaluator, nothing recomputed: what LibTorch eager does,
+// the C++ counterpart of PyTorch eager), "checkpoint" (full
 // activation checkpointing of every top-level block); "per-node" (per-node telemetry on every
 // step: the price of measuring each op); and "tanh-gelu" (the built-in tanh_gelu
 // rewrite applied to the model before it runs; the same as "script" on models without GELU);
