@@ -63,10 +63,7 @@ void matchesTheComposition(const BiasShape& s, const char* dtypeName, torch::Dty
   const auto upstream = torch::randn_like(reference);
   fused.backward(upstream);
   reference.backward(upstream);
-  // bfloat16: ATen rounds the sum to bfloat16 before the GELU, the fused op does not.
-  const double tolerance = dtype == torch::kBFloat16  ? 2e-2
-                           : dtype == torch::kFloat64 ? 1e-12
-                                                      : 2e-6;
+  const double tolerance = symtune::test::biasTolerance(dtype);
   const auto check = symtune::test::checkScaledError;
   check("output", fused, reference, tolerance);
   check("input gradient", x1.grad(), x2.grad(), tolerance);
