@@ -56,7 +56,31 @@ double bestSeconds(const torch::Device& device, const std::function<void()>& fn)
 struct ModeRecord {
   std::vector<double> losses;  // every step, warm-up included
   std::vector<double> stepSeconds, samplesPerSecond, forward, backward, optimizer, peakBytes;
+  std::vector<int64_t> measurements;  // binder measurements per step, warm-up included
 };
+
+// The binder of a mode that binds op sites (DynaCompiler), if it has one.
+binding::Binder* binderOf(Trainer& trainer) {
+  auto* segments = dynamic_cast<SegmentExecutor*>(&trainer.executor());
+  return segments != nullptr ? segments->binder() : nullptr;
+}
+
+// What the binder did in a mode's run: measurements per step, the sites and the table.
+json bindingSummary(const binding::Binder& binder, const ModeRecord& rec, int warmup) {
+  int64_t afterWarmup = 0;
+  for (size_t i = static_cast<size_t>(warmup); i < rec.measurements.size(); ++i)
+    afterWarmup += rec.measurements[i];
+  int64_t bound = 0;
+  for (const auto& b : binder.table().bindings)
+    bound += b.winner != binding::kAten ? 1 : 0;
+  return {{"sites", binder.sites().size()},
+          {"measurements_per_step", rec.measurements},
+          {"measurements_after_warmup", afterWarmup},
+          {"predicted", binder.predictions()},
+          {"bound_executions", binder.boundExecutions()},
+          {"buckets_bound_away_from_aten", bound},
+          {"table", json::parse(binder.table().toJson())}};
+}
 
 json lossAgreement(const std::vector<double>& losses, const std::vector<double>& baseline) {
   const size_t n = std::min(losses.size(), baseline.size());
@@ -149,6 +173,19 @@ const std::vector<Mode>& baselineModes() {
          torch::jit::Module* module = trainer.executor().scriptModule();
          TORCH_CHECK(module != nullptr, "eager runs a TorchScript model's graph op by op");
          trainer.setExecutor(std::make_unique<SegmentExecutor>(*module, "eager"));
+       },
+       {},
+       {}},
+      {"bind",
+       "DynaCompiler: the evaluator with every op site bound, per shape bucket, to the fastest "
+       "candidate that agrees with the ATen op (measured on the first batches that meet it)",
+       [](Trainer& trainer) {
+         torch::jit::Module* module = trainer.executor().scriptModule();
+         TORCH_CHECK(module != nullptr, "binding runs a TorchScript model's graph op by op");
+         auto executor = std::make_unique<SegmentExecutor>(*module, trainer.session().name);
+         executor->setBinder(std::make_shared<binding::Binder>(
+             executor->symugen()->staticGraph(), binding::currentMachine(trainer.device())));
+         trainer.setExecutor(std::move(executor));
        },
        {},
        {}},
@@ -313,6 +350,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
   for (int i = 0; i < total; ++i) {
     for (size_t k = 0; k < modes.size(); ++k) {
       const size_t m = (static_cast<size_t>(i) + k) % modes.size();
+      binding::Binder* binder = binderOf(*trainers[m]);
+      const int64_t measuredBefore = binder != nullptr ? binder->measurements() : 0;
       if (modes[m]->enter)
         modes[m]->enter();
       const StepResult r = trainers[m]->step();
@@ -320,6 +359,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
         modes[m]->leave();
       ModeRecord& rec = records[m];
       rec.losses.push_back(r.loss);
+      if (binder != nullptr)
+        rec.measurements.push_back(binder->measurements() - measuredBefore);
       if (i < config.warmup)
         continue;
       rec.stepSeconds.push_back(r.seconds);
@@ -379,6 +420,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
            {"peak_bytes", basePeak > 0 ? json(median(rec.peakBytes) / basePeak) : json(nullptr)}}},
          {"loss_agreement", lossAgreement(rec.losses, base.losses)},
          {"roofline", roofline}});
+    if (const binding::Binder* binder = binderOf(*trainers[m]))
+      modeResults.back()["binding"] = bindingSummary(*binder, rec, config.warmup);
   }
   return {{"model", model},
           {"description", trainers[baseline]->modelDescription()},

@@ -37,6 +37,7 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
                      midway leaves the models done ("complete": false until the end)
 modes: script (TorchScript's default profiling executor), script-noopt (graph optimization off),
 eager (the graph op by op through SyMuGen's evaluator: the C++ counterpart of PyTorch eager),
+bind (eager with DynaCompiler binding each op site to its fastest agreeing candidate),
 checkpoint (full activation checkpointing of every top-level block), per-node (per-node
 telemetry on every step), tanh-gelu (the built-in
 tanh_gelu rewrite: exact GELU to its tanh approximation), fused-optim (the optimizer's fused step),

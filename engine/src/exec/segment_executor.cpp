@@ -16,6 +16,7 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
   ForwardOptions options;
   options.plan = &plan_;
   options.record = request.record;
+  options.binder = binder_.get();
   EvaluatorRun run = gen_.forward(inputs, options);
   lastRecomputed_ = run.recomputed;
   ForwardResult result;

@@ -17,6 +17,7 @@
 
 #include "ir_values.h"
 #include "symtune/core/cost_templates.h"
+#include "symtune/graph/op_binder.h"
 #include "symtune/graph/symugen.h"
 #include "symtune/profiling/nvtx.h"
 #include "symtune/telemetry/node_context.h"
@@ -130,6 +131,9 @@ class SyMuGen::Evaluator {
     plan_ = plan != nullptr && !plan->empty() ? plan : nullptr;
   }
   int64_t recomputed() const { return recomputed_; }
+  // Hands the op sites it binds to `binder` (ForwardOptions::binder); null: none.
+  void setBinder(OpBinder* binder) { binder_ = binder; }
+  OpBinder* binder() const { return binder_; }
   // Sums every op's template cost (ForwardOptions::countCost).
   void setCountCost(bool on) { countCost_ = on; }
   const ForwardCost& cost() const { return cost_; }
@@ -238,6 +242,8 @@ class SyMuGen::Evaluator {
     std::vector<c10::IValue> carried;
     for (size_t i = 2; i < node->inputs().size(); ++i)
       carried.push_back(valueOf(node->input(i)));
+    if (binder_ != nullptr)
+      loops_.enter(node, maxTrips);
     int64_t trips = 0;
     for (; trips < maxTrips && cond; ++trips) {
       std::vector<c10::IValue> args{c10::IValue(trips)};
@@ -247,6 +253,8 @@ class SyMuGen::Evaluator {
       cond = outs[0].toBool();
       carried.assign(outs.begin() + 1, outs.end());
     }
+    if (binder_ != nullptr)
+      loops_.leave(node);
     dropReturns(body);
     trips_[gen_.blockRegions_.at(body)] += trips;
     for (size_t i = 0; i < carried.size(); ++i)
@@ -254,9 +262,6 @@ class SyMuGen::Evaluator {
   }
 
   void runOperator(const Node* node) {
-    auto op = ops_.find(node);
-    if (op == ops_.end())
-      op = ops_.emplace(node, node->getOperation()).first;
     torch::jit::Stack stack;
     stack.reserve(node->inputs().size());
     for (const Value* in : node->inputs())
@@ -272,7 +277,10 @@ class SyMuGen::Evaluator {
       std::optional<nvtx::Range> range;
       if (nvtx::enabled() && nodeId.valid())
         range.emplace(nvtxLabel(nodeId));
-      op->second(stack);
+      if (binder_ != nullptr && bound(node, nodeId))
+        binder_->run(node, stack, loops_);
+      else
+        operation(node)(stack);
     }
     const uint64_t after = at::sequence_number::peek();
     TORCH_INTERNAL_ASSERT(stack.size() == node->outputs().size(),
@@ -284,6 +292,21 @@ class SyMuGen::Evaluator {
       owners_.add(before, after, nodeId);
     if (countCost_)
       countCost(node, inputs);
+  }
+
+  torch::jit::Operation& operation(const Node* node) {
+    auto op = ops_.find(node);
+    if (op == ops_.end())
+      op = ops_.emplace(node, node->getOperation()).first;
+    return op->second;
+  }
+
+  // Whether the binder runs `node` (asked once per forward and node).
+  bool bound(const Node* node, NodeId id) {
+    auto it = bound_.find(node);
+    if (it == bound_.end())
+      it = bound_.emplace(node, binder_->binds(node, id)).first;
+    return it->second;
   }
 
   // "#12 aten::conv2d layer1.0.conv1": the node's range in an Nsight Systems capture.
@@ -361,6 +384,9 @@ class SyMuGen::Evaluator {
   int64_t recomputed_ = 0;
   bool countCost_ = false;
   ForwardCost cost_;
+  OpBinder* binder_ = nullptr;
+  std::unordered_map<const Node*, bool> bound_;  // binder_->binds(), per node
+  LoopFrames loops_;
 };
 
 }  // namespace symtune

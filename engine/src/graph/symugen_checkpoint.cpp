@@ -139,6 +139,7 @@ struct SpanRun : torch::CustomClassHolder {
   // The evaluator that met the span: the forward runs in it, so that a recorded step sees the
   // span's shapes, branches and trips; the recompute in backward runs in an evaluator of its own.
   SyMuGen::Evaluator* caller = nullptr;
+  OpBinder* binder = nullptr;  // the caller's: the recomputation binds its sites the same way
   std::shared_ptr<const SyMuGen::CheckpointSpan> span;
   std::vector<c10::IValue> inputs;  // span inputs; tensors are taken from the function's inputs
   std::vector<int> tensorSlot;      // per span input: its index among the tensors, or -1
@@ -165,6 +166,7 @@ struct SpanRun : torch::CustomClassHolder {
     }
     Graph unused;
     SyMuGen::Evaluator eval(*gen, unused, /*record=*/false);
+    eval.setBinder(binder);
     return eval.runSpan(*span, in);
   }
 
@@ -429,6 +431,7 @@ bool SyMuGen::Evaluator::runCheckpointed(const CheckpointSpan& span) {
   auto run = c10::make_intrusive<SpanRun>();
   run->gen = &gen_;
   run->caller = this;
+  run->binder = binder_;
   run->span = gen_.spans_.at(span.first);
   torch::autograd::variable_list tensors;
   for (const Value* v : span.inputs) {

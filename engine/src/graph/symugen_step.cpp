@@ -80,6 +80,7 @@ EvaluatorRun SyMuGen::forward(const std::vector<c10::IValue>& inputs,
   Evaluator eval(*this, g, /*record=*/options.record != nullptr);
   eval.setPlan(options.plan);
   eval.setCountCost(options.countCost);
+  eval.setBinder(options.binder);
   EvaluatorRun run;
   run.output = eval.run(inputs);
   run.nodesExecuted = eval.executed();

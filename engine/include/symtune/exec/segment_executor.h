@@ -9,11 +9,13 @@
 //   executor->setPlan(executor->recomputeAll());
 //   trainer.setExecutor(std::move(executor));
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <torch/script.h>
 
+#include "symtune/binding/binder.h"
 #include "symtune/exec/executor.h"
 #include "symtune/graph/symugen.h"
 
@@ -46,11 +48,18 @@ class SegmentExecutor final : public Executor {
   // cannot be recomputed safely runs as usual: Note [Checkpointed spans]).
   int64_t lastRecomputed() const { return lastRecomputed_; }
 
+  // DynaCompiler: the binder that runs the op sites it binds (Note [Op sites]), from the next
+  // forward on; null: every op as the IR says. The executor shares it with whoever reads the
+  // table.
+  void setBinder(std::shared_ptr<binding::Binder> binder) { binder_ = std::move(binder); }
+  binding::Binder* binder() const { return binder_.get(); }
+
  private:
   ScriptModuleExecutor inner_;
   SyMuGen gen_;
   SegmentPlan plan_;
   int64_t lastRecomputed_ = 0;
+  std::shared_ptr<binding::Binder> binder_;
 };
 
 }  // namespace symtune

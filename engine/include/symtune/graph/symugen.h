@@ -36,6 +36,8 @@ class Module;
 
 namespace symtune {
 
+class OpBinder;
+
 struct StepCapture {
   Graph graph;         // the static graph joined with the step: shapes, branches, autograd nodes
   torch::Tensor loss;  // live: call backward() on it to finish the step
@@ -74,6 +76,8 @@ struct ForwardOptions {
   // Sum every op's template cost (cost_templates.h) into EvaluatorRun::cost: slower, for
   // benchmarks' FLOP counts.
   bool countCost = false;
+  // Runs the op sites it binds (Note [Op sites]); none: every op runs as the IR says.
+  OpBinder* binder = nullptr;
 };
 
 // One forward run through the evaluator. Each op ran inside its node's scope (node_context.h), so

@@ -1,0 +1,237 @@
+#include "symtune/core/binding_table.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "../session/json_fields.h"
+#include "symtune/core/atomic_file.h"
+
+namespace symtune {
+
+namespace {
+
+constexpr const char* kFormat = "symtune-bindings";
+constexpr int kVersion = 1;
+
+std::string formatSeconds(double s) {
+  char buf[32];
+  if (s >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  return buf;
+}
+
+}  // namespace
+
+std::string MachineFingerprint::describe() const {
+  std::string s = (cpu.empty() ? std::string("unknown CPU") : cpu) + ", " +
+                  std::to_string(threads) + (threads == 1 ? " thread, " : " threads, ");
+  s += gpu.empty() ? std::string("no GPU") : gpu;
+  return s + ", LibTorch " + (libtorch.empty() ? std::string("?") : libtorch);
+}
+
+const CandidateMeasurement* Binding::measurement(const std::string& candidate) const {
+  for (const auto& c : candidates) {
+    if (c.name == candidate)
+      return &c;
+  }
+  return nullptr;
+}
+
+double Binding::speedup() const {
+  const CandidateMeasurement* ref = measurement(reference);
+  const CandidateMeasurement* win = measurement(winner);
+  if (ref == nullptr || win == nullptr || win->seconds() <= 0)
+    return 1.0;
+  return ref->seconds() / win->seconds();
+}
+
+const Binding* BindingTable::find(const std::string& site, const std::string& bucket) const {
+  for (const auto& b : bindings) {
+    if (b.site == site && b.bucket == bucket)
+      return &b;
+  }
+  return nullptr;
+}
+
+void BindingTable::put(Binding binding) {
+  for (auto& b : bindings) {
+    if (b.site == binding.site && b.bucket == binding.bucket) {
+      b = std::move(binding);
+      return;
+    }
+  }
+  bindings.push_back(std::move(binding));
+}
+
+std::vector<const Binding*> BindingTable::ofSite(const std::string& site) const {
+  std::vector<const Binding*> out;
+  for (const auto& b : bindings) {
+    if (b.site == site)
+      out.push_back(&b);
+  }
+  return out;
+}
+
+std::optional<std::string> BindingTable::refusal(const MachineFingerprint& here,
+                                                 const std::string& forModel) const {
+  // The name before the hash is the session's; the hash says which model it is.
+  const auto hash = [](const std::string& key) { return key.substr(key.rfind(':') + 1); };
+  if (hash(model) != hash(forModel))
+    return "measured for another model (" + model + ", not " + forModel + ")";
+  if (machine != here)
+    return "measured on another kind of machine (" + machine.describe() + "; this one is " +
+           here.describe() + ")";
+  return std::nullopt;
+}
+
+std::string BindingTable::toJson() const {
+  using json = nlohmann::ordered_json;
+  json list = json::array();
+  for (const auto& b : bindings) {
+    json candidates = json::array();
+    for (const auto& c : b.candidates) {
+      json entry{{"name", c.name},
+                 {"forward_seconds", c.forwardSeconds},
+                 {"backward_seconds", c.backwardSeconds},
+                 {"max_error", c.maxError}};
+      if (!c.refused.empty())
+        entry["refused"] = c.refused;
+      candidates.push_back(std::move(entry));
+    }
+    list.push_back(json{{"site", b.site},
+                        {"node", b.node},
+                        {"pattern", b.pattern},
+                        {"bucket", b.bucket},
+                        {"reference", b.reference},
+                        {"winner", b.winner},
+                        {"predicted", b.predicted},
+                        {"speedup", b.speedup()},
+                        {"candidates", std::move(candidates)}});
+  }
+  const json root{{"format", kFormat},
+                  {"version", kVersion},
+                  {"model", model},
+                  {"machine",
+                   {{"cpu", machine.cpu},
+                    {"threads", machine.threads},
+                    {"gpu", machine.gpu},
+                    {"libtorch", machine.libtorch}}},
+                  {"bindings", std::move(list)}};
+  return root.dump(2) + "\n";
+}
+
+BindingTable BindingTable::fromJson(const std::string& text, const std::string& origin) {
+  const auto fail = [&](const std::string& field, const std::string& problem) {
+    throw std::runtime_error(origin + ": " + (field.empty() ? "" : field + ": ") + problem);
+  };
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("", std::string("not JSON (") + e.what() + ")");
+  }
+  if (!root.is_object())
+    fail("", "expected a binding table (an object), found " + detail::describeJsonType(root));
+  detail::JsonFields top(root, "", fail);
+  if (top.string("format") != kFormat)
+    top.fail("format", "expected \"" + std::string(kFormat) + "\"");
+  if (top.integer("version") != kVersion)
+    top.fail("version", "version " + std::to_string(top.integer("version")) +
+                            " is not supported (this build reads " + std::to_string(kVersion) +
+                            ")");
+  top.rejectUnknown({"format", "version", "model", "machine", "bindings"});
+  BindingTable table;
+  table.model = top.string("model");
+  const detail::JsonFields machine = top.object("machine");
+  machine.rejectUnknown({"cpu", "threads", "gpu", "libtorch"});
+  table.machine.cpu = machine.string("cpu");
+  table.machine.threads = static_cast<int>(machine.integer("threads"));
+  table.machine.gpu = machine.string("gpu", "");
+  table.machine.libtorch = machine.string("libtorch");
+  const auto& list = top.require("bindings");
+  if (!list.is_array())
+    top.fail("bindings", "expected an array, found " + detail::describeJsonType(list));
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "bindings[" + std::to_string(i) + "]";
+    if (!list[i].is_object())
+      fail(path, "expected an object, found " + detail::describeJsonType(list[i]));
+    detail::JsonFields f(list[i], path, fail);
+    f.rejectUnknown({"site", "node", "pattern", "bucket", "reference", "winner", "predicted",
+                     "speedup", "candidates"});
+    Binding b;
+    b.site = f.string("site");
+    b.node = static_cast<int32_t>(f.integer("node"));
+    b.pattern = f.string("pattern", "");
+    b.bucket = f.string("bucket");
+    b.reference = f.string("reference");
+    b.winner = f.string("winner");
+    b.predicted = f.boolean("predicted", false);
+    const auto& candidates = f.require("candidates");
+    if (!candidates.is_array())
+      f.fail("candidates", "expected an array, found " + detail::describeJsonType(candidates));
+    for (size_t j = 0; j < candidates.size(); ++j) {
+      const std::string cpath = path + ".candidates[" + std::to_string(j) + "]";
+      if (!candidates[j].is_object())
+        fail(cpath, "expected an object, found " + detail::describeJsonType(candidates[j]));
+      detail::JsonFields c(candidates[j], cpath, fail);
+      c.rejectUnknown({"name", "forward_seconds", "backward_seconds", "max_error", "refused"});
+      CandidateMeasurement m;
+      m.name = c.string("name");
+      m.forwardSeconds = c.number("forward_seconds", 0);
+      m.backwardSeconds = c.number("backward_seconds", 0);
+      m.maxError = c.number("max_error", 0);
+      m.refused = c.string("refused", "");
+      b.candidates.push_back(std::move(m));
+    }
+    if (!b.predicted && b.measurement(b.winner) == nullptr)
+      f.fail("winner", "\"" + b.winner + "\" is not among the measured candidates");
+    table.bindings.push_back(std::move(b));
+  }
+  return table;
+}
+
+void BindingTable::save(const std::string& path) const {
+  writeFileAtomically(path, toJson());
+}
+
+BindingTable BindingTable::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error(path + ": cannot open the binding table");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return fromJson(text.str(), path);
+}
+
+std::string BindingTable::describe() const {
+  std::ostringstream out;
+  out << "bindings of " << (model.empty() ? std::string("?") : model) << ", measured on "
+      << machine.describe() << "\n";
+  if (bindings.empty()) {
+    out << "  (none)\n";
+    return out.str();
+  }
+  for (const auto& b : bindings) {
+    char speed[32];
+    std::snprintf(speed, sizeof speed, "%.2fx", b.speedup());
+    out << "  " << b.site << "  [" << b.bucket << "]  -> " << b.winner
+        << (b.predicted ? " (predicted)" : "") << "  " << speed << " over " << b.reference << "\n";
+    for (const auto& c : b.candidates) {
+      out << "      " << c.name << ": forward " << formatSeconds(c.forwardSeconds) << ", backward "
+          << formatSeconds(c.backwardSeconds);
+      if (!c.refused.empty())
+        out << "  refused: " << c.refused;
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace symtune

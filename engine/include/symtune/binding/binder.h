@@ -1,0 +1,110 @@
+#pragma once
+// DynaCompiler's binder: binds each op site of a model, per shape bucket, to the fastest
+// candidate that agrees with the ATen op (docs/binding.md).
+//
+//   auto binder = std::make_shared<symtune::binding::Binder>(
+//       gen.staticGraph(), symtune::binding::currentMachine(device));
+//   binder->adopt(symtune::BindingTable::load("tagger.bindings.json"));  // an earlier run's
+//   symtune::ForwardOptions options;
+//   options.binder = binder.get();
+//   gen.forward(inputs, options);  // new (site, bucket)s are measured, then bound
+//   binder->table().save("tagger.bindings.json");
+//
+// Note [Lazy binding]
+// The first time a site meets a bucket, the binder runs every applicable candidate on the real
+// inputs (detached copies as leaves, so the measurement touches neither the model's autograd
+// graph nor its parameters' gradients): the site's executions in one step (each trip of a
+// loop-indexed site's loop), forward, then backward against fixed random output gradients;
+// BinderOptions::repetitions times, candidates taking turns, medians. A candidate whose outputs
+// or input gradients differ from the reference's by more than its tolerance, or that throws, is
+// refused and reported. The fastest of the rest is bound if it beats the reference by
+// BinderOptions::margin; the table keeps every candidate's times. Later executions in the bucket
+// look the choice up and measure nothing. Before measuring an unseen bucket, the cost model
+// (predict()) may bind it from the site's other buckets.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <c10/core/Device.h>
+
+#include "symtune/binding/candidate.h"
+#include "symtune/core/binding_table.h"
+#include "symtune/core/graph.h"
+#include "symtune/graph/op_binder.h"
+
+namespace symtune::binding {
+
+struct BinderOptions {
+  // Measure a (site, bucket) that neither the table nor the cost model settles; false: run the
+  // reference there.
+  bool measure = true;
+  int repetitions = 3;  // timed runs per candidate, after one untimed run
+  // A candidate other than the reference is bound only when it is this much faster (0.03: 3 %).
+  double margin = 0.03;
+  // Let the cost model bind an unseen bucket without measuring (Note [Binding cost model]).
+  bool predict = true;
+  std::vector<std::string> disable;  // candidates never bound (by name)
+  // Candidates besides the built-in ones (a plugin's, a test's), tried after them.
+  std::vector<std::shared_ptr<const Candidate>> extra;
+};
+
+// The kind of machine the binder measures on: ATen's CPU capability, intra-op threads, the GPU
+// (when `device` is a CUDA device) and LibTorch's version.
+MachineFingerprint currentMachine(const c10::Device& device);
+
+// "<graph name>:<hash of its nodes' kinds and module paths>": which model a table belongs to.
+std::string graphFingerprint(const Graph& graph);
+
+class Binder final : public OpBinder {
+ public:
+  // `graph`: SyMuGen's static graph of the model (site names, fingerprint); must outlive it.
+  Binder(const Graph& graph, MachineFingerprint machine, BinderOptions options = {});
+
+  // Starts from `table` (an earlier run's) when it was measured for this model on this kind of
+  // machine: its bindings are used without measuring. Otherwise returns why not and keeps its
+  // own table.
+  std::optional<std::string> adopt(BindingTable table);
+
+  bool binds(const torch::jit::Node* node, NodeId id) override;
+  void run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) override;
+
+  const BindingTable& table() const { return table_; }
+  const BinderOptions& options() const { return options_; }
+  // The sites found so far (nodes executed at least once), in the order found.
+  std::vector<OpSite> sites() const;
+  // (site, bucket)s measured, and bound by the cost model, since construction.
+  int64_t measurements() const { return measurements_; }
+  int64_t predictions() const { return predictions_; }
+  // Site executions run by a candidate other than the reference.
+  int64_t boundExecutions() const { return boundExecutions_; }
+
+ private:
+  struct SiteState {
+    OpSite site;
+    torch::jit::Operation op;
+    std::vector<const Candidate*> candidates;                  // applicable, the reference first
+    std::unordered_map<std::string, const Candidate*> chosen;  // by bucket
+  };
+
+  const Candidate* decide(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
+                          int64_t trips);
+  const Candidate* predict(SiteState& s, const std::string& bucket);
+  Binding measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
+                  int64_t trips);
+  const Candidate* byName(const SiteState& s, const std::string& name) const;
+
+  const Graph& graph_;
+  BinderOptions options_;
+  BindingTable table_;
+  std::unordered_map<const torch::jit::Node*, std::unique_ptr<SiteState>> states_;
+  std::vector<const SiteState*> order_;
+  int64_t measurements_ = 0;
+  int64_t predictions_ = 0;
+  int64_t boundExecutions_ = 0;
+};
+
+}  // namespace symtune::binding

@@ -1,0 +1,41 @@
+#pragma once
+// Candidate implementations of op sites (docs/binding.md, "Candidates"): each computes a site's
+// function another way, says where it applies, and how closely it must agree with the ATen op as
+// written (the reference every measurement compares against).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/jit/runtime/operator.h>
+
+#include "symtune/binding/op_site.h"
+#include "symtune/graph/op_binder.h"
+
+namespace symtune::binding {
+
+class Candidate {
+ public:
+  virtual ~Candidate() = default;
+  virtual std::string name() const = 0;
+  // One line for docs and the studio.
+  virtual std::string description() const = 0;
+  // Whether it computes `site`'s function (decided on the IR: pattern, constants).
+  virtual bool applies(const OpSite& site) const = 0;
+  // One execution of the site: `stack` holds the node's inputs and is left holding its outputs.
+  // `op` is the node's ATen operation (for inputs it does not handle, it runs that).
+  virtual void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
+                   LoopFrames& loops) const = 0;
+  // The largest difference from the reference it may show (outputs and input gradients, scaled
+  // by the reference's largest magnitude); 0: it must agree exactly.
+  virtual double tolerance() const { return 0.0; }
+};
+
+// The ATen op as written: the reference, applicable everywhere.
+inline constexpr const char* kAten = "aten";
+
+// Every built-in candidate, the reference first.
+const std::vector<std::unique_ptr<Candidate>>& builtinCandidates();
+const Candidate* findCandidate(const std::string& name);
+
+}  // namespace symtune::binding

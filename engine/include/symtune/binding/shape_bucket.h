@@ -1,0 +1,23 @@
+#pragma once
+// Shape buckets (docs/binding.md, "Buckets"): the key under which a site's binding is kept, so a
+// new shape rarely costs a new measurement. Every dimension is rounded up to a power of two, so a
+// dynamic dimension ranging over [lo, hi] meets at most ceil(log2(hi / lo)) + 1 buckets; a static
+// one meets one. The built-in candidates compute on the real shapes (the bucket is a cache key
+// only: no padding).
+
+#include <cstdint>
+#include <string>
+
+#include <ATen/core/stack.h>
+
+namespace symtune::binding {
+
+// The bucket a dimension falls in: 0, 1, 2, then the power of two at or above it.
+int64_t bucketDim(int64_t size);
+
+// "float32 [32,<=64,768] x<=64": the dtype and device of the first tensor input, each tensor
+// input's bucketed shape, the loop's trip bound when `trips` >= 0, and " nograd" when no
+// gradient flows (grad mode off or no input requiring grad).
+std::string bucketKey(const torch::jit::Stack& inputs, size_t count, int64_t trips);
+
+}  // namespace symtune::binding

@@ -1,0 +1,394 @@
+#include "symtune/binding/binder.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Version.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/cuda.h>
+
+#include "symtune/binding/shape_bucket.h"
+#include "symtune/compat/torch_compat.h"
+#include "symtune/telemetry/node_context.h"
+
+namespace symtune::binding {
+
+// Note [Binding cost model]
+// An unseen bucket of a site is bound without measuring when the site's measured buckets settle
+// it: at least two of them, all won by the same candidate, each by at least
+// kPredictSpeedup over the runner-up. Anything less certain — a first or second bucket, winners
+// that differ between buckets, or a margin below that — is measured.
+namespace {
+
+constexpr double kPredictSpeedup = 1.5;
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void synchronize(bool cuda) {
+  if (cuda)
+    torch::cuda::synchronize();
+}
+
+// The largest |a - b| over the largest |b|: 0 when they agree exactly.
+double scaledError(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
+  if (got.size() != want.size())
+    return std::numeric_limits<double>::infinity();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].defined() != want[i].defined())
+      return std::numeric_limits<double>::infinity();
+    if (!want[i].defined())
+      continue;
+    if (got[i].sizes() != want[i].sizes())
+      return std::numeric_limits<double>::infinity();
+    if (want[i].numel() == 0)
+      continue;
+    const at::Tensor a = got[i].detach().to(at::kDouble);
+    const at::Tensor b = want[i].detach().to(at::kDouble);
+    diff = std::max(diff, (a - b).abs().max().item<double>());
+    scale = std::max(scale, b.abs().max().item<double>());
+  }
+  if (diff == 0)
+    return 0;
+  return scale > 0 ? diff / scale : diff;
+}
+
+std::string firstLine(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+// What one candidate produced on the replayed site.
+struct Replay {
+  std::vector<at::Tensor> outputs;
+  std::vector<at::Tensor> grads;  // of the leaves that require grad
+  double forward = 0, backward = 0;
+};
+
+}  // namespace
+
+MachineFingerprint currentMachine(const c10::Device& device) {
+  MachineFingerprint m;
+  m.cpu = at::get_cpu_capability();
+  m.threads = at::get_num_threads();
+  if (device.is_cuda())
+    m.gpu = compat::cudaDeviceName(device.index());
+  m.libtorch = TORCH_VERSION;
+  return m;
+}
+
+std::string graphFingerprint(const Graph& graph) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  const auto mix = [&h](const std::string& s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+    h ^= 0xff;
+    h *= 1099511628211ull;
+  };
+  for (const auto& n : graph.nodes()) {
+    if (n.side != GraphSide::Forward)
+      continue;
+    mix(n.kind);
+    mix(n.modulePath);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return graph.name + ":" + hex;
+}
+
+Binder::Binder(const Graph& graph, MachineFingerprint machine, BinderOptions options)
+    : graph_(graph), options_(std::move(options)) {
+  TORCH_CHECK(options_.repetitions >= 1, "Binder: repetitions must be at least 1, got ",
+              options_.repetitions);
+  TORCH_CHECK(options_.margin >= 0 && options_.margin < 1, "Binder: margin must be in [0, 1), got ",
+              options_.margin);
+  for (const auto& name : options_.disable) {
+    const bool known = findCandidate(name) != nullptr ||
+                       std::any_of(options_.extra.begin(), options_.extra.end(),
+                                   [&](const auto& c) { return c->name() == name; });
+    TORCH_CHECK(known, "Binder: no candidate is called \"", name, "\"");
+    TORCH_CHECK(name != kAten, "Binder: the reference (aten) cannot be disabled");
+  }
+  table_.machine = std::move(machine);
+  table_.model = graphFingerprint(graph);
+}
+
+std::optional<std::string> Binder::adopt(BindingTable table) {
+  if (auto why = table.refusal(table_.machine, table_.model))
+    return why;
+  table_ = std::move(table);
+  for (auto& [node, state] : states_) {
+    if (state != nullptr)
+      state->chosen.clear();
+  }
+  return std::nullopt;
+}
+
+bool Binder::binds(const torch::jit::Node* node, NodeId id) {
+  auto it = states_.find(node);
+  if (it != states_.end())
+    return it->second != nullptr;
+  std::unique_ptr<SiteState> state;
+  if (auto site = findOpSite(node, id, graph_)) {
+    std::vector<const Candidate*> applicable;
+    const auto consider = [&](const Candidate& c) {
+      const bool disabled = std::find(options_.disable.begin(), options_.disable.end(), c.name()) !=
+                            options_.disable.end();
+      if (!disabled && c.applies(*site))
+        applicable.push_back(&c);
+    };
+    for (const auto& c : builtinCandidates())
+      consider(*c);
+    for (const auto& c : options_.extra)
+      consider(*c);
+    if (applicable.size() > 1) {
+      state.reset(new SiteState{std::move(*site), node->getOperation(), std::move(applicable), {}});
+      order_.push_back(state.get());
+    }
+  }
+  const bool bound = state != nullptr;
+  states_.emplace(node, std::move(state));
+  return bound;
+}
+
+std::vector<OpSite> Binder::sites() const {
+  std::vector<OpSite> out;
+  for (const SiteState* s : order_)
+    out.push_back(s->site);
+  return out;
+}
+
+void Binder::run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) {
+  SiteState& s = *states_.at(node);
+  const int64_t trips = s.site.loop != nullptr ? loops.maxTrips(s.site.loop) : -1;
+  const std::string bucket = bucketKey(stack, node->inputs().size(), trips);
+  auto it = s.chosen.find(bucket);
+  const Candidate* c =
+      it != s.chosen.end() ? it->second : (s.chosen[bucket] = decide(s, bucket, stack, trips));
+  if (c->name() != kAten)
+    ++boundExecutions_;
+  c->run(s.site, s.op, stack, loops);
+}
+
+const Candidate* Binder::byName(const SiteState& s, const std::string& name) const {
+  for (const Candidate* c : s.candidates) {
+    if (c->name() == name)
+      return c;
+  }
+  return nullptr;
+}
+
+const Candidate* Binder::decide(SiteState& s, const std::string& bucket,
+                                const torch::jit::Stack& stack, int64_t trips) {
+  if (const Binding* known = table_.find(s.site.name, bucket)) {
+    if (const Candidate* c = byName(s, known->winner))
+      return c;
+  }
+  if (options_.predict) {
+    if (const Candidate* c = predict(s, bucket))
+      return c;
+  }
+  if (!options_.measure)
+    return s.candidates.front();
+  Binding b = measure(s, bucket, stack, trips);
+  const Candidate* winner = byName(s, b.winner);
+  table_.put(std::move(b));
+  ++measurements_;
+  return winner;
+}
+
+const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
+  std::string winner;
+  int settled = 0;
+  for (const Binding* b : table_.ofSite(s.site.name)) {
+    if (b->predicted)
+      continue;
+    if (!winner.empty() && b->winner != winner)
+      return nullptr;
+    winner = b->winner;
+    const CandidateMeasurement* best = b->measurement(b->winner);
+    double runnerUp = std::numeric_limits<double>::infinity();
+    for (const auto& m : b->candidates) {
+      if (m.name != b->winner && m.refused.empty())
+        runnerUp = std::min(runnerUp, m.seconds());
+    }
+    if (best == nullptr || best->seconds() <= 0 || runnerUp < kPredictSpeedup * best->seconds())
+      return nullptr;
+    ++settled;
+  }
+  const Candidate* c = settled >= 2 ? byName(s, winner) : nullptr;
+  if (c == nullptr)
+    return nullptr;
+  Binding b;
+  b.site = s.site.name;
+  b.node = s.site.id.value();
+  b.pattern = s.site.pattern;
+  b.bucket = bucket;
+  b.reference = kAten;
+  b.winner = winner;
+  b.predicted = true;
+  table_.put(std::move(b));
+  ++predictions_;
+  return c;
+}
+
+Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
+                        int64_t trips) {
+  const OpSite& site = s.site;
+  const size_t n = site.node->inputs().size();
+  torch::jit::Stack inputs(stack.end() - static_cast<std::ptrdiff_t>(n), stack.end());
+  // Leaves: the real values, detached, so the replay's autograd graph is its own.
+  std::vector<at::Tensor> leaves;
+  std::vector<size_t> leafSlot;
+  bool cuda = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].isTensor() || !inputs[i].toTensor().defined())
+      continue;
+    const at::Tensor& t = inputs[i].toTensor();
+    cuda = cuda || t.is_cuda();
+    if (t.requires_grad() && at::GradMode::is_enabled()) {
+      leaves.push_back(t.detach().requires_grad_(true));
+      leafSlot.push_back(i);
+      inputs[i] = leaves.back();
+    }
+  }
+  // How many executions one step has: every trip of the loop (a select cannot go past its
+  // tensor's size: ATen would stop the model there).
+  int64_t executions = 1;
+  if (site.loop != nullptr) {
+    executions = std::max<int64_t>(trips, 0);
+    if (site.pattern == kLoopIndexedSelect) {
+      const at::Tensor& self = inputs[0].toTensor();
+      const int64_t dim = inputs[1].toInt();
+      if (self.dim() > 0 && dim >= -self.dim() && dim < self.dim())
+        executions = std::min(executions, self.size(dim));
+    }
+  }
+
+  CurrentNodeScope unattributed{NodeId()};
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const at::Tensor rngState = generator.get_state();
+  std::vector<at::Tensor> gradOutputs;  // fixed for every candidate, made on the first replay
+
+  const auto replay = [&](const Candidate& c, bool timed, Replay& out) {
+    LoopFrames frames;
+    if (site.loop != nullptr)
+      frames.enter(site.loop, trips);
+    std::vector<at::Tensor> outputs;
+    synchronize(cuda && timed);
+    const auto t0 = Clock::now();
+    for (int64_t k = 0; k < executions; ++k) {
+      torch::jit::Stack st = inputs;
+      if (site.loop != nullptr)
+        st[site.counterInput] = k;
+      c.run(site, s.op, st, frames);
+      for (const auto& v : st) {
+        if (v.isTensor())
+          outputs.push_back(v.toTensor());
+      }
+    }
+    synchronize(cuda && timed);
+    const auto t1 = Clock::now();
+    std::vector<at::Tensor> diffOutputs, grads;
+    for (const auto& o : outputs) {
+      if (o.defined() && o.requires_grad())
+        diffOutputs.push_back(o);
+    }
+    if (!leaves.empty() && !diffOutputs.empty()) {
+      if (gradOutputs.empty()) {
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(20261201);
+        for (const auto& o : diffOutputs) {
+          gradOutputs.push_back(
+              at::randn(o.sizes(), gen, o.options().device(at::kCPU)).to(o.device()));
+        }
+      }
+      TORCH_INTERNAL_ASSERT(gradOutputs.size() == diffOutputs.size(),
+                            "Binder: candidates gave different numbers of outputs");
+      grads = torch::autograd::grad(diffOutputs, leaves, gradOutputs, /*retain_graph=*/false,
+                                    /*create_graph=*/false, /*allow_unused=*/true);
+    }
+    synchronize(cuda && timed);
+    const auto t2 = Clock::now();
+    out.outputs = std::move(outputs);
+    out.grads = std::move(grads);
+    out.forward = std::chrono::duration<double>(t1 - t0).count();
+    out.backward = std::chrono::duration<double>(t2 - t1).count();
+  };
+
+  Binding b;
+  b.site = site.name;
+  b.node = site.id.value();
+  b.pattern = site.pattern;
+  b.bucket = bucket;
+  b.reference = kAten;
+  const size_t count = s.candidates.size();
+  std::vector<CandidateMeasurement> results(count);
+  std::vector<std::vector<double>> forward(count), backward(count);
+  Replay reference;
+  for (size_t i = 0; i < count; ++i) {
+    results[i].name = s.candidates[i]->name();
+    Replay first;
+    try {
+      replay(*s.candidates[i], /*timed=*/false, first);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(i > 0, "Binder: the ATen op at ", site.name,
+                  " failed while measuring: ", firstLine(e.what()));
+      results[i].refused = "failed: " + firstLine(e.what());
+      continue;
+    }
+    if (i == 0) {
+      reference = std::move(first);
+      continue;
+    }
+    const double error = std::max(scaledError(first.outputs, reference.outputs),
+                                  scaledError(first.grads, reference.grads));
+    results[i].maxError = error;
+    if (!(error <= s.candidates[i]->tolerance())) {
+      char why[96];
+      std::snprintf(why, sizeof why, "differs from aten by %.3g (tolerance %.3g)", error,
+                    s.candidates[i]->tolerance());
+      results[i].refused = why;
+    }
+  }
+  for (int rep = 0; rep < options_.repetitions; ++rep) {
+    for (size_t i = 0; i < count; ++i) {
+      if (!results[i].refused.empty())
+        continue;
+      Replay r;
+      replay(*s.candidates[i], /*timed=*/true, r);
+      forward[i].push_back(r.forward);
+      backward[i].push_back(r.backward);
+    }
+  }
+  generator.set_state(rngState);
+  size_t best = 0;
+  for (size_t i = 0; i < count; ++i) {
+    results[i].forwardSeconds = median(forward[i]);
+    results[i].backwardSeconds = median(backward[i]);
+  }
+  const double referenceSeconds = results[0].seconds();
+  for (size_t i = 1; i < count; ++i) {
+    if (!results[i].refused.empty())
+      continue;
+    if (results[i].seconds() < (1.0 - options_.margin) * referenceSeconds &&
+        results[i].seconds() < results[best].seconds())
+      best = i;
+  }
+  b.winner = results[best].name;
+  b.candidates = std::move(results);
+  return b;
+}
+
+}  // namespace symtune::binding

@@ -1,0 +1,100 @@
+#include <ATen/ATen.h>
+
+#include "symtune/binding/candidate.h"
+
+namespace symtune::binding {
+
+namespace {
+
+class AtenOp final : public Candidate {
+ public:
+  std::string name() const override { return kAten; }
+  std::string description() const override { return "the ATen op as the IR writes it"; }
+  bool applies(const OpSite&) const override { return true; }
+  void run(const OpSite&, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames&) const override {
+    op(stack);
+  }
+};
+
+// An identity slice returns its input: no view, no autograd node, and no full-size zero fill in
+// backward.
+class Alias final : public Candidate {
+ public:
+  std::string name() const override { return "alias"; }
+  std::string description() const override {
+    return "a full-range slice is its input: no view, no SliceBackward0";
+  }
+  bool applies(const OpSite& site) const override { return site.pattern == kIdentitySlice; }
+  void run(const OpSite&, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames&) const override {
+    // stack: self, dim, start, end, step
+    const at::Tensor& self = stack[stack.size() - 5].toTensor();
+    const int64_t dim = stack[stack.size() - 4].toInt();
+    const int64_t rank = self.defined() ? self.dim() : 0;
+    if (rank == 0 || dim < -rank || dim >= rank) {
+      op(stack);  // ATen says what is wrong
+      return;
+    }
+    stack.resize(stack.size() - 4);
+  }
+};
+
+// A loop-indexed select reads slice i of a tensor that does not change in the loop: unbind the
+// tensor on the loop's first trip and hand out part i. The backward is one UnbindBackward0 (a
+// stack of the parts' gradients) instead of a zero-filled full-size gradient per trip.
+class UnbindOnce final : public Candidate {
+ public:
+  std::string name() const override { return "unbind-once"; }
+  std::string description() const override {
+    return "unbind the loop-invariant tensor on the loop's first trip and read part i";
+  }
+  bool applies(const OpSite& site) const override { return site.pattern == kLoopIndexedSelect; }
+  void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames& loops) const override {
+    // stack: self, dim, index
+    const size_t base = stack.size() - 3;
+    c10::IValue& slot = loops.slot(site.loop, site.node);
+    if (slot.isNone()) {
+      const at::Tensor& self = stack[base].toTensor();
+      const int64_t dim = stack[base + 1].toInt();
+      if (!self.defined() || self.dim() == 0 || dim < -self.dim() || dim >= self.dim()) {
+        op(stack);  // ATen says what is wrong
+        return;
+      }
+      slot = c10::IValue(self.unbind(dim));
+    }
+    const c10::List<at::Tensor> parts = slot.toTensorList();
+    const int64_t index = stack[base + 2].toInt();
+    if (index < 0 || index >= static_cast<int64_t>(parts.size())) {
+      op(stack);
+      return;
+    }
+    at::Tensor part = parts.get(static_cast<size_t>(index));
+    stack.resize(base);
+    stack.emplace_back(std::move(part));
+  }
+};
+
+}  // namespace
+
+const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
+  static const auto* all = [] {
+    auto* list = new std::vector<std::unique_ptr<Candidate>>();
+    list->push_back(std::make_unique<AtenOp>());
+    list->push_back(std::make_unique<Alias>());
+    list->push_back(std::make_unique<UnbindOnce>());
+    return list;
+  }();
+  return *all;
+}
+
+const Candidate* findCandidate(const std::string& name) {
+  for (const auto& c : builtinCandidates()) {
+    if (c->name() == name)
+      return c.get();
+  }
+  return nullptr;
+}
+
+}  // namespace symtune::binding

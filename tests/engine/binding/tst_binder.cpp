@@ -1,0 +1,446 @@
+// DynaCompiler's binder (docs/binding.md): every candidate computes its site's function exactly as
+// the ATen op does, forward and backward; a bound forward gives the unbound one's outputs and
+// gradients; each (site, bucket) is measured once and then looked up; a table is reused on the
+// same kind of machine and refused elsewhere; a candidate that disagrees or fails is refused and
+// reported; the cost model binds a bucket its site's measured buckets settle; and every zoo model
+// trains under binding as it does op by op.
+
+#include "doctest_torch.h"
+
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/ir/constants.h>
+
+#include "symtune/binding/binder.h"
+#include "symtune/binding/shape_bucket.h"
+#include "symtune/exec/segment_executor.h"
+#include "symtune/graph/symugen.h"
+#include "symtune/runtime/trainer.h"
+#include "tensor_compare.h"
+
+namespace {
+
+using symtune::binding::Binder;
+using symtune::binding::BinderOptions;
+using symtune::binding::OpSite;
+
+// A loop over time steps reading x[:, t] (an identity slice, then a select by the loop's counter
+// on a loop-invariant tensor), a full-range slice of that, and w[t].
+torch::jit::Module steps() {
+  torch::jit::Module m("Steps");
+  m.define(R"(
+def forward(self, x: Tensor, w: Tensor):
+    outs: List[Tensor] = []
+    for t in range(x.size(1)):
+        xt = x[:, t]
+        outs.append(torch.tanh(xt[:, 0:4] * w[t]))
+    return torch.stack(outs, 1)
+)");
+  return m;
+}
+
+struct Run {
+  torch::Tensor out, gx, gw;
+};
+
+// One forward and backward of `gen` on x [batch, time, 8], w [time, 4] (seeded), with `binder`
+// (none: every op as the IR says).
+Run forwardBackward(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch, int64_t time) {
+  torch::manual_seed(time * 31 + batch);
+  auto x = torch::randn({batch, time, 8}).requires_grad_(true);
+  auto w = torch::randn({time, 4}).requires_grad_(true);
+  symtune::ForwardOptions options;
+  options.binder = binder;
+  Run r;
+  r.out = gen.forward({x, w}, options).output.toTensor();
+  r.out.backward(torch::ones_like(r.out) * torch::linspace(-1, 1, r.out.numel()).view_as(r.out));
+  r.gx = x.grad();
+  r.gw = w.grad();
+  return r;
+}
+
+void checkSame(const Run& got, const Run& want) {
+  CHECK(torch::equal(got.out, want.out));
+  CHECK(torch::equal(got.gx, want.gx));
+  CHECK(torch::equal(got.gw, want.gw));
+}
+
+symtune::MachineFingerprint here() {
+  return symtune::binding::currentMachine(torch::kCPU);
+}
+
+// The stack a site's node receives, with `tensor` as its tensor input and `counter` as its
+// loop counter; the rest are the node's constants.
+torch::jit::Stack stackFor(const OpSite& site, const torch::Tensor& tensor, int64_t counter) {
+  torch::jit::Stack stack;
+  for (size_t i = 0; i < site.node->inputs().size(); ++i) {
+    if (i == 0) {
+      stack.emplace_back(tensor);
+    } else if (site.loop != nullptr && i == site.counterInput) {
+      stack.emplace_back(counter);
+    } else {
+      auto c = torch::jit::toIValue(site.node->input(i));
+      REQUIRE(c.has_value());
+      stack.push_back(*c);
+    }
+  }
+  return stack;
+}
+
+// `candidate` on `site` over every trip (a loop-indexed site) or once: outputs and the input's
+// gradient for fixed output gradients.
+std::pair<std::vector<torch::Tensor>, torch::Tensor> replay(
+    const symtune::binding::Candidate& candidate, const OpSite& site, const torch::Tensor& input,
+    int64_t trips) {
+  auto leaf = input.detach().requires_grad_(true);
+  symtune::LoopFrames frames;
+  if (site.loop != nullptr)
+    frames.enter(site.loop, trips);
+  auto op = site.node->getOperation();
+  std::vector<torch::Tensor> outs;
+  for (int64_t k = 0; k < (site.loop != nullptr ? trips : 1); ++k) {
+    torch::jit::Stack stack = stackFor(site, leaf, k);
+    candidate.run(site, op, stack, frames);
+    REQUIRE(stack.size() == 1);
+    outs.push_back(stack[0].toTensor());
+  }
+  torch::Tensor total = torch::zeros({}, torch::kDouble);
+  for (size_t i = 0; i < outs.size(); ++i)
+    total = total + (outs[i].to(torch::kDouble) * (static_cast<double>(i) + 0.5)).sum();
+  const torch::Tensor grad = torch::autograd::grad({total}, {leaf})[0];
+  return {outs, grad};
+}
+
+// The sites of steps(), found by a binder that measures nothing.
+std::vector<OpSite> sitesOf(symtune::SyMuGen& gen) {
+  BinderOptions options;
+  options.measure = false;
+  Binder binder(gen.staticGraph(), here(), options);
+  forwardBackward(gen, &binder, 2, 3);
+  return binder.sites();
+}
+
+// A candidate for identity slices that computes something else (or fails): the binder must
+// refuse it.
+class Wrong final : public symtune::binding::Candidate {
+ public:
+  explicit Wrong(bool fail) : fail_(fail) {}
+  std::string name() const override { return fail_ ? "failing" : "off-by-one"; }
+  std::string description() const override { return "a test's wrong candidate"; }
+  bool applies(const OpSite& site) const override {
+    return site.pattern == symtune::binding::kIdentitySlice;
+  }
+  void run(const OpSite&, torch::jit::Operation&, torch::jit::Stack& stack,
+           symtune::LoopFrames&) const override {
+    TORCH_CHECK(!fail_, "this candidate always fails");
+    const torch::Tensor self = stack[stack.size() - 5].toTensor();
+    stack.resize(stack.size() - 5);
+    stack.emplace_back(self + 1);
+  }
+  double tolerance() const override { return 1e-6; }
+
+ private:
+  bool fail_;
+};
+
+}  // namespace
+
+TEST_CASE("the sites of a loop over time steps") {
+  symtune::SyMuGen gen(steps(), "steps");
+  const auto sites = sitesOf(gen);
+  int slices = 0, selects = 0;
+  for (const auto& s : sites) {
+    INFO(s.name);
+    CHECK(s.name.rfind("#", 0) == 0);
+    if (s.pattern == symtune::binding::kIdentitySlice) {
+      ++slices;
+      CHECK(s.name.find("aten::slice") != std::string::npos);
+      CHECK(s.loop == nullptr);
+    } else {
+      ++selects;
+      CHECK(s.pattern == std::string(symtune::binding::kLoopIndexedSelect));
+      CHECK(s.loop != nullptr);
+      CHECK(s.counterInput == 2);
+    }
+  }
+  CHECK(slices == 2);   // x[:, t] and xt[:, 0:4] on dimension 0; xt[:, 0:4] on 1 is no identity
+  CHECK(selects == 2);  // x[:, t] and w[t]
+}
+
+TEST_CASE("every candidate computes its site as the ATen op does, forward and backward") {
+  symtune::SyMuGen gen(steps(), "steps");
+  const auto sites = sitesOf(gen);
+  const std::vector<std::vector<int64_t>> shapes = {{3, 5, 8}, {1, 1, 4}, {4, 7, 16}, {2, 9}};
+  const auto* aten = symtune::binding::findCandidate(symtune::binding::kAten);
+  REQUIRE(aten != nullptr);
+  int compared = 0;
+  for (const auto& candidate : symtune::binding::builtinCandidates()) {
+    for (const auto& site : sites) {
+      if (candidate.get() == aten || !candidate->applies(site))
+        continue;
+      for (const auto& shape : shapes) {
+        INFO(candidate->name(), " on ", site.name, " with ", c10::IntArrayRef(shape));
+        torch::manual_seed(static_cast<uint64_t>(compared));
+        const auto input = torch::randn(shape, torch::kDouble);
+        // Every index of the selected dimension, as a loop over it would read them.
+        const int64_t trips = site.loop != nullptr
+                                  ? input.size(torch::jit::toIValue(site.node->input(1))->toInt())
+                                  : 1;
+        const auto [wantOut, wantGrad] = replay(*aten, site, input, trips);
+        const auto [gotOut, gotGrad] = replay(*candidate, site, input, trips);
+        REQUIRE(gotOut.size() == wantOut.size());
+        for (size_t i = 0; i < gotOut.size(); ++i)
+          CHECK(torch::equal(gotOut[i], wantOut[i]));
+        CHECK(torch::equal(gotGrad, wantGrad));
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared == 16);  // alias on 2 sites, unbind-once on 2, 4 shapes each
+}
+
+TEST_CASE("a bound forward gives the unbound outputs and gradients") {
+  symtune::SyMuGen gen(steps(), "steps");
+  Binder binder(gen.staticGraph(), here());
+  for (int64_t time : {5, 6, 12, 1}) {
+    INFO("time steps: ", time);
+    checkSame(forwardBackward(gen, &binder, 3, time), forwardBackward(gen, nullptr, 3, time));
+  }
+  CHECK(binder.sites().size() == 4);
+  for (const auto& b : binder.table().bindings) {
+    INFO(b.site, " [", b.bucket, "]");
+    if (b.predicted)
+      continue;  // bound by the cost model: nothing measured
+    CHECK(b.candidates.size() == 2);
+    for (const auto& c : b.candidates) {
+      CHECK(c.refused.empty());
+      CHECK(c.maxError == 0);
+      CHECK(c.seconds() > 0);
+    }
+  }
+}
+
+TEST_CASE("each site and bucket is measured once, then looked up") {
+  symtune::SyMuGen gen(steps(), "steps");
+  Binder binder(gen.staticGraph(), here());
+  forwardBackward(gen, &binder, 3, 5);  // time 5: bucket <=8
+  const int64_t first = binder.measurements();
+  CHECK(first == 4);  // four sites, one bucket each
+  CHECK(binder.table().bindings.size() == 4);
+  forwardBackward(gen, &binder, 3, 6);  // same bucket
+  forwardBackward(gen, &binder, 4, 7);  // batch 4: bucket <=4, as 3
+  CHECK(binder.measurements() == first);
+  // Time 12: bucket <=16, new for the three sites whose tensor has the time dimension (not for
+  // xt[:, 0:4], whose input is one time step).
+  forwardBackward(gen, &binder, 3, 12);
+  CHECK(binder.measurements() + binder.predictions() == first + 3);
+  forwardBackward(gen, &binder, 3, 16);
+  CHECK(binder.measurements() + binder.predictions() == first + 3);
+  // Without gradients (an evaluation), the buckets are others: no backward to measure.
+  {
+    torch::NoGradGuard noGrad;
+    symtune::ForwardOptions options;
+    options.binder = &binder;
+    gen.forward({torch::randn({3, 5, 8}), torch::randn({5, 4})}, options);
+  }
+  bool nograd = false;
+  for (const auto& b : binder.table().bindings)
+    nograd = nograd || b.bucket.find("nograd") != std::string::npos;
+  CHECK(nograd);
+}
+
+TEST_CASE("a saved table is reused on the same kind of machine and refused on another") {
+  symtune::SyMuGen gen(steps(), "steps");
+  Binder first(gen.staticGraph(), here());
+  forwardBackward(gen, &first, 3, 5);
+  const std::string saved = first.table().toJson();
+
+  Binder second(gen.staticGraph(), here());
+  CHECK_FALSE(second.adopt(symtune::BindingTable::fromJson(saved, "saved")).has_value());
+  checkSame(forwardBackward(gen, &second, 3, 5), forwardBackward(gen, nullptr, 3, 5));
+  CHECK(second.measurements() == 0);
+  CHECK(second.predictions() == 0);
+
+  symtune::MachineFingerprint elsewhere = here();
+  elsewhere.threads += 7;
+  Binder third(gen.staticGraph(), elsewhere);
+  const auto why = third.adopt(symtune::BindingTable::fromJson(saved, "saved"));
+  REQUIRE(why.has_value());
+  CHECK(why->find("another kind of machine") != std::string::npos);
+  forwardBackward(gen, &third, 3, 5);
+  CHECK(third.measurements() == 4);
+
+  // Another model's table is refused too.
+  torch::jit::Module other("Other");
+  other.define("def forward(self, x: Tensor, w: Tensor):\n    return x[:, 0] * w[0]\n");
+  symtune::SyMuGen otherGen(other, "steps");
+  Binder fourth(otherGen.staticGraph(), here());
+  const auto otherWhy = fourth.adopt(symtune::BindingTable::fromJson(saved, "saved"));
+  REQUIRE(otherWhy.has_value());
+  CHECK(otherWhy->find("another model") != std::string::npos);
+}
+
+TEST_CASE("a candidate that disagrees or fails is refused and reported") {
+  symtune::SyMuGen gen(steps(), "steps");
+  BinderOptions options;
+  options.extra = {std::make_shared<Wrong>(false), std::make_shared<Wrong>(true)};
+  Binder binder(gen.staticGraph(), here(), options);
+  checkSame(forwardBackward(gen, &binder, 3, 5), forwardBackward(gen, nullptr, 3, 5));
+  int slices = 0;
+  for (const auto& b : binder.table().bindings) {
+    if (b.pattern != symtune::binding::kIdentitySlice)
+      continue;
+    ++slices;
+    INFO(b.site);
+    CHECK(b.winner != "off-by-one");
+    CHECK(b.winner != "failing");
+    const auto* wrong = b.measurement("off-by-one");
+    REQUIRE(wrong != nullptr);
+    CHECK(wrong->refused.find("differs from aten by") != std::string::npos);
+    CHECK(wrong->maxError > 1e-6);
+    const auto* failing = b.measurement("failing");
+    REQUIRE(failing != nullptr);
+    CHECK(failing->refused == "failed: this candidate always fails");
+  }
+  CHECK(slices == 2);
+}
+
+TEST_CASE("disabled candidates are never bound; unknown names are refused") {
+  symtune::SyMuGen gen(steps(), "steps");
+  BinderOptions options;
+  options.disable = {"alias", "unbind-once"};
+  Binder binder(gen.staticGraph(), here(), options);
+  forwardBackward(gen, &binder, 3, 5);
+  CHECK(binder.sites().empty());  // only the reference applies anywhere
+  CHECK(binder.measurements() == 0);
+
+  BinderOptions typo;
+  typo.disable = {"alais"};
+  CHECK_THROWS_WITH_AS(Binder(gen.staticGraph(), here(), typo),
+                       doctest::Contains("no candidate is called \"alais\""), c10::Error);
+}
+
+TEST_CASE("the cost model binds a bucket its site's measured buckets settle") {
+  symtune::SyMuGen gen(steps(), "steps");
+  Binder probe(gen.staticGraph(), here());
+  forwardBackward(gen, &probe, 3, 5);
+
+  // Two measured buckets per site: the given winner, the runner-up `ratio` times slower.
+  const auto tableWith = [&](double ratio, bool agree) {
+    symtune::BindingTable t = probe.table();
+    t.bindings.clear();
+    for (const auto& site : probe.sites()) {
+      for (int k = 0; k < 2; ++k) {
+        symtune::Binding b;
+        b.site = site.name;
+        b.node = site.id.value();
+        b.pattern = site.pattern;
+        b.bucket = "made up " + std::to_string(k);
+        b.reference = "aten";
+        const std::string other = site.loop != nullptr ? "unbind-once" : "alias";
+        b.winner = agree || k == 0 ? other : "aten";
+        b.candidates = {{"aten", b.winner == "aten" ? 1e-5 : ratio * 1e-5, 0, 0, ""},
+                        {other, b.winner == "aten" ? ratio * 1e-5 : 1e-5, 0, 0, ""}};
+        t.put(b);
+      }
+    }
+    return t;
+  };
+
+  Binder settled(gen.staticGraph(), here());
+  REQUIRE_FALSE(settled.adopt(tableWith(4.0, true)).has_value());
+  checkSame(forwardBackward(gen, &settled, 3, 5), forwardBackward(gen, nullptr, 3, 5));
+  CHECK(settled.measurements() == 0);
+  CHECK(settled.predictions() == 4);
+  for (const auto& b : settled.table().bindings) {
+    if (b.bucket.rfind("made up", 0) != 0) {
+      CHECK(b.predicted);
+      CHECK(b.winner != "aten");
+    }
+  }
+
+  Binder close(gen.staticGraph(), here());  // 1.2x is not sure enough
+  REQUIRE_FALSE(close.adopt(tableWith(1.2, true)).has_value());
+  forwardBackward(gen, &close, 3, 5);
+  CHECK(close.predictions() == 0);
+  CHECK(close.measurements() == 4);
+
+  Binder split(gen.staticGraph(), here());  // the buckets disagree
+  REQUIRE_FALSE(split.adopt(tableWith(4.0, false)).has_value());
+  forwardBackward(gen, &split, 3, 5);
+  CHECK(split.predictions() == 0);
+  CHECK(split.measurements() == 4);
+}
+
+TEST_CASE("buckets: powers of two, at most ceil(log2(max/min)) + 1 per dynamic dimension") {
+  using symtune::binding::bucketDim;
+  CHECK(bucketDim(0) == 0);
+  CHECK(bucketDim(1) == 1);
+  CHECK(bucketDim(2) == 2);
+  CHECK(bucketDim(3) == 4);
+  CHECK(bucketDim(5) == 8);
+  CHECK(bucketDim(64) == 64);
+  CHECK(bucketDim(65) == 128);
+  for (int64_t lo : {1, 3, 16, 17}) {
+    for (int64_t hi : std::initializer_list<int64_t>{lo, lo + 1, 2 * lo, 96, 1000}) {
+      if (hi < lo)
+        continue;
+      std::set<int64_t> seen;
+      for (int64_t d = lo; d <= hi; ++d)
+        seen.insert(bucketDim(d));
+      const auto bound = static_cast<size_t>(std::ceil(std::log2(double(hi) / double(lo)))) + 1;
+      INFO(lo, "..", hi);
+      CHECK(seen.size() <= bound);
+    }
+  }
+  torch::jit::Stack stack{torch::zeros({32, 50, 768}).requires_grad_(true), int64_t{1}, int64_t{3}};
+  CHECK(symtune::binding::bucketKey(stack, 3, 50) == "float32 [<=32,<=64,<=1024] x<=64");
+  CHECK(symtune::binding::bucketKey(stack, 3, -1) == "float32 [<=32,<=64,<=1024]");
+  torch::jit::Stack plain{torch::zeros({2, 1}, torch::kDouble), int64_t{0}};
+  CHECK(symtune::binding::bucketKey(plain, 2, -1) == "float64 [2,1] nograd");
+}
+
+TEST_CASE("every zoo model trains under binding as it does op by op") {
+  for (const char* model : {"dynamic_resnet", "transformer_xl", "dynamic_tagger", "moe_topk",
+                            "early_exit", "tree_rnn"}) {
+    INFO(model);
+    symtune::Session s;
+    s.name = "bind";
+    s.model.zoo = model;
+    s.model.preset = "ci";
+    s.data.seed = 5;
+    s.run.device = "cpu";
+    std::vector<std::unique_ptr<symtune::Trainer>> trainers;
+    std::shared_ptr<Binder> binder;
+    for (bool bind : {false, true}) {
+      trainers.push_back(std::make_unique<symtune::Trainer>(s));
+      auto& t = *trainers.back();
+      auto executor =
+          std::make_unique<symtune::SegmentExecutor>(*t.executor().scriptModule(), s.name);
+      if (bind) {
+        binder = std::make_shared<Binder>(executor->symugen()->staticGraph(), here());
+        executor->setBinder(binder);
+      }
+      t.setExecutor(std::move(executor));
+    }
+    for (int step = 0; step < 3; ++step) {
+      const double plain = trainers[0]->step().loss;
+      const double bound = trainers[1]->step().loss;
+      CHECK(bound == doctest::Approx(plain).epsilon(1e-6));
+    }
+    const auto a = trainers[0]->executor().namedParameters();
+    const auto b = trainers[1]->executor().namedParameters();
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      symtune::test::checkScaledError(a[i].first.c_str(), b[i].second, a[i].second, 1e-5);
+    const std::string name = model;
+    if (name == "transformer_xl" || name == "dynamic_tagger" || name == "moe_topk")
+      CHECK_FALSE(binder->sites().empty());  // indexing in loops, full-range slices
+    CHECK(binder->table().bindings.size() >= binder->sites().size());
+  }
+}
