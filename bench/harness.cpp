@@ -59,12 +59,6 @@ struct ModeRecord {
   std::vector<int64_t> measurements;  // binder measurements per step, warm-up included
 };
 
-// The binder of a mode that binds op sites (DynaCompiler), if it has one.
-binding::Binder* binderOf(Trainer& trainer) {
-  auto* segments = dynamic_cast<SegmentExecutor*>(&trainer.executor());
-  return segments != nullptr ? segments->binder() : nullptr;
-}
-
 // What the binder did in a mode's run: measurements per step, the sites and the table.
 json bindingSummary(const binding::Binder& binder, const ModeRecord& rec, int warmup) {
   int64_t afterWarmup = 0;
@@ -179,16 +173,10 @@ const std::vector<Mode>& baselineModes() {
       {"bind",
        "DynaCompiler: the evaluator with every op site bound, per shape bucket, to the fastest "
        "candidate that agrees with the ATen op (measured on the first batches that meet it)",
-       [](Trainer& trainer) {
-         torch::jit::Module* module = trainer.executor().scriptModule();
-         TORCH_CHECK(module != nullptr, "binding runs a TorchScript model's graph op by op");
-         auto executor = std::make_unique<SegmentExecutor>(*module, trainer.session().name);
-         executor->setBinder(std::make_shared<binding::Binder>(
-             executor->symugen()->staticGraph(), binding::currentMachine(trainer.device())));
-         trainer.setExecutor(std::move(executor));
-       },
        {},
-       {}},
+       {},
+       {},
+       [](Session& session) { session.binding.enabled = true; }},
       {"checkpoint",
        "full activation checkpointing of every top-level block",
        [](Trainer& trainer) {
@@ -281,7 +269,7 @@ Session benchSession(const std::string& model, const RunConfig& config) {
   std::error_code ec;
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().extension() == ".json")
+    if (looksLikeSessionFile(entry.path()))
       files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
@@ -303,6 +291,10 @@ Session benchSession(const std::string& model, const RunConfig& config) {
   session.run.device = config.device;
   session.run.threads = config.threads;
   session.run.steps = config.warmup + config.steps;
+  // Each mode says how the model runs: binding only where the mode asks for it, and measured
+  // afresh in every run (no table file read or written).
+  session.binding.enabled = false;
+  session.binding.useTable = false;
   return session;
 }
 
@@ -350,7 +342,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
   for (int i = 0; i < total; ++i) {
     for (size_t k = 0; k < modes.size(); ++k) {
       const size_t m = (static_cast<size_t>(i) + k) % modes.size();
-      binding::Binder* binder = binderOf(*trainers[m]);
+      binding::Binder* binder = trainers[m]->binder();
       const int64_t measuredBefore = binder != nullptr ? binder->measurements() : 0;
       if (modes[m]->enter)
         modes[m]->enter();
@@ -420,7 +412,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
            {"peak_bytes", basePeak > 0 ? json(median(rec.peakBytes) / basePeak) : json(nullptr)}}},
          {"loss_agreement", lossAgreement(rec.losses, base.losses)},
          {"roofline", roofline}});
-    if (const binding::Binder* binder = binderOf(*trainers[m]))
+    if (const binding::Binder* binder = trainers[m]->binder())
       modeResults.back()["binding"] = bindingSummary(*binder, rec, config.warmup);
   }
   return {{"model", model},

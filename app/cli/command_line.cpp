@@ -95,6 +95,22 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
   }
   if (!args.empty() && args[0] == "rules")
     return parseRulesCommand(args);
+  if (!args.empty() && args[0] == "bindings") {
+    cl.mode = CommandLine::Mode::Bindings;
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == "--json")
+        cl.bindingsJson = true;
+      else if (!args[i].empty() && args[i][0] == '-')
+        throw std::invalid_argument("unknown option " + args[i] + " for bindings (see --help)");
+      else if (cl.bindingsFile.empty())
+        cl.bindingsFile = args[i];
+      else
+        throw std::invalid_argument("unexpected argument \"" + args[i] + "\" (see --help)");
+    }
+    if (cl.bindingsFile.empty())
+      throw std::invalid_argument("bindings needs a session, a report or a binding table");
+    return cl;
+  }
   for (size_t i = first; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
@@ -255,6 +271,11 @@ std::string usage(const std::string& program, bool studio) {
          program +
          " rules list                every rule a session can enable, as JSON (name, origin,\n"
          "                             description): built-in, installed packs, plugins\n"
+         "  " +
+         program +
+         " bindings SESSION|REPORT [--json]\n"
+         "                             the op sites DynaCompiler bound, per shape bucket, with\n"
+         "                             each candidate's times (docs/binding.md)\n"
          "  " +
          program +
          " --version | --help\n"

@@ -9,7 +9,7 @@
 namespace symtune::app {
 
 struct CommandLine {
-  enum class Mode { Studio, Batch, Graph, Rules, Help, Version };
+  enum class Mode { Studio, Batch, Graph, Rules, Bindings, Help, Version };
   Mode mode = Mode::Studio;
   std::string session;                    // --batch SESSION, or the studio's optional SESSION
   std::optional<std::string> report;      // --report FILE
@@ -38,6 +38,9 @@ struct CommandLine {
   std::string rulesFile;
   std::string packName, packVersion, packDescription;
   std::optional<std::string> library;
+  // bindings SESSION|REPORT|TABLE [--json]
+  std::string bindingsFile;
+  bool bindingsJson = false;
 };
 
 // Parses argv (without argv[0]). Throws std::invalid_argument with a one-line reason.

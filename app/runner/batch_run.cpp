@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 
 #include "symtune/attach/run_controller.h"
+#include "symtune/binding/binder.h"
 #include "symtune/compat/torch_compat.h"
 #include "symtune/core/atomic_file.h"
 #include "symtune/core/version.h"
@@ -151,6 +152,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     if (trainer.gpuTraceNote())
       *options.progress << *trainer.gpuTraceNote() << "; nodes are timed with CUDA events"
                         << std::endl;
+    if (trainer.bindingNote())
+      *options.progress << *trainer.bindingNote() << std::endl;
   }
   std::unique_ptr<attach::RunController> attached;
   if (options.listen) {
@@ -186,6 +189,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         trainer.setKeepEvents(true);
       }
       StepResult r;
+      const int64_t measuredBefore =
+          trainer.binder() != nullptr ? trainer.binder()->measurements() : 0;
       if (attached && i == 1 && !sampled && !traced(i)) {
         // Note [Attached step graph]: the studio gets the autograd graph of a real step.
         r = captureForStudio(trainer, *attached);
@@ -204,6 +209,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
           trainer.setTelemetry(Telemetry::Features);
       }
       report.loss.push_back(r.loss);
+      if (trainer.binder() != nullptr)
+        report.bindingMeasurements.push_back(trainer.binder()->measurements() - measuredBefore);
       report.stepSeconds.push_back(r.seconds);
       report.trainSeconds += r.seconds;
       report.rulesInForce = r.rulesInForce;
@@ -246,6 +253,20 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     report.peakCudaAllocatedBytes = compat::cudaPeakAllocatedBytes(trainer.device().index());
     // After the steps: CUPTI may have refused when a per-node step first asked for it.
     report.deviceTiming = trainer.gpuTraceNote().value_or("cupti");
+  }
+  if (const binding::Binder* binder = trainer.binder()) {
+    report.bindings = binder->table();
+    report.bindingNote = trainer.bindingNote().value_or("");
+    // The table is a cache: one that cannot be written costs the next run its measurements, not
+    // this run its result.
+    try {
+      if (auto file = trainer.saveBindingTable())
+        report.bindingTableFile = *file;
+    } catch (const std::exception& e) {
+      report.bindingNote = std::string("binding table not saved: ") + e.what();
+      if (options.progress != nullptr)
+        *options.progress << report.bindingNote << std::endl;
+    }
   }
   report.peakRssBytes = peakRssBytes();
   report.wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();

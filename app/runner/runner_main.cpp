@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "batch_run.h"
+#include "bindings_command.h"
 #include "command_line.h"
 #include "rules_command.h"
 #include "symtune/core/atomic_file.h"
@@ -185,6 +186,8 @@ int main(int argc, char** argv) {
         return listRules();
       // `symtune rules check` hands files with rewrites over: their IR is checked here.
       return symtune::app::runRulesCommand(cl, &symtune::rules::validateRewrites);
+    case symtune::app::CommandLine::Mode::Bindings:
+      return symtune::app::runBindingsCommand(cl);
     case symtune::app::CommandLine::Mode::Studio:
       break;
   }

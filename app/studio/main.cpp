@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "bindings_command.h"
 #include "command_line.h"
 #include "rules_command.h"
 #include "symtune/core/version.h"
@@ -132,6 +133,8 @@ int main(int argc, char** argv) {
           std::filesystem::exists(runnerPath()))
         return handOverToRunner(argv);
       return symtune::app::runRulesCommand(cl);
+    case symtune::app::CommandLine::Mode::Bindings:
+      return symtune::app::runBindingsCommand(cl);
     case symtune::app::CommandLine::Mode::Studio:
       break;
   }

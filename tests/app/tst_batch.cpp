@@ -286,6 +286,55 @@ class TestBatch : public QObject {
     QVERIFY(text.contains("(taken)"));
   }
 
+  void bindingsCommandPrintsTheTable() {
+    // A tagger trains with op sites bound; `symtune bindings` shows the table from the session,
+    // the report and the table file, as text and as JSON.
+    QTemporaryDir dir;
+    const QString session = writeFile(dir, "tagger.json", R"({
+      "format": "symtune-session", "version": 1, "name": "tagger",
+      "model": {"zoo": "dynamic_tagger", "preset": "ci"}, "run": {"steps": 3, "threads": 2}})");
+    const QString reportPath = dir.filePath("tagger.report.json");
+    const Result trained = run({"--batch", session, "--report", reportPath});
+    QVERIFY2(trained.exitCode == 0, qPrintable(trained.err));
+    QVERIFY(QFile::exists(dir.filePath("tagger.bindings.json")));
+    for (const QString& target : {session, reportPath, dir.filePath("tagger.bindings.json")}) {
+      const Result text = run({"bindings", target});
+      QVERIFY2(text.exitCode == 0, qPrintable(text.err));
+      QVERIFY2(text.out.startsWith("bindings of tagger:"), qPrintable(text.out));
+      QVERIFY(text.out.contains("aten::select rnn"));
+      QVERIFY(text.out.contains("unbind-once: forward "));
+      const Result json = run({"bindings", target, "--json"});
+      QCOMPARE(json.exitCode, 0);
+      const QJsonObject table = QJsonDocument::fromJson(json.out.toUtf8()).object();
+      QCOMPARE(table["format"].toString(), QString("symtune-bindings"));
+      QVERIFY(!table["bindings"].toArray().isEmpty());
+    }
+  }
+
+  void bindingsCommandErrors_data() {
+    QTest::addColumn<QByteArray>("file");
+    QTest::addColumn<QString>("message");
+    QTest::addRow("not JSON") << QByteArray("{") << "not JSON";
+    QTest::addRow("another format") << QByteArray(R"({"format": "symtune-rulepack"})")
+                                    << "expected a session, a report or a binding table";
+    QTest::addRow("no table yet") << QByteArray(R"({"format": "symtune-session", "version": 1,
+                          "model": {"zoo": "dynamic_tagger"}})")
+                                  << "no binding table yet at";
+    QTest::addRow("binding off") << QByteArray(R"({"format": "symtune-session", "version": 1,
+                          "model": {"zoo": "dynamic_tagger"}, "binding": {"enabled": false}})")
+                                 << "binding is off";
+  }
+
+  void bindingsCommandErrors() {
+    QFETCH(QByteArray, file);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    const Result r = run({"bindings", writeFile(dir, "x.json", file)});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains(message), qPrintable(r.err));
+    QCOMPARE(r.err.count('\n'), 1);
+  }
+
   void graphCommandErrors_data() {
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QString>("message");

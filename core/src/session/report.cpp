@@ -78,6 +78,19 @@ std::string toJson(const RunReport& r) {
       {"wall_time_s", r.wallSeconds},
       {"started_at", r.startedAt},
   };
+  if (r.bindings) {
+    int64_t measured = 0;
+    for (int64_t n : r.bindingMeasurements)
+      measured += n;
+    out["binding"] = {
+        {"measurements", measured},
+        {"measurements_per_step", r.bindingMeasurements},
+        {"note", r.bindingNote.empty() ? json(nullptr) : json(r.bindingNote)},
+        {"table_file", r.bindingTableFile.empty() ? json(nullptr) : json(r.bindingTableFile)},
+        {"table", json::parse(r.bindings->toJson())}};
+  } else {
+    out["binding"] = nullptr;
+  }
   if (!r.error.empty()) {
     out["error"] = r.error;
   }

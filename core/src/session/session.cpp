@@ -139,7 +139,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                             " (this Symtune reads version " +
                             std::to_string(Session::kFormatVersion) + ")");
   }
-  top.rejectUnknown({"format", "version", "name", "model", "data", "optimizer", "run", "rules"});
+  top.rejectUnknown(
+      {"format", "version", "name", "model", "data", "optimizer", "run", "rules", "binding"});
 
   Session s;
   s.path = origin;
@@ -283,7 +284,53 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
       }
     }
   }
+  // binding
+  if (top.has("binding")) {
+    const JsonFields binding = top.object("binding");
+    binding.rejectUnknown({"enabled", "budget", "repetitions", "table", "save"});
+    s.binding.enabled = binding.boolean("enabled", s.binding.enabled);
+    if (binding.has("budget") && !binding.require("budget").is_null()) {
+      const int64_t budget = binding.integer("budget");
+      if (budget < 0)
+        binding.fail("budget",
+                     "expected a non-negative integer or null, found " + std::to_string(budget));
+      s.binding.budget = budget;
+    }
+    const int64_t repetitions = binding.integer("repetitions", s.binding.repetitions);
+    if (repetitions < 1 || repetitions > 100)
+      binding.fail("repetitions",
+                   "expected an integer in [1, 100], found " + std::to_string(repetitions));
+    s.binding.repetitions = static_cast<int>(repetitions);
+    if (binding.has("table") && binding.require("table").is_null()) {
+      s.binding.useTable = false;
+    } else {
+      std::filesystem::path table = binding.string("table", "");
+      if (!table.empty() && table.is_relative())
+        table = origin.parent_path() / table;
+      s.binding.table = table.lexically_normal();
+    }
+    s.binding.save = binding.boolean("save", s.binding.save);
+  }
   return s;
+}
+
+std::filesystem::path bindingTablePath(const Session& session) {
+  if (!session.binding.useTable)
+    return {};
+  if (!session.binding.table.empty())
+    return session.binding.table;
+  if (session.path.empty())
+    return {};
+  std::filesystem::path p = session.path;
+  return p.replace_extension(".bindings.json");
+}
+
+bool looksLikeSessionFile(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  const std::string table = ".bindings.json";
+  const bool isTable = name.size() > table.size() &&
+                       name.compare(name.size() - table.size(), table.size(), table) == 0;
+  return path.extension() == ".json" && !isTable;
 }
 
 std::string sessionJson(const Session& s) {
@@ -319,6 +366,13 @@ std::string sessionJson(const Session& s) {
                           {"nvtx", s.run.nvtx}}}};
   if (!s.rules.empty())
     out["rules"] = {{"enable", s.rules.enable}, {"source", s.rules.source}};
+  out["binding"] = {
+      {"enabled", s.binding.enabled},
+      {"budget", s.binding.budget ? nlohmann::json(*s.binding.budget) : nlohmann::json(nullptr)},
+      {"repetitions", s.binding.repetitions},
+      {"table",
+       s.binding.useTable ? nlohmann::json(s.binding.table.string()) : nlohmann::json(nullptr)},
+      {"save", s.binding.save}};
   return out.dump(2) + "\n";
 }
 

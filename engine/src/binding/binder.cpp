@@ -200,7 +200,7 @@ const Candidate* Binder::decide(SiteState& s, const std::string& bucket,
     if (const Candidate* c = predict(s, bucket))
       return c;
   }
-  if (!options_.measure)
+  if (!options_.measure || (options_.budget >= 0 && measurements_ >= options_.budget))
     return s.candidates.front();
   Binding b = measure(s, bucket, stack, trips);
   const Candidate* winner = byName(s, b.winner);

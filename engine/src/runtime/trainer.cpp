@@ -3,8 +3,12 @@
 #include "symtune/kernels/fused_optimizers.h"
 
 #include <chrono>
+#include <filesystem>
 #include <sstream>
 
+#include "symtune/binding/binder.h"
+#include "symtune/core/binding_table.h"
+#include "symtune/exec/segment_executor.h"
 #include "symtune/profiling/gpu_activity_tracer.h"
 #include "symtune/profiling/nvtx.h"
 #include "symtune/rules/rule_registry.h"
@@ -180,11 +184,53 @@ Trainer::Trainer(const Session& session) : session_(session) {
                        " logits, expected floating point");
     }
   }
+  setUpBinding();
   executor_->setTraining(true);
   optimizer_ = std::make_unique<MetaOptimizer>(makeOptimizer(session_.optimizer, params));
   namedParameters_ = executor_->namedParameters();
   broker_ = std::make_unique<MetaInfoBroker>(namedParameters_);
   optimizer_->setUpdateGate([this](const torch::Tensor& loss) { return applyRules(loss); });
+}
+
+void Trainer::setUpBinding() {
+  torch::jit::Module* module = executor_->scriptModule();
+  if (!session_.binding.enabled || module == nullptr)
+    return;
+  auto segments = std::make_unique<SegmentExecutor>(*module, session_.name);
+  binding::BinderOptions options;
+  options.repetitions = session_.binding.repetitions;
+  options.budget = session_.binding.budget.value_or(-1);
+  auto binder = std::make_shared<binding::Binder>(segments->symugen()->staticGraph(),
+                                                  binding::currentMachine(device_), options);
+  const std::filesystem::path path = bindingTablePath(session_);
+  if (!path.empty() && std::filesystem::exists(path)) {
+    // The table is a cache of measurements: one that cannot be used is measured anew.
+    try {
+      if (auto why = binder->adopt(BindingTable::load(path.string())))
+        bindingNote_ = path.string() + " not used: " + *why;
+      else
+        bindingNote_ = "bindings from " + path.string();
+    } catch (const std::exception& e) {
+      bindingNote_ = std::string("binding table not used: ") + e.what();
+    }
+  }
+  segments->setBinder(std::move(binder));
+  segments->to(device_);
+  executor_ = std::move(segments);
+}
+
+binding::Binder* Trainer::binder() {
+  auto* segments = dynamic_cast<SegmentExecutor*>(executor_.get());
+  return segments != nullptr ? segments->binder() : nullptr;
+}
+
+std::optional<std::string> Trainer::saveBindingTable() {
+  const binding::Binder* b = binder();
+  const std::filesystem::path path = bindingTablePath(session_);
+  if (b == nullptr || path.empty() || !session_.binding.save)
+    return std::nullopt;
+  b->table().save(path.string());
+  return path.string();
 }
 
 void Trainer::setUpRules() {

@@ -54,7 +54,16 @@ std::vector<RejectedSession> rejectedSessions() {
       {"unknown top-level field",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "stepz": 3)"),
        "stepz: unknown field (known here: format, version, name, model, data, optimizer, run, "
-       "rules)"},
+       "rules, binding)"},
+      {"binding budget negative",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"budget": -1})"),
+       "binding.budget: expected a non-negative integer or null, found -1"},
+      {"binding repetitions zero",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"repetitions": 0})"),
+       "binding.repetitions: expected an integer in [1, 100], found 0"},
+      {"binding table a number",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"table": 3})"),
+       "binding.table: expected a string, found an integer"},
       {"steps of wrong type",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "run": {"steps": "10"})"),
        "run.steps: expected an integer, found a string"},
@@ -102,6 +111,39 @@ TEST_CASE("a minimal zoo session takes the defaults") {
   CHECK(s.run.device == "cpu");
   CHECK(s.run.gpuTrace);
   CHECK(!s.run.nvtx);
+}
+
+TEST_CASE("binding: on by default, its table beside the session unless it says otherwise") {
+  const Session plain = symtune::parseSession(sessionText(), kOrigin);
+  CHECK(plain.binding.enabled);
+  CHECK(!plain.binding.budget.has_value());
+  CHECK(plain.binding.repetitions == 3);
+  CHECK(plain.binding.save);
+  CHECK(symtune::bindingTablePath(plain) == std::filesystem::path("/sessions/s.bindings.json"));
+
+  const Session set = symtune::parseSession(
+      sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                  R"(, "binding": {"enabled": false, "budget": 12, "repetitions": 5,
+                                   "table": "../tables/t.json", "save": false})"),
+      kOrigin);
+  CHECK(!set.binding.enabled);
+  REQUIRE(set.binding.budget.has_value());
+  CHECK(*set.binding.budget == 12);
+  CHECK(set.binding.repetitions == 5);
+  CHECK(!set.binding.save);
+  CHECK(symtune::bindingTablePath(set) == std::filesystem::path("/tables/t.json"));
+  const Session again = symtune::parseSession(symtune::sessionJson(set), kOrigin);
+  CHECK(symtune::bindingTablePath(again) == std::filesystem::path("/tables/t.json"));
+  CHECK(*again.binding.budget == 12);
+
+  const Session none = symtune::parseSession(
+      sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"table": null})"),
+      kOrigin);
+  CHECK(symtune::bindingTablePath(none).empty());
+  CHECK(symtune::bindingTablePath(symtune::parseSession(symtune::sessionJson(none), kOrigin))
+            .empty());
+  // Parsed from text, without a file: nowhere to keep a table.
+  CHECK(symtune::bindingTablePath(symtune::parseSession(sessionText(), "")).empty());
 }
 
 TEST_CASE("a file model session resolves its paths against the session file") {
@@ -172,12 +214,20 @@ TEST_CASE("a session loads from disk, and a missing file is reported with its pa
   }
 }
 
+TEST_CASE("a folder's sessions are its .json files but the binding tables beside them") {
+  CHECK(symtune::looksLikeSessionFile("/s/demo.json"));
+  CHECK(symtune::looksLikeSessionFile("demo.JSON") == false);
+  CHECK_FALSE(symtune::looksLikeSessionFile("/s/demo.bindings.json"));
+  CHECK_FALSE(symtune::looksLikeSessionFile("/s/demo.report"));
+  CHECK(symtune::looksLikeSessionFile("/s/.bindings.json"));  // a session's odd name, no table
+}
+
 TEST_CASE("every bundled session is valid") {
   const auto dir = std::filesystem::path(SYMTUNE_SOURCE_DIR) / "resources" / "sessions";
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".json")
-      continue;
+    if (!symtune::looksLikeSessionFile(entry.path()))
+      continue;  // a binding table a run left beside its session, or not JSON
     INFO(entry.path().string());
     const Session s = symtune::loadSession(entry.path());
     CHECK(!s.name.empty());

@@ -304,3 +304,55 @@ TEST_CASE_FIXTURE(TwoThreads, "the stop flag interrupts at a step boundary") {
   CHECK(std::string(symtune::toString(report.status)) == "interrupted");
   CHECK(report.stepsCompleted() == int64_t{0});
 }
+
+TEST_CASE_FIXTURE(TwoThreads, "binding is on by default; a second run reuses the saved table") {
+  symtune::test::TempDir dir;
+  symtune::Session s = zooSession(4);
+  s.model.zoo = "dynamic_tagger";  // a loop over time steps: sites to bind
+  s.path = dir.filePath("tagger.json");
+  const std::string table = dir.filePath("tagger.bindings.json");
+
+  const auto first = symtune::runBatch(s, {});
+  CHECK(std::string(symtune::toString(first.status)) == "completed");
+  REQUIRE(first.bindings.has_value());
+  CHECK_FALSE(first.bindings->bindings.empty());
+  CHECK(first.bindingTableFile == table);
+  CHECK(first.bindingNote.empty());  // there was no table to read
+  REQUIRE(first.bindingMeasurements.size() == size_t{4});
+  CHECK(first.bindingMeasurements[0] > 0);  // the first batch meets every site's first bucket
+  const std::string json = symtune::toJson(first);
+  CHECK(json.find("\"measurements_per_step\"") != std::string::npos);
+
+  const auto second = symtune::runBatch(s, {});
+  REQUIRE(second.bindings.has_value());
+  CHECK(second.bindingNote == "bindings from " + table);
+  int64_t measured = 0;
+  for (int64_t n : second.bindingMeasurements)
+    measured += n;
+  CHECK(measured == 0);
+  CHECK(second.loss == first.loss);  // the same steps, bound the same way
+
+  // A table measured on another kind of machine is not used: the run measures anew.
+  std::string text = symtune::test::readFile(table);
+  const auto at = text.find("\"threads\": ");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 12, "\"threads\": 9");
+  symtune::test::writeFile(table, text);
+  const auto third = symtune::runBatch(s, {});
+  INFO(third.bindingNote);
+  CHECK(third.bindingNote.find("not used: measured on another kind of machine") !=
+        std::string::npos);
+  CHECK(third.bindingMeasurements[0] > 0);
+
+  // A broken table is not fatal either.
+  symtune::test::writeFile(table, "{ nonsense");
+  const auto fourth = symtune::runBatch(s, {});
+  CHECK(std::string(symtune::toString(fourth.status)) == "completed");
+  CHECK(fourth.bindingNote.find("binding table not used:") == 0);
+
+  // Off: TorchScript's executor, no binder, no table.
+  s.binding.enabled = false;
+  const auto off = symtune::runBatch(s, {});
+  CHECK_FALSE(off.bindings.has_value());
+  CHECK(symtune::toJson(off).find("\"binding\": null") != std::string::npos);
+}

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "symtune/core/binding_table.h"
+
 namespace symtune {
 
 struct RunReport {
@@ -53,6 +55,14 @@ struct RunReport {
   std::vector<std::pair<std::string, int64_t>> rulesFired;
   int64_t stepsSkipped = 0;
   std::vector<std::pair<std::string, int64_t>> rewrites;
+
+  // DynaCompiler (docs/binding.md), when the run bound op sites: the binding table after the
+  // last step, the (site, bucket) measurements each completed step made, where the table came
+  // from (or why the session's was not used) and the file it was written to.
+  std::optional<BindingTable> bindings;
+  std::vector<int64_t> bindingMeasurements;
+  std::string bindingNote;
+  std::string bindingTableFile;
 
   int64_t stepsCompleted() const { return static_cast<int64_t>(loss.size()); }
   // Samples per second over all completed steps (0 when none).

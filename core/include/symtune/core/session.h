@@ -79,6 +79,24 @@ struct RulesSpec {
   bool empty() const { return enable.empty() && source.empty(); }
 };
 
+// DynaCompiler (docs/binding.md; docs/session-format.md, "binding").
+struct BindingSpec {
+  // Bind op sites: the model runs op by op through SyMuGen's evaluator, each site bound per shape
+  // bucket to the fastest candidate that agrees with the ATen op. Off: TorchScript's executor.
+  bool enabled = true;
+  // The most (site, bucket) measurements the run may make; when spent, unseen buckets use the
+  // cost model or the ATen op. None: no limit; 0: measure nothing (the table only).
+  std::optional<int64_t> budget;
+  int repetitions = 3;  // timed runs per candidate in a measurement
+  // The binding table, read before the first step (when it exists and was measured for this
+  // model on this kind of machine) and written after the last. Relative paths resolve against the
+  // session file. Empty: "<session file's name>.bindings.json" beside it; none for a session
+  // without a file.
+  std::filesystem::path table;
+  bool useTable = true;  // false ("table": null): no table file, every run measures anew
+  bool save = true;      // write the table after the run
+};
+
 struct Session {
   static constexpr int kFormatVersion = 1;
 
@@ -89,7 +107,15 @@ struct Session {
   OptimizerSpec optimizer;
   RunSpec run;
   RulesSpec rules;
+  BindingSpec binding;
 };
+
+// Where `session`'s binding table is read and written (BindingSpec::table); empty: no file.
+std::filesystem::path bindingTablePath(const Session& session);
+
+// Whether `path` is a session file by its name: ".json", but not a binding table kept beside a
+// session (".bindings.json"). What lists the sessions of a folder goes by this.
+bool looksLikeSessionFile(const std::filesystem::path& path);
 
 // Parses and validates session JSON. `origin` names the file in errors and anchors relative paths.
 // Throws SessionError naming the field and what was expected.

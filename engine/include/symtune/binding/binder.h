@@ -42,6 +42,9 @@ struct BinderOptions {
   // Measure a (site, bucket) that neither the table nor the cost model settles; false: run the
   // reference there.
   bool measure = true;
+  // The most (site, bucket)s it measures; when spent, it behaves as with `measure` false. -1: no
+  // limit.
+  int64_t budget = -1;
   int repetitions = 3;  // timed runs per candidate, after one untimed run
   // A candidate other than the reference is bound only when it is this much faster (0.03: 3 %).
   double margin = 0.03;

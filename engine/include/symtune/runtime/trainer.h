@@ -7,6 +7,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -23,6 +24,10 @@
 #include "symtune/telemetry/op_tracer.h"
 
 namespace symtune {
+
+namespace binding {
+class Binder;
+}
 
 // The session cannot be turned into a trainer (model file unreadable, wrong output shape, no CUDA
 // device...). what() is one line.
@@ -98,6 +103,15 @@ class Trainer {
   const std::string& modelDescription() const { return description_; }
 
   Executor& executor() { return *executor_; }
+  // DynaCompiler's binder when the model runs with op sites bound (the session's `binding`
+  // block, on by default; docs/binding.md); null otherwise.
+  binding::Binder* binder();
+  // Where the binding table came from, or why the session's was not used (measured on another
+  // kind of machine, unreadable, ...); nullopt when there was none to read.
+  const std::optional<std::string>& bindingNote() const { return bindingNote_; }
+  // Writes the binder's table to the session's table file (bindingTablePath) and returns the
+  // path; nullopt when there is no binder or no file. Throws std::runtime_error when it cannot.
+  std::optional<std::string> saveBindingTable();
   // The rules applied after each step's backward, before its update. Add, enable and disable
   // them between steps; a step records the set in force (StepResult::rulesInForce). They read
   // gradient statistics through MetaInfoBroker, so they need telemetry on (Features, the default).
@@ -126,6 +140,7 @@ class Trainer {
   StepResult runStep(Graph* capture);
   SyMuGen& graphOfModel();  // the executor's; throws c10::Error when its model has no IR
   void setUpRules();        // the session's rules, before the model first runs
+  void setUpBinding();      // the session's binding block, once the model is ready
   bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
 
   Session session_;
@@ -145,6 +160,7 @@ class Trainer {
   std::vector<OpEvent> keptEvents_;
   GpuRecords keptGpu_;
   std::optional<std::string> gpuTraceNote_;
+  std::optional<std::string> bindingNote_;
   int64_t parameterCount_ = 0;
   std::string description_;
 };
