@@ -130,8 +130,10 @@ std::optional<std::string> Binder::adopt(BindingTable table) {
     return why;
   table_ = std::move(table);
   for (auto& [node, state] : states_) {
-    if (state != nullptr)
+    if (state != nullptr) {
       state->chosen.clear();
+      state->last = nullptr;
+    }
   }
   return std::nullopt;
 }
@@ -154,7 +156,7 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
     for (const auto& c : options_.extra)
       consider(*c);
     if (applicable.size() > 1) {
-      state.reset(new SiteState{std::move(*site), node->getOperation(), std::move(applicable), {}});
+      state.reset(new SiteState{std::move(*site), node->getOperation(), std::move(applicable), {}, {}, nullptr});
       order_.push_back(state.get());
     }
   }
@@ -170,13 +172,39 @@ std::vector<OpSite> Binder::sites() const {
   return out;
 }
 
+void Binder::signature(const torch::jit::Stack& stack, size_t count, int64_t trips) {
+  signature_.clear();
+  for (size_t i = stack.size() - count; i < stack.size(); ++i) {
+    if (!stack[i].isTensor())
+      continue;
+    const at::Tensor& t = stack[i].toTensor();
+    if (!t.defined()) {
+      signature_.push_back(-1);
+      continue;
+    }
+    signature_.push_back(static_cast<int64_t>(t.scalar_type()));
+    signature_.push_back(static_cast<int64_t>(t.device().type()) * 1000 + t.device().index());
+    signature_.push_back(t.requires_grad() ? -3 : -2);
+    signature_.push_back(t.dim());
+    for (int64_t d : t.sizes())
+      signature_.push_back(d);
+  }
+  signature_.push_back(trips);
+  signature_.push_back(at::GradMode::is_enabled() ? 1 : 0);
+}
+
 void Binder::run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) {
   SiteState& s = *states_.at(node);
   const int64_t trips = s.site.loop != nullptr ? loops.maxTrips(s.site.loop) : -1;
-  const std::string bucket = bucketKey(stack, node->inputs().size(), trips);
-  auto it = s.chosen.find(bucket);
-  const Candidate* c =
-      it != s.chosen.end() ? it->second : (s.chosen[bucket] = decide(s, bucket, stack, trips));
+  signature(stack, node->inputs().size(), trips);
+  const Candidate* c = s.last;
+  if (c == nullptr || signature_ != s.lastSignature) {
+    const std::string bucket = bucketKey(stack, node->inputs().size(), trips);
+    auto it = s.chosen.find(bucket);
+    c = it != s.chosen.end() ? it->second : (s.chosen[bucket] = decide(s, bucket, stack, trips));
+    s.last = c;
+    s.lastSignature = signature_;
+  }
   if (c->name() != kAten)
     ++boundExecutions_;
   c->run(s.site, s.op, stack, loops);

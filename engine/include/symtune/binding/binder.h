@@ -91,6 +91,10 @@ class Binder final : public OpBinder {
     torch::jit::Operation op;
     std::vector<const Candidate*> candidates;                  // applicable, the reference first
     std::unordered_map<std::string, const Candidate*> chosen;  // by bucket
+    // The last execution's exact shapes (signature()) and its candidate: executions with the
+    // same shapes as the one before skip the bucket's key.
+    std::vector<int64_t> lastSignature;
+    const Candidate* last = nullptr;
   };
 
   const Candidate* decide(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
@@ -99,12 +103,16 @@ class Binder final : public OpBinder {
   Binding measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                   int64_t trips);
   const Candidate* byName(const SiteState& s, const std::string& name) const;
+  // Into signature_: every tensor input's dtype, device, sizes and requires_grad, the trips and
+  // grad mode.
+  void signature(const torch::jit::Stack& stack, size_t count, int64_t trips);
 
   const Graph& graph_;
   BinderOptions options_;
   BindingTable table_;
   std::unordered_map<const torch::jit::Node*, std::unique_ptr<SiteState>> states_;
   std::vector<const SiteState*> order_;
+  std::vector<int64_t> signature_;
   int64_t measurements_ = 0;
   int64_t predictions_ = 0;
   int64_t boundExecutions_ = 0;
