@@ -222,6 +222,17 @@ ServerMessage decodeServerMessage(const json& message) {
     return decodeGraph(r);
   if (type == "rules")
     return decodeRules(r);
+  if (type == "bindings") {
+    BindingsMessage out;
+    const json& table = r.object(message, "bindings");  // ProtocolError when missing
+    try {
+      out.table = std::make_shared<const BindingTable>(
+          BindingTable::fromJson(table.dump(), "bindings"));
+    } catch (const std::runtime_error& e) {
+      out.error = std::string("the binding table cannot be read: ") + e.what();
+    }
+    return out;
+  }
   if (type == "state")
     return StateMessage{r.string(message, "state")};
   if (type == "dropped")
@@ -314,6 +325,10 @@ json encode(const RulesMessage& m) {
                      {"description", r.description}});
   }
   return {{"type", "rules"}, {"rules", rules}};
+}
+
+json encode(const BindingTable& table) {
+  return {{"type", "bindings"}, {"bindings", json::parse(table.toJson())}};
 }
 
 }  // namespace symtune::attach

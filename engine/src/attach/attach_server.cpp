@@ -81,7 +81,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   CommandHandler handler;
   // Io thread only:
   std::vector<std::shared_ptr<Connection>> connections;
-  nlohmann::json graph, rules, step;
+  nlohmann::json graph, rules, bindings, step;
   std::string state = "starting";
   uint64_t nextId = 1;
   std::atomic<size_t> ready{0};
@@ -183,6 +183,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           sendControl({{"type", "graph"}, {"graph", impl.graph}});
         if (!impl.rules.is_null())
           sendControl({{"type", "rules"}, {"rules", impl.rules}});
+        if (!impl.bindings.is_null())
+          sendControl({{"type", "bindings"}, {"bindings", impl.bindings}});
         sendControl({{"type", "state"}, {"state", impl.state}});
         if (!impl.step.is_null())
           enqueueStep(impl.step);
@@ -502,6 +504,10 @@ void Server::publishGraph(nlohmann::json graph) {
 
 void Server::publishRules(nlohmann::json rules) {
   publishLatest(*impl_, &Impl::rules, "rules", "rules", std::move(rules));
+}
+
+void Server::publishBindings(nlohmann::json table) {
+  publishLatest(*impl_, &Impl::bindings, "bindings", "bindings", std::move(table));
 }
 
 void Server::publishState(const std::string& state) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <ostream>
 
+#include "symtune/binding/binder.h"
 #include "symtune/rules/rule_registry.h"
 
 namespace symtune::attach {
@@ -89,6 +90,10 @@ class TrainerRun : public ControlledRun {
     const GradientMonitor& gradients = trainer_.broker().gradients();
     return gradients.enabled() ? &gradients.stats() : nullptr;
   }
+  const BindingTable* bindings() override {
+    const binding::Binder* binder = trainer_.binder();
+    return binder != nullptr ? &binder->table() : nullptr;
+  }
 
  private:
   Trainer& trainer_;
@@ -133,6 +138,7 @@ RunController::RunController(std::unique_ptr<ControlledRun> owned, ControlledRun
   server_.start();
   server_.publishGraph(std::move(graph));
   publishRulesIfChanged();
+  publishBindingsIfChanged();
   server_.publishState("training");
   if (progress) {
     *progress << "listening on " << server_.endpoint().text() << std::endl;
@@ -289,12 +295,22 @@ void RunController::publishRulesIfChanged() {
     publishRules();
 }
 
+void RunController::publishBindingsIfChanged() {
+  // Bindings are only ever added (a (site, bucket) is measured once): a new size is a new table.
+  const BindingTable* table = run_.bindings();
+  if (table == nullptr || table->bindings.size() + 1 == publishedBindings_)
+    return;
+  publishedBindings_ = table->bindings.size() + 1;
+  server_.publishBindings(encode(*table)["bindings"]);
+}
+
 void RunController::publishGraph(const Graph& graph) {
   server_.publishGraph(nlohmann::json::parse(toJson(graph)));
 }
 
 void RunController::afterStep(const StepResult& result) {
   publishRulesIfChanged();
+  publishBindingsIfChanged();
   server_.publishStep(encode(stepMessage(result)));
   if (result.nodes)
     server_.publishNodes(encode(nodesMessage(*result.nodes, run_.gradientStats()))["nodes"]);

@@ -132,6 +132,31 @@ TEST_CASE("a rules message round-trips") {
   CHECK(back.rules[1].enabled == false);
 }
 
+TEST_CASE("a bindings message round-trips; a table that cannot be read is an error in it") {
+  BindingTable t;
+  t.model = "tagger:0011223344556677";
+  t.machine = {"AVX2", 2, "", "2.11.0"};
+  Binding b;
+  b.site = "#10 aten::select rnn";
+  b.node = 10;
+  b.pattern = "loop-indexed select";
+  b.bucket = "float32 [<=32,<=64,<=1024] x<=64";
+  b.reference = "aten";
+  b.winner = "unbind-once";
+  b.candidates = {{"aten", 1e-4, 2e-2, 0, ""}, {"unbind-once", 5e-5, 4e-4, 0, ""}};
+  t.put(b);
+  const auto back = std::get<BindingsMessage>(decodeServerMessage(encode(t)));
+  REQUIRE(back.table.get() != nullptr);
+  CHECK(back.error.empty());
+  CHECK(back.table->toJson() == t.toJson());
+
+  const auto broken = std::get<BindingsMessage>(
+      decodeServerMessage({{"type", "bindings"}, {"bindings", {{"format", "other"}}}}));
+  CHECK(broken.table.get() == nullptr);
+  CHECK(broken.error.find("the binding table cannot be read") == 0);
+  CHECK_THROWS_AS(decodeServerMessage({{"type", "bindings"}}), ProtocolError);
+}
+
 TEST_CASE("every message type decodes") {
   const auto hello = std::get<HelloMessage>(
       decodeServerMessage({{"type", "hello"},

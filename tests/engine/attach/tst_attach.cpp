@@ -157,14 +157,15 @@ TEST_CASE("the runner's unix socket is private to its user") {
   CHECK((st.st_mode & 0777) == mode_t{0600});
 }
 
-TEST_CASE("a client gets the handshake, the graph, the rules, the state and every step") {
+TEST_CASE("a client gets the handshake, the graph, the rules, the bindings, the state and every "
+          "step") {
   Client client;
   const Json hello = client.connect(suiteRunner().endpoint);
   CHECK(hello["protocol"].get<int>() == 1);
   CHECK(hello["auth"].get<std::string>() == "none");
   CHECK(hello["run"]["session"].get<std::string>() == "attach test");
   CHECK(hello["run"]["parameters"].get<int64_t>() > 0);
-  bool graph = false, rules = false, state = false;
+  bool graph = false, rules = false, bindings = false, state = false;
   size_t backward = 0, linked = 0;  // of the latest graph
   std::vector<int64_t> steps;
   const auto deadline = Clock::now() + std::chrono::seconds(60);
@@ -188,6 +189,13 @@ TEST_CASE("a client gets the handshake, the graph, the rules, the state and ever
       REQUIRE((*m)["rules"].size() == size_t{2});
       CHECK((*m)["rules"][0]["name"].get<std::string>() == "nan_guard");
       CHECK((*m)["rules"][0]["origin"].get<std::string>() == "pack builtin 1.3.0");
+    } else if (type == "bindings") {
+      // Binding is on by default: the runner streams its table (the ResNet has no op site of
+      // the present patterns, so it is empty; engine.binding.binder checks its content).
+      bindings = true;
+      CHECK((*m)["bindings"]["format"].get<std::string>() == "symtune-bindings");
+      CHECK((*m)["bindings"]["model"].get<std::string>().rfind("attach test:", 0) == 0);
+      CHECK((*m)["bindings"]["bindings"].is_array());
     } else if (type == "state") {
       state = true;
     } else if (type == "step") {
@@ -197,7 +205,7 @@ TEST_CASE("a client gets the handshake, the graph, the rules, the state and ever
       steps.push_back((*m)["step"].get<int64_t>());
     }
   }
-  CHECK((graph && rules && state));
+  CHECK((graph && rules && bindings && state));
   CHECK_MESSAGE((backward > 10 && linked > 5), "backward nodes ", backward,
                 ", of them linked to forward ops ", linked);
   CHECK(steps.size() == size_t{5});

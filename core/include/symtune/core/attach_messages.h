@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "symtune/core/binding_table.h"
 #include "symtune/core/features.h"
 #include "symtune/core/graph.h"
 
@@ -93,6 +94,13 @@ struct NodesMessage {
   std::vector<ParameterNorm> parameters;
 };
 
+// DynaCompiler's binding table as it stands (docs/binding.md); `error` instead when the table the
+// runner sent cannot be read.
+struct BindingsMessage {
+  std::shared_ptr<const BindingTable> table;
+  std::string error;
+};
+
 struct DroppedMessage {
   int64_t nodes = 0;  // per-node updates this client lost
 };
@@ -106,8 +114,9 @@ struct ReplyMessage {
   nlohmann::json result;  // ack: the command's result fields (state, from_step, session, ...)
 };
 
-using ServerMessage = std::variant<HelloMessage, GraphMessage, RulesMessage, StateMessage,
-                                   StepMessage, NodesMessage, DroppedMessage, ReplyMessage>;
+using ServerMessage =
+    std::variant<HelloMessage, GraphMessage, RulesMessage, StateMessage, StepMessage, NodesMessage,
+                 BindingsMessage, DroppedMessage, ReplyMessage>;
 
 // Decodes one server message. Throws ProtocolError naming the message type and the field that is
 // missing or of the wrong type, and for a type this protocol version does not have; a graph that
@@ -118,5 +127,6 @@ ServerMessage decodeServerMessage(const nlohmann::json& message);
 nlohmann::json encode(const StepMessage& m);
 nlohmann::json encode(const NodesMessage& m);
 nlohmann::json encode(const RulesMessage& m);
+nlohmann::json encode(const BindingTable& table);  // a "bindings" message
 
 }  // namespace symtune::attach

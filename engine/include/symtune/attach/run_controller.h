@@ -33,6 +33,9 @@ class ControlledRun {
   // The last step's per-parameter gradient statistics (for the `nodes` message); none when the
   // run does not measure them.
   virtual const std::vector<ParameterStats>* gradientStats() const { return nullptr; }
+  // DynaCompiler's binding table as it stands (on the training thread); none when the run binds
+  // no op sites.
+  virtual const BindingTable* bindings() { return nullptr; }
 };
 
 class RunController {
@@ -71,6 +74,7 @@ class RunController {
   nlohmann::json ruleState();
   nlohmann::json publishRules();  // the rule state, published and returned
   void publishRulesIfChanged();   // after rules changed on the training thread itself
+  void publishBindingsIfChanged();  // after a step measured or predicted new bindings
   void applyChangesWhileIdle();
 
   std::unique_ptr<ControlledRun> owned_;  // the Trainer adapter
@@ -81,6 +85,7 @@ class RunController {
   bool paused_ = false, stopRequested_ = false;
   std::atomic<int64_t> samplingEvery_{0};
   std::string publishedSignature_;  // of the rule state last published (training thread)
+  size_t publishedBindings_ = 0;     // entries of the binding table last published, + 1
 };
 
 // A step as the protocol's message (docs/protocol.md, "step").
