@@ -164,11 +164,12 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       cl.run = true;
     } else if (a == "--overlay") {
       cl.overlay = value(i);
-      static const char* const kOverlays[] = {"none",     "latency",  "memory", "flops",
-                                              "gradnorm", "gpu-time", "kernels"};
+      static const char* const kOverlays[] = {"none",     "latency",  "memory",  "flops",
+                                              "gradnorm", "gpu-time", "kernels", "binding"};
       if (std::find(std::begin(kOverlays), std::end(kOverlays), *cl.overlay) == std::end(kOverlays))
         throw std::invalid_argument(
-            "--overlay expects none, latency, memory, flops, gradnorm, gpu-time or kernels, "
+            "--overlay expects none, latency, memory, flops, gradnorm, gpu-time, kernels or "
+            "binding, "
             "got \"" +
             *cl.overlay + "\"");
     } else if (a == "--screenshot") {
@@ -242,7 +243,7 @@ std::string usage(const std::string& program, bool studio) {
                     program + " --attach ADDR [--token T] open the studio on a running process\n" +
                     "  " + program +
                     " --run SESSION             start SESSION in the studio (runner + attach)\n"
-                    "      [--overlay latency|memory|flops|gradnorm|gpu-time|kernels]\n"
+                    "      [--overlay latency|memory|flops|gradnorm|gpu-time|kernels|binding]\n"
                     "      [--screenshot PNG\n"
                     "       [--screenshot-after STEPS]]\n"
               : std::string()) +

@@ -44,6 +44,8 @@ symtune::graphview::Overlay overlayNamed(const std::string& name) {
     return Overlay::GpuTime;
   if (name == "kernels")
     return Overlay::Kernels;
+  if (name == "binding")
+    return Overlay::Binding;
   return Overlay::None;
 }
 

@@ -137,6 +137,19 @@ void GraphModel::addNodeStats(const attach::NodesMessage& nodes) {
   Q_EMIT valuesChanged();
 }
 
+void GraphModel::setBindings(const BindingTable* table) {
+  bindingSpeedup_.clear();
+  if (table != nullptr) {
+    for (const Binding& b : table->bindings) {
+      // A predicted bucket has no times of its own: its site's measured buckets give the figure.
+      const double speedup = b.winner == b.reference || b.predicted ? 1.0 : b.speedup();
+      double& slot = bindingSpeedup_.emplace(NodeId(b.node), 1.0).first->second;
+      slot = std::max(slot, speedup);
+    }
+  }
+  Q_EMIT valuesChanged();
+}
+
 void GraphModel::setPeakMemory(std::optional<double> bytes) {
   peakBytes_ = bytes;
 }
@@ -165,6 +178,14 @@ std::optional<double> GraphModel::value(Overlay overlay, NodeId id) const {
     }
     case Overlay::Flops:
       return graph_->node(id).features.flops;
+    case Overlay::Binding: {
+      const GraphNode& node = graph_->node(id);
+      const NodeId site = node.side == GraphSide::Backward ? node.forward : id;
+      auto it = bindingSpeedup_.find(site);
+      if (it == bindingSpeedup_.end())
+        return std::nullopt;
+      return it->second;
+    }
     case Overlay::GradNorm: {
       const std::string& path = graph_->node(id).modulePath;
       if (auto it = squaredNormByParameter_.find(path); it != squaredNormByParameter_.end())
@@ -187,7 +208,7 @@ std::optional<double> GraphModel::groupValue(Overlay overlay, RegionId group) co
     if (std::find(groups.begin(), groups.end(), group) == groups.end())
       continue;
     if (auto v = value(overlay, node)) {
-      if (overlay == Overlay::GradNorm)
+      if (overlay == Overlay::GradNorm || overlay == Overlay::Binding)
         total = std::max(total.value_or(0.0), *v);
       else
         total = total.value_or(0.0) + *v;

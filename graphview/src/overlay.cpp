@@ -21,6 +21,8 @@ QString overlayName(Overlay overlay) {
       return QStringLiteral("GPU time");
     case Overlay::Kernels:
       return QStringLiteral("GPU kernels");
+    case Overlay::Binding:
+      return QStringLiteral("Binding");
   }
   return {};
 }
@@ -36,6 +38,8 @@ QString overlayUnit(Overlay overlay) {
       return QStringLiteral("GFLOP");
     case Overlay::Kernels:
       return QStringLiteral("kernels");
+    case Overlay::Binding:
+      return QStringLiteral("× over aten");
     case Overlay::None:
     case Overlay::GradNorm:
       break;
@@ -60,6 +64,8 @@ QString formatValue(Overlay overlay, double value, std::optional<double> peakByt
       return QStringLiteral("%1 GFLOP").arg(value / 1e9, 0, 'g', 3);
     case Overlay::GradNorm:
       return QString::number(value, 'g', 3);
+    case Overlay::Binding:
+      return QStringLiteral("%1× over aten").arg(value, 0, 'f', 2);
     case Overlay::None:
       break;
   }

@@ -214,7 +214,8 @@ class TestBatch : public QObject {
                                     << "--run, --overlay and --screenshot are the studio's";
     QTest::addRow("unknown overlay")
         << QStringList{"--overlay", "heat"} << QByteArray() << 2
-        << "--overlay expects none, latency, memory, flops, gradnorm, gpu-time or kernels, got "
+        << "--overlay expects none, latency, memory, flops, gradnorm, gpu-time, kernels or "
+           "binding, got "
            "\"heat\"";
     QTest::addRow("nvtx without batch")
         << QStringList{"--nvtx"} << QByteArray() << 2 << "--nvtx only applies with --batch";

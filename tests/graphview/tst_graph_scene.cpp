@@ -173,6 +173,51 @@ class TestGraphScene : public QObject {
     QCOMPARE(model.statsStep(), int64_t{3});
   }
 
+  void bindingOverlayShowsEachSitesSpeedup() {
+    // Two buckets of the matmul (the larger speedup is shown), the add kept on aten, and a
+    // predicted bucket that adds no figure of its own.
+    BindingTable table;
+    const auto binding = [](NodeId node, const std::string& bucket, const std::string& winner,
+                            double atenSeconds, double winnerSeconds, bool predicted = false) {
+      Binding b;
+      b.site = "#" + std::to_string(node.value());
+      b.node = node.value();
+      b.bucket = bucket;
+      b.reference = "aten";
+      b.winner = winner;
+      b.predicted = predicted;
+      if (!predicted) {
+        b.candidates.push_back({"aten", atenSeconds, 0, 0, ""});
+        if (winner != "aten")
+          b.candidates.push_back({winner, winnerSeconds, 0, 0, ""});
+      }
+      return b;
+    };
+    table.put(binding(s_.matmul, "a", "unbind-once", 3.0, 1.0));
+    table.put(binding(s_.matmul, "b", "unbind-once", 8.0, 1.0));
+    table.put(binding(s_.matmul, "c", "unbind-once", 0, 0, /*predicted=*/true));
+    table.put(binding(s_.add, "a", "aten", 1.0, 1.0));
+
+    GraphModel forward(GraphSide::Forward);
+    forward.setGraph(graph_);
+    QSignalSpy repaint(&forward, &GraphModel::valuesChanged);
+    forward.setBindings(&table);
+    QCOMPARE(repaint.count(), 1);
+    QCOMPARE(*forward.value(Overlay::Binding, s_.matmul), 8.0);
+    QCOMPARE(*forward.value(Overlay::Binding, s_.add), 1.0);
+    QVERIFY(!forward.value(Overlay::Binding, s_.relu).has_value());    // not a site
+    QCOMPARE(*forward.groupValue(Overlay::Binding, s_.encoder), 8.0);  // the group's largest
+    QCOMPARE(formatValue(Overlay::Binding, 8.0), QString("8.00× over aten"));
+
+    GraphModel backward(GraphSide::Backward);
+    backward.setGraph(graph_);
+    backward.setBindings(&table);
+    QCOMPARE(*backward.value(Overlay::Binding, s_.addBackward), 1.0);  // its forward op's
+
+    forward.setBindings(nullptr);
+    QVERIFY(!forward.value(Overlay::Binding, s_.matmul).has_value());
+  }
+
   void selectingAHiddenNodeExpandsItsGroups() {
     GraphModel model(GraphSide::Forward);
     GraphScene scene(&model);

@@ -190,20 +190,8 @@ GraphView* GraphPanel::focusedView() const {
   return lastFocused_ != nullptr ? lastFocused_ : forwardView_;
 }
 
-int GraphPanel::findNext(const QString& text) {
-  GraphView* view = focusedView();
+void GraphPanel::selectAndCentre(GraphView* view, NodeId target) {
   GraphScene* scene = view->graphScene();
-  const std::vector<NodeId> found = scene->model()->find(text);
-  if (text != lastSearch_)
-    searchIndex_ = -1;
-  lastSearch_ = text;
-  if (found.empty()) {
-    searchStatus_->setText(text.trimmed().isEmpty() ? QString() : tr("no match"));
-    return 0;
-  }
-  searchIndex_ = (searchIndex_ + 1) % static_cast<int>(found.size());
-  const NodeId target = found[static_cast<size_t>(searchIndex_)];
-  searchStatus_->setText(tr("%1 of %2").arg(searchIndex_ + 1).arg(found.size()));
   scene->selectNode(target);  // expands the groups that hide it
   auto centre = [view, scene, target] {
     if (QGraphicsItem* item = scene->graphicsItemFor(target))
@@ -218,6 +206,34 @@ int GraphPanel::findNext(const QString& text) {
   } else {
     centre();
   }
+}
+
+void GraphPanel::showForwardNode(NodeId node) {
+  if (!graph() || !node.valid() || node.value() >= static_cast<int32_t>(graph()->nodes().size()))
+    return;
+  selectAndCentre(forwardView_, node);
+}
+
+void GraphPanel::setBindings(const BindingTable* table) {
+  forwardModel_->setBindings(table);
+  backwardModel_->setBindings(table);
+}
+
+int GraphPanel::findNext(const QString& text) {
+  GraphView* view = focusedView();
+  GraphScene* scene = view->graphScene();
+  const std::vector<NodeId> found = scene->model()->find(text);
+  if (text != lastSearch_)
+    searchIndex_ = -1;
+  lastSearch_ = text;
+  if (found.empty()) {
+    searchStatus_->setText(text.trimmed().isEmpty() ? QString() : tr("no match"));
+    return 0;
+  }
+  searchIndex_ = (searchIndex_ + 1) % static_cast<int>(found.size());
+  const NodeId target = found[static_cast<size_t>(searchIndex_)];
+  searchStatus_->setText(tr("%1 of %2").arg(searchIndex_ + 1).arg(found.size()));
+  selectAndCentre(view, target);
   return static_cast<int>(found.size());
 }
 

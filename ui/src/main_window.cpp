@@ -29,6 +29,8 @@
 #include "symtune/core/version.h"
 #include "symtune/graphview/graph_model.h"
 #include "symtune/ui/attach_connection.h"
+#include "symtune/ui/binding_table_model.h"
+#include "symtune/ui/bindings_dock.h"
 #include "symtune/ui/graph_panel.h"
 #include "symtune/ui/live_charts.h"
 #include "symtune/ui/new_session_dialog.h"
@@ -75,6 +77,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   addDock(tr("Rules"), "rulesDock", rules_, Qt::RightDockWidgetArea);
   inspector_ = new NodeInspector(this);
   addDock(tr("Node inspector"), "inspectorDock", inspector_, Qt::RightDockWidgetArea);
+  bindings_ = new BindingsDock(this);
+  tabifyDockWidget(dock("rulesDock"),
+                   addDock(tr("Bindings"), "bindingsDock", bindings_, Qt::RightDockWidgetArea));
+  dock("rulesDock")->raise();
 
   sessionModel_ = new SessionModel(this);
   auto* sessionPane = new QWidget(this);
@@ -97,6 +103,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   statusBar()->showMessage(tr("No session"));
 
   connect(graphPanel_, &GraphPanel::nodeSelected, inspector_, &NodeInspector::showNode);
+  connect(bindings_, &BindingsDock::siteSelected, graphPanel_, &GraphPanel::showForwardNode);
   connect(rules_, &RulesDock::toggleRequested, this, [this](const QString& name, bool on) {
     sendCommand(attach::Command::toggleRule(name.toStdString(), on));
   });
@@ -402,6 +409,11 @@ void MainWindow::onMessage(const attach::ServerMessage& message) {
     showGraph(*graph);
   } else if (const auto* rules = std::get_if<attach::RulesMessage>(&message)) {
     rules_->model()->setRules(rules->rules);
+  } else if (const auto* bindings = std::get_if<attach::BindingsMessage>(&message)) {
+    if (!bindings->error.empty())
+      statusBar()->showMessage(QString::fromStdString(bindings->error), 8000);
+    bindings_->model()->setTable(bindings->table);
+    graphPanel_->setBindings(bindings->table.get());
   } else if (const auto* state = std::get_if<attach::StateMessage>(&message)) {
     runState_ = QString::fromStdString(state->state);
     runStateLabel_->setText(tr("%1 — %2").arg(runName_, runState_));

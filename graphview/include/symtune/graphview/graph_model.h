@@ -58,6 +58,9 @@ class GraphModel : public QObject {
   void setPeakMemory(std::optional<double> bytes);
   std::optional<double> peakMemory() const { return peakBytes_; }
   int64_t statsStep() const { return statsStep_; }
+  // DynaCompiler's binding table (the `bindings` message; null clears): each site's speedup for
+  // the Binding overlay. Only repaints follow.
+  void setBindings(const BindingTable* table);
   // A node's figure for `overlay`, or none when the run has not measured it.
   std::optional<double> value(Overlay overlay, NodeId node) const;
   // A collapsed group's: the sum over its nodes (latency, memory, FLOPs), the largest (gradient
@@ -85,6 +88,7 @@ class GraphModel : public QObject {
   std::unordered_map<std::string, double> squaredNormByModule_, squaredNormByParameter_;
   std::optional<double> peakBytes_;
   int64_t statsStep_ = -1;
+  std::unordered_map<NodeId, double> bindingSpeedup_;  // forward site → speedup over aten
 };
 
 }  // namespace symtune::graphview

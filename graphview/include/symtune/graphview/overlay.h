@@ -16,10 +16,14 @@ enum class Overlay {
   GradNorm,  // L2 norm of the gradients of the node's module's parameters
   GpuTime,   // CUDA runs: the GPU's forward + backward seconds (kernel time with CUPTI)
   Kernels,   // CUDA runs traced with CUPTI: kernels launched, forward and backward
+  // DynaCompiler: an op site's speedup over the ATen op from the implementation it is bound to
+  // (the largest over its shape buckets; 1 where it kept the ATen op). Backward nodes show their
+  // forward op's.
+  Binding,
 };
-inline constexpr Overlay kOverlays[] = {Overlay::None,   Overlay::Latency,  Overlay::Memory,
-                                        Overlay::Flops,  Overlay::GradNorm, Overlay::GpuTime,
-                                        Overlay::Kernels};
+inline constexpr Overlay kOverlays[] = {Overlay::None,    Overlay::Latency,  Overlay::Memory,
+                                        Overlay::Flops,   Overlay::GradNorm, Overlay::GpuTime,
+                                        Overlay::Kernels, Overlay::Binding};
 
 QString overlayName(Overlay overlay);  // "Latency", ...
 QString overlayUnit(Overlay overlay);  // "ms", "MiB", "GFLOP", ""

@@ -39,6 +39,11 @@ class GraphPanel : public QWidget {
   void addNodeStats(const attach::NodesMessage& nodes);
   void setPeakMemory(double bytes);
 
+  // DynaCompiler's binding table (null clears), for the Binding overlay.
+  void setBindings(const BindingTable* table);
+  // Selects forward op `node` (expanding the groups that hide it) and centres it.
+  void showForwardNode(NodeId node);
+
   void setOverlay(graphview::Overlay overlay);
   graphview::Overlay overlay() const;
 
@@ -66,6 +71,7 @@ class GraphPanel : public QWidget {
   void link(graphview::GraphScene* from, graphview::GraphScene* to, GraphView* toView,
             NodeId selected);
   GraphView* focusedView() const;
+  void selectAndCentre(GraphView* view, NodeId target);
 
   graphview::GraphModel *forwardModel_, *backwardModel_;
   graphview::GraphScene *forwardScene_, *backwardScene_;

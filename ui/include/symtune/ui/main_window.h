@@ -25,6 +25,7 @@ class QTreeView;
 namespace symtune::ui {
 
 class AttachConnection;
+class BindingsDock;
 class GraphPanel;
 class LiveCharts;
 class NodeInspector;
@@ -72,6 +73,7 @@ class MainWindow : public QMainWindow {
   GraphPanel* graphPanel() const { return graphPanel_; }
   LiveCharts* liveCharts() const { return charts_; }
   RulesDock* rulesDock() const { return rules_; }
+  BindingsDock* bindingsDock() const { return bindings_; }
   NodeInspector* nodeInspector() const { return inspector_; }
   RunHistoryModel* currentRun() const { return currentRun_; }
   QDockWidget* dock(const QString& objectName) const;
@@ -122,6 +124,7 @@ class MainWindow : public QMainWindow {
   GraphPanel* graphPanel_ = nullptr;
   LiveCharts* charts_ = nullptr;
   RulesDock* rules_ = nullptr;
+  BindingsDock* bindings_ = nullptr;
   NodeInspector* inspector_ = nullptr;
   RunHistoryModel* currentRun_ = nullptr;
   SessionModel* sessionModel_ = nullptr;
