@@ -127,7 +127,8 @@ timeout 60 build/gpu/bin/symtune-bench-kernels --device cuda --rounds 20 \
 build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 --model dynamic_resnet > "$OUT/bench-telemetry.json" \
   2> "$OUT/bench-telemetry.log" || status=1
 
-# The six models' gpu presets in every mode, then the Python anchor on the same parameters and
+# The six models' gpu presets in the modes DynaCompiler is measured in (TorchScript, op by op,
+# bound) and full checkpointing, then the Python anchor on the same parameters and
 # batches (exported to the machine's /tmp: the ResNet's batches are large), in what is left of the
 # call's budget (GPU_CHECK_BUDGET seconds, default 570: the device tool allows 600 a call). The
 # checks above come first; when too little is left the suite is skipped and says so — it is a
@@ -140,7 +141,8 @@ else
   anchor=$(( left - 40 - suite ))
   export_dir=$(mktemp -d /tmp/symtune-anchor.XXXXXX)
   timeout "$suite" build/gpu/bin/symtune-bench --preset gpu --steps 10 --warmup 3 \
-    --budget $(( suite - 60 )) --export-anchor "$export_dir" --output "$OUT/bench-gpu.json" \
+    --modes script,eager,bind,checkpoint --baseline eager --budget $(( suite - 60 )) \
+    --export-anchor "$export_dir" --output "$OUT/bench-gpu.json" \
     2> "$OUT/bench-gpu.log" || status=1
   # torch.compile's default backend (inductor) needs Triton on CUDA; without it, aot_eager (the
   # same graph capture, no code generation) — the log says which ran.

@@ -405,7 +405,7 @@ TEST_CASE("buckets: powers of two, at most ceil(log2(max/min)) + 1 per dynamic d
   CHECK(symtune::binding::bucketKey(plain, 2, -1) == "float64 [2,1] nograd");
 }
 
-TEST_CASE("every zoo model trains under binding as it does op by op") {
+TEST_CASE("every zoo model trains under binding as it does op by op, recomputed or not") {
   for (const char* model : {"dynamic_resnet", "transformer_xl", "dynamic_tagger", "moe_topk",
                             "early_exit", "tree_rnn"}) {
     INFO(model);
@@ -415,32 +415,43 @@ TEST_CASE("every zoo model trains under binding as it does op by op") {
     s.model.preset = "ci";
     s.data.seed = 5;
     s.run.device = "cpu";
+    s.binding.enabled = false;
+    // Op by op; bound; bound with every segment recomputed in backward (the recomputation binds
+    // its sites the same way).
     std::vector<std::unique_ptr<symtune::Trainer>> trainers;
-    std::shared_ptr<Binder> binder;
-    for (bool bind : {false, true}) {
+    std::vector<std::shared_ptr<Binder>> binders;
+    for (int variant = 0; variant < 3; ++variant) {
       trainers.push_back(std::make_unique<symtune::Trainer>(s));
       auto& t = *trainers.back();
       auto executor =
           std::make_unique<symtune::SegmentExecutor>(*t.executor().scriptModule(), s.name);
-      if (bind) {
-        binder = std::make_shared<Binder>(executor->symugen()->staticGraph(), here());
-        executor->setBinder(binder);
+      if (variant > 0) {
+        binders.push_back(std::make_shared<Binder>(executor->symugen()->staticGraph(), here()));
+        executor->setBinder(binders.back());
       }
+      if (variant == 2)
+        executor->setPlan(executor->recomputeAll());
       t.setExecutor(std::move(executor));
     }
     for (int step = 0; step < 3; ++step) {
       const double plain = trainers[0]->step().loss;
-      const double bound = trainers[1]->step().loss;
-      CHECK(bound == doctest::Approx(plain).epsilon(1e-6));
+      for (size_t k = 1; k < trainers.size(); ++k) {
+        INFO("variant ", k, " step ", step);
+        CHECK(trainers[k]->step().loss == doctest::Approx(plain).epsilon(1e-6));
+      }
     }
     const auto a = trainers[0]->executor().namedParameters();
-    const auto b = trainers[1]->executor().namedParameters();
-    REQUIRE(a.size() == b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      symtune::test::checkScaledError(a[i].first.c_str(), b[i].second, a[i].second, 1e-5);
+    for (size_t k = 1; k < trainers.size(); ++k) {
+      const auto b = trainers[k]->executor().namedParameters();
+      REQUIRE(a.size() == b.size());
+      for (size_t i = 0; i < a.size(); ++i)
+        symtune::test::checkScaledError(a[i].first.c_str(), b[i].second, a[i].second, 1e-5);
+    }
     const std::string name = model;
-    if (name == "transformer_xl" || name == "dynamic_tagger" || name == "moe_topk")
-      CHECK_FALSE(binder->sites().empty());  // indexing in loops, full-range slices
-    CHECK(binder->table().bindings.size() >= binder->sites().size());
+    for (const auto& binder : binders) {
+      if (name == "transformer_xl" || name == "dynamic_tagger" || name == "moe_topk")
+        CHECK_FALSE(binder->sites().empty());  // indexing in loops, full-range slices
+      CHECK(binder->table().bindings.size() >= binder->sites().size());
+    }
   }
 }
