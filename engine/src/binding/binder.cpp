@@ -143,7 +143,7 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
   if (it != states_.end())
     return it->second != nullptr;
   std::unique_ptr<SiteState> state;
-  if (auto site = findOpSite(node, id, graph_)) {
+  if (auto site = findOpSite(node, id, graph_, groups_)) {
     std::vector<const Candidate*> applicable;
     const auto consider = [&](const Candidate& c) {
       const bool disabled = std::find(options_.disable.begin(), options_.disable.end(), c.name()) !=
@@ -156,7 +156,8 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
     for (const auto& c : options_.extra)
       consider(*c);
     if (applicable.size() > 1) {
-      state.reset(new SiteState{std::move(*site), node->getOperation(), std::move(applicable), {}, {}, nullptr});
+      state.reset(new SiteState{
+          std::move(*site), node->getOperation(), std::move(applicable), {}, {}, nullptr});
       order_.push_back(state.get());
     }
   }
@@ -195,6 +196,11 @@ void Binder::signature(const torch::jit::Stack& stack, size_t count, int64_t tri
 
 void Binder::run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) {
   SiteState& s = *states_.at(node);
+  if (s.site.group != nullptr && !observeSlice(s, stack)) {
+    // The group has not shown its ranges yet: the ATen op, nothing decided.
+    s.candidates.front()->run(s.site, s.op, stack, loops);
+    return;
+  }
   const int64_t trips = s.site.loop != nullptr ? loops.maxTrips(s.site.loop) : -1;
   signature(stack, node->inputs().size(), trips);
   const Candidate* c = s.last;
@@ -208,6 +214,20 @@ void Binder::run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFra
   if (c->name() != kAten)
     ++boundExecutions_;
   c->run(s.site, s.op, stack, loops);
+}
+
+bool Binder::observeSlice(SiteState& s, const torch::jit::Stack& stack) {
+  // stack: self, dim, start, end, step
+  const size_t base = stack.size() - 5;
+  const at::Tensor& self = stack[base].toTensor();
+  int64_t dim = stack[base + 1].toInt();
+  if (!self.defined() || self.dim() == 0 || dim < -self.dim() || dim >= self.dim())
+    return false;
+  if (dim < 0)
+    dim += self.dim();
+  const auto [start, end] = sliceRange(stack[base + 2], stack[base + 3], self.size(dim));
+  s.site.group->observe(self, start, end);
+  return s.site.group->splittable(self.size(dim));
 }
 
 const Candidate* Binder::byName(const SiteState& s, const std::string& name) const {
@@ -292,17 +312,25 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
       inputs[i] = leaves.back();
     }
   }
-  // How many executions one step has: every trip of the loop (a select cannot go past its
-  // tensor's size: ATen would stop the model there).
-  int64_t executions = 1;
+  // The executions one step has, as the inputs each changes: every trip of the loop (a select
+  // cannot go past its tensor's size: ATen would stop the model there); each slice of a slice
+  // group (the group's ranges, on the one tensor).
+  std::vector<std::vector<std::pair<size_t, c10::IValue>>> executions(1);
   if (site.loop != nullptr) {
-    executions = std::max<int64_t>(trips, 0);
+    int64_t count = std::max<int64_t>(trips, 0);
     if (site.pattern == kLoopIndexedSelect) {
       const at::Tensor& self = inputs[0].toTensor();
       const int64_t dim = inputs[1].toInt();
       if (self.dim() > 0 && dim >= -self.dim() && dim < self.dim())
-        executions = std::min(executions, self.size(dim));
+        count = std::min(count, self.size(dim));
     }
+    executions.assign(static_cast<size_t>(count), {});
+    for (int64_t k = 0; k < count; ++k)
+      executions[static_cast<size_t>(k)].emplace_back(site.counterInput, c10::IValue(k));
+  } else if (site.group != nullptr) {
+    executions.clear();
+    for (const auto& [start, end] : site.group->ranges)
+      executions.push_back({{2, c10::IValue(start)}, {3, c10::IValue(end)}});
   }
 
   CurrentNodeScope unattributed{NodeId()};
@@ -314,14 +342,21 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
     LoopFrames frames;
     if (site.loop != nullptr)
       frames.enter(site.loop, trips);
+    // A slice group of its own: the replay splits its leaf afresh and leaves the model's be.
+    OpSite own = site;
+    if (site.group != nullptr) {
+      own.group = std::make_shared<SliceGroup>();
+      own.group->members = site.group->members;
+      own.group->ranges = site.group->ranges;
+    }
     std::vector<at::Tensor> outputs;
     synchronize(cuda && timed);
     const auto t0 = Clock::now();
-    for (int64_t k = 0; k < executions; ++k) {
+    for (const auto& changes : executions) {
       torch::jit::Stack st = inputs;
-      if (site.loop != nullptr)
-        st[site.counterInput] = k;
-      c.run(site, s.op, st, frames);
+      for (const auto& [slot, value] : changes)
+        st[slot] = value;
+      c.run(own, s.op, st, frames);
       for (const auto& v : st) {
         if (v.isTensor())
           outputs.push_back(v.toTensor());

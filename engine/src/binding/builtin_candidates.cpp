@@ -76,6 +76,44 @@ class UnbindOnce final : public Candidate {
   }
 };
 
+// A partial slice read from one split of its tensor shared with the other slices of its group
+// (SliceGroup): split at the ranges the group's slices read, once per value of the tensor. The
+// backward is one SplitWithSizesBackward0 (a concatenation of the parts' gradients, zeros for a
+// part nothing read) instead of a zero-filled full-size gradient per slice.
+class SplitOnce final : public Candidate {
+ public:
+  std::string name() const override { return "split-once"; }
+  std::string description() const override {
+    return "one split of the tensor at its slices' ranges, shared by them";
+  }
+  bool applies(const OpSite& site) const override {
+    return site.pattern == kPartialSlice && site.group != nullptr;
+  }
+  void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames&) const override {
+    // stack: self, dim, start, end, step (1)
+    const size_t base = stack.size() - 5;
+    const at::Tensor& self = stack[base].toTensor();
+    int64_t dim = stack[base + 1].toInt();
+    if (!self.defined() || self.dim() == 0 || dim < -self.dim() || dim >= self.dim()) {
+      op(stack);  // ATen says what is wrong
+      return;
+    }
+    if (dim < 0)
+      dim += self.dim();
+    const auto range = sliceRange(stack[base + 2], stack[base + 3], self.size(dim));
+    for (const auto& [r, part] : site.group->partsOf(self, dim)) {
+      if (r == range) {
+        at::Tensor out = part;
+        stack.resize(base);
+        stack.emplace_back(std::move(out));
+        return;
+      }
+    }
+    op(stack);  // a range the split does not have
+  }
+};
+
 }  // namespace
 
 const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
@@ -84,6 +122,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<AtenOp>());
     list->push_back(std::make_unique<Alias>());
     list->push_back(std::make_unique<UnbindOnce>());
+    list->push_back(std::make_unique<SplitOnce>());
     return list;
   }();
   return *all;

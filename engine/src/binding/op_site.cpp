@@ -1,5 +1,6 @@
 #include "symtune/binding/op_site.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <torch/csrc/jit/ir/constants.h>
@@ -49,6 +50,36 @@ bool identitySlice(const Node* node) {
       (end->isNone() || (end->isInt() && end->toInt() == std::numeric_limits<int64_t>::max()));
   return constant(node->input(1)).has_value() && isNoneOrInt(node->input(2), 0) && fullEnd &&
          isNoneOrInt(node->input(4), 1) && !constant(node->input(4))->isNone();
+}
+
+// A slice of part of a tensor: constant dimension, constant step 1, not the whole dimension.
+bool partialSlice(const Node* node) {
+  if (node->kind() != c10::aten::slice || node->inputs().size() != 5 ||
+      node->outputs().size() != 1 || !isTensor(node->input(0)) || identitySlice(node))
+    return false;
+  const auto dim = constant(node->input(1));
+  const auto step = constant(node->input(4));
+  return dim && dim->isInt() && step && step->isInt() && step->toInt() == 1;
+}
+
+// The tensor a slice reads, seen through identity slices.
+const Value* sliceRoot(const Value* v) {
+  while (identitySlice(v->node()))
+    v = v->node()->input(0);
+  return v;
+}
+
+// The partial slices along `dim` of `v` and of identity slices of it.
+void collectPartialSlices(const Value* v, int64_t dim, std::vector<const Node*>& out) {
+  for (const torch::jit::Use& use : v->uses()) {
+    const Node* user = use.user;
+    if (use.offset != 0)
+      continue;
+    if (identitySlice(user))
+      collectPartialSlices(user->output(), dim, out);
+    else if (partialSlice(user) && constant(user->input(1))->toInt() == dim)
+      out.push_back(user);
+  }
 }
 
 // The loop whose counter `v` is, if it is one.
@@ -111,12 +142,99 @@ bool loopInvariant(const Value* value, const Block* body) {
   return true;
 }
 
-std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph) {
+std::pair<int64_t, int64_t> sliceRange(const c10::IValue& start, const c10::IValue& end,
+                                       int64_t size) {
+  const auto clamp = [size](int64_t i) {
+    if (i < 0)
+      i += size;
+    return std::min(std::max<int64_t>(i, 0), size);
+  };
+  const int64_t s = start.isNone() ? 0 : clamp(start.toInt());
+  const int64_t e = end.isNone() ? size : clamp(end.toInt());
+  return {s, std::max(s, e)};
+}
+
+void SliceGroup::observe(const at::Tensor& source, int64_t start, int64_t end) {
+  if (!observed_.is_same(source) || observedVersion_ != source._version()) {
+    if (observed_.defined())
+      ranges = std::move(observedRanges_);
+    observed_ = source;
+    observedVersion_ = source._version();
+    observedRanges_.clear();
+  }
+  observedRanges_.emplace_back(start, end);
+}
+
+bool SliceGroup::splittable(int64_t size) const {
+  if (ranges.size() < 2)
+    return false;
+  auto sorted = ranges;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i].first >= sorted[i].second || sorted[i].second > size)
+      return false;  // empty or outside
+    if (i > 0 && sorted[i].first < sorted[i - 1].second)
+      return false;  // overlapping (or read twice)
+  }
+  return true;
+}
+
+const std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>>& SliceGroup::partsOf(
+    const at::Tensor& source, int64_t dim) {
+  if (split_.is_same(source) && splitVersion_ == source._version())
+    return parts_;
+  split_ = source;
+  splitVersion_ = source._version();
+  parts_.clear();
+  const int64_t size = source.size(dim);
+  if (!splittable(size))
+    return parts_;
+  auto sorted = ranges;
+  std::sort(sorted.begin(), sorted.end());
+  // Pieces covering the whole dimension: the ranges, and the gaps between them.
+  std::vector<int64_t> sizes;
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  int64_t at = 0;
+  for (const auto& r : sorted) {
+    if (r.first > at) {
+      sizes.push_back(r.first - at);
+      pieces.emplace_back(-1, -1);  // a gap no slice reads
+    }
+    sizes.push_back(r.second - r.first);
+    pieces.push_back(r);
+    at = r.second;
+  }
+  if (at < size) {
+    sizes.push_back(size - at);
+    pieces.emplace_back(-1, -1);
+  }
+  const std::vector<at::Tensor> split = source.split_with_sizes(sizes, dim);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].first >= 0)
+      parts_.emplace_back(pieces[i], split[i]);
+  }
+  return parts_;
+}
+
+std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph,
+                                 SliceGroups& groups) {
   OpSite site;
   site.node = node;
   site.id = id;
   if (identitySlice(node)) {
     site.pattern = kIdentitySlice;
+  } else if (partialSlice(node)) {
+    const int64_t dim = constant(node->input(1))->toInt();
+    const Value* root = sliceRoot(node->input(0));
+    auto& group = groups[{root, dim}];
+    if (group == nullptr) {
+      group = std::make_shared<SliceGroup>();
+      collectPartialSlices(root, dim, group->members);
+    }
+    if (group->members.size() < 2)
+      return std::nullopt;  // alone: a split would cost what the slice does
+    site.pattern = kPartialSlice;
+    site.group = group;
   } else if (node->kind() == c10::aten::select && node->inputs().size() == 3 &&
              isTensor(node->input(0)) && constant(node->input(1)).has_value()) {
     // aten::select.int(Tensor(a) self, int dim, SymInt index)

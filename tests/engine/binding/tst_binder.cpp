@@ -44,16 +44,40 @@ def forward(self, x: Tensor, w: Tensor):
   return m;
 }
 
+// Gates as in a GRU: each time step's tensor sliced into three parts (partial slices of one
+// tensor along one dimension: a slice group), and a fourth slice reading the rest every other
+// trip (so every other trip's split has a part nothing reads, and the others a slice the split
+// does not have).
+torch::jit::Module gates() {
+  torch::jit::Module m("Gates");
+  m.define(R"(
+def forward(self, x: Tensor, w: Tensor):
+    outs: List[Tensor] = []
+    h = x.size(2) // 4
+    for t in range(x.size(1)):
+        g = x[:, t] * w[t]
+        a = torch.sigmoid(g[:, :h])
+        b = torch.tanh(g[:, h:2 * h])
+        c = g[:, 2 * h:3 * h]
+        if t % 2 == 1:
+            c = c + g[:, 3 * h:]
+        outs.append(a * b + c)
+    return torch.stack(outs, 1)
+)");
+  return m;
+}
+
 struct Run {
   torch::Tensor out, gx, gw;
 };
 
 // One forward and backward of `gen` on x [batch, time, 8], w [time, 4] (seeded), with `binder`
 // (none: every op as the IR says).
-Run forwardBackward(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch, int64_t time) {
+Run forwardBackward(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch, int64_t time,
+                    int64_t width = 8, int64_t wWidth = 4) {
   torch::manual_seed(time * 31 + batch);
-  auto x = torch::randn({batch, time, 8}).requires_grad_(true);
-  auto w = torch::randn({time, 4}).requires_grad_(true);
+  auto x = torch::randn({batch, time, width}).requires_grad_(true);
+  auto w = torch::randn({time, wWidth}).requires_grad_(true);
   symtune::ForwardOptions options;
   options.binder = binder;
   Run r;
@@ -201,7 +225,7 @@ TEST_CASE("every candidate computes its site as the ATen op does, forward and ba
       }
     }
   }
-  CHECK(compared == 16);  // alias on 2 sites, unbind-once on 2, 4 shapes each
+  CHECK(compared == 16);  // alias on 2 sites, unbind-once on 2, 4 shapes each (no slice group)
 }
 
 TEST_CASE("a bound forward gives the unbound outputs and gradients") {
@@ -223,6 +247,65 @@ TEST_CASE("a bound forward gives the unbound outputs and gradients") {
       CHECK(c.seconds() > 0);
     }
   }
+}
+
+TEST_CASE("partial slices of one tensor share one split, exactly as the slices compute") {
+  symtune::SyMuGen gen(gates(), "gates");
+  Binder binder(gen.staticGraph(), here());
+  for (int64_t time : {1, 2, 5, 9}) {
+    INFO("time steps: ", time);
+    checkSame(forwardBackward(gen, &binder, 3, time, 16, 16),
+              forwardBackward(gen, nullptr, 3, time, 16, 16));
+  }
+  int partial = 0;
+  for (const auto& site : binder.sites()) {
+    if (site.pattern != symtune::binding::kPartialSlice)
+      continue;
+    ++partial;
+    REQUIRE(site.group != nullptr);
+    CHECK(site.group->members.size() == 4);  // :h, h:2h, 2h:3h and 3h:, along dimension 1
+  }
+  CHECK(partial == 4);
+  bool measured = false;
+  for (const auto& b : binder.table().bindings) {
+    if (b.pattern != symtune::binding::kPartialSlice || b.predicted)
+      continue;
+    measured = true;
+    INFO(b.site);
+    const auto* split = b.measurement("split-once");
+    REQUIRE(split != nullptr);
+    CHECK(split->refused.empty());
+    CHECK(split->maxError == 0);
+  }
+  CHECK(measured);
+}
+
+TEST_CASE("a slice group splits at the ranges its last instance read") {
+  using symtune::binding::SliceGroup;
+  SliceGroup group;
+  const auto a = torch::arange(12.0).view({2, 6});
+  group.observe(a, 0, 2);
+  group.observe(a, 2, 4);
+  CHECK(group.ranges.empty());  // the first instance is still being observed
+  const auto b = a + 1;
+  group.observe(b, 0, 2);
+  REQUIRE(group.ranges.size() == 2);
+  CHECK(group.splittable(6));
+  CHECK_FALSE(group.splittable(3));  // a range past the end
+  const auto& parts = group.partsOf(b, 1);
+  REQUIRE(parts.size() == 2);  // [4, 6) is a gap nothing read: split, not handed out
+  CHECK(parts[0].first == std::make_pair<int64_t, int64_t>(0, 2));
+  CHECK(torch::equal(parts[0].second, b.slice(1, 0, 2)));
+  CHECK(torch::equal(parts[1].second, b.slice(1, 2, 4)));
+  CHECK(&group.partsOf(b, 1) == &parts);  // once per instance
+  group.ranges = {{0, 3}, {2, 5}};        // overlapping: no split
+  CHECK_FALSE(group.splittable(6));
+  group.ranges = {{0, 3}};  // one range: nothing to share
+  CHECK_FALSE(group.splittable(6));
+  CHECK(symtune::binding::sliceRange(c10::IValue(), c10::IValue(int64_t{-2}), 6) ==
+        std::make_pair<int64_t, int64_t>(0, 4));
+  CHECK(symtune::binding::sliceRange(c10::IValue(int64_t{4}), c10::IValue(int64_t{2}), 6) ==
+        std::make_pair<int64_t, int64_t>(4, 4));
 }
 
 TEST_CASE("each site and bucket is measured once, then looked up") {
@@ -313,7 +396,7 @@ TEST_CASE("a candidate that disagrees or fails is refused and reported") {
 TEST_CASE("disabled candidates are never bound; unknown names are refused") {
   symtune::SyMuGen gen(steps(), "steps");
   BinderOptions options;
-  options.disable = {"alias", "unbind-once"};
+  options.disable = {"alias", "unbind-once", "split-once"};
   Binder binder(gen.staticGraph(), here(), options);
   forwardBackward(gen, &binder, 3, 5);
   CHECK(binder.sites().empty());  // only the reference applies anywhere

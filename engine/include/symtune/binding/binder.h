@@ -103,6 +103,9 @@ class Binder final : public OpBinder {
   Binding measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                   int64_t trips);
   const Candidate* byName(const SiteState& s, const std::string& name) const;
+  // Notes a partial slice's execution in its group; whether the group's ranges can split its
+  // tensor (otherwise nothing is decided yet).
+  bool observeSlice(SiteState& s, const torch::jit::Stack& stack);
   // Into signature_: every tensor input's dtype, device, sizes and requires_grad, the trips and
   // grad mode.
   void signature(const torch::jit::Stack& stack, size_t count, int64_t trips);
@@ -111,6 +114,7 @@ class Binder final : public OpBinder {
   BinderOptions options_;
   BindingTable table_;
   std::unordered_map<const torch::jit::Node*, std::unique_ptr<SiteState>> states_;
+  SliceGroups groups_;
   std::vector<const SiteState*> order_;
   std::vector<int64_t> signature_;
   int64_t measurements_ = 0;

@@ -2,8 +2,14 @@
 // The op sites DynaCompiler can bind (Note [Op sites] in symtune/graph/op_binder.h): operator
 // nodes of SyMuGen's inlined IR that match a pattern some candidate implementation computes.
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
 
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -21,6 +27,45 @@ inline constexpr const char* kIdentitySlice = "identity slice";
 // layers): every trip's backward fills a zero gradient the size of x.
 inline constexpr const char* kLoopIndexedSelect = "loop-indexed select";
 
+// aten::slice of a part of a tensor (`gi[:, :hid]`, `gi[:, hid:2 * hid]`, `gi[:, 2 * hid:]`)
+// when other such slices read the same tensor along the same dimension (seen through identity
+// slices): each one's backward fills a zero gradient the size of the whole tensor; one split
+// serving them all has one backward that concatenates the parts' gradients.
+inline constexpr const char* kPartialSlice = "partial slice";
+
+// The partial slices of one tensor along one dimension, and what their executions have shown.
+// Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as
+// one trip of a loop, or one forward, computes it) are noted, and the next instance is split at
+// those ranges. A slice whose range is not among them runs as the ATen op.
+struct SliceGroup {
+  std::vector<const torch::jit::Node*> members;
+  // The ranges [start, end) the last complete instance's slices read.
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+
+  // Notes an execution of a member on `source` (every execution, whatever is bound): a new
+  // instance makes the ranges the last instance's.
+  void observe(const at::Tensor& source, int64_t start, int64_t end);
+  // The parts of `source` split along `dim` at `ranges` (made once per instance); empty when the
+  // ranges are not at least two disjoint ranges inside the dimension.
+  const std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>>& partsOf(
+      const at::Tensor& source, int64_t dim);
+  // Whether `ranges` can split a dimension of `size`.
+  bool splittable(int64_t size) const;
+
+ private:
+  at::Tensor observed_;  // the instance being observed
+  int64_t observedVersion_ = -1;
+  std::vector<std::pair<int64_t, int64_t>> observedRanges_;
+  at::Tensor split_;  // the instance split
+  int64_t splitVersion_ = -1;
+  std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>> parts_;
+};
+
+// A slice's [start, end) on a dimension of `size`, as aten::slice reads its arguments (None,
+// negative, past the end).
+std::pair<int64_t, int64_t> sliceRange(const c10::IValue& start, const c10::IValue& end,
+                                       int64_t size);
+
 struct OpSite {
   const torch::jit::Node* node = nullptr;
   NodeId id;
@@ -29,11 +74,20 @@ struct OpSite {
   // Loop-indexed sites: the loop whose counter is the node's input `counterInput`.
   const torch::jit::Node* loop = nullptr;
   size_t counterInput = 0;
+  // Partial slices: the group they share with the other slices of their tensor and dimension.
+  std::shared_ptr<SliceGroup> group;
 };
+
+// The slice groups of one graph, by (root tensor value, dimension): findOpSite shares them
+// between the members.
+using SliceGroups =
+    std::map<std::pair<const torch::jit::Value*, int64_t>, std::shared_ptr<SliceGroup>>;
 
 // The site `node` is, or nullopt when no pattern matches. `graph` is SyMuGen's static graph
 // (names); `id` the node's id in it (invalid for nodes it does not show).
-std::optional<OpSite> findOpSite(const torch::jit::Node* node, NodeId id, const Graph& graph);
+// `groups`: the graph's slice groups so far (partial slices; created on first use).
+std::optional<OpSite> findOpSite(const torch::jit::Node* node, NodeId id, const Graph& graph,
+                                 SliceGroups& groups);
 
 // "#31 aten::select rnn"
 std::string siteName(const torch::jit::Node* node, NodeId id, const Graph& graph);
