@@ -294,10 +294,13 @@ class SyMuGen::Evaluator {
       countCost(node, inputs);
   }
 
+  // The node's ATen operation, made once per SyMuGen (Note [Step capture]): every forward runs
+  // the same nodes.
   torch::jit::Operation& operation(const Node* node) {
-    auto op = ops_.find(node);
-    if (op == ops_.end())
-      op = ops_.emplace(node, node->getOperation()).first;
+    auto& ops = gen_.operations_;
+    auto op = ops.find(node);
+    if (op == ops.end())
+      op = ops.emplace(node, node->getOperation()).first;
     return op->second;
   }
 
@@ -374,7 +377,6 @@ class SyMuGen::Evaluator {
   Graph& g_;
   bool record_;
   std::unordered_map<const Value*, c10::IValue> env_;
-  std::unordered_map<const Node*, torch::jit::Operation> ops_;
   SequenceOwners owners_;
   std::unordered_set<NodeId> seen_;
   std::unordered_set<RegionId> taken_;           // branches that ran at least once

@@ -136,6 +136,8 @@ class SyMuGen {
   std::unordered_map<const torch::jit::Block*, RegionId> blockRegions_;
   // The values each node reads last in its block (the evaluator drops them after the node).
   std::unordered_map<const torch::jit::Node*, std::vector<const torch::jit::Value*>> lastUses_;
+  // Each operator node's ATen operation, made on its first execution (the evaluator's).
+  std::unordered_map<const torch::jit::Node*, torch::jit::Operation> operations_;
   bool lastUsesReady_ = false;
   // Checkpointed spans by their first node (built on first use).
   std::unordered_map<const torch::jit::Node*, std::shared_ptr<const CheckpointSpan>> spans_;
