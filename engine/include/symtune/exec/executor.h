@@ -28,9 +28,9 @@ namespace symtune {
 // executor and measured ones to SyMuGen's evaluator, which ties each op to its node;
 // SegmentExecutor always runs the evaluator, segment by segment (Note [Segments]), as its
 // SegmentPlan says. The parts that decide how a step runs plug in there: the remat planner
-// chooses the plan's recomputed segments under a memory budget, DynaCompiler's binding table will
-// travel in the plan to say which implementation each op site runs, and the meta-controller sets
-// a plan between batches. Whatever the plan, measuring a step does not change how it runs: a
+// chooses the plan's recomputed segments under a memory budget, DynaCompiler's binder runs the op
+// sites it binds (SegmentExecutor::setBinder; Note [Op sites]), and the meta-controller sets a
+// plan between batches. Whatever the plan, measuring a step does not change how it runs: a
 // sampled step recomputes the same segments and keeps no more alive than an unsampled one
 // (tests/engine/exec/tst_executor.cpp checks both).
 

@@ -58,8 +58,9 @@ struct ForwardCost {
 // nodes of the inlined IR that the call became. Segments are the unit an execution plan decides
 // on: whether a segment keeps its activations for backward or keeps none and runs again during
 // backward (Note [Checkpointed spans]) — the remat planner's choice under a memory budget — and,
-// as the plan grows, which implementation each of its op sites is bound to and which settings the
-// controller picked for the batch. A segment the plan does not name runs as the IR says.
+// as the plan grows, which settings the controller picked for the batch. Which implementation
+// each op site runs is the binder's (ForwardOptions::binder, Note [Op sites]), segment or not. A
+// segment the plan does not name runs as the IR says.
 struct SegmentPlan {
   // Top-level blocks whose calls keep no activations and are recomputed in backward.
   std::set<std::string> recompute;
