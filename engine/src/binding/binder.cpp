@@ -329,7 +329,7 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
       executions[static_cast<size_t>(k)].emplace_back(site.counterInput, c10::IValue(k));
   } else if (site.group != nullptr) {
     executions.clear();
-    for (const auto& [start, end] : site.group->ranges)
+    for (const auto& [start, end] : site.group->ranges())
       executions.push_back({{2, c10::IValue(start)}, {3, c10::IValue(end)}});
   }
 
@@ -347,7 +347,7 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
     if (site.group != nullptr) {
       own.group = std::make_shared<SliceGroup>();
       own.group->members = site.group->members;
-      own.group->ranges = site.group->ranges;
+      own.group->setRanges(site.group->ranges());
     }
     std::vector<at::Tensor> outputs;
     synchronize(cuda && timed);

@@ -157,7 +157,7 @@ std::pair<int64_t, int64_t> sliceRange(const c10::IValue& start, const c10::IVal
 void SliceGroup::observe(const at::Tensor& source, int64_t start, int64_t end) {
   if (!observed_.is_same(source) || observedVersion_ != source._version()) {
     if (observed_.defined())
-      ranges = std::move(observedRanges_);
+      setRanges(std::move(observedRanges_));
     observed_ = source;
     observedVersion_ = source._version();
     observedRanges_.clear();
@@ -165,10 +165,22 @@ void SliceGroup::observe(const at::Tensor& source, int64_t start, int64_t end) {
   observedRanges_.emplace_back(start, end);
 }
 
+void SliceGroup::setRanges(std::vector<std::pair<int64_t, int64_t>> ranges) {
+  ranges_ = std::move(ranges);
+  checkedSize_ = -1;
+  split_ = at::Tensor();  // the next instance splits at the new ranges
+  splitVersion_ = -1;
+  parts_.clear();
+}
+
 bool SliceGroup::splittable(int64_t size) const {
-  if (ranges.size() < 2)
+  if (checkedSize_ == size)
+    return checked_;
+  checkedSize_ = size;
+  checked_ = false;
+  if (ranges_.size() < 2)
     return false;
-  auto sorted = ranges;
+  auto sorted = ranges_;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i].first >= sorted[i].second || sorted[i].second > size)
@@ -176,6 +188,7 @@ bool SliceGroup::splittable(int64_t size) const {
     if (i > 0 && sorted[i].first < sorted[i - 1].second)
       return false;  // overlapping (or read twice)
   }
+  checked_ = true;
   return true;
 }
 
@@ -189,7 +202,7 @@ const std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>>& SliceGrou
   const int64_t size = source.size(dim);
   if (!splittable(size))
     return parts_;
-  auto sorted = ranges;
+  auto sorted = ranges_;
   std::sort(sorted.begin(), sorted.end());
   // Pieces covering the whole dimension: the ranges, and the gaps between them.
   std::vector<int64_t> sizes;

@@ -286,10 +286,10 @@ TEST_CASE("a slice group splits at the ranges its last instance read") {
   const auto a = torch::arange(12.0).view({2, 6});
   group.observe(a, 0, 2);
   group.observe(a, 2, 4);
-  CHECK(group.ranges.empty());  // the first instance is still being observed
+  CHECK(group.ranges().empty());  // the first instance is still being observed
   const auto b = a + 1;
   group.observe(b, 0, 2);
-  REQUIRE(group.ranges.size() == 2);
+  REQUIRE(group.ranges().size() == 2);
   CHECK(group.splittable(6));
   CHECK_FALSE(group.splittable(3));  // a range past the end
   const auto& parts = group.partsOf(b, 1);
@@ -298,9 +298,9 @@ TEST_CASE("a slice group splits at the ranges its last instance read") {
   CHECK(torch::equal(parts[0].second, b.slice(1, 0, 2)));
   CHECK(torch::equal(parts[1].second, b.slice(1, 2, 4)));
   CHECK(&group.partsOf(b, 1) == &parts);  // once per instance
-  group.ranges = {{0, 3}, {2, 5}};        // overlapping: no split
+  group.setRanges({{0, 3}, {2, 5}});      // overlapping: no split
   CHECK_FALSE(group.splittable(6));
-  group.ranges = {{0, 3}};  // one range: nothing to share
+  group.setRanges({{0, 3}});  // one range: nothing to share
   CHECK_FALSE(group.splittable(6));
   CHECK(symtune::binding::sliceRange(c10::IValue(), c10::IValue(int64_t{-2}), 6) ==
         std::make_pair<int64_t, int64_t>(0, 4));

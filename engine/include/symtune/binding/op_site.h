@@ -39,8 +39,10 @@ inline constexpr const char* kPartialSlice = "partial slice";
 // those ranges. A slice whose range is not among them runs as the ATen op.
 struct SliceGroup {
   std::vector<const torch::jit::Node*> members;
+
   // The ranges [start, end) the last complete instance's slices read.
-  std::vector<std::pair<int64_t, int64_t>> ranges;
+  const std::vector<std::pair<int64_t, int64_t>>& ranges() const { return ranges_; }
+  void setRanges(std::vector<std::pair<int64_t, int64_t>> ranges);
 
   // Notes an execution of a member on `source` (every execution, whatever is bound): a new
   // instance makes the ranges the last instance's.
@@ -49,10 +51,14 @@ struct SliceGroup {
   // ranges are not at least two disjoint ranges inside the dimension.
   const std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>>& partsOf(
       const at::Tensor& source, int64_t dim);
-  // Whether `ranges` can split a dimension of `size`.
+  // Whether `ranges` can split a dimension of `size` (remembered until the ranges change: every
+  // execution of a member asks).
   bool splittable(int64_t size) const;
 
  private:
+  std::vector<std::pair<int64_t, int64_t>> ranges_;
+  mutable int64_t checkedSize_ = -1;
+  mutable bool checked_ = false;
   at::Tensor observed_;  // the instance being observed
   int64_t observedVersion_ = -1;
   std::vector<std::pair<int64_t, int64_t>> observedRanges_;
