@@ -226,8 +226,8 @@ ServerMessage decodeServerMessage(const json& message) {
     BindingsMessage out;
     const json& table = r.object(message, "bindings");  // ProtocolError when missing
     try {
-      out.table = std::make_shared<const BindingTable>(
-          BindingTable::fromJson(table.dump(), "bindings"));
+      out.table =
+          std::make_shared<const BindingTable>(BindingTable::fromJson(table.dump(), "bindings"));
     } catch (const std::runtime_error& e) {
       out.error = std::string("the binding table cannot be read: ") + e.what();
     }

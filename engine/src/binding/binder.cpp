@@ -220,14 +220,12 @@ bool Binder::observeSlice(SiteState& s, const torch::jit::Stack& stack) {
   // stack: self, dim, start, end, step
   const size_t base = stack.size() - 5;
   const at::Tensor& self = stack[base].toTensor();
-  int64_t dim = stack[base + 1].toInt();
-  if (!self.defined() || self.dim() == 0 || dim < -self.dim() || dim >= self.dim())
+  const auto dim = tensorDim(self, stack[base + 1].toInt());
+  if (!dim)
     return false;
-  if (dim < 0)
-    dim += self.dim();
-  const auto [start, end] = sliceRange(stack[base + 2], stack[base + 3], self.size(dim));
+  const auto [start, end] = sliceRange(stack[base + 2], stack[base + 3], self.size(*dim));
   s.site.group->observe(self, start, end);
-  return s.site.group->splittable(self.size(dim));
+  return s.site.group->splittable(self.size(*dim));
 }
 
 const Candidate* Binder::byName(const SiteState& s, const std::string& name) const {

@@ -29,10 +29,7 @@ class Alias final : public Candidate {
   void run(const OpSite&, torch::jit::Operation& op, torch::jit::Stack& stack,
            LoopFrames&) const override {
     // stack: self, dim, start, end, step
-    const at::Tensor& self = stack[stack.size() - 5].toTensor();
-    const int64_t dim = stack[stack.size() - 4].toInt();
-    const int64_t rank = self.defined() ? self.dim() : 0;
-    if (rank == 0 || dim < -rank || dim >= rank) {
+    if (!tensorDim(stack[stack.size() - 5].toTensor(), stack[stack.size() - 4].toInt())) {
       op(stack);  // ATen says what is wrong
       return;
     }
@@ -57,12 +54,12 @@ class UnbindOnce final : public Candidate {
     c10::IValue& slot = loops.slot(site.loop, site.node);
     if (slot.isNone()) {
       const at::Tensor& self = stack[base].toTensor();
-      const int64_t dim = stack[base + 1].toInt();
-      if (!self.defined() || self.dim() == 0 || dim < -self.dim() || dim >= self.dim()) {
+      const auto dim = tensorDim(self, stack[base + 1].toInt());
+      if (!dim) {
         op(stack);  // ATen says what is wrong
         return;
       }
-      slot = c10::IValue(self.unbind(dim));
+      slot = c10::IValue(self.unbind(*dim));
     }
     const c10::List<at::Tensor> parts = slot.toTensorList();
     const int64_t index = stack[base + 2].toInt();
@@ -94,15 +91,13 @@ class SplitOnce final : public Candidate {
     // stack: self, dim, start, end, step (1)
     const size_t base = stack.size() - 5;
     const at::Tensor& self = stack[base].toTensor();
-    int64_t dim = stack[base + 1].toInt();
-    if (!self.defined() || self.dim() == 0 || dim < -self.dim() || dim >= self.dim()) {
+    const auto dim = tensorDim(self, stack[base + 1].toInt());
+    if (!dim) {
       op(stack);  // ATen says what is wrong
       return;
     }
-    if (dim < 0)
-      dim += self.dim();
-    const auto range = sliceRange(stack[base + 2], stack[base + 3], self.size(dim));
-    for (const auto& [r, part] : site.group->partsOf(self, dim)) {
+    const auto range = sliceRange(stack[base + 2], stack[base + 3], self.size(*dim));
+    for (const auto& [r, part] : site.group->partsOf(self, *dim)) {
       if (r == range) {
         at::Tensor out = part;
         stack.resize(base);

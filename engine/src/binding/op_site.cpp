@@ -142,6 +142,13 @@ bool loopInvariant(const Value* value, const Block* body) {
   return true;
 }
 
+std::optional<int64_t> tensorDim(const at::Tensor& tensor, int64_t dim) {
+  const int64_t rank = tensor.defined() ? tensor.dim() : 0;
+  if (rank == 0 || dim < -rank || dim >= rank)
+    return std::nullopt;
+  return dim < 0 ? dim + rank : dim;
+}
+
 std::pair<int64_t, int64_t> sliceRange(const c10::IValue& start, const c10::IValue& end,
                                        int64_t size) {
   const auto clamp = [size](int64_t i) {

@@ -157,8 +157,9 @@ TEST_CASE("the runner's unix socket is private to its user") {
   CHECK((st.st_mode & 0777) == mode_t{0600});
 }
 
-TEST_CASE("a client gets the handshake, the graph, the rules, the bindings, the state and every "
-          "step") {
+TEST_CASE(
+    "a client gets the handshake, the graph, the rules, the bindings, the state and every "
+    "step") {
   Client client;
   const Json hello = client.connect(suiteRunner().endpoint);
   CHECK(hello["protocol"].get<int>() == 1);

@@ -72,8 +72,8 @@ class RunController {
                 std::ostream* progress);
   void handle(const Command& command, Server::Reply reply);
   nlohmann::json ruleState();
-  nlohmann::json publishRules();  // the rule state, published and returned
-  void publishRulesIfChanged();   // after rules changed on the training thread itself
+  nlohmann::json publishRules();    // the rule state, published and returned
+  void publishRulesIfChanged();     // after rules changed on the training thread itself
   void publishBindingsIfChanged();  // after a step measured or predicted new bindings
   void applyChangesWhileIdle();
 
@@ -85,7 +85,7 @@ class RunController {
   bool paused_ = false, stopRequested_ = false;
   std::atomic<int64_t> samplingEvery_{0};
   std::string publishedSignature_;  // of the rule state last published (training thread)
-  size_t publishedBindings_ = 0;     // entries of the binding table last published, + 1
+  size_t publishedBindings_ = 0;    // entries of the binding table last published, + 1
 };
 
 // A step as the protocol's message (docs/protocol.md, "step").

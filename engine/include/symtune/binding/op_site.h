@@ -67,6 +67,10 @@ struct SliceGroup {
   std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>> parts_;
 };
 
+// `dim` of `tensor` as a non-negative dimension, or nullopt when the tensor is undefined, 0-d or
+// has no such dimension (then the ATen op raises the model's error).
+std::optional<int64_t> tensorDim(const at::Tensor& tensor, int64_t dim);
+
 // A slice's [start, end) on a dimension of `size`, as aten::slice reads its arguments (None,
 // negative, past the end).
 std::pair<int64_t, int64_t> sliceRange(const c10::IValue& start, const c10::IValue& end,
