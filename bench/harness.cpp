@@ -19,6 +19,7 @@
 #include "symtune/exec/segment_executor.h"
 #include "symtune/rules/rule_registry.h"
 #include "symtune/rules/rule_rewrite.h"
+#include "symtune/telemetry/memory_tracker.h"
 
 namespace symtune::bench {
 
@@ -55,8 +56,36 @@ double bestSeconds(const torch::Device& device, const std::function<void()>& fn)
 
 struct ModeRecord {
   std::vector<double> losses;  // every step, warm-up included
-  std::vector<double> stepSeconds, samplesPerSecond, forward, backward, optimizer, peakBytes;
+  std::vector<double> stepSeconds, samplesPerSecond, data, forward, backward, optimizer, peakBytes;
   std::vector<int64_t> measurements;  // binder measurements per step, warm-up included
+};
+
+// A step's peak bytes on top of what was live when it began, measured the same way for every
+// mode whatever its telemetry: on the CPU from the allocation counter (process-wide, Note [Step
+// memory without reports]), on CUDA from the caching allocator's peak of allocated bytes.
+class StepPeak {
+ public:
+  explicit StepPeak(const torch::Device& device) : device_(device) {
+    if (device_.is_cuda()) {
+      compat::cudaResetPeakStats(device_.index());
+      live_ = compat::cudaPeakAllocatedBytes(device_.index()).value_or(0);  // the peak just reset
+    } else if (CpuAllocationCounter::active()) {
+      CpuAllocationCounter::resetPeak();
+      live_ = CpuAllocationCounter::counters().current;
+    }
+  }
+  double bytes() const {
+    int64_t peak = live_;
+    if (device_.is_cuda())
+      peak = compat::cudaPeakAllocatedBytes(device_.index()).value_or(live_);
+    else if (CpuAllocationCounter::active())
+      peak = CpuAllocationCounter::counters().peak;
+    return static_cast<double>(std::max<int64_t>(peak - live_, 0));
+  }
+
+ private:
+  torch::Device device_;
+  int64_t live_ = 0;
 };
 
 // What the binder did in a mode's run: measurements per step, the sites and the table.
@@ -231,6 +260,52 @@ const std::vector<Mode>& baselineModes() {
   return modes;
 }
 
+Lockstep::Lockstep(const std::string& folder) : folder_(folder) {
+  // The anchor opens turn.anchor first too: each open waits for the other end.
+  toAnchor_.open(fs::path(folder) / "turn.anchor");
+  fromAnchor_.open(fs::path(folder) / "turn.engine");
+  if (!toAnchor_ || !fromAnchor_)
+    throw std::runtime_error("--lockstep " + folder + ": cannot open turn.anchor and turn.engine");
+}
+
+void Lockstep::pass(const std::string& model, int step, size_t slot, size_t slots) {
+  const std::string turn =
+      model + " " + std::to_string(step) + " " + std::to_string(slot) + " " + std::to_string(slots);
+  toAnchor_ << turn << std::endl;
+  std::string answer;
+  if (!std::getline(fromAnchor_, answer))
+    throw std::runtime_error("--lockstep " + folder_ + ": the anchor stopped before " + turn);
+  if (answer != turn)
+    throw std::runtime_error("--lockstep " + folder_ + ": the anchor answered \"" + answer +
+                             "\" to \"" + turn + "\"");
+}
+
+void Lockstep::finish() {
+  toAnchor_ << "done" << std::endl;
+}
+
+Telemetry parseTelemetry(const std::string& name) {
+  if (name == "off")
+    return Telemetry::Off;
+  if (name == "features")
+    return Telemetry::Features;
+  if (name == "per-node")
+    return Telemetry::PerNode;
+  throw std::invalid_argument("--telemetry is off, features or per-node, not \"" + name + "\"");
+}
+
+std::string telemetryName(Telemetry level) {
+  switch (level) {
+    case Telemetry::Off:
+      return "off";
+    case Telemetry::Features:
+      return "features";
+    case Telemetry::PerNode:
+      return "per-node";
+  }
+  return "?";
+}
+
 const Mode* findMode(const std::string& name) {
   for (const auto& m : baselineModes()) {
     if (m.name == name)
@@ -331,7 +406,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
     trainers.push_back(std::make_unique<Trainer>(own));
     if (mode->setup)
       mode->setup(*trainers.back());
-    trainers.back()->setTelemetry(mode->telemetry);
+    trainers.back()->setTelemetry(mode->telemetry.value_or(config.telemetry));
   }
   if (!config.exportDir.empty())
     exportForAnchor(model, *trainers[baseline], session, config);
@@ -346,21 +421,29 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
       const int64_t measuredBefore = binder != nullptr ? binder->measurements() : 0;
       if (modes[m]->enter)
         modes[m]->enter();
+      const StepPeak peak(trainers[m]->device());
       const StepResult r = trainers[m]->step();
+      const double peakBytes = peak.bytes();
       if (modes[m]->leave)
         modes[m]->leave();
+      if (config.lockstep)
+        config.lockstep->pass(model, i, m, modes.size());
       ModeRecord& rec = records[m];
       rec.losses.push_back(r.loss);
       if (binder != nullptr)
         rec.measurements.push_back(binder->measurements() - measuredBefore);
       if (i < config.warmup)
         continue;
-      rec.stepSeconds.push_back(r.seconds);
-      rec.samplesPerSecond.push_back(static_cast<double>(trainers[m]->batchSize()) / r.seconds);
-      rec.forward.push_back(r.features[Feature::ForwardTime]);
-      rec.backward.push_back(r.features[Feature::BackwardTime]);
-      rec.optimizer.push_back(r.features[Feature::OptimizerTime]);
-      rec.peakBytes.push_back(r.features[Feature::PeakMemory]);
+      // The step from its batch in hand to the update done: building the synthetic batch is
+      // left out (the Python anchor reads the same batches from the export) and reported apart.
+      const double seconds = r.seconds - r.timings.data;
+      rec.stepSeconds.push_back(seconds);
+      rec.samplesPerSecond.push_back(static_cast<double>(trainers[m]->batchSize()) / seconds);
+      rec.data.push_back(r.timings.data);
+      rec.forward.push_back(r.timings.forward);
+      rec.backward.push_back(r.timings.backward);
+      rec.optimizer.push_back(r.timings.optimizer);
+      rec.peakBytes.push_back(peakBytes);
     }
   }
 
@@ -401,6 +484,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
          {"description", modes[m]->description},
          {"samples_per_s", summary(rec.samplesPerSecond)},
          {"step_s", summary(rec.stepSeconds)},
+         {"telemetry", telemetryName(trainers[m]->telemetry())},
+         {"data_s", summary(rec.data)},
          {"forward_s", summary(rec.forward)},
          {"backward_s", summary(rec.backward)},
          {"optimizer_s", summary(rec.optimizer)},

@@ -3,7 +3,10 @@
 // the same data in one process, stepped in turn, with medians, ratios to a baseline mode, loss
 // agreement and a roofline. docs/benchmarks.md describes the JSON it writes.
 
+#include <fstream>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +26,9 @@ struct Mode {
   std::function<void()> enter, leave;
   // The session as this mode trains it, before the trainer is built (may be empty).
   std::function<void(Session&)> configure = {};
-  // What the trainer measures on the mode's steps (the step features at least: they are the
-  // figures compared).
-  Telemetry telemetry = Telemetry::Features;
+  // What the trainer measures on the mode's steps; unset: the run's level (RunConfig::telemetry).
+  // The harness times the steps and measures their peaks itself whatever the level.
+  std::optional<Telemetry> telemetry = {};
 };
 
 // The baselines: "script" (TorchScript's default profiling executor), "script-noopt" (the same
@@ -40,6 +43,31 @@ struct Mode {
 const std::vector<Mode>& baselineModes();
 const Mode* findMode(const std::string& name);
 
+// Note [Lockstep with the anchor]
+// Two processes timed one after the other drift apart on a shared machine (the same eager run
+// moved 1.3x between two runs a minute apart), so PyTorch eager is compared with the engine in
+// lockstep: symtune-bench and bench/python/anchor.py run at the same time and take turns step by
+// step, through two named pipes in one folder (bench/python/side_by_side.py makes them). After
+// each mode's step the harness writes "MODEL STEP SLOT SLOTS" to DIR/turn.anchor (SLOT: which of
+// the SLOTS modes stepped) and waits for the anchor to run the same step on its copy number SLOT
+// of the model and answer with the same line on DIR/turn.engine. So every step of either process
+// follows one step of the other, and each side's caches and threads are as cold as the other's:
+// with turns of a whole round (three engine steps, then one of PyTorch's) the side with one step
+// a turn came out up to 1.4x slower on the tree network. The export of a model is written before
+// its first turn. After the last model the harness writes its JSON, then "done". Only one of the
+// two computes at any moment.
+class Lockstep {
+ public:
+  explicit Lockstep(const std::string& folder);  // opens both pipes (blocks until the anchor does)
+  // The anchor's turn after mode `slot` of `slots` ran `step`; back when it answers.
+  void pass(const std::string& model, int step, size_t slot, size_t slots);
+  void finish();  // "done"
+ private:
+  std::ofstream toAnchor_;
+  std::ifstream fromAnchor_;
+  std::string folder_;
+};
+
 struct RunConfig {
   std::string preset = "cpu";
   std::vector<std::string> modes{"script", "script-noopt", "checkpoint"};
@@ -51,7 +79,14 @@ struct RunConfig {
   int threads = 0;          // 0: LibTorch's default
   std::string sessionsDir;  // optimizer settings per model; empty: defaultSessionsDir()
   std::string exportDir;    // when set: model, batches and manifest for bench/python/anchor.py
+  // The telemetry of every mode that does not set its own: Off compares the modes as a job runs
+  // unobserved (and as PyTorch eager runs); Features as a session runs by default.
+  Telemetry telemetry = Telemetry::Off;
+  std::shared_ptr<Lockstep> lockstep;  // set: turns with the Python anchor after every round
 };
+
+Telemetry parseTelemetry(const std::string& name);  // "off", "features" or "per-node"
+std::string telemetryName(Telemetry level);
 
 // The machine's measured peaks: a matmul probe and a copy probe on the benchmark's device.
 struct Probes {

@@ -29,9 +29,15 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
   --seed N           parameters and data (default: 7)
   --device NAME      auto, cpu or cuda (default: auto)
   --threads N        intra-op threads (default: LibTorch's)
+  --telemetry LEVEL  off or features: what the trainer measures in every mode but per-node
+                     (default: off, as a job runs unobserved; the harness times each step and
+                     its peak memory itself either way)
   --sessions DIR     where the models' sessions are (default: resources/sessions, here or in
                      the source tree)
   --export-anchor DIR  also write each model, its batches and a manifest for bench/python/anchor.py
+  --lockstep DIR     take turns step by step with bench/python/anchor.py --lockstep DIR through
+                     the named pipes DIR/turn.anchor and DIR/turn.engine (needs --export-anchor;
+                     bench/python/side_by_side.py runs both)
   --budget SECONDS   start no further model after this long (those left are listed as skipped)
   --output FILE      the JSON (default: stdout); rewritten after every model, so a run stopped
                      midway leaves the models done ("complete": false until the end)
@@ -73,6 +79,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models;
   std::string output;
   int budget = 0;  // seconds; 0: none
+  std::string lockstep;
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
@@ -101,10 +108,14 @@ int main(int argc, char** argv) {
         config.device = value;
       else if (arg == "--threads")
         config.threads = toInt(value, arg);
+      else if (arg == "--telemetry")
+        config.telemetry = symtune::bench::parseTelemetry(value);
       else if (arg == "--sessions")
         config.sessionsDir = value;
       else if (arg == "--export-anchor")
         config.exportDir = value;
+      else if (arg == "--lockstep")
+        lockstep = value;
       else if (arg == "--output")
         output = value;
       else if (arg == "--budget")
@@ -114,6 +125,11 @@ int main(int argc, char** argv) {
     }
     if (config.steps < 1)
       throw std::invalid_argument("--steps must be at least 1");
+    if (!lockstep.empty() && config.exportDir.empty())
+      throw std::invalid_argument("--lockstep needs --export-anchor: the anchor trains the export");
+    if (!lockstep.empty() && budget > 0)
+      throw std::invalid_argument(
+          "--lockstep and --budget: a skipped model would stall the anchor");
     if (models.empty()) {
       for (const auto& entry : symtune::zooCatalog())
         models.push_back(entry.name);
@@ -138,6 +154,10 @@ int main(int argc, char** argv) {
     const bool cuda =
         config.device == "cuda" || (config.device == "auto" && torch::cuda::is_available());
     const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    if (!lockstep.empty()) {
+      std::cerr << "waiting for the anchor on " << lockstep << "...\n";
+      config.lockstep = std::make_shared<symtune::bench::Lockstep>(lockstep);
+    }
     std::cerr << "probing the machine...\n";
     const auto probes = symtune::bench::probeMachine(device);
     json results{{"format", "symtune-bench"},
@@ -149,6 +169,7 @@ int main(int argc, char** argv) {
                    {"warmup", config.warmup},
                    {"seed", config.seed},
                    {"baseline", config.baseline},
+                   {"telemetry", symtune::bench::telemetryName(config.telemetry)},
                    {"modes", config.modes}}},
                  {"probes",
                   {{"matmul_flops_per_s", probes.matmulFlopsPerSecond},
@@ -178,6 +199,8 @@ int main(int argc, char** argv) {
       std::cout << results.dump(2) << "\n";
     else
       symtune::writeFileAtomically(output, results.dump(2) + "\n");
+    if (config.lockstep)
+      config.lockstep->finish();  // after the JSON: the anchor reads it for its ratios
   } catch (const symtune::SetupError& e) {
     std::cerr << "symtune-bench: " << e.what() << "\n";
     return 1;

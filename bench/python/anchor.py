@@ -25,8 +25,8 @@ step (per parameter, foreach=False, like the C++ optimizers). Warm-up steps (whe
 compiles) are not in the medians but their losses are reported; recompiling for new shapes during
 measured steps counts.
 
-A step's time covers moving its batch to the device and the step; the engine's also covers
-building the batch, which the harness did here beforehand. Peak memory is measured on CUDA only
+A step's time runs from its batch in hand, on the device, to the update done, as the harness
+times the engine's (which leaves out building its synthetic batch and moving it, reported apart). Peak memory is measured on CUDA only
 (the allocator's peak above what was live when the step began) and is null on the CPU.
 python-compile's default backend, inductor, needs a C++ compiler on the CPU and Triton on CUDA;
 --compile-backend aot_eager traces the same graphs without generating code.
@@ -221,10 +221,10 @@ class ModeRunner:
             torch.cuda.synchronize(self.device)
             live = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-        start = time.perf_counter()
         inputs = [x.to(self.device, non_blocking=True) if isinstance(x, torch.Tensor) else x
                   for x in inputs]  # sizes and lists (segment lengths, tree levels) stay put
         target = target.to(self.device, non_blocking=True)
+        start = self.now()
         self.optimizer.zero_grad(set_to_none=True)  # before the closure, as MetaOptimizer does
         forward_start = self.now()
         loss = F.cross_entropy(self.forward(*inputs).float(), target)
@@ -239,34 +239,96 @@ class ModeRunner:
                                      loss.item(), peak))
 
 
-def run_model(export: ModelExport, models_dir: Path, modes: list, device: torch.device,
-              backend: str) -> dict:
-    manifest = export.manifest
-    source = models_dir / f"{manifest['model']}.py"
-    classes = model_classes(source)
-    torch.manual_seed(manifest.get("seed", 0))
-    if "python-compile" in modes:
-        torch._dynamo.reset()  # no compiled code, nor recompile counts, from the previous model
-    runners = []
-    for mode in modes:
-        model = build_model(export, classes, source).to(device)
-        params = [p for p in model.parameters() if p.requires_grad]
-        runners.append(ModeRunner(mode, model, make_optimizer(manifest["optimizer"], params),
-                                  device, backend))
-    # Like the harness: every mode's step i in turn, rotating which mode goes first.
-    for index, (inputs, target) in enumerate(export.batches):
-        for k in range(len(runners)):
-            runner = runners[(index + k) % len(runners)]
+class ModelRun:
+    """One model's modes, built from its export, stepped a batch at a time."""
+
+    def __init__(self, export: ModelExport, models_dir: Path, modes: list, device: torch.device,
+                 backend: str, copies: int = 1):
+        self.export = export
+        self.manifest = export.manifest
+        source = models_dir / f"{self.manifest['model']}.py"
+        classes = model_classes(source)
+        torch.manual_seed(self.manifest.get("seed", 0))
+        if "python-compile" in modes:
+            torch._dynamo.reset()  # no compiled code, nor recompile counts, from the last model
+        self.runners = []  # [mode][copy]: copies train the same model on the same batches
+        for mode in modes:
+            self.runners.append([])
+            for _ in range(copies):
+                model = build_model(export, classes, source).to(device)
+                params = [p for p in model.parameters() if p.requires_grad]
+                self.runners[-1].append(ModeRunner(
+                    mode, model, make_optimizer(self.manifest["optimizer"], params), device,
+                    backend))
+
+    @property
+    def name(self) -> str:
+        return self.manifest["model"]
+
+    def step(self, index: int, copy: int = 0):
+        """Like the harness: every mode's step `index` in turn (on the copy `copy` of each),
+        rotating which mode goes first."""
+        if not 0 <= index < len(self.export.batches):
+            raise SetupError(f"{self.name}: no batch {index} in the export "
+                             f"({len(self.export.batches)} batches)")
+        inputs, target = self.export.batches[index]
+        for k in range(len(self.runners)):
+            runner = self.runners[(index + k) % len(self.runners)][copy]
             try:
                 runner.step(list(inputs), target)
             except Exception as error:
-                raise RuntimeError(
-                    f"{manifest['model']}, {runner.mode}, step {index}: {error}") from error
-    batch_size = manifest.get("batch_size") or int(export.batches[0][1].size(0))
-    return {"model": manifest["model"], "description": manifest.get("description", ""),
-            "parameters": sum(p.numel() for p in runners[0].model.parameters() if p.requires_grad),
-            "batch_size": batch_size, "flops_per_step": None, "bytes_per_step": None,
-            "modes": [mode_result(r, manifest["warmup"], batch_size) for r in runners]}
+                raise RuntimeError(f"{self.name}, {runner.mode}, step {index}: {error}") from error
+
+    def result(self) -> dict:
+        batch_size = (self.manifest.get("batch_size")
+                      or int(self.export.batches[0][1].size(0)))
+        first = self.runners[0][0].model
+        return {"model": self.name, "description": self.manifest.get("description", ""),
+                "parameters": sum(p.numel() for p in first.parameters() if p.requires_grad),
+                "batch_size": batch_size, "flops_per_step": None, "bytes_per_step": None,
+                "modes": [mode_result(copies, self.manifest["warmup"], batch_size)
+                          for copies in self.runners]}
+
+
+def run_model(export: ModelExport, models_dir: Path, modes: list, device: torch.device,
+              backend: str) -> dict:
+    run = ModelRun(export, models_dir, modes, device, backend)
+    for index in range(len(export.batches)):
+        run.step(index)
+    return run.result()
+
+
+class Lockstep:
+    """The anchor's side of symtune-bench --lockstep (Note [Lockstep with the anchor] in
+    bench/harness.h): after each mode's step the harness writes "MODEL STEP SLOT SLOTS" to
+    DIR/turn.anchor; the anchor runs the same step on its copy SLOT of the model (it keeps SLOTS
+    copies, so that each of its steps follows one of the harness's, as each of the harness's
+    follows one of its own) and answers with the same line on DIR/turn.engine. "done" ends the
+    run."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.incoming = open(folder / "turn.anchor", "r")  # the harness opens this one first too
+        self.outgoing = open(folder / "turn.engine", "w")
+
+    def turns(self):
+        """(line, model, step, slot, slots) for every turn, until the harness says "done"."""
+        for line in self.incoming:
+            line = line.strip()
+            if line == "done":
+                return
+            fields = line.split(" ")
+            if len(fields) != 4 or not all(f.isdigit() for f in fields[1:]):
+                raise SetupError(f"--lockstep {self.folder}: unexpected turn \"{line}\"")
+            step, slot, slots = (int(f) for f in fields[1:])
+            if slot >= slots:
+                raise SetupError(f"--lockstep {self.folder}: slot {slot} of {slots}")
+            yield line, fields[0], step, slot, slots
+        raise SetupError(f"--lockstep {self.folder}: the harness stopped before \"done\"")
+
+    def answer(self, line: str):
+        self.outgoing.write(line + "\n")
+        self.outgoing.flush()
 
 
 # --- Results ------------------------------------------------------------------------------------
@@ -279,8 +341,11 @@ def summary(values: list) -> Optional[dict]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def mode_result(runner: ModeRunner, warmup: int, batch_size: int) -> dict:
-    measured = runner.steps[warmup:]
+def mode_result(copies: list, warmup: int, batch_size: int) -> dict:
+    """A mode's figures over the measured steps of all its copies; the losses are the first
+    copy's (every copy computes the same)."""
+    runner = copies[0]
+    measured = [s for copy in copies for s in copy.steps[warmup:]]
     losses = [s.loss for s in runner.steps]
     return {"mode": runner.mode, "description": runner.description,
             "samples_per_s": summary([batch_size / s.seconds for s in measured]),
@@ -407,6 +472,9 @@ def main(argv=None) -> int:
     parser.add_argument("--check-first-loss", type=Path, metavar="ENGINE.json")
     parser.add_argument("--tolerance", type=float, default=1e-4)
     parser.add_argument("--output", type=Path, help="the JSON (default: stdout)")
+    parser.add_argument("--lockstep", type=Path, metavar="DIR",
+                        help="take turns step by step with symtune-bench --lockstep DIR (the "
+                             "harness says which model and step; side_by_side.py runs both)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
 
@@ -423,24 +491,46 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    engine = json.loads(args.engine_results.read_text()) if args.engine_results else None
-
-    folders = sorted(p for p in args.export.iterdir() if (p / "session.json").is_file())
-    if args.models != "all":
-        wanted = args.models.split(",")
-        missing = set(wanted) - {p.name for p in folders}
-        if missing:
-            parser.error(f"{args.export} holds no export of {', '.join(sorted(missing))}")
-        folders = [p for p in folders if p.name in wanted]
-    if not folders:
-        parser.error(f"{args.export}: no <model>/session.json in it")
-
     results, manifests = [], []
-    for folder in folders:
-        export = load_export(folder)
-        manifests.append(export.manifest)
-        print(f"{folder.name}: {', '.join(modes)} on {device.type} ...", file=sys.stderr)
-        results.append(run_model(export, args.models_dir, modes, device, args.compile_backend))
+    if args.lockstep:
+        lockstep, run = Lockstep(args.lockstep), None
+        for line, name, step, slot, slots in lockstep.turns():
+            if run is None or run.name != name:
+                if run is not None:
+                    results.append(run.result())
+                export = load_export(args.export / name)
+                manifests.append(export.manifest)
+                print(f"{name}: {', '.join(modes)} on {device.type}, in lockstep, {slots} "
+                      f"copies ...", file=sys.stderr)
+                run = ModelRun(export, args.models_dir, modes, device, args.compile_backend,
+                               copies=slots)
+            if slots != len(run.runners[0]):
+                raise SetupError(f"--lockstep: {slots} slots in \"{line}\", {len(run.runners[0])} "
+                                 "before")
+            run.step(step, slot)
+            lockstep.answer(line)
+        if run is not None:
+            results.append(run.result())
+        if not results:
+            raise SetupError(f"--lockstep {args.lockstep}: the harness ran no model")
+    else:
+        folders = sorted(p for p in args.export.iterdir() if (p / "session.json").is_file())
+        if args.models != "all":
+            wanted = args.models.split(",")
+            missing = set(wanted) - {p.name for p in folders}
+            if missing:
+                parser.error(f"{args.export} holds no export of {', '.join(sorted(missing))}")
+            folders = [p for p in folders if p.name in wanted]
+        if not folders:
+            parser.error(f"{args.export}: no <model>/session.json in it")
+        for folder in folders:
+            export = load_export(folder)
+            manifests.append(export.manifest)
+            print(f"{folder.name}: {', '.join(modes)} on {device.type} ...", file=sys.stderr)
+            results.append(run_model(export, args.models_dir, modes, device,
+                                     args.compile_backend))
+    # In lockstep the harness wrote its JSON before "done".
+    engine = json.loads(args.engine_results.read_text()) if args.engine_results else None
 
     for model in results:
         if engine:

@@ -2,7 +2,9 @@
 # The Python anchor reproduces the engine's first loss: the harness exports the zoo's models (ci
 # preset, initial parameters and batches) and trains them with its `script` mode, then
 # bench/python/anchor.py rebuilds every model in eager PyTorch from the export and checks that its
-# step-0 loss equals the engine's (same parameters and same data give the same loss).
+# step-0 loss equals the engine's (same parameters and same data give the same loss). Then
+# bench/python/side_by_side.py runs the two in lockstep (Note [Lockstep with the anchor]) on two
+# models and must summarize both, with PyTorch eager's losses those of the engine's baseline.
 #   tests/bench/python_anchor_test.sh BENCH_BIN ANCHOR_PY MODELS_DIR TMPDIR
 # Needs python3 with torch importable (ctest sets PYTHONPATH).
 set -euo pipefail
@@ -25,3 +27,26 @@ mkdir -p "$TMP"
 python3 "$ANCHOR_PY" --export "$TMP/export" --models-dir "$MODELS_DIR" --device cpu \
   --modes python-eager --engine-results "$TMP/engine.json" \
   --check-first-loss "$TMP/engine.json" --output "$TMP/python.json"
+
+SIDE_BY_SIDE="$(dirname "$ANCHOR_PY")/side_by_side.py"
+rm -rf "$TMP/lockstep"
+python3 "$SIDE_BY_SIDE" --bench "$BENCH_BIN" --out "$TMP/lockstep" --rounds 1 --preset ci \
+  --models tree_rnn,early_exit --modes script,eager --baseline eager --steps 2 --warmup 1 \
+  > "$TMP/lockstep.md"
+python3 - "$TMP/lockstep" <<'PY'
+import json, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+summary = json.loads((out / "summary.json").read_text())
+assert set(summary["models"]) == {"tree_rnn", "early_exit"}, summary["models"].keys()
+for model, row in summary["models"].items():
+    for key in ("script / eager", "eager / python-eager", "script / python-eager"):
+        assert row["median"][key] > 0, (model, key)
+    # Same parameters and batches: PyTorch eager's losses follow the engine's baseline's.
+    assert row["python_loss_max_rel_dev"][0] < 1e-3, (model, row["python_loss_max_rel_dev"])
+python = json.loads((out / "round1" / "python.json").read_text())
+for model in python["models"]:
+    (mode,) = model["modes"]
+    assert len(mode["losses"]) == 3, (model["model"], mode["losses"])
+print("lockstep: both models summarized")
+PY

@@ -439,10 +439,11 @@ StepResult Trainer::runStep(Graph* capture) {
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.closureSeconds = stats.closureSeconds;
   r.updateSeconds = stats.updateSeconds;
-  if (!measured)
-    return r;
   timings.optimizer = stats.updateSeconds;
   timings.total = r.seconds;
+  r.timings = timings;
+  if (!measured)
+    return r;
   const auto& first = batch.inputs.front().toTensor();
   const int64_t sequence = first.dim() == 2 || first.dim() == 3 ? first.size(1) : 0;
   const double lr = optimizer_->inner().param_groups().front().options().get_lr();

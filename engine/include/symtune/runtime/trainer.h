@@ -56,6 +56,9 @@ struct StepResult {
   double loss = 0;
   double seconds = 0;  // wall time of the whole step (data, forward, backward, update)
   double closureSeconds = 0, updateSeconds = 0;
+  // The step's phases (seconds), measured whatever the telemetry: `data` is building the batch
+  // and moving it to the device; `total` equals `seconds`.
+  StepTimings timings;
   StepFeatures features;  // MetaInfoBroker's feature vector of the step (zeros when Off)
   std::shared_ptr<const NodeProfile> nodes;  // per-node telemetry: the step's profile
   // Rules (docs/rules.md): the rules in force during the step, those that fired, and whether a
