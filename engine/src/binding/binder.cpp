@@ -142,6 +142,22 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
   auto it = states_.find(node);
   if (it != states_.end())
     return it->second != nullptr;
+  if (const torch::jit::Node* first = biasGeluProducer(node)) {
+    // The second node of a two-node site (Note [Two-node sites]) passes on its input while the
+    // first is bound. Its first node runs before it in its block, so has been asked; until then
+    // (a caller that asks out of order) nothing is remembered.
+    const auto producer = states_.find(first);
+    if (producer == states_.end())
+      return false;
+    std::unique_ptr<SiteState> state;
+    if (producer->second != nullptr) {
+      state.reset(new SiteState{
+          OpSite{}, torch::jit::Operation([](torch::jit::Stack&) {}), {}, {}, {}, nullptr, true});
+    }
+    const bool bound = state != nullptr;
+    states_.emplace(node, std::move(state));
+    return bound;
+  }
   std::unique_ptr<SiteState> state;
   if (auto site = findOpSite(node, id, graph_, groups_)) {
     std::vector<const Candidate*> applicable;
@@ -156,8 +172,19 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
     for (const auto& c : options_.extra)
       consider(*c);
     if (applicable.size() > 1) {
+      torch::jit::Operation op = node->getOperation();
+      if (site->follower != nullptr) {
+        // The reference of a two-node site: both ATen ops, the second on the first's result.
+        torch::jit::Operation second = site->follower->getOperation();
+        const c10::IValue approximate(site->approximate);
+        op = torch::jit::Operation([op, second, approximate](torch::jit::Stack& stack) mutable {
+          op(stack);
+          stack.push_back(approximate);
+          second(stack);
+        });
+      }
       state.reset(new SiteState{
-          std::move(*site), node->getOperation(), std::move(applicable), {}, {}, nullptr});
+          std::move(*site), std::move(op), std::move(applicable), {}, {}, nullptr, false});
       order_.push_back(state.get());
     }
   }
@@ -196,6 +223,10 @@ void Binder::signature(const torch::jit::Stack& stack, size_t count, int64_t tri
 
 void Binder::run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) {
   SiteState& s = *states_.at(node);
+  if (s.passOn) {
+    stack.pop_back();  // gelu's `approximate`: its input, the pair's result, is its output
+    return;
+  }
   if (s.site.group != nullptr && !observeSlice(s, stack)) {
     // The group has not shown its ranges yet: the ATen op, nothing decided.
     s.candidates.front()->run(s.site, s.op, stack, loops);

@@ -1,6 +1,7 @@
 #include <ATen/ATen.h>
 
 #include "symtune/binding/candidate.h"
+#include "symtune/kernels/bias_gelu.h"
 
 namespace symtune::binding {
 
@@ -109,6 +110,43 @@ class SplitOnce final : public Candidate {
   }
 };
 
+// A bias-GELU site (a linear layer's bias add and its GELU) as symtune::bias_gelu of kernels/:
+// one pass forward, and one backward that recomputes the sum instead of keeping it. Not bit for
+// bit the ATen pair: the kernel's erf and tanh are its own float math (Note [Inline float math]
+// in kernels/), and the bias gradient is summed in another order.
+class BiasGelu final : public Candidate {
+ public:
+  std::string name() const override { return "bias-gelu"; }
+  std::string description() const override {
+    return "symtune::bias_gelu (kernels/): the bias add and the GELU in one pass each way";
+  }
+  bool applies(const OpSite& site) const override {
+    return site.pattern == kBiasGelu && (site.approximate == "none" || site.approximate == "tanh");
+  }
+  void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames&) const override {
+    // stack: self, other, alpha (1); `op` runs the add and the gelu
+    const size_t base = stack.size() - 3;
+    const at::Tensor& x = stack[base].toTensor();
+    const at::Tensor& bias = stack[base + 1].toTensor();
+    const bool fits = x.defined() && bias.defined() && x.dim() >= 1 && bias.dim() == 1 &&
+                      bias.size(0) == x.size(-1) && x.numel() > 0 &&
+                      x.scalar_type() == bias.scalar_type() &&
+                      (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
+                      x.device() == bias.device();
+    if (!fits) {
+      op(stack);  // broadcasting the kernel does not do, other dtypes: the ATen pair
+      return;
+    }
+    at::Tensor out = kernels::biasGelu(x, bias, site.approximate);
+    stack.resize(base);
+    stack.emplace_back(std::move(out));
+  }
+  // The kernel's GELU agrees with ATen's to a few float ulps; the bias gradient's sum in another
+  // order adds rounding that grows with the rows summed.
+  double tolerance() const override { return 1e-5; }
+};
+
 }  // namespace
 
 const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
@@ -118,6 +156,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<Alias>());
     list->push_back(std::make_unique<UnbindOnce>());
     list->push_back(std::make_unique<SplitOnce>());
+    list->push_back(std::make_unique<BiasGelu>());
     return list;
   }();
   return *all;

@@ -236,6 +236,36 @@ const std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>>& SliceGrou
   return parts_;
 }
 
+const Node* biasGeluFollower(const Node* add) {
+  // aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1)
+  if (add->kind() != c10::aten::add || add->inputs().size() != 3 || add->outputs().size() != 1 ||
+      !isTensor(add->input(0)) || !isTensor(add->input(1)))
+    return nullptr;
+  const auto alpha = constant(add->input(2));
+  if (!alpha.has_value() ||
+      !((alpha->isInt() && alpha->toInt() == 1) || (alpha->isDouble() && alpha->toDouble() == 1.0)))
+    return nullptr;
+  const auto& uses = add->output()->uses();
+  if (uses.size() != 1)
+    return nullptr;
+  // aten::gelu(Tensor self, *, str approximate="none")
+  const Node* gelu = uses.front().user;
+  if (gelu->kind() != c10::aten::gelu || gelu->inputs().size() != 2 || uses.front().offset != 0 ||
+      gelu->owningBlock() != add->owningBlock())
+    return nullptr;
+  const auto approximate = constant(gelu->input(1));
+  if (!approximate.has_value() || !approximate->isString())
+    return nullptr;
+  return gelu;
+}
+
+const Node* biasGeluProducer(const Node* gelu) {
+  if (gelu->kind() != c10::aten::gelu || gelu->inputs().size() != 2)
+    return nullptr;
+  const Node* add = gelu->input(0)->node();
+  return biasGeluFollower(add) == gelu ? add : nullptr;
+}
+
 std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph,
                                  SliceGroups& groups) {
   OpSite site;
@@ -267,6 +297,10 @@ std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph
     site.pattern = kLoopIndexedSelect;
     site.loop = loop;
     site.counterInput = 2;
+  } else if (const Node* gelu = biasGeluFollower(node)) {
+    site.pattern = kBiasGelu;
+    site.follower = gelu;
+    site.approximate = constant(gelu->input(1))->toStringRef();
   } else {
     return std::nullopt;
   }

@@ -95,6 +95,8 @@ class Binder final : public OpBinder {
     // same shapes as the one before skip the bucket's key.
     std::vector<int64_t> lastSignature;
     const Candidate* last = nullptr;
+    // The second node of a two-node site: passes on its input (Note [Two-node sites]).
+    bool passOn = false;
   };
 
   const Candidate* decide(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,

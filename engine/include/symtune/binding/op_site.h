@@ -33,6 +33,18 @@ inline constexpr const char* kLoopIndexedSelect = "loop-indexed select";
 // serving them all has one backward that concatenates the parts' gradients.
 inline constexpr const char* kPartialSlice = "partial slice";
 
+// aten::add(x, b, 1) whose result feeds only an aten::gelu in the same block (`F.gelu(x @ w + b)`,
+// a linear layer's bias and its GELU): one site of two nodes (Note [Two-node sites]).
+inline constexpr const char* kBiasGelu = "bias GELU";
+
+// Note [Two-node sites]
+// A site of two nodes is bound at its first node, whose execution computes both (the reference:
+// the two ATen ops one after the other; a candidate: one fused op), and its second node passes on
+// what it is given. Both nodes lie in one block and the first's result has no other use, so the
+// second always runs right after the first with that result: the pair computes what the two ATen
+// ops do whichever candidate ran. The binder hands the second node through only while the first
+// is a site it binds.
+
 // The partial slices of one tensor along one dimension, and what their executions have shown.
 // Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as
 // one trip of a loop, or one forward, computes it) are noted, and the next instance is split at
@@ -86,6 +98,9 @@ struct OpSite {
   size_t counterInput = 0;
   // Partial slices: the group they share with the other slices of their tensor and dimension.
   std::shared_ptr<SliceGroup> group;
+  // Two-node sites: the second node, and (bias GELU) its `approximate` argument.
+  const torch::jit::Node* follower = nullptr;
+  std::string approximate;
 };
 
 // The slice groups of one graph, by (root tensor value, dimension): findOpSite shares them
@@ -98,6 +113,11 @@ using SliceGroups =
 // `groups`: the graph's slice groups so far (partial slices; created on first use).
 std::optional<OpSite> findOpSite(const torch::jit::Node* node, NodeId id, const Graph& graph,
                                  SliceGroups& groups);
+
+// The aten::gelu a bias-GELU site's aten::add feeds, or nullptr when `add` is no such site.
+const torch::jit::Node* biasGeluFollower(const torch::jit::Node* add);
+// The aten::add whose bias-GELU site `gelu` is the second node of, or nullptr.
+const torch::jit::Node* biasGeluProducer(const torch::jit::Node* gelu);
 
 // "#31 aten::select rnn"
 std::string siteName(const torch::jit::Node* node, NodeId id, const Graph& graph);
