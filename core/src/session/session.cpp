@@ -287,7 +287,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // binding
   if (top.has("binding")) {
     const JsonFields binding = top.object("binding");
-    binding.rejectUnknown({"enabled", "budget", "repetitions", "table", "save"});
+    binding.rejectUnknown({"enabled", "budget", "repetitions", "exact", "table", "save"});
     s.binding.enabled = binding.boolean("enabled", s.binding.enabled);
     if (binding.has("budget") && !binding.require("budget").is_null()) {
       const int64_t budget = binding.integer("budget");
@@ -310,6 +310,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
       s.binding.table = table.lexically_normal();
     }
     s.binding.save = binding.boolean("save", s.binding.save);
+    s.binding.exact = binding.boolean("exact", s.binding.exact);
   }
   return s;
 }
@@ -370,6 +371,7 @@ std::string sessionJson(const Session& s) {
       {"enabled", s.binding.enabled},
       {"budget", s.binding.budget ? nlohmann::json(*s.binding.budget) : nlohmann::json(nullptr)},
       {"repetitions", s.binding.repetitions},
+      {"exact", s.binding.exact},
       {"table",
        s.binding.useTable ? nlohmann::json(s.binding.table.string()) : nlohmann::json(nullptr)},
       {"save", s.binding.save}};

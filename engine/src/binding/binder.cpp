@@ -115,7 +115,7 @@ Binder::Binder(const Graph& graph, MachineFingerprint machine, BinderOptions opt
   TORCH_CHECK(options_.margin >= 0 && options_.margin < 1, "Binder: margin must be in [0, 1), got ",
               options_.margin);
   for (const auto& name : options_.disable) {
-    const bool known = findCandidate(name) != nullptr ||
+    const bool known = findCandidate(name) != nullptr || name == kChannelsLast ||
                        std::any_of(options_.extra.begin(), options_.extra.end(),
                                    [&](const auto& c) { return c->name() == name; });
     TORCH_CHECK(known, "Binder: no candidate is called \"", name, "\"");
@@ -123,12 +123,172 @@ Binder::Binder(const Graph& graph, MachineFingerprint machine, BinderOptions opt
   }
   table_.machine = std::move(machine);
   table_.model = graphFingerprint(graph);
+  const bool disabled =
+      options_.exact || std::find(options_.disable.begin(), options_.disable.end(),
+                                  kChannelsLast) != options_.disable.end();
+  for (const auto& n : graph.nodes()) {
+    if (!disabled && n.side == GraphSide::Forward && n.kind == "aten::conv2d") {
+      firstConvolution_ = n.id;
+      break;
+    }
+  }
+}
+
+namespace {
+
+bool imageInput(const c10::IValue& v) {
+  if (!v.isTensor())
+    return false;
+  const at::Tensor& t = v.toTensor();
+  return t.defined() && t.dim() == 4 && at::isFloatingType(t.scalar_type());
+}
+
+std::vector<c10::IValue> channelsLast(const std::vector<c10::IValue>& inputs) {
+  std::vector<c10::IValue> out = inputs;
+  for (auto& v : out) {
+    if (imageInput(v))
+      v = v.toTensor().contiguous(at::MemoryFormat::ChannelsLast);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<c10::IValue>> Binder::bindInputs(
+    const std::vector<c10::IValue>& inputs, const std::function<ModelReplay()>& model) {
+  if (!firstConvolution_ || std::none_of(inputs.begin(), inputs.end(), imageInput))
+    return std::nullopt;
+  const torch::jit::Stack stack(inputs.begin(), inputs.end());
+  std::string bucket = bucketKey(stack, stack.size(), -1);
+  // Images need no gradient for one to flow: the parameters' (measured with the backward).
+  const std::string nograd = " nograd";
+  if (at::GradMode::is_enabled() && bucket.size() > nograd.size() &&
+      bucket.compare(bucket.size() - nograd.size(), nograd.size(), nograd) == 0)
+    bucket.resize(bucket.size() - nograd.size());
+  auto it = channelsLast_.find(bucket);
+  if (it == channelsLast_.end()) {
+    bool chosen = false;
+    if (const Binding* known = table_.find(kImageInputs, bucket)) {
+      chosen = known->winner == kChannelsLast;
+    } else if (options_.measure && (options_.budget < 0 || measurements_ < options_.budget)) {
+      Binding b = measureImageFormat(inputs, model(), bucket);
+      chosen = b.winner == kChannelsLast;
+      table_.put(std::move(b));
+      ++measurements_;
+    }
+    it = channelsLast_.emplace(bucket, chosen).first;
+  }
+  if (!it->second)
+    return std::nullopt;
+  ++boundExecutions_;
+  return channelsLast(inputs);
+}
+
+Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const ModelReplay& model,
+                                   const std::string& bucket) {
+  CurrentNodeScope unattributed{NodeId()};
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const at::Tensor rngState = generator.get_state();
+  std::vector<at::Tensor> buffers;
+  {
+    at::NoGradGuard noGrad;
+    for (const auto& b : model.buffers)
+      buffers.push_back(b.clone());
+  }
+  std::vector<at::Tensor> parameters;
+  for (const auto& p : model.parameters) {
+    if (p.requires_grad())
+      parameters.push_back(p);
+  }
+  const std::vector<c10::IValue> converted = channelsLast(inputs);
+  bool cuda = false;
+  for (const auto& v : inputs)
+    cuda = cuda || (v.isTensor() && v.toTensor().defined() && v.toTensor().is_cuda());
+  at::Tensor gradOutput;  // fixed for both, made on the first replay
+
+  const auto replay = [&](bool nhwc, bool timed, Replay& out) {
+    generator.set_state(rngState);  // the same dropout masks both ways
+    synchronize(cuda && timed);
+    const auto t0 = Clock::now();
+    const at::Tensor output = model.forward(nhwc ? converted : inputs);
+    synchronize(cuda && timed);
+    const auto t1 = Clock::now();
+    std::vector<at::Tensor> grads;
+    if (output.requires_grad() && !parameters.empty()) {
+      if (!gradOutput.defined()) {
+        auto gen = at::make_generator<at::CPUGeneratorImpl>(20261201);
+        gradOutput =
+            at::randn(output.sizes(), gen, output.options().device(at::kCPU)).to(output.device());
+      }
+      grads = torch::autograd::grad({output}, parameters, {gradOutput}, /*retain_graph=*/false,
+                                    /*create_graph=*/false, /*allow_unused=*/true);
+    }
+    synchronize(cuda && timed);
+    const auto t2 = Clock::now();
+    out.outputs = {output.detach()};
+    out.grads = std::move(grads);
+    out.forward = std::chrono::duration<double>(t1 - t0).count();
+    out.backward = std::chrono::duration<double>(t2 - t1).count();
+  };
+
+  Binding b;
+  b.site = kImageInputs;
+  b.node = firstConvolution_->value();
+  b.pattern = kImageInputs;
+  b.bucket = bucket;
+  b.reference = kAten;
+  std::vector<CandidateMeasurement> results(2);
+  results[0].name = kAten;
+  results[1].name = kChannelsLast;
+  Replay reference, candidate;
+  replay(false, false, reference);
+  try {
+    replay(true, false, candidate);
+    const double error = std::max(scaledError(candidate.outputs, reference.outputs),
+                                  scaledError(candidate.grads, reference.grads));
+    results[1].maxError = error;
+    if (!(error <= kImageFormatTolerance)) {
+      char why[96];
+      std::snprintf(why, sizeof why, "differs from aten by %.3g (tolerance %.3g)", error,
+                    kImageFormatTolerance);
+      results[1].refused = why;
+    }
+  } catch (const std::exception& e) {
+    results[1].refused = "failed: " + firstLine(e.what());
+  }
+  std::vector<double> forward[2], backward[2];
+  for (int rep = 0; rep < options_.repetitions; ++rep) {
+    for (int i = 0; i < 2; ++i) {
+      if (!results[i].refused.empty())
+        continue;
+      Replay r;
+      replay(i == 1, true, r);
+      forward[i].push_back(r.forward);
+      backward[i].push_back(r.backward);
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    results[i].forwardSeconds = median(forward[i]);
+    results[i].backwardSeconds = median(backward[i]);
+  }
+  generator.set_state(rngState);
+  {
+    at::NoGradGuard noGrad;
+    for (size_t i = 0; i < buffers.size(); ++i)
+      model.buffers[i].copy_(buffers[i]);
+  }
+  const bool wins = results[1].refused.empty() &&
+                    results[1].seconds() < (1.0 - options_.margin) * results[0].seconds();
+  b.winner = wins ? kChannelsLast : kAten;
+  b.candidates = std::move(results);
+  return b;
 }
 
 std::optional<std::string> Binder::adopt(BindingTable table) {
   if (auto why = table.refusal(table_.machine, table_.model))
     return why;
   table_ = std::move(table);
+  channelsLast_.clear();
   for (auto& [node, state] : states_) {
     if (state != nullptr) {
       state->chosen.clear();
@@ -162,8 +322,9 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
   if (auto site = findOpSite(node, id, graph_, groups_)) {
     std::vector<const Candidate*> applicable;
     const auto consider = [&](const Candidate& c) {
-      const bool disabled = std::find(options_.disable.begin(), options_.disable.end(), c.name()) !=
-                            options_.disable.end();
+      const bool disabled = (options_.exact && c.tolerance() > 0) ||
+                            std::find(options_.disable.begin(), options_.disable.end(), c.name()) !=
+                                options_.disable.end();
       if (!disabled && c.applies(*site))
         applicable.push_back(&c);
     };

@@ -161,8 +161,24 @@ std::pair<int64_t, int64_t> sliceRange(const c10::IValue& start, const c10::IVal
   return {s, std::max(s, e)};
 }
 
+namespace {
+
+// Whether `a` and `b` are one value of a tensor: the same tensor, or views of the same memory
+// with the same shape and strides (an identity slice run as the ATen op hands every reader its
+// own view of the one tensor), not written since (`version`: views share their base's counter).
+// The group holds `a`, so its memory cannot have gone to another tensor.
+bool sameValue(const at::Tensor& a, int64_t version, const at::Tensor& b) {
+  if (!a.defined() || !b.defined() || version != b._version())
+    return false;
+  return a.is_same(b) ||
+         (a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+          a.dtype() == b.dtype() && a.device() == b.device());
+}
+
+}  // namespace
+
 void SliceGroup::observe(const at::Tensor& source, int64_t start, int64_t end) {
-  if (!observed_.is_same(source) || observedVersion_ != source._version()) {
+  if (!sameValue(observed_, observedVersion_, source)) {
     if (observed_.defined())
       setRanges(std::move(observedRanges_));
     observed_ = source;
@@ -201,7 +217,7 @@ bool SliceGroup::splittable(int64_t size) const {
 
 const std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>>& SliceGroup::partsOf(
     const at::Tensor& source, int64_t dim) {
-  if (split_.is_same(source) && splitVersion_ == source._version())
+  if (sameValue(split_, splitVersion_, source))
     return parts_;
   split_ = source;
   splitVersion_ = source._version();

@@ -1,6 +1,7 @@
 #include "symtune/exec/segment_executor.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <c10/util/StringUtil.h>
@@ -17,7 +18,20 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
   options.plan = &plan_;
   options.record = request.record;
   options.binder = binder_.get();
-  EvaluatorRun run = gen_.forward(inputs, options);
+  std::optional<std::vector<torch::jit::IValue>> bound;
+  if (binder_ != nullptr) {
+    bound = binder_->bindInputs(inputs, [this] {
+      binding::ModelReplay model;
+      model.forward = [this](const std::vector<torch::jit::IValue>& in) {
+        return forwardOutput(gen_.forward(in, ForwardOptions{}).output);
+      };
+      model.parameters = inner_.parameters();
+      for (const auto& b : inner_.scriptModule()->buffers())
+        model.buffers.push_back(b);
+      return model;
+    });
+  }
+  EvaluatorRun run = gen_.forward(bound ? *bound : inputs, options);
   lastRecomputed_ = run.recomputed;
   ForwardResult result;
   result.output = forwardOutput(run.output);

@@ -199,6 +199,7 @@ void Trainer::setUpBinding() {
   auto segments = std::make_unique<SegmentExecutor>(*module, session_.name);
   binding::BinderOptions options;
   options.repetitions = session_.binding.repetitions;
+  options.exact = session_.binding.exact;
   options.budget = session_.binding.budget.value_or(-1);
   auto binder = std::make_shared<binding::Binder>(segments->symugen()->staticGraph(),
                                                   binding::currentMachine(device_), options);

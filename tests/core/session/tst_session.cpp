@@ -119,22 +119,25 @@ TEST_CASE("binding: on by default, its table beside the session unless it says o
   CHECK(!plain.binding.budget.has_value());
   CHECK(plain.binding.repetitions == 3);
   CHECK(plain.binding.save);
+  CHECK_FALSE(plain.binding.exact);
   CHECK(symtune::bindingTablePath(plain) == std::filesystem::path("/sessions/s.bindings.json"));
 
   const Session set = symtune::parseSession(
       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
                   R"(, "binding": {"enabled": false, "budget": 12, "repetitions": 5,
-                                   "table": "../tables/t.json", "save": false})"),
+                                   "exact": true, "table": "../tables/t.json", "save": false})"),
       kOrigin);
   CHECK(!set.binding.enabled);
   REQUIRE(set.binding.budget.has_value());
   CHECK(*set.binding.budget == 12);
   CHECK(set.binding.repetitions == 5);
+  CHECK(set.binding.exact);
   CHECK(!set.binding.save);
   CHECK(symtune::bindingTablePath(set) == std::filesystem::path("/tables/t.json"));
   const Session again = symtune::parseSession(symtune::sessionJson(set), kOrigin);
   CHECK(symtune::bindingTablePath(again) == std::filesystem::path("/tables/t.json"));
   CHECK(*again.binding.budget == 12);
+  CHECK(again.binding.exact);
 
   const Session none = symtune::parseSession(
       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"table": null})"),

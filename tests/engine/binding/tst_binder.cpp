@@ -294,6 +294,24 @@ TEST_CASE("partial slices of one tensor share one split, exactly as the slices c
   CHECK(measured);
 }
 
+TEST_CASE("a slice group read through identity slices run as the ATen op still splits") {
+  // Each member then reads its own view of the tensor (a full-range slice of it): one value all
+  // the same, so the group learns its ranges and binds.
+  symtune::SyMuGen gen(gates(), "gates");
+  BinderOptions options;
+  options.disable = {"alias"};
+  Binder binder(gen.staticGraph(), here(), options);
+  for (int64_t time : {2, 5, 9}) {
+    INFO("time steps: ", time);
+    checkSame(forwardBackward(gen, &binder, 3, time, 16, 16),
+              forwardBackward(gen, nullptr, 3, time, 16, 16));
+  }
+  int decided = 0;
+  for (const auto& b : binder.table().bindings)
+    decided += b.pattern == symtune::binding::kPartialSlice ? 1 : 0;
+  CHECK(decided >= 3);  // :h, h:2h and 2h:3h on every trip; 3h: on every other
+}
+
 TEST_CASE("a slice group splits at the ranges its last instance read") {
   using symtune::binding::SliceGroup;
   SliceGroup group;
@@ -505,7 +523,7 @@ TEST_CASE("buckets: powers of two, at most ceil(log2(max/min)) + 1 per dynamic d
 TEST_CASE("every zoo model trains under binding as it does op by op, recomputed or not") {
   for (const char* model : {"dynamic_resnet", "transformer_xl", "dynamic_tagger", "moe_topk",
                             "early_exit", "tree_rnn"}) {
-    INFO(model);
+    INFO(std::string(model));
     symtune::Session s;
     s.name = "bind";
     s.model.zoo = model;
@@ -542,7 +560,8 @@ TEST_CASE("every zoo model trains under binding as it does op by op, recomputed 
       const auto b = trainers[k]->executor().namedParameters();
       REQUIRE(a.size() == b.size());
       for (size_t i = 0; i < a.size(); ++i)
-        symtune::test::checkScaledError(a[i].first.c_str(), b[i].second, a[i].second, 1e-5);
+        symtune::test::checkScaledError(a[i].first.c_str(), b[i].second, a[i].second,
+                                        symtune::binding::kImageFormatTolerance);
     }
     const std::string name = model;
     for (const auto& binder : binders) {
@@ -612,6 +631,12 @@ TEST_CASE("a bias add feeding only a GELU is one site; its second node passes th
   CHECK(none.sites().empty());
   CHECK(torch::equal(unbound.out, plain.out));
   CHECK(torch::equal(unbound.gb, plain.gb));
+  // Bit-for-bit candidates only: bias-gelu (tolerance 1e-5) is not one.
+  BinderOptions exactOnly;
+  exactOnly.exact = true;
+  Binder exact(gen.staticGraph(), here(), exactOnly);
+  CHECK(torch::equal(biasGeluStep(gen, &exact, 6, 16).out, plain.out));
+  CHECK(exact.sites().empty());
 }
 
 TEST_CASE("bias-gelu computes the ATen pair within its tolerance, forward and backward") {
@@ -691,4 +716,105 @@ TEST_CASE("a measured bias-GELU site keeps both candidates' times and agrees wit
     CHECK(b.candidates[1].seconds() > 0);
   }
   CHECK(measured == 4);  // two sites, two buckets each
+}
+
+namespace {
+
+// An image model: convolution, batch norm (training, with running statistics), ReLU, and a
+// second convolution whose activation is the output.
+torch::jit::Module convNet() {
+  torch::manual_seed(11);
+  torch::jit::Module m("ConvNet");
+  m.register_parameter("w1", (torch::randn({8, 3, 3, 3}) * 0.3).requires_grad_(), false);
+  m.register_parameter("g1", torch::ones({8}).requires_grad_(), false);
+  m.register_parameter("b1", torch::zeros({8}).requires_grad_(), false);
+  m.register_buffer("mean1", torch::zeros({8}));
+  m.register_buffer("var1", torch::ones({8}));
+  m.register_parameter("w2", (torch::randn({4, 8, 3, 3}) * 0.2).requires_grad_(), false);
+  m.define(R"(
+def forward(self, x: Tensor):
+    y = torch.conv2d(x, self.w1, None, [1, 1], [1, 1])
+    y = torch.batch_norm(y, self.g1, self.b1, self.mean1, self.var1, True, 0.1, 1e-5, False)
+    return torch.conv2d(torch.relu(y), self.w2, None, [1, 1], [1, 1])
+)");
+  return m;
+}
+
+std::vector<torch::jit::IValue> images(int64_t batch) {
+  torch::manual_seed(batch);
+  return {torch::randn({batch, 3, 12, 12})};
+}
+
+}  // namespace
+
+TEST_CASE("image inputs: the whole model measured both ways, and nothing of it changed") {
+  torch::jit::Module module = convNet();
+  symtune::SegmentExecutor plain(module.clone(), "conv");
+  symtune::SegmentExecutor bound(module, "conv");
+  auto binder = std::make_shared<Binder>(bound.symugen()->staticGraph(), here());
+  bound.setBinder(binder);
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const auto rng = generator.get_state();
+  const auto want = plain.run(images(6), symtune::ForwardRequest{}).output;
+  generator.set_state(rng);
+  const auto got = bound.run(images(6), symtune::ForwardRequest{}).output;
+  symtune::test::checkScaledError("output", got, want, symtune::binding::kImageFormatTolerance);
+  // One training forward's update of the running statistics, not the measurement's as well.
+  symtune::test::checkScaledError("running mean", module.attr("mean1").toTensor(),
+                                  plain.scriptModule()->attr("mean1").toTensor(), 1e-5);
+  symtune::test::checkScaledError("running var", module.attr("var1").toTensor(),
+                                  plain.scriptModule()->attr("var1").toTensor(), 1e-5);
+  for (const auto& p : bound.parameters())
+    CHECK_FALSE(p.grad().defined());  // measured with autograd::grad: nothing accumulated
+  REQUIRE(binder->table().bindings.size() == 1);
+  const auto& b = binder->table().bindings.front();
+  CHECK(b.site == std::string(symtune::binding::kImageInputs));
+  CHECK(b.bucket.find("nograd") == std::string::npos);  // the parameters' gradients flow
+  CHECK(bound.symugen()->staticGraph().node(symtune::NodeId(b.node)).kind == "aten::conv2d");
+  REQUIRE(b.candidates.size() == 2);
+  CHECK(b.candidates[1].name == symtune::binding::kChannelsLast);
+  for (const auto& c : b.candidates) {
+    INFO(c.name);
+    CHECK(c.refused.empty());
+    CHECK(c.maxError <= symtune::binding::kImageFormatTolerance);
+    CHECK(c.seconds() > 0);
+  }
+  // The same bucket again: looked up.
+  bound.run(images(6), symtune::ForwardRequest{});
+  CHECK(binder->measurements() == 1);
+}
+
+TEST_CASE("image inputs bound channels-last run the model channels-last; disabled, untouched") {
+  torch::jit::Module module = convNet();
+  symtune::SegmentExecutor exec(module, "conv");
+  auto measuring = std::make_shared<Binder>(exec.symugen()->staticGraph(), here());
+  exec.setBinder(measuring);
+  const auto want = exec.run(images(4), symtune::ForwardRequest{}).output;
+  for (const char* winner : {symtune::binding::kChannelsLast, symtune::binding::kAten}) {
+    INFO(winner);
+    symtune::BindingTable table = measuring->table();
+    REQUIRE(table.bindings.size() == 1);
+    table.bindings.front().winner = winner;
+    auto binder = std::make_shared<Binder>(exec.symugen()->staticGraph(), here());
+    REQUIRE_FALSE(binder->adopt(table).has_value());
+    exec.setBinder(binder);
+    const auto got = exec.run(images(4), symtune::ForwardRequest{}).output;
+    CHECK(binder->measurements() == 0);
+    CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast) ==
+          (std::string(winner) == symtune::binding::kChannelsLast));
+    symtune::test::checkScaledError("output", got, want, symtune::binding::kImageFormatTolerance);
+  }
+  BinderOptions options;
+  options.disable = {symtune::binding::kChannelsLast};
+  Binder disabled(exec.symugen()->staticGraph(), here(), options);
+  CHECK_FALSE(disabled.bindInputs(images(4), nullptr).has_value());
+  CHECK(disabled.table().bindings.empty());
+  BinderOptions exactOnly;  // channels-last is not bit for bit
+  exactOnly.exact = true;
+  Binder exact(exec.symugen()->staticGraph(), here(), exactOnly);
+  CHECK_FALSE(exact.bindInputs(images(4), nullptr).has_value());
+  // A model without convolutions has no image-input site.
+  symtune::SyMuGen gen(steps(), "steps");
+  Binder none(gen.staticGraph(), here());
+  CHECK_FALSE(none.bindInputs(images(4), nullptr).has_value());
 }

@@ -16,6 +16,7 @@
 
 #include "batch_run.h"
 #include "cuda_rows.h"
+#include "symtune/binding/binder.h"
 #include "symtune/runtime/trainer.h"
 #include "symtune/zoo/model_zoo.h"
 #include "test_files.h"
@@ -154,12 +155,30 @@ TEST_CASE_FIXTURE(TwoThreads, "the zoo model keeps its data-dependent control fl
 }
 
 TEST_CASE_FIXTURE(TwoThreads, "the same seed gives the same losses") {
-  symtune::Trainer a(zooSession(3)), b(zooSession(3));
+  // Binding only bit-for-bit candidates: any two runs.
+  symtune::Session exact = zooSession(3);
+  exact.binding.exact = true;
+  symtune::Trainer a(exact), b(exact);
   for (int i = 0; i < 3; ++i) {
     INFO("step ", i);
     // The same computation run twice: equal to a relative 1e-12.
     CHECK(a.step().loss == doctest::Approx(b.step().loss).epsilon(1e-12));
   }
+  // By default candidates within a tolerance may be bound (channels-last images here), so two
+  // runs that measured apart may round apart; a run reading the table another wrote binds as it
+  // did, and trains as it did.
+  symtune::Trainer first(zooSession(3)), second(zooSession(3));
+  std::vector<double> losses;
+  for (int i = 0; i < 3; ++i)
+    losses.push_back(first.step().loss);
+  REQUIRE(first.binder() != nullptr);
+  REQUIRE(second.binder() != nullptr);
+  REQUIRE_FALSE(second.binder()->adopt(first.binder()->table()).has_value());
+  for (int i = 0; i < 3; ++i) {
+    INFO("step ", i, " with the first run's table");
+    CHECK(second.step().loss == doctest::Approx(losses[static_cast<size_t>(i)]).epsilon(1e-12));
+  }
+  CHECK(second.binder()->measurements() == 0);
 }
 
 TEST_CASE_FIXTURE(TwoThreads, "a user's TorchScript file trains") {

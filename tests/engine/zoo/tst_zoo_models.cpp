@@ -59,6 +59,8 @@ symtune::Session sessionFor(const Expect& e) {
   s.data.seed = 3;
   s.optimizer.lr = e.lr;
   s.run.steps = e.steps;
+  // Bit-for-bit candidates only: the tests compare runs with and without binding to rounding.
+  s.binding.exact = true;
   return s;
 }
 

@@ -88,6 +88,9 @@ struct BindingSpec {
   // cost model or the ATen op. None: no limit; 0: measure nothing (the table only).
   std::optional<int64_t> budget;
   int repetitions = 3;  // timed runs per candidate in a measurement
+  // Only candidates that compute their site bit for bit (no fused kernel, no channels-last
+  // images): a run then rounds as one op by op does, whatever was bound.
+  bool exact = false;
   // The binding table, read before the first step (when it exists and was measured for this
   // model on this kind of machine) and written after the last. Relative paths resolve against the
   // session file. Empty: "<session file's name>.bindings.json" beside it; none for a session
