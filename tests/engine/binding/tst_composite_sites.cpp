@@ -1,0 +1,293 @@
+// DynaCompiler's sites of more than one node (docs/binding.md, "Sites"): a bias add feeding only
+// a GELU is one site whose second node passes the pair's result on, bound to kernels' fused
+// bias_gelu within its tolerance; and a model's image inputs are one site measured as the whole
+// model, channels-last or as given, leaving the model as it found it.
+
+#include "doctest_torch.h"
+
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "symtune/binding/binder.h"
+#include "symtune/exec/segment_executor.h"
+#include "symtune/graph/symugen.h"
+#include "tensor_compare.h"
+
+namespace {
+
+using symtune::binding::Binder;
+using symtune::binding::BinderOptions;
+
+symtune::MachineFingerprint here() {
+  return symtune::binding::currentMachine(torch::kCPU);
+}
+
+// Linear layers' bias adds feeding GELUs (exact and tanh): two bias-GELU sites. The third add
+// has a second use, so it and its GELU stay two ATen ops.
+torch::jit::Module biasGelus() {
+  torch::jit::Module m("BiasGelus");
+  m.define(R"(
+def forward(self, x: Tensor, w: Tensor, b: Tensor):
+    h = torch.gelu(torch.matmul(x, w) + b)
+    u = torch.gelu(torch.matmul(h, w) + b, approximate='tanh')
+    v = torch.matmul(u, w) + b
+    return torch.gelu(v) + v
+)");
+  return m;
+}
+
+}  // namespace
+
+namespace {
+
+struct BiasGeluRun {
+  torch::Tensor out, gx, gw, gb;
+};
+
+BiasGeluRun biasGeluStep(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t rows,
+                         int64_t width) {
+  torch::manual_seed(rows * 7 + width);
+  auto x = torch::randn({rows, width}).requires_grad_(true);
+  auto w =
+      (torch::randn({width, width}) / std::sqrt(static_cast<double>(width))).requires_grad_(true);
+  auto b = torch::randn({width}).requires_grad_(true);
+  symtune::ForwardOptions options;
+  options.binder = binder;
+  BiasGeluRun r;
+  r.out = gen.forward({x, w, b}, options).output.toTensor();
+  r.out.backward(torch::linspace(-1, 1, r.out.numel()).view_as(r.out));
+  r.gx = x.grad();
+  r.gw = w.grad();
+  r.gb = b.grad();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a bias add feeding only a GELU is one site; its second node passes the pair's result") {
+  symtune::SyMuGen gen(biasGelus(), "bias_gelus");
+  BinderOptions quiet;
+  quiet.measure = false;  // every site on the reference: the ATen pair, then the GELU passing on
+  Binder reference(gen.staticGraph(), here(), quiet);
+  const BiasGeluRun plain = biasGeluStep(gen, nullptr, 6, 16);
+  const BiasGeluRun paired = biasGeluStep(gen, &reference, 6, 16);
+  CHECK(torch::equal(paired.out, plain.out));
+  CHECK(torch::equal(paired.gx, plain.gx));
+  CHECK(torch::equal(paired.gw, plain.gw));
+  CHECK(torch::equal(paired.gb, plain.gb));
+  const auto sites = reference.sites();
+  REQUIRE(sites.size() == 2);
+  std::set<std::string> approximations;
+  for (const auto& site : sites) {
+    INFO(site.name);
+    CHECK(site.pattern == std::string(symtune::binding::kBiasGelu));
+    CHECK(site.name.find("aten::add") != std::string::npos);
+    REQUIRE(site.follower != nullptr);
+    CHECK(site.follower->kind() == c10::aten::gelu);
+    CHECK(symtune::binding::biasGeluProducer(site.follower) == site.node);
+    approximations.insert(site.approximate);
+  }
+  CHECK(approximations == std::set<std::string>{"none", "tanh"});
+
+  // With the fused candidate disabled the sites have nothing to choose: unbound, both nodes ATen.
+  BinderOptions without;
+  without.disable = {"bias-gelu"};
+  Binder none(gen.staticGraph(), here(), without);
+  const BiasGeluRun unbound = biasGeluStep(gen, &none, 6, 16);
+  CHECK(none.sites().empty());
+  CHECK(torch::equal(unbound.out, plain.out));
+  CHECK(torch::equal(unbound.gb, plain.gb));
+  // Bit-for-bit candidates only: bias-gelu (tolerance 1e-5) is not one.
+  BinderOptions exactOnly;
+  exactOnly.exact = true;
+  Binder exact(gen.staticGraph(), here(), exactOnly);
+  CHECK(torch::equal(biasGeluStep(gen, &exact, 6, 16).out, plain.out));
+  CHECK(exact.sites().empty());
+}
+
+TEST_CASE("bias-gelu computes the ATen pair within its tolerance, forward and backward") {
+  symtune::SyMuGen gen(biasGelus(), "bias_gelus");
+  BinderOptions quiet;
+  quiet.measure = false;
+  Binder finder(gen.staticGraph(), here(), quiet);
+  biasGeluStep(gen, &finder, 2, 8);
+  const auto* fused = symtune::binding::findCandidate("bias-gelu");
+  REQUIRE(fused != nullptr);
+  for (const auto& site : finder.sites()) {
+    REQUIRE(fused->applies(site));
+    // The reference: the add, then the gelu on its result (what the binder runs for the site).
+    auto add = site.node->getOperation();
+    auto gelu = site.follower->getOperation();
+    for (const auto& [shape, biasShape] :
+         std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+             {{5, 8}, {8}}, {{2, 3, 16}, {16}}, {{1, 1}, {1}}, {{4, 8}, {4, 8}}}) {
+      INFO(site.approximate, " on ", c10::IntArrayRef(shape), " + ", c10::IntArrayRef(biasShape));
+      torch::manual_seed(shape.back());
+      const auto x0 = torch::randn(shape);
+      const auto b0 = torch::randn(biasShape);
+      const auto gradOut = torch::randn(shape);
+      std::vector<torch::Tensor> results;
+      for (int fusedRun = 0; fusedRun < 2; ++fusedRun) {
+        auto x = x0.clone().requires_grad_(true);
+        auto b = b0.clone().requires_grad_(true);
+        torch::jit::Stack stack{x, b, c10::IValue(int64_t{1})};
+        if (fusedRun == 1) {
+          torch::jit::Operation pair([&](torch::jit::Stack& st) {
+            add(st);
+            st.emplace_back(site.approximate);
+            gelu(st);
+          });
+          symtune::LoopFrames frames;
+          fused->run(site, pair, stack, frames);
+        } else {
+          add(stack);
+          stack.emplace_back(site.approximate);
+          gelu(stack);
+        }
+        REQUIRE(stack.size() == 1);
+        const auto out = stack[0].toTensor();
+        const auto grads = torch::autograd::grad({out}, {x, b}, {gradOut});
+        results.insert(results.end(), {out, grads[0], grads[1]});
+      }
+      symtune::test::checkScaledError("output", results[3], results[0], fused->tolerance());
+      symtune::test::checkScaledError("input gradient", results[4], results[1], fused->tolerance());
+      symtune::test::checkScaledError("bias gradient", results[5], results[2], fused->tolerance());
+    }
+  }
+}
+
+TEST_CASE("a measured bias-GELU site keeps both candidates' times and agrees with the ATen pair") {
+  symtune::SyMuGen gen(biasGelus(), "bias_gelus");
+  Binder binder(gen.staticGraph(), here());
+  for (const auto& [rows, width] : std::vector<std::pair<int64_t, int64_t>>{{64, 128}, {3, 8}}) {
+    INFO(rows, " rows of ", width);
+    const BiasGeluRun plain = biasGeluStep(gen, nullptr, rows, width);
+    const BiasGeluRun bound = biasGeluStep(gen, &binder, rows, width);
+    symtune::test::checkScaledError("output", bound.out, plain.out, 1e-5);
+    symtune::test::checkScaledError("x gradient", bound.gx, plain.gx, 1e-5);
+    symtune::test::checkScaledError("w gradient", bound.gw, plain.gw, 1e-5);
+    symtune::test::checkScaledError("b gradient", bound.gb, plain.gb, 1e-5);
+  }
+  int measured = 0;
+  for (const auto& b : binder.table().bindings) {
+    INFO(b.site, " [", b.bucket, "]");
+    CHECK(b.pattern == std::string(symtune::binding::kBiasGelu));
+    if (b.predicted)
+      continue;
+    ++measured;
+    REQUIRE(b.candidates.size() == 2);
+    CHECK(b.candidates[1].name == "bias-gelu");
+    CHECK(b.candidates[1].refused.empty());
+    CHECK(b.candidates[1].maxError <= 1e-5);
+    CHECK(b.candidates[1].seconds() > 0);
+  }
+  CHECK(measured == 4);  // two sites, two buckets each
+}
+
+namespace {
+
+// An image model: convolution, batch norm (training, with running statistics), ReLU, and a
+// second convolution whose activation is the output.
+torch::jit::Module convNet() {
+  torch::manual_seed(11);
+  torch::jit::Module m("ConvNet");
+  m.register_parameter("w1", (torch::randn({8, 3, 3, 3}) * 0.3).requires_grad_(), false);
+  m.register_parameter("g1", torch::ones({8}).requires_grad_(), false);
+  m.register_parameter("b1", torch::zeros({8}).requires_grad_(), false);
+  m.register_buffer("mean1", torch::zeros({8}));
+  m.register_buffer("var1", torch::ones({8}));
+  m.register_parameter("w2", (torch::randn({4, 8, 3, 3}) * 0.2).requires_grad_(), false);
+  m.define(R"(
+def forward(self, x: Tensor):
+    y = torch.conv2d(x, self.w1, None, [1, 1], [1, 1])
+    y = torch.batch_norm(y, self.g1, self.b1, self.mean1, self.var1, True, 0.1, 1e-5, False)
+    return torch.conv2d(torch.relu(y), self.w2, None, [1, 1], [1, 1])
+)");
+  return m;
+}
+
+std::vector<torch::jit::IValue> images(int64_t batch) {
+  torch::manual_seed(batch);
+  return {torch::randn({batch, 3, 12, 12})};
+}
+
+}  // namespace
+
+TEST_CASE("image inputs: the whole model measured both ways, and nothing of it changed") {
+  torch::jit::Module module = convNet();
+  symtune::SegmentExecutor plain(module.clone(), "conv");
+  symtune::SegmentExecutor bound(module, "conv");
+  auto binder = std::make_shared<Binder>(bound.symugen()->staticGraph(), here());
+  bound.setBinder(binder);
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const auto rng = generator.get_state();
+  const auto want = plain.run(images(6), symtune::ForwardRequest{}).output;
+  generator.set_state(rng);
+  const auto got = bound.run(images(6), symtune::ForwardRequest{}).output;
+  symtune::test::checkScaledError("output", got, want, symtune::binding::kImageFormatTolerance);
+  // One training forward's update of the running statistics, not the measurement's as well.
+  symtune::test::checkScaledError("running mean", module.attr("mean1").toTensor(),
+                                  plain.scriptModule()->attr("mean1").toTensor(), 1e-5);
+  symtune::test::checkScaledError("running var", module.attr("var1").toTensor(),
+                                  plain.scriptModule()->attr("var1").toTensor(), 1e-5);
+  for (const auto& p : bound.parameters())
+    CHECK_FALSE(p.grad().defined());  // measured with autograd::grad: nothing accumulated
+  REQUIRE(binder->table().bindings.size() == 1);
+  const auto& b = binder->table().bindings.front();
+  CHECK(b.site == std::string(symtune::binding::kImageInputs));
+  CHECK(b.bucket.find("nograd") == std::string::npos);  // the parameters' gradients flow
+  CHECK(bound.symugen()->staticGraph().node(symtune::NodeId(b.node)).kind == "aten::conv2d");
+  REQUIRE(b.candidates.size() == 2);
+  CHECK(b.candidates[1].name == symtune::binding::kChannelsLast);
+  for (const auto& c : b.candidates) {
+    INFO(c.name);
+    CHECK(c.refused.empty());
+    CHECK(c.maxError <= symtune::binding::kImageFormatTolerance);
+    CHECK(c.seconds() > 0);
+  }
+  // The same bucket again: looked up.
+  bound.run(images(6), symtune::ForwardRequest{});
+  CHECK(binder->measurements() == 1);
+}
+
+TEST_CASE("image inputs bound channels-last run the model channels-last; disabled, untouched") {
+  torch::jit::Module module = convNet();
+  symtune::SegmentExecutor exec(module, "conv");
+  auto measuring = std::make_shared<Binder>(exec.symugen()->staticGraph(), here());
+  exec.setBinder(measuring);
+  const auto want = exec.run(images(4), symtune::ForwardRequest{}).output;
+  for (const char* winner : {symtune::binding::kChannelsLast, symtune::binding::kAten}) {
+    INFO(winner);
+    symtune::BindingTable table = measuring->table();
+    REQUIRE(table.bindings.size() == 1);
+    table.bindings.front().winner = winner;
+    auto binder = std::make_shared<Binder>(exec.symugen()->staticGraph(), here());
+    REQUIRE_FALSE(binder->adopt(table).has_value());
+    exec.setBinder(binder);
+    const auto got = exec.run(images(4), symtune::ForwardRequest{}).output;
+    CHECK(binder->measurements() == 0);
+    CHECK(got.is_contiguous(at::MemoryFormat::ChannelsLast) ==
+          (std::string(winner) == symtune::binding::kChannelsLast));
+    symtune::test::checkScaledError("output", got, want, symtune::binding::kImageFormatTolerance);
+  }
+  BinderOptions options;
+  options.disable = {symtune::binding::kChannelsLast};
+  Binder disabled(exec.symugen()->staticGraph(), here(), options);
+  CHECK_FALSE(disabled.bindInputs(images(4), nullptr).has_value());
+  CHECK(disabled.table().bindings.empty());
+  BinderOptions exactOnly;  // channels-last is not bit for bit
+  exactOnly.exact = true;
+  Binder exact(exec.symugen()->staticGraph(), here(), exactOnly);
+  CHECK_FALSE(exact.bindInputs(images(4), nullptr).has_value());
+  // A model without convolutions has no image-input site.
+  symtune::SyMuGen gen(biasGelus(), "bias_gelus");
+  Binder none(gen.staticGraph(), here());
+  CHECK_FALSE(none.bindInputs(images(4), nullptr).has_value());
+}
