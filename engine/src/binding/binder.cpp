@@ -257,7 +257,8 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
     results[1].refused = "failed: " + firstLine(e.what());
   }
   std::vector<double> forward[2], backward[2];
-  for (int rep = 0; rep < options_.repetitions; ++rep) {
+  const int repetitions = std::max(options_.repetitions, kImageFormatRepetitions);
+  for (int rep = 0; rep < repetitions; ++rep) {
     for (int i = 0; i < 2; ++i) {
       if (!results[i].refused.empty())
         continue;
@@ -277,8 +278,9 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
     for (size_t i = 0; i < buffers.size(); ++i)
       model.buffers[i].copy_(buffers[i]);
   }
-  const bool wins = results[1].refused.empty() &&
-                    results[1].seconds() < (1.0 - options_.margin) * results[0].seconds();
+  const double margin = std::max(options_.margin, kImageFormatMargin);
+  const bool wins =
+      results[1].refused.empty() && results[1].seconds() < (1.0 - margin) * results[0].seconds();
   b.winner = wins ? kChannelsLast : kAten;
   b.candidates = std::move(results);
   return b;
