@@ -64,6 +64,13 @@ double scaledError(const std::vector<at::Tensor>& got, const std::vector<at::Ten
   return scale > 0 ? diff / scale : diff;
 }
 
+// Why a candidate that differs from the reference by `error` is refused.
+std::string disagreement(double error, double tolerance) {
+  char why[96];
+  std::snprintf(why, sizeof why, "differs from aten by %.3g (tolerance %.3g)", error, tolerance);
+  return why;
+}
+
 std::string firstLine(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
@@ -247,12 +254,8 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
     const double error = std::max(scaledError(candidate.outputs, reference.outputs),
                                   scaledError(candidate.grads, reference.grads));
     results[1].maxError = error;
-    if (!(error <= kImageFormatTolerance)) {
-      char why[96];
-      std::snprintf(why, sizeof why, "differs from aten by %.3g (tolerance %.3g)", error,
-                    kImageFormatTolerance);
-      results[1].refused = why;
-    }
+    if (!(error <= kImageFormatTolerance))
+      results[1].refused = disagreement(error, kImageFormatTolerance);
   } catch (const std::exception& e) {
     results[1].refused = "failed: " + firstLine(e.what());
   }
@@ -610,12 +613,8 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
     const double error = std::max(scaledError(first.outputs, reference.outputs),
                                   scaledError(first.grads, reference.grads));
     results[i].maxError = error;
-    if (!(error <= s.candidates[i]->tolerance())) {
-      char why[96];
-      std::snprintf(why, sizeof why, "differs from aten by %.3g (tolerance %.3g)", error,
-                    s.candidates[i]->tolerance());
-      results[i].refused = why;
-    }
+    if (!(error <= s.candidates[i]->tolerance()))
+      results[i].refused = disagreement(error, s.candidates[i]->tolerance());
   }
   for (int rep = 0; rep < options_.repetitions; ++rep) {
     for (size_t i = 0; i < count; ++i) {
