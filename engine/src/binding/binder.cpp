@@ -10,6 +10,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/cuda.h>
 
+#include "measurement.h"
 #include "symtune/binding/shape_bucket.h"
 #include "symtune/compat/torch_compat.h"
 #include "symtune/telemetry/node_context.h"
@@ -25,62 +26,13 @@ namespace {
 
 constexpr double kPredictSpeedup = 1.5;
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-void synchronize(bool cuda) {
-  if (cuda)
-    torch::cuda::synchronize();
-}
-
-// The largest |a - b| over the largest |b|: 0 when they agree exactly.
-double scaledError(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
-  if (got.size() != want.size())
-    return std::numeric_limits<double>::infinity();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i].defined() != want[i].defined())
-      return std::numeric_limits<double>::infinity();
-    if (!want[i].defined())
-      continue;
-    if (got[i].sizes() != want[i].sizes())
-      return std::numeric_limits<double>::infinity();
-    if (want[i].numel() == 0)
-      continue;
-    const at::Tensor a = got[i].detach().to(at::kDouble);
-    const at::Tensor b = want[i].detach().to(at::kDouble);
-    diff = std::max(diff, (a - b).abs().max().item<double>());
-    scale = std::max(scale, b.abs().max().item<double>());
-  }
-  if (diff == 0)
-    return 0;
-  return scale > 0 ? diff / scale : diff;
-}
-
-// Why a candidate that differs from the reference by `error` is refused.
-std::string disagreement(double error, double tolerance) {
-  char why[96];
-  std::snprintf(why, sizeof why, "differs from aten by %.3g (tolerance %.3g)", error, tolerance);
-  return why;
-}
-
-std::string firstLine(const std::string& text) {
-  return text.substr(0, text.find('\n'));
-}
-
-// What one candidate produced on the replayed site.
-struct Replay {
-  std::vector<at::Tensor> outputs;
-  std::vector<at::Tensor> grads;  // of the leaves that require grad
-  double forward = 0, backward = 0;
-};
+using detail::Clock;
+using detail::disagreement;
+using detail::firstLine;
+using detail::median;
+using detail::Replay;
+using detail::scaledError;
+using detail::synchronize;
 
 }  // namespace
 
@@ -166,12 +118,8 @@ std::optional<std::vector<c10::IValue>> Binder::bindInputs(
   if (!firstConvolution_ || std::none_of(inputs.begin(), inputs.end(), imageInput))
     return std::nullopt;
   const torch::jit::Stack stack(inputs.begin(), inputs.end());
-  std::string bucket = bucketKey(stack, stack.size(), -1);
   // Images need no gradient for one to flow: the parameters' (measured with the backward).
-  const std::string nograd = " nograd";
-  if (at::GradMode::is_enabled() && bucket.size() > nograd.size() &&
-      bucket.compare(bucket.size() - nograd.size(), nograd.size(), nograd) == 0)
-    bucket.resize(bucket.size() - nograd.size());
+  const std::string bucket = gradBucketKey(stack, stack.size(), -1);
   auto it = channelsLast_.find(bucket);
   if (it == channelsLast_.end()) {
     bool chosen = false;
@@ -294,6 +242,7 @@ std::optional<std::string> Binder::adopt(BindingTable table) {
     return why;
   table_ = std::move(table);
   channelsLast_.clear();
+  rowsChosen_.clear();
   for (auto& [node, state] : states_) {
     if (state != nullptr) {
       state->chosen.clear();
@@ -393,6 +342,10 @@ void Binder::run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFra
     stack.pop_back();  // gelu's `approximate`: its input, the pair's result, is its output
     return;
   }
+  if (s.site.rows != nullptr) {
+    runRows(s, stack, loops);
+    return;
+  }
   if (s.site.group != nullptr && !observeSlice(s, stack)) {
     // The group has not shown its ranges yet: the ATen op, nothing decided.
     s.candidates.front()->run(s.site, s.op, stack, loops);
@@ -474,12 +427,7 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
   const Candidate* c = settled >= 2 ? byName(s, winner) : nullptr;
   if (c == nullptr)
     return nullptr;
-  Binding b;
-  b.site = s.site.name;
-  b.node = s.site.id.value();
-  b.pattern = s.site.pattern;
-  b.bucket = bucket;
-  b.reference = kAten;
+  Binding b = detail::siteBinding(s.site, bucket);
   b.winner = winner;
   b.predicted = true;
   table_.put(std::move(b));
@@ -557,91 +505,15 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
           outputs.push_back(v.toTensor());
       }
     }
-    synchronize(cuda && timed);
-    const auto t1 = Clock::now();
-    std::vector<at::Tensor> diffOutputs, grads;
-    for (const auto& o : outputs) {
-      if (o.defined() && o.requires_grad())
-        diffOutputs.push_back(o);
-    }
-    if (!leaves.empty() && !diffOutputs.empty()) {
-      if (gradOutputs.empty()) {
-        auto gen = at::make_generator<at::CPUGeneratorImpl>(20261201);
-        for (const auto& o : diffOutputs) {
-          gradOutputs.push_back(
-              at::randn(o.sizes(), gen, o.options().device(at::kCPU)).to(o.device()));
-        }
-      }
-      TORCH_INTERNAL_ASSERT(gradOutputs.size() == diffOutputs.size(),
-                            "Binder: candidates gave different numbers of outputs");
-      grads = torch::autograd::grad(diffOutputs, leaves, gradOutputs, /*retain_graph=*/false,
-                                    /*create_graph=*/false, /*allow_unused=*/true);
-    }
-    synchronize(cuda && timed);
-    const auto t2 = Clock::now();
-    out.outputs = std::move(outputs);
-    out.grads = std::move(grads);
-    out.forward = std::chrono::duration<double>(t1 - t0).count();
-    out.backward = std::chrono::duration<double>(t2 - t1).count();
+    detail::finishReplay(std::move(outputs), leaves, gradOutputs, cuda, timed, t0, out);
   };
 
-  Binding b;
-  b.site = site.name;
-  b.node = site.id.value();
-  b.pattern = site.pattern;
-  b.bucket = bucket;
-  b.reference = kAten;
-  const size_t count = s.candidates.size();
-  std::vector<CandidateMeasurement> results(count);
-  std::vector<std::vector<double>> forward(count), backward(count);
-  Replay reference;
-  for (size_t i = 0; i < count; ++i) {
-    results[i].name = s.candidates[i]->name();
-    Replay first;
-    try {
-      replay(*s.candidates[i], /*timed=*/false, first);
-    } catch (const std::exception& e) {
-      TORCH_CHECK(i > 0, "Binder: the ATen op at ", site.name,
-                  " failed while measuring: ", firstLine(e.what()));
-      results[i].refused = "failed: " + firstLine(e.what());
-      continue;
-    }
-    if (i == 0) {
-      reference = std::move(first);
-      continue;
-    }
-    const double error = std::max(scaledError(first.outputs, reference.outputs),
-                                  scaledError(first.grads, reference.grads));
-    results[i].maxError = error;
-    if (!(error <= s.candidates[i]->tolerance()))
-      results[i].refused = disagreement(error, s.candidates[i]->tolerance());
-  }
-  for (int rep = 0; rep < options_.repetitions; ++rep) {
-    for (size_t i = 0; i < count; ++i) {
-      if (!results[i].refused.empty())
-        continue;
-      Replay r;
-      replay(*s.candidates[i], /*timed=*/true, r);
-      forward[i].push_back(r.forward);
-      backward[i].push_back(r.backward);
-    }
-  }
+  Binding b = detail::siteBinding(site, bucket);
+  detail::Compared compared = detail::compareCandidates(s.candidates, replay, options_.repetitions,
+                                                        options_.margin, site.name);
   generator.set_state(rngState);
-  size_t best = 0;
-  for (size_t i = 0; i < count; ++i) {
-    results[i].forwardSeconds = median(forward[i]);
-    results[i].backwardSeconds = median(backward[i]);
-  }
-  const double referenceSeconds = results[0].seconds();
-  for (size_t i = 1; i < count; ++i) {
-    if (!results[i].refused.empty())
-      continue;
-    if (results[i].seconds() < (1.0 - options_.margin) * referenceSeconds &&
-        results[i].seconds() < results[best].seconds())
-      best = i;
-  }
-  b.winner = results[best].name;
-  b.candidates = std::move(results);
+  b.winner = std::move(compared.winner);
+  b.candidates = std::move(compared.candidates);
   return b;
 }
 

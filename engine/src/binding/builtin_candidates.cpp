@@ -1,5 +1,6 @@
 #include <ATen/ATen.h>
 
+#include "carried_rows.h"
 #include "symtune/binding/candidate.h"
 #include "symtune/kernels/bias_gelu.h"
 
@@ -157,6 +158,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<UnbindOnce>());
     list->push_back(std::make_unique<SplitOnce>());
     list->push_back(std::make_unique<BiasGelu>());
+    list->push_back(makeRowsInPlace());
     return list;
   }();
   return *all;

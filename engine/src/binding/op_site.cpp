@@ -92,6 +92,64 @@ const Node* counterOf(const Value* v) {
   return loop != nullptr && loop->kind() == c10::prim::Loop ? loop : nullptr;
 }
 
+// The loop-carried rows group of `carried`, a value `node` reads, or nullptr (Note [Loop-carried
+// rows]): a loop body's tensor input whose uses are index_selects of it in the body, then one
+// index_copy of it, whose result has no use but being the body's value for the next trip; every
+// one of them along one constant dimension, the reads before the write.
+std::shared_ptr<CarriedRows> findCarriedRows(const Value* carried) {
+  const Node* param = carried->node();
+  if (param->kind() != c10::prim::Param || carried->offset() == 0 || !isTensor(carried))
+    return nullptr;
+  const Block* body = param->owningBlock();
+  const Node* loop = body != nullptr ? body->owningNode() : nullptr;
+  if (loop == nullptr || loop->kind() != c10::prim::Loop)
+    return nullptr;
+  const size_t slot = carried->offset();  // body inputs (i, carried...), outputs (cond, carried...)
+  if (slot >= body->outputs().size())
+    return nullptr;
+  auto group = std::make_shared<CarriedRows>();
+  group->loop = loop;
+  group->carried = carried;
+  std::optional<int64_t> dim;
+  const auto sameDim = [&dim](const Value* v) {
+    const auto c = constant(v);
+    if (!c.has_value() || !c->isInt())
+      return false;
+    if (!dim)
+      dim = c->toInt();
+    return *dim == c->toInt();
+  };
+  for (const torch::jit::Use& use : carried->uses()) {
+    const Node* user = use.user;
+    if (use.offset != 0 || user->owningBlock() != body || user->outputs().size() != 1 ||
+        !sameDim(user->input(1)))
+      return nullptr;
+    // aten::index_select(Tensor self, int dim, Tensor index)
+    if (user->kind() == c10::aten::index_select && user->inputs().size() == 3 &&
+        isTensor(user->input(2))) {
+      group->readers.push_back(user);
+      continue;
+    }
+    // aten::index_copy(Tensor self, int dim, Tensor index, Tensor source)
+    if (user->kind() != c10::aten::index_copy || user->inputs().size() != 4 ||
+        group->writer != nullptr || !isTensor(user->input(2)) || !isTensor(user->input(3)))
+      return nullptr;
+    const auto& uses = user->output()->uses();
+    if (uses.size() != 1 || uses.front().user != body->return_node() || uses.front().offset != slot)
+      return nullptr;
+    group->writer = user;
+  }
+  if (group->writer == nullptr)
+    return nullptr;
+  for (const Node* reader : group->readers) {
+    if (!reader->isBefore(group->writer))
+      return nullptr;
+  }
+  std::sort(group->readers.begin(), group->readers.end(),
+            [](const Node* a, const Node* b) { return a->isBefore(b); });
+  return group;
+}
+
 }  // namespace
 
 std::string siteName(const Node* node, NodeId id, const Graph& graph) {
@@ -283,16 +341,27 @@ const Node* biasGeluProducer(const Node* gelu) {
 }
 
 std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph,
-                                 SliceGroups& groups) {
+                                 SiteGroups& groups) {
   OpSite site;
   site.node = node;
   site.id = id;
-  if (identitySlice(node)) {
+  if ((node->kind() == c10::aten::index_select || node->kind() == c10::aten::index_copy) &&
+      !node->inputs().empty()) {
+    const Value* carried = node->input(0);
+    auto found = groups.rows.find(carried);
+    if (found == groups.rows.end())
+      found = groups.rows.emplace(carried, findCarriedRows(carried)).first;
+    if (found->second == nullptr)
+      return std::nullopt;
+    site.pattern = kCarriedRows;
+    site.loop = found->second->loop;
+    site.rows = found->second;
+  } else if (identitySlice(node)) {
     site.pattern = kIdentitySlice;
   } else if (partialSlice(node)) {
     const int64_t dim = constant(node->input(1))->toInt();
     const Value* root = sliceRoot(node->input(0));
-    auto& group = groups[{root, dim}];
+    auto& group = groups.slices[{root, dim}];
     if (group == nullptr) {
       group = std::make_shared<SliceGroup>();
       collectPartialSlices(root, dim, group->members);

@@ -62,4 +62,13 @@ std::string bucketKey(const torch::jit::Stack& stack, size_t count, int64_t trip
   return key;
 }
 
+std::string gradBucketKey(const torch::jit::Stack& inputs, size_t count, int64_t trips) {
+  std::string key = bucketKey(inputs, count, trips);
+  const std::string nograd = " nograd";
+  if (at::GradMode::is_enabled() && key.size() > nograd.size() &&
+      key.compare(key.size() - nograd.size(), nograd.size(), nograd) == 0)
+    key.resize(key.size() - nograd.size());
+  return key;
+}
+
 }  // namespace symtune::binding

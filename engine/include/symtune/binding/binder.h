@@ -150,6 +150,14 @@ class Binder final : public OpBinder {
   // grad mode.
   void signature(const torch::jit::Stack& stack, size_t count, int64_t trips);
 
+  // Loop-carried rows (Note [Loop-carried rows]): the first node of the group an execution of its
+  // loop runs decides for the whole execution, kept in the loop's frame.
+  void runRows(SiteState& s, torch::jit::Stack& stack, LoopFrames& loops);
+  // The candidate (index into s.candidates) for an execution entered with `entry`; -1: run as
+  // written and record it for a later measurement.
+  int64_t chooseRows(SiteState& s, const at::Tensor& entry, int64_t trips);
+  Binding measureRows(SiteState& s, const std::string& bucket, int64_t trips);
+
   Binding measureImageFormat(const std::vector<c10::IValue>& inputs, const ModelReplay& model,
                              const std::string& bucket);
 
@@ -161,7 +169,9 @@ class Binder final : public OpBinder {
   std::unordered_map<std::string, bool> channelsLast_;
   BindingTable table_;
   std::unordered_map<const torch::jit::Node*, std::unique_ptr<SiteState>> states_;
-  SliceGroups groups_;
+  SiteGroups groups_;
+  // Each loop-carried rows group's choices by bucket (index into its first node's candidates).
+  std::unordered_map<const CarriedRows*, std::unordered_map<std::string, int64_t>> rowsChosen_;
   std::vector<const SiteState*> order_;
   std::vector<int64_t> signature_;
   int64_t measurements_ = 0;

@@ -37,6 +37,12 @@ inline constexpr const char* kPartialSlice = "partial slice";
 // a linear layer's bias and its GELU): one site of two nodes (Note [Two-node sites]).
 inline constexpr const char* kBiasGelu = "bias GELU";
 
+// A tensor carried through a loop whose body reads rows of it with aten::index_select and then
+// replaces rows of it with one aten::index_copy whose result is the next trip's value (the tree
+// network's `h.index_select(0, left[ids])` ... `h = h.index_copy(0, ids, composed)`): one site of
+// every such node of the loop (Note [Loop-carried rows]).
+inline constexpr const char* kCarriedRows = "loop-carried rows";
+
 // Note [Two-node sites]
 // A site of two nodes is bound at its first node, whose execution computes both (the reference:
 // the two ATen ops one after the other; a candidate: one fused op), and its second node passes on
@@ -44,6 +50,40 @@ inline constexpr const char* kBiasGelu = "bias GELU";
 // second always runs right after the first with that result: the pair computes what the two ATen
 // ops do whichever candidate ran. The binder hands the second node through only while the first
 // is a site it binds.
+
+// Note [Loop-carried rows]
+// Run as written, every trip of such a loop copies the whole tensor (index_copy is out of place),
+// and its backward fills a zero gradient the size of the whole tensor for every row read (the
+// backward of index_select) and copies the whole gradient for the write: per trip, several passes
+// over a tensor of which the trip touches a few rows. The pattern guarantees that within a trip
+// every read of the carried value comes before the write and nothing else sees that value, so
+// one buffer can serve every trip: the `rows-in-place` candidate (engine/src/binding/
+// carried_rows.cpp) copies the loop's initial value once, writes each trip's rows into it in
+// place, and keeps the gradient as one buffer too: a read's backward notes its rows' gradient,
+// a write's backward takes its rows' gradient out of the buffer (and zeroes them: what was
+// overwritten gets none), and the entry's backward hands the buffer on — one zero fill per
+// backward. The whole loop is one decision: the binder decides at the first node the loop runs
+// (measuring by replaying the reads and writes of an earlier execution of the loop in the same
+// bucket, recorded while it ran as written), and every node of the group follows it until that
+// execution of the loop ends.
+struct CarriedRows {
+  const torch::jit::Node* loop = nullptr;
+  const torch::jit::Value* carried = nullptr;    // the body's input that is the tensor
+  const torch::jit::Node* writer = nullptr;      // the aten::index_copy
+  std::vector<const torch::jit::Node*> readers;  // the aten::index_select nodes, in body order
+
+  // What an execution of the loop did, kept for measuring (recorded while it ran as written).
+  struct Event {
+    const torch::jit::Node* node = nullptr;  // a reader or the writer
+    at::Tensor index;
+    at::Tensor source;  // the writer's rows (detached)
+    bool sourceGrad = false;
+  };
+  std::string recordedBucket;  // empty: nothing recorded
+  at::Tensor recordedEntry;    // the loop's initial value (detached)
+  bool entryGrad = false;
+  std::vector<Event> recorded;
+};
 
 // The partial slices of one tensor along one dimension, and what their executions have shown.
 // Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as
@@ -101,6 +141,8 @@ struct OpSite {
   // Two-node sites: the second node, and (bias GELU) its `approximate` argument.
   const torch::jit::Node* follower = nullptr;
   std::string approximate;
+  // Loop-carried rows: the group of the loop's reads and write of the tensor (`loop` is its loop).
+  std::shared_ptr<CarriedRows> rows;
 };
 
 // The slice groups of one graph, by (root tensor value, dimension): findOpSite shares them
@@ -108,11 +150,19 @@ struct OpSite {
 using SliceGroups =
     std::map<std::pair<const torch::jit::Value*, int64_t>, std::shared_ptr<SliceGroup>>;
 
+// The loop-carried rows groups of one graph, by the carried value (nullptr: not a group).
+using CarriedRowGroups = std::map<const torch::jit::Value*, std::shared_ptr<CarriedRows>>;
+
+// What the sites of one graph share, created on first use.
+struct SiteGroups {
+  SliceGroups slices;
+  CarriedRowGroups rows;
+};
+
 // The site `node` is, or nullopt when no pattern matches. `graph` is SyMuGen's static graph
 // (names); `id` the node's id in it (invalid for nodes it does not show).
-// `groups`: the graph's slice groups so far (partial slices; created on first use).
 std::optional<OpSite> findOpSite(const torch::jit::Node* node, NodeId id, const Graph& graph,
-                                 SliceGroups& groups);
+                                 SiteGroups& groups);
 
 // The aten::gelu a bias-GELU site's aten::add feeds, or nullptr when `add` is no such site.
 const torch::jit::Node* biasGeluFollower(const torch::jit::Node* add);

@@ -20,4 +20,9 @@ int64_t bucketDim(int64_t size);
 // gradient flows (grad mode off or no input requiring grad).
 std::string bucketKey(const torch::jit::Stack& inputs, size_t count, int64_t trips);
 
+// bucketKey for a site whose gradient can flow through values other than the inputs in its key
+// (the parameters a model's images meet, the rows a loop writes): " nograd" only when grad mode
+// is off.
+std::string gradBucketKey(const torch::jit::Stack& inputs, size_t count, int64_t trips);
+
 }  // namespace symtune::binding

@@ -1,0 +1,63 @@
+#pragma once
+// What the binder's measurements share (Note [Lazy binding] in symtune/binding/binder.h): timing
+// a replay of a site with each candidate, comparing each with the reference, and choosing.
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "symtune/binding/candidate.h"
+#include "symtune/core/binding_table.h"
+
+namespace symtune::binding::detail {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v);
+// A binding of `site` in `bucket` against the ATen reference, its winner and candidates to fill.
+Binding siteBinding(const OpSite& site, const std::string& bucket);
+
+// Waits for the GPU when `cuda` (around timed regions).
+void synchronize(bool cuda);
+// The largest |a - b| over the largest |b|: 0 when they agree exactly; infinity when the lists
+// differ in length, shape or definedness.
+double scaledError(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want);
+// Why a candidate that differs from the reference by `error` is refused.
+std::string disagreement(double error, double tolerance);
+std::string firstLine(const std::string& text);
+
+// What one candidate produced on a replayed site.
+struct Replay {
+  std::vector<at::Tensor> outputs;
+  std::vector<at::Tensor> grads;  // of the leaves that require grad
+  double forward = 0, backward = 0;
+};
+
+// The backward half of a replay: differentiates those of `outputs` that require grad with
+// respect to `leaves` against fixed random output gradients (made on the first call, into
+// `gradOutputs`, the same for every candidate), and fills `out` (`forwardStart`: when the
+// replay's forward began; the forward ended on entry).
+void finishReplay(std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& leaves,
+                  std::vector<at::Tensor>& gradOutputs, bool cuda, bool timed,
+                  Clock::time_point forwardStart, Replay& out);
+
+// One replay of the site with `candidate` (timed or not) into `out`.
+using ReplayWith = std::function<void(const Candidate& candidate, bool timed, Replay& out)>;
+
+// Replays the site with every candidate (the reference first): once each untimed, comparing
+// with the reference (refusing one that differs by more than its tolerance or throws), then
+// `repetitions` timed runs taking turns. Returns the candidates' medians and the winner: the
+// fastest agreeing one when it beats the reference by `margin`, else the reference. `site`
+// names it in the error when the reference itself fails.
+struct Compared {
+  std::vector<CandidateMeasurement> candidates;
+  std::string winner;
+};
+Compared compareCandidates(const std::vector<const Candidate*>& candidates,
+                           const ReplayWith& replay, int repetitions, double margin,
+                           const std::string& site);
+
+}  // namespace symtune::binding::detail
