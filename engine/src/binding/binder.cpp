@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Version.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/jit/ir/constants.h>
 #include <torch/cuda.h>
 
 #include "measurement.h"
@@ -256,7 +257,7 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
   auto it = states_.find(node);
   if (it != states_.end())
     return it->second != nullptr;
-  if (const torch::jit::Node* first = biasGeluProducer(node)) {
+  if (const torch::jit::Node* first = pairProducer(node)) {
     // The second node of a two-node site (Note [Two-node sites]) passes on its input while the
     // first is bound. Its first node runs before it in its block, so has been asked; until then
     // (a caller that asks out of order) nothing is remembered.
@@ -289,12 +290,15 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
     if (applicable.size() > 1) {
       torch::jit::Operation op = node->getOperation();
       if (site->follower != nullptr) {
-        // The reference of a two-node site: both ATen ops, the second on the first's result.
+        // The reference of a two-node site: both ATen ops, the second on the first's result and
+        // its own arguments (constants: the GELU's `approximate`).
         torch::jit::Operation second = site->follower->getOperation();
-        const c10::IValue approximate(site->approximate);
-        op = torch::jit::Operation([op, second, approximate](torch::jit::Stack& stack) mutable {
+        std::vector<c10::IValue> rest;
+        for (size_t i = 1; i < site->follower->inputs().size(); ++i)
+          rest.push_back(*torch::jit::toIValue(site->follower->input(i)));
+        op = torch::jit::Operation([op, second, rest](torch::jit::Stack& stack) mutable {
           op(stack);
-          stack.push_back(approximate);
+          stack.insert(stack.end(), rest.begin(), rest.end());
           second(stack);
         });
       }
@@ -339,7 +343,8 @@ void Binder::signature(const torch::jit::Stack& stack, size_t count, int64_t tri
 void Binder::run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) {
   SiteState& s = *states_.at(node);
   if (s.passOn) {
-    stack.pop_back();  // gelu's `approximate`: its input, the pair's result, is its output
+    // Its first input, the pair's result, is its output (the GELU's `approximate` dropped).
+    stack.resize(stack.size() - (node->inputs().size() - 1));
     return;
   }
   if (s.site.rows != nullptr) {
@@ -492,11 +497,17 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
       own.group->members = site.group->members;
       own.group->setRanges(site.group->ranges());
     }
+    // What the op updates in place (running statistics): the replay's own copy.
+    torch::jit::Stack given = inputs;
+    for (size_t i : site.updated) {
+      if (given[i].isTensor() && given[i].toTensor().defined())
+        given[i] = given[i].toTensor().clone();
+    }
     std::vector<at::Tensor> outputs;
     synchronize(cuda && timed);
     const auto t0 = Clock::now();
     for (const auto& changes : executions) {
-      torch::jit::Stack st = inputs;
+      torch::jit::Stack st = given;
       for (const auto& [slot, value] : changes)
         st[slot] = value;
       c.run(own, s.op, st, frames);

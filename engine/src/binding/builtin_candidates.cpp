@@ -2,6 +2,7 @@
 
 #include "carried_rows.h"
 #include "symtune/binding/candidate.h"
+#include "symtune/kernels/batch_norm_relu.h"
 #include "symtune/kernels/bias_gelu.h"
 
 namespace symtune::binding {
@@ -148,6 +149,55 @@ class BiasGelu final : public Candidate {
   double tolerance() const override { return 1e-5; }
 };
 
+// A training-mode batch norm and its ReLU as symtune::batch_norm_relu of kernels/: per channel,
+// the statistics, then one pass writing the activation; backward, one pass reducing the masked
+// gradient and one writing the input's (Note [Batch norm ReLU] in kernels/). Not bit for bit:
+// its sums run in another order (in double).
+class BatchNormRelu final : public Candidate {
+ public:
+  std::string name() const override { return "bn-relu"; }
+  std::string description() const override {
+    return "symtune::batch_norm_relu (kernels/): training batch norm and ReLU in one pass each "
+           "way after the statistics";
+  }
+  bool applies(const OpSite& site) const override { return site.pattern == kBatchNormRelu; }
+  void run(const OpSite&, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames&) const override {
+    // stack: input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn;
+    // `op` runs the batch norm and the relu
+    const size_t base = stack.size() - 9;
+    const auto tensor = [&](size_t i) {
+      return stack[base + i].isTensor() ? stack[base + i].toTensor() : at::Tensor();
+    };
+    const at::Tensor x = tensor(0), weight = tensor(1), bias = tensor(2);
+    const at::Tensor mean = tensor(3), var = tensor(4);
+    const auto vector = [&x](const at::Tensor& t) {
+      return t.defined() && t.dim() == 1 && t.size(0) == x.size(1) &&
+             t.scalar_type() == x.scalar_type() && t.device() == x.device() && t.is_contiguous();
+    };
+    // The kernel is the CPU's, on contiguous or channels-last activations (others would be
+    // made contiguous: a change of format the rest of the model would pay for); evaluation
+    // mode normalizes with the running statistics, as ATen does.
+    const bool fits = stack[base + 5].isBool() && stack[base + 5].toBool() && x.defined() &&
+                      x.dim() >= 2 && x.device().is_cpu() &&
+                      (x.is_contiguous() || x.is_contiguous(at::MemoryFormat::ChannelsLast)) &&
+                      (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
+                      x.numel() > x.size(1) && vector(weight) && vector(bias) &&
+                      mean.defined() == var.defined() &&
+                      (!mean.defined() || (vector(mean) && vector(var)));
+    if (!fits) {
+      op(stack);
+      return;
+    }
+    at::Tensor out = kernels::batchNormRelu(x, weight, bias, mean, var, stack[base + 6].toDouble(),
+                                            stack[base + 7].toDouble());
+    stack.resize(base);
+    stack.emplace_back(std::move(out));
+  }
+  // Measured within 3e-7 of ATen's pair on the zoo's shapes; sums in another order.
+  double tolerance() const override { return 1e-5; }
+};
+
 }  // namespace
 
 const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
@@ -158,6 +208,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<UnbindOnce>());
     list->push_back(std::make_unique<SplitOnce>());
     list->push_back(std::make_unique<BiasGelu>());
+    list->push_back(std::make_unique<BatchNormRelu>());
     list->push_back(makeRowsInPlace());
     return list;
   }();

@@ -340,6 +340,33 @@ const Node* biasGeluProducer(const Node* gelu) {
   return biasGeluFollower(add) == gelu ? add : nullptr;
 }
 
+const Node* batchNormReluFollower(const Node* batchNorm) {
+  // aten::batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean,
+  //                  Tensor? running_var, bool training, float momentum, float eps,
+  //                  bool cudnn_enabled)
+  if (batchNorm->kind() != c10::aten::batch_norm || batchNorm->inputs().size() != 9 ||
+      batchNorm->outputs().size() != 1 || !isTensor(batchNorm->input(0)))
+    return nullptr;
+  const auto& uses = batchNorm->output()->uses();
+  if (uses.size() != 1)
+    return nullptr;
+  // aten::relu(Tensor self)
+  const Node* relu = uses.front().user;
+  if (relu->kind() != c10::aten::relu || relu->inputs().size() != 1 ||
+      relu->owningBlock() != batchNorm->owningBlock())
+    return nullptr;
+  return relu;
+}
+
+const Node* pairProducer(const Node* node) {
+  if (const Node* add = biasGeluProducer(node))
+    return add;
+  if (node->kind() != c10::aten::relu || node->inputs().size() != 1)
+    return nullptr;
+  const Node* batchNorm = node->input(0)->node();
+  return batchNormReluFollower(batchNorm) == node ? batchNorm : nullptr;
+}
+
 std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph,
                                  SiteGroups& groups) {
   OpSite site;
@@ -386,6 +413,10 @@ std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph
     site.pattern = kBiasGelu;
     site.follower = gelu;
     site.approximate = constant(gelu->input(1))->toStringRef();
+  } else if (const Node* relu = batchNormReluFollower(node)) {
+    site.pattern = kBatchNormRelu;
+    site.follower = relu;
+    site.updated = {3, 4};  // running_mean, running_var
   } else {
     return std::nullopt;
   }

@@ -145,6 +145,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackward(
   return SYMTUNE_CPU_CALL(addLayerNormBackwardCpu, gradOut, gradSum, sum, mean, rstd, weight);
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormReluForward(
+    const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+    const std::optional<at::Tensor>& runningMean, const std::optional<at::Tensor>& runningVar,
+    double momentum, double eps) {
+  return SYMTUNE_CPU_CALL(batchNormReluForwardCpu, input, weight, bias, runningMean, runningVar,
+                          momentum, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormReluBackward(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& output,
+    const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& invstd) {
+  return SYMTUNE_CPU_CALL(batchNormReluBackwardCpu, grad, input, output, weight, mean, invstd);
+}
+
 }  // namespace
 
 std::string cpuCapability() {
@@ -174,4 +188,6 @@ TORCH_LIBRARY_IMPL(symtune, CPU, m) {
   m.impl("softmax_cross_entropy_backward", &symtune::kernels::softmaxCrossEntropyBackward);
   m.impl("add_layer_norm_forward", &symtune::kernels::addLayerNormForward);
   m.impl("add_layer_norm_backward", &symtune::kernels::addLayerNormBackward);
+  m.impl("batch_norm_relu_forward", &symtune::kernels::batchNormReluForward);
+  m.impl("batch_norm_relu_backward", &symtune::kernels::batchNormReluBackward);
 }

@@ -43,6 +43,13 @@
   at::Tensor softmaxCrossEntropyBackwardCpu(const at::Tensor& grad, const at::Tensor& logits,      \
                                             const at::Tensor& target, const at::Tensor& lse,       \
                                             int64_t ignoreIndex);                                  \
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormReluForwardCpu(                          \
+      const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,                   \
+      const std::optional<at::Tensor>& runningMean, const std::optional<at::Tensor>& runningVar,   \
+      double momentum, double eps);                                                                \
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormReluBackwardCpu(                         \
+      const at::Tensor& grad, const at::Tensor& input, const at::Tensor& output,                   \
+      const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& invstd);                 \
   }
 
 SYMTUNE_DECLARE_CPU_KERNELS(DEFAULT)

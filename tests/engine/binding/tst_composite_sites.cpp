@@ -218,13 +218,20 @@ std::vector<torch::jit::IValue> images(int64_t batch) {
   return {torch::randn({batch, 3, 12, 12})};
 }
 
+// The image-input site alone: its batch norm and ReLU left unbound.
+BinderOptions imageSiteOnly() {
+  BinderOptions options;
+  options.disable = {"bn-relu"};
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("image inputs: the whole model measured both ways, and nothing of it changed") {
   torch::jit::Module module = convNet();
   symtune::SegmentExecutor plain(module.clone(), "conv");
   symtune::SegmentExecutor bound(module, "conv");
-  auto binder = std::make_shared<Binder>(bound.symugen()->staticGraph(), here());
+  auto binder = std::make_shared<Binder>(bound.symugen()->staticGraph(), here(), imageSiteOnly());
   bound.setBinder(binder);
   auto generator = at::detail::getDefaultCPUGenerator();
   const auto rng = generator.get_state();
@@ -260,7 +267,7 @@ TEST_CASE("image inputs: the whole model measured both ways, and nothing of it c
 TEST_CASE("image inputs bound channels-last run the model channels-last; disabled, untouched") {
   torch::jit::Module module = convNet();
   symtune::SegmentExecutor exec(module, "conv");
-  auto measuring = std::make_shared<Binder>(exec.symugen()->staticGraph(), here());
+  auto measuring = std::make_shared<Binder>(exec.symugen()->staticGraph(), here(), imageSiteOnly());
   exec.setBinder(measuring);
   const auto want = exec.run(images(4), symtune::ForwardRequest{}).output;
   for (const char* winner : {symtune::binding::kChannelsLast, symtune::binding::kAten}) {
@@ -268,7 +275,7 @@ TEST_CASE("image inputs bound channels-last run the model channels-last; disable
     symtune::BindingTable table = measuring->table();
     REQUIRE(table.bindings.size() == 1);
     table.bindings.front().winner = winner;
-    auto binder = std::make_shared<Binder>(exec.symugen()->staticGraph(), here());
+    auto binder = std::make_shared<Binder>(exec.symugen()->staticGraph(), here(), imageSiteOnly());
     REQUIRE_FALSE(binder->adopt(table).has_value());
     exec.setBinder(binder);
     const auto got = exec.run(images(4), symtune::ForwardRequest{}).output;
@@ -290,4 +297,145 @@ TEST_CASE("image inputs bound channels-last run the model channels-last; disable
   symtune::SyMuGen gen(biasGelus(), "bias_gelus");
   Binder none(gen.staticGraph(), here());
   CHECK_FALSE(none.bindInputs(images(4), nullptr).has_value());
+}
+
+namespace {
+
+// Convolution blocks: batch norm (training as the module says) and ReLU; a second batch norm
+// whose result is also added back is no site.
+torch::jit::Module convBlocks(bool training) {
+  torch::manual_seed(3);
+  torch::jit::Module m("ConvBlocks");
+  // Parameters without requires_grad, so that clones of the module have leaves (blockStep asks
+  // for their gradients).
+  m.register_parameter("w1", torch::randn({8, 3, 3, 3}) * 0.3, false);
+  m.register_parameter("w2", torch::randn({8, 8, 3, 3}) * 0.2, false);
+  for (const char* bn : {"1", "2"}) {
+    m.register_parameter(std::string("g") + bn, torch::rand({8}) + 0.5, false);
+    m.register_parameter(std::string("b") + bn, torch::randn({8}) * 0.1, false);
+    m.register_buffer(std::string("mean") + bn, torch::zeros({8}));
+    m.register_buffer(std::string("var") + bn, torch::ones({8}));
+  }
+  m.register_attribute("train_bn", c10::BoolType::get(), training);
+  m.define(R"(
+def forward(self, x: Tensor):
+    y = torch.conv2d(x, self.w1, None, [1, 1], [1, 1])
+    y = torch.relu(torch.batch_norm(y, self.g1, self.b1, self.mean1, self.var1, self.train_bn,
+                                    0.1, 1e-5, False))
+    z = torch.conv2d(y, self.w2, None, [1, 1], [1, 1])
+    z = torch.batch_norm(z, self.g2, self.b2, self.mean2, self.var2, self.train_bn, 0.1, 1e-5,
+                         False)
+    return torch.relu(z) + z
+)");
+  return m;
+}
+
+struct BlockRun {
+  torch::Tensor out, gx, gw1, gg1, mean1, var1;
+};
+
+// One forward and backward through `exec` (a fresh executor of the blocks' module).
+BlockRun blockStep(symtune::SegmentExecutor& exec, bool channelsLast) {
+  for (auto& p : exec.parameters())
+    p.requires_grad_(true);  // a clone of the module's parameters needs none
+  torch::manual_seed(9);
+  auto x = torch::randn({4, 3, 10, 10});
+  if (channelsLast)
+    x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  x.requires_grad_(true);
+  BlockRun r;
+  r.out = exec.run({x}, symtune::ForwardRequest{}).output;
+  r.out.backward(torch::linspace(-1, 1, r.out.numel()).view_as(r.out));
+  r.gx = x.grad();
+  for (const auto& [name, p] : exec.namedParameters()) {
+    if (name == "w1")
+      r.gw1 = p.grad().clone();
+    if (name == "g1")
+      r.gg1 = p.grad().clone();
+  }
+  torch::jit::Module& m = *exec.scriptModule();
+  r.mean1 = m.attr("mean1").toTensor().clone();
+  r.var1 = m.attr("var1").toTensor().clone();
+  return r;
+}
+
+// A binder of `exec`'s graph, the image-input site left out (these tests are about the pair).
+std::shared_ptr<Binder> pairBinder(symtune::SegmentExecutor& exec, BinderOptions options = {}) {
+  options.disable.push_back(symtune::binding::kChannelsLast);
+  auto binder = std::make_shared<Binder>(exec.symugen()->staticGraph(), here(), options);
+  exec.setBinder(binder);
+  return binder;
+}
+
+}  // namespace
+
+TEST_CASE("a training batch norm feeding only a ReLU is one site, bound to kernels' bn-relu") {
+  for (const bool channelsLast : {false, true}) {
+    INFO("channels-last ", channelsLast);
+    const torch::jit::Module module = convBlocks(true);
+    symtune::SegmentExecutor plainExec(module.clone(), "blocks");
+    symtune::SegmentExecutor exec(module.clone(), "blocks");
+    auto binder = pairBinder(exec);
+    const BlockRun plain = blockStep(plainExec, channelsLast);
+    const BlockRun bound = blockStep(exec, channelsLast);
+    const auto sites = binder->sites();
+    REQUIRE(sites.size() == 1);  // the second batch norm's result has two uses
+    CHECK(sites.front().pattern == std::string(symtune::binding::kBatchNormRelu));
+    REQUIRE(sites.front().follower != nullptr);
+    CHECK(sites.front().follower->kind() == c10::aten::relu);
+    CHECK(symtune::binding::pairProducer(sites.front().follower) == sites.front().node);
+    REQUIRE(binder->table().bindings.size() == 1);
+    const auto& b = binder->table().bindings.front();
+    REQUIRE(b.candidates.size() == 2);
+    CHECK(b.candidates[1].name == "bn-relu");
+    CHECK(b.candidates[1].refused.empty());
+    CHECK(b.candidates[1].maxError <= 1e-5);
+    // The measurement replays ran on copies of the running statistics: one forward's update.
+    symtune::test::checkScaledError("running mean", bound.mean1, plain.mean1, 1e-6);
+    symtune::test::checkScaledError("running var", bound.var1, plain.var1, 1e-6);
+    symtune::test::checkScaledError("output", bound.out, plain.out, 1e-5);
+    symtune::test::checkScaledError("input gradient", bound.gx, plain.gx, 1e-5);
+    symtune::test::checkScaledError("conv gradient", bound.gw1, plain.gw1, 1e-5);
+    symtune::test::checkScaledError("bn weight gradient", bound.gg1, plain.gg1, 1e-5);
+
+    // Forced to the fused op: the same within its tolerance, running statistics included.
+    symtune::BindingTable table = binder->table();
+    table.bindings.front().winner = "bn-relu";
+    BinderOptions quiet;
+    quiet.measure = false;
+    symtune::SegmentExecutor forcedExec(module.clone(), "blocks");
+    auto forced = pairBinder(forcedExec, quiet);
+    REQUIRE_FALSE(forced->adopt(table).has_value());
+    const BlockRun fused = blockStep(forcedExec, channelsLast);
+    CHECK(forced->boundExecutions() == 1);
+    symtune::test::checkScaledError("forced output", fused.out, plain.out, 1e-5);
+    symtune::test::checkScaledError("forced input gradient", fused.gx, plain.gx, 1e-5);
+    symtune::test::checkScaledError("forced running var", fused.var1, plain.var1, 1e-6);
+  }
+}
+
+TEST_CASE("bn-relu leaves an evaluation-mode batch norm to ATen; the reference pair is exact") {
+  const torch::jit::Module evaluating = convBlocks(false);
+  symtune::SegmentExecutor plainExec(evaluating.clone(), "blocks");
+  symtune::SegmentExecutor exec(evaluating.clone(), "blocks");
+  auto binder = pairBinder(exec);
+  const BlockRun plain = blockStep(plainExec, false);
+  const BlockRun bound = blockStep(exec, false);
+  // Evaluation mode: the candidate runs the ATen pair, so it agrees exactly and gains nothing.
+  CHECK(torch::equal(bound.out, plain.out));
+  CHECK(torch::equal(bound.gx, plain.gx));
+  REQUIRE(binder->table().bindings.size() == 1);
+  CHECK(binder->table().bindings.front().candidates.at(1).maxError == 0);
+  // Every site on its reference: the two ATen ops one after the other, bit for bit.
+  BinderOptions quiet;
+  quiet.measure = false;
+  const torch::jit::Module training = convBlocks(true);
+  symtune::SegmentExecutor wantExec(training.clone(), "blocks");
+  symtune::SegmentExecutor gotExec(training.clone(), "blocks");
+  pairBinder(gotExec, quiet);
+  const BlockRun want = blockStep(wantExec, false);
+  const BlockRun got = blockStep(gotExec, false);
+  CHECK(torch::equal(got.out, want.out));
+  CHECK(torch::equal(got.gx, want.gx));
+  CHECK(torch::equal(got.var1, want.var1));
 }

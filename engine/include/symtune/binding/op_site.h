@@ -37,6 +37,10 @@ inline constexpr const char* kPartialSlice = "partial slice";
 // a linear layer's bias and its GELU): one site of two nodes (Note [Two-node sites]).
 inline constexpr const char* kBiasGelu = "bias GELU";
 
+// aten::batch_norm whose result feeds only an aten::relu in the same block (a convolution block's
+// normalization and activation): one site of two nodes (Note [Two-node sites]).
+inline constexpr const char* kBatchNormRelu = "batch norm ReLU";
+
 // A tensor carried through a loop whose body reads rows of it with aten::index_select and then
 // replaces rows of it with one aten::index_copy whose result is the next trip's value (the tree
 // network's `h.index_select(0, left[ids])` ... `h = h.index_copy(0, ids, composed)`): one site of
@@ -141,6 +145,9 @@ struct OpSite {
   // Two-node sites: the second node, and (bias GELU) its `approximate` argument.
   const torch::jit::Node* follower = nullptr;
   std::string approximate;
+  // Inputs the site's op updates in place though its schema does not say so (batch norm's
+  // running statistics): a measurement gives every replay its own copy.
+  std::vector<size_t> updated;
   // Loop-carried rows: the group of the loop's reads and write of the tensor (`loop` is its loop).
   std::shared_ptr<CarriedRows> rows;
 };
@@ -168,6 +175,10 @@ std::optional<OpSite> findOpSite(const torch::jit::Node* node, NodeId id, const 
 const torch::jit::Node* biasGeluFollower(const torch::jit::Node* add);
 // The aten::add whose bias-GELU site `gelu` is the second node of, or nullptr.
 const torch::jit::Node* biasGeluProducer(const torch::jit::Node* gelu);
+// The aten::relu a batch-norm-ReLU site's aten::batch_norm feeds, or nullptr.
+const torch::jit::Node* batchNormReluFollower(const torch::jit::Node* batchNorm);
+// The first node of the two-node site (either pattern) whose second node is `node`, or nullptr.
+const torch::jit::Node* pairProducer(const torch::jit::Node* node);
 
 // "#31 aten::select rnn"
 std::string siteName(const torch::jit::Node* node, NodeId id, const Graph& graph);
