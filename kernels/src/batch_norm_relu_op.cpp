@@ -54,8 +54,9 @@ std::optional<at::Tensor> optional(const at::Tensor& t) {
 // reducing the masked gradient (the mask read from the output, which the next convolution keeps
 // anyway) and one writing the input's gradient. On contiguous activations channels are
 // independent, so each is one task whose passes find its data in cache; on channels-last ones
-// each task takes rows (pixels), vectors along the channels, and per-thread sums are combined. It saves the input, the output and the per-channel mean
-// and inverse deviation — what ATen's pair keeps, less the normalized activation.
+// each task takes rows (pixels), vectors along the channels, and per-thread sums are combined.
+// It saves the input, the output and the per-channel mean and inverse deviation — what ATen's
+// pair keeps, less the normalized activation.
 class BatchNormReluFunction : public torch::autograd::Function<BatchNormReluFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
