@@ -21,8 +21,13 @@ namespace symtune::binding {
 // Note [Binding cost model]
 // An unseen bucket of a site is bound without measuring when the site's measured buckets settle
 // it: at least two of them, all won by the same candidate, each by at least
-// kPredictSpeedup over the runner-up. Anything less certain — a first or second bucket, winners
-// that differ between buckets, or a margin below that — is measured.
+// kPredictSpeedup over the runner-up. A site with fewer than two measured buckets is settled the
+// same way by the other sites of its pattern measured in the very bucket (the ResNet's batch
+// norms of one width, met in a block that a data-dependent gate opens for the first time late
+// in a run), when they agree with what its own bucket, if any, chose. Anything less certain — too
+// few measurements, winners that differ, or a margin below kPredictSpeedup — is measured. A
+// prediction binds without the agreement check a measurement makes: it trusts that a candidate
+// that agreed on the same pattern and shapes agrees here.
 namespace {
 
 constexpr double kPredictSpeedup = 1.5;
@@ -411,25 +416,47 @@ const Candidate* Binder::decide(SiteState& s, const std::string& bucket,
 }
 
 const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
-  std::string winner;
-  int settled = 0;
-  for (const Binding* b : table_.ofSite(s.site.name)) {
-    if (b->predicted)
-      continue;
-    if (!winner.empty() && b->winner != winner)
-      return nullptr;
-    winner = b->winner;
-    const CandidateMeasurement* best = b->measurement(b->winner);
-    double runnerUp = std::numeric_limits<double>::infinity();
-    for (const auto& m : b->candidates) {
-      if (m.name != b->winner && m.refused.empty())
-        runnerUp = std::min(runnerUp, m.seconds());
+  // What measured bindings settle: their common winner when each won by kPredictSpeedup, and
+  // how many; nullopt when they disagree or one won narrowly.
+  const auto settle = [](const std::vector<const Binding*>& bindings)
+      -> std::optional<std::pair<std::string, int>> {
+    std::string winner;
+    int settled = 0;
+    for (const Binding* b : bindings) {
+      if (b->predicted)
+        continue;
+      if (!winner.empty() && b->winner != winner)
+        return std::nullopt;
+      winner = b->winner;
+      const CandidateMeasurement* best = b->measurement(b->winner);
+      double runnerUp = std::numeric_limits<double>::infinity();
+      for (const auto& m : b->candidates) {
+        if (m.name != b->winner && m.refused.empty())
+          runnerUp = std::min(runnerUp, m.seconds());
+      }
+      if (best == nullptr || best->seconds() <= 0 || runnerUp < kPredictSpeedup * best->seconds())
+        return std::nullopt;
+      ++settled;
     }
-    if (best == nullptr || best->seconds() <= 0 || runnerUp < kPredictSpeedup * best->seconds())
+    return std::make_pair(winner, settled);
+  };
+  const auto own = settle(table_.ofSite(s.site.name));
+  if (!own)
+    return nullptr;
+  std::string winner = own->first;
+  if (own->second < 2) {
+    // Too few of its own: other sites of its pattern measured in this bucket.
+    std::vector<const Binding*> siblings;
+    for (const Binding& b : table_.bindings) {
+      if (b.pattern == s.site.pattern && b.bucket == bucket && b.site != s.site.name)
+        siblings.push_back(&b);
+    }
+    const auto others = settle(siblings);
+    if (!others || others->second < 2 || (!winner.empty() && others->first != winner))
       return nullptr;
-    ++settled;
+    winner = others->first;
   }
-  const Candidate* c = settled >= 2 ? byName(s, winner) : nullptr;
+  const Candidate* c = byName(s, winner);
   if (c == nullptr)
     return nullptr;
   Binding b = detail::siteBinding(s.site, bucket);

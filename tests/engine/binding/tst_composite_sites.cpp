@@ -5,6 +5,7 @@
 
 #include "doctest_torch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <set>
@@ -189,6 +190,63 @@ TEST_CASE("a measured bias-GELU site keeps both candidates' times and agrees wit
     CHECK(b.candidates[1].seconds() > 0);
   }
   CHECK(measured == 4);  // two sites, two buckets each
+}
+
+namespace {
+
+// Three bias-GELU pairs of one shape: three sites of one pattern meeting one bucket.
+torch::jit::Module threeGelus() {
+  torch::jit::Module m("ThreeGelus");
+  m.define(R"(
+def forward(self, x: Tensor, w: Tensor, b: Tensor):
+    h = torch.gelu(torch.matmul(x, w) + b)
+    h = torch.gelu(torch.matmul(h, w) + b)
+    return torch.gelu(torch.matmul(h, w) + b)
+)");
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("the cost model binds a site from the other sites of its pattern in its bucket") {
+  symtune::SyMuGen gen(threeGelus(), "three_gelus");
+  BinderOptions measureAll;
+  measureAll.predict = false;
+  Binder probe(gen.staticGraph(), here(), measureAll);
+  biasGeluStep(gen, &probe, 64, 128);
+  const auto sites = probe.sites();
+  REQUIRE(sites.size() == 3);
+  REQUIRE(probe.table().bindings.size() == 3);
+  // The first two sites measured with bias-gelu `ratio` times faster than the ATen pair; the
+  // third not measured.
+  const auto tableWith = [&](double ratio) {
+    symtune::BindingTable t = probe.table();
+    t.bindings.erase(std::remove_if(t.bindings.begin(), t.bindings.end(),
+                                    [&](const auto& b) { return b.site == sites[2].name; }),
+                     t.bindings.end());
+    for (auto& b : t.bindings) {
+      b.winner = "bias-gelu";
+      b.candidates = {{"aten", ratio * 1e-5, 0, 0, ""}, {"bias-gelu", 1e-5, 0, 0, ""}};
+    }
+    return t;
+  };
+  const BiasGeluRun plain = biasGeluStep(gen, nullptr, 64, 128);
+  Binder settled(gen.staticGraph(), here());
+  REQUIRE_FALSE(settled.adopt(tableWith(3.0)).has_value());
+  const BiasGeluRun predicted = biasGeluStep(gen, &settled, 64, 128);
+  CHECK(settled.measurements() == 0);
+  CHECK(settled.predictions() == 1);
+  const auto third = settled.table().ofSite(sites[2].name);
+  REQUIRE(third.size() == 1);
+  CHECK(third.front()->predicted);
+  CHECK(third.front()->winner == "bias-gelu");
+  symtune::test::checkScaledError("output", predicted.out, plain.out, 1e-5);
+  // Siblings that won narrowly settle nothing: the third site is measured.
+  Binder close(gen.staticGraph(), here());
+  REQUIRE_FALSE(close.adopt(tableWith(1.2)).has_value());
+  biasGeluStep(gen, &close, 64, 128);
+  CHECK(close.predictions() == 0);
+  CHECK(close.measurements() == 1);
 }
 
 namespace {
