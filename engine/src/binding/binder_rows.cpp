@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/jit/ir/constants.h>
 
 #include "measurement.h"
 #include "symtune/binding/binder.h"
@@ -18,8 +17,7 @@ namespace symtune::binding {
 void Binder::runRows(SiteState& s, torch::jit::Stack& stack, LoopFrames& loops) {
   CarriedRows& group = *s.site.rows;
   const size_t count = s.site.node->inputs().size();
-  // The binder's own slot in the loop's frame: keyed by the loop node, which is no op site.
-  c10::IValue& decision = loops.slot(group.loop, group.loop);
+  c10::IValue& decision = loops.slot(group.loop, group.choiceKey());
   if (decision.isNone()) {
     // The group's first node in this execution of the loop runs on its first trip, where the
     // carried tensor is the loop's initial value.
@@ -55,6 +53,10 @@ int64_t Binder::chooseRows(SiteState& s, const at::Tensor& entry, int64_t trips)
   auto& chosen = rowsChosen_[&group];
   if (auto it = chosen.find(bucket); it != chosen.end())
     return it->second;
+  // A tensor the loop only reads gains nothing when no gradient flows to it (the tree's int64
+  // child tables): its reads stay the ATen op, unmeasured.
+  if (group.writer == nullptr && !(entry.requires_grad() && at::GradMode::is_enabled()))
+    return chosen[bucket] = 0;
   const auto indexOf = [&s](const Candidate* c) -> int64_t {
     const auto at = std::find(s.candidates.begin(), s.candidates.end(), c);
     return at == s.candidates.end() ? 0 : at - s.candidates.begin();
@@ -91,7 +93,7 @@ int64_t Binder::chooseRows(SiteState& s, const at::Tensor& entry, int64_t trips)
 
 Binding Binder::measureRows(SiteState& s, const std::string& bucket, int64_t trips) {
   CarriedRows& group = *s.site.rows;
-  const int64_t dim = torch::jit::toIValue(group.writer->input(1))->toInt();
+  const int64_t dim = group.dim;
   // Leaves: the loop's initial value and the rows each write wrote, as they were.
   at::Tensor entry = group.recordedEntry;
   std::vector<at::Tensor> leaves;
@@ -133,7 +135,8 @@ Binding Binder::measureRows(SiteState& s, const std::string& bucket, int64_t tri
       else
         outputs.push_back(st.back().toTensor());
     }
-    outputs.push_back(carried);
+    if (group.writer != nullptr)
+      outputs.push_back(carried);  // the loop's result
     frames.leave(group.loop);
     detail::finishReplay(std::move(outputs), leaves, gradOutputs, cuda, timed, t0, out);
   };

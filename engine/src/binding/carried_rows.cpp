@@ -5,7 +5,8 @@
 // Note [Row buffer autograd]
 // Three autograd functions share a RowGradient (the gradient buffer and the row gradients not yet
 // added to it), and each write of the loop starts a new version of the buffer:
-//   EnterRows(h0) -> B            the loop's initial value copied once into the buffer B;
+//   EnterRows(h0) -> B            the loop's initial value copied once into the buffer B (a
+//                                 tensor the loop only reads is B itself, as a view);
 //   ReadRows(B, index)            index_select of the buffer's current version v;
 //   WriteRows(B, index, rows) -> B  index_copy_ in place (B marked dirty): version v + 1.
 // The functions keep undefined gradients undefined (no zero tensors the size of B), and return
@@ -78,11 +79,13 @@ c10::intrusive_ptr<RowGradient> gradientOf(AutogradContext* ctx) {
 }
 
 struct EnterRows : torch::autograd::Function<EnterRows> {
+  // `copy`: the buffer is a copy of the entry, which the loop's writes change; otherwise (reads
+  // only) the entry itself.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& entry,
-                            c10::intrusive_ptr<RowGradient> gradient) {
+                            c10::intrusive_ptr<RowGradient> gradient, bool copy) {
     ctx->set_materialize_grads(false);
     ctx->saved_data["gradient"] = c10::IValue::make_capsule(std::move(gradient));
-    return entry.clone(at::MemoryFormat::Contiguous);
+    return copy ? entry.clone(at::MemoryFormat::Contiguous) : entry.view_as(entry);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto gradient = gradientOf(ctx);
@@ -90,7 +93,7 @@ struct EnterRows : torch::autograd::Function<EnterRows> {
     gradient->settle(0);
     at::Tensor g = std::move(gradient->ensure());
     gradient->buffer = at::Tensor();
-    return {g, at::Tensor()};
+    return {g, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -171,11 +174,11 @@ class RowsInPlace final : public Candidate {
  public:
   std::string name() const override { return "rows-in-place"; }
   std::string description() const override {
-    return "one buffer for the loop-carried tensor, rows written in place; row gradients "
+    return "one buffer for a loop's tensor, rows written in place; its reads' row gradients "
            "gathered into one gradient buffer";
   }
   bool applies(const OpSite& site) const override {
-    return site.pattern == kCarriedRows && site.rows != nullptr;
+    return (site.pattern == kCarriedRows || site.pattern == kInvariantRows) && site.rows != nullptr;
   }
   void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
            LoopFrames& loops) const override {
@@ -184,7 +187,7 @@ class RowsInPlace final : public Candidate {
     const at::Tensor& self = stack[base].toTensor();
     const auto dim = tensorDim(self, stack[base + 1].toInt());
     const at::Tensor& index = stack[base + 2].toTensor();
-    c10::IValue& slot = loops.slot(site.loop, site.rows->writer);
+    c10::IValue& slot = loops.slot(site.loop, site.rows->bufferKey());
     if (slot.isNone()) {
       if (!dim || !self.is_floating_point()) {
         op(stack);  // ATen says what is wrong (or there is no gradient to gather)
@@ -199,7 +202,7 @@ class RowsInPlace final : public Candidate {
       rows->entry = self.unsafeGetTensorImpl();
       rows->entryVersion = self._version();
       rows->gradient = gradient;
-      rows->buffer = EnterRows::apply(self, gradient);
+      rows->buffer = EnterRows::apply(self, gradient, /*copy=*/site.rows->writer != nullptr);
       slot = c10::IValue::make_capsule(rows);
     }
     auto* rows = static_cast<RowBuffer*>(slot.toCapsule().get());

@@ -147,6 +147,50 @@ std::shared_ptr<CarriedRows> findCarriedRows(const Value* carried) {
   }
   std::sort(group->readers.begin(), group->readers.end(),
             [](const Node* a, const Node* b) { return a->isBefore(b); });
+  group->dim = *dim;
+  return group;
+}
+
+// The innermost loop around `node` that `value` is defined outside of, or nullptr.
+const Node* invariantLoop(const Value* value, const Node* node) {
+  for (const Block* b = node->owningBlock(); b != nullptr;) {
+    const Node* owner = b->owningNode();
+    if (owner == nullptr)
+      return nullptr;
+    if (owner->kind() == c10::prim::Loop && b == owner->blocks()[0] && !inside(value->node(), b))
+      return owner;
+    b = owner->owningBlock();
+  }
+  return nullptr;
+}
+
+// The loop-invariant rows group of `value` in `loop` (Note [Loop-carried rows]): every use of the
+// tensor inside the loop's body, at any depth, an aten::index_select of it along one constant
+// dimension, and nothing in the body writing a tensor in place.
+std::shared_ptr<CarriedRows> findInvariantRows(const Value* value, const Node* loop) {
+  const Block* body = loop->blocks()[0];
+  if (!isTensor(value) || mutatesTensors(body))
+    return nullptr;
+  auto group = std::make_shared<CarriedRows>();
+  group->loop = loop;
+  group->carried = value;
+  std::optional<int64_t> dim;
+  for (const torch::jit::Use& use : value->uses()) {
+    const Node* user = use.user;
+    if (!inside(user, body))
+      continue;
+    const auto d = user->inputs().size() == 3 ? constant(user->input(1)) : std::nullopt;
+    if (user->kind() != c10::aten::index_select || use.offset != 0 || !d || !d->isInt() ||
+        (dim && *dim != d->toInt()) || !isTensor(user->input(2)))
+      return nullptr;
+    dim = d->toInt();
+    group->readers.push_back(user);
+  }
+  if (group->readers.empty())
+    return nullptr;
+  std::sort(group->readers.begin(), group->readers.end(),
+            [](const Node* a, const Node* b) { return a->isBefore(b); });
+  group->dim = *dim;
   return group;
 }
 
@@ -374,13 +418,28 @@ std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph
   site.id = id;
   if ((node->kind() == c10::aten::index_select || node->kind() == c10::aten::index_copy) &&
       !node->inputs().empty()) {
-    const Value* carried = node->input(0);
-    auto found = groups.rows.find(carried);
-    if (found == groups.rows.end())
-      found = groups.rows.emplace(carried, findCarriedRows(carried)).first;
+    const Value* tensor = node->input(0);
+    // Carried through the loop whose body it is an input of, or read in a loop it is defined
+    // outside of.
+    const Block* owner =
+        tensor->node()->kind() == c10::prim::Param ? tensor->node()->owningBlock() : nullptr;
+    const bool carried = owner != nullptr && owner->owningNode() != nullptr &&
+                         owner->owningNode()->kind() == c10::prim::Loop;
+    const Node* loop = carried ? owner->owningNode() : invariantLoop(tensor, node);
+    if (loop == nullptr)
+      return std::nullopt;
+    auto found = groups.rows.find({tensor, loop});
+    if (found == groups.rows.end()) {
+      std::shared_ptr<CarriedRows> group;
+      if (carried)
+        group = findCarriedRows(tensor);
+      else if (node->kind() == c10::aten::index_select)
+        group = findInvariantRows(tensor, loop);
+      found = groups.rows.emplace(std::make_pair(tensor, loop), std::move(group)).first;
+    }
     if (found->second == nullptr)
       return std::nullopt;
-    site.pattern = kCarriedRows;
+    site.pattern = found->second->writer != nullptr ? kCarriedRows : kInvariantRows;
     site.loop = found->second->loop;
     site.rows = found->second;
   } else if (identitySlice(node)) {

@@ -126,7 +126,17 @@ TEST_CASE("a loop reading and rewriting rows of a carried tensor is one site of 
   Binder binder(gen.staticGraph(), here());
   const Trees t = trees(8, 4, 16, false);
   step(gen, &binder, t);
-  const auto sites = binder.sites();
+  // The int64 child tables, read with index_select in the loop, are loop-invariant rows sites
+  // that no gradient reaches: left to ATen, never measured.
+  std::vector<symtune::binding::OpSite> sites;
+  int invariant = 0;
+  for (const auto& site : binder.sites()) {
+    if (site.pattern == std::string(symtune::binding::kInvariantRows))
+      ++invariant;
+    else
+      sites.push_back(site);
+  }
+  CHECK(invariant == 2);
   REQUIRE(sites.size() == 3);
   for (const auto& site : sites) {
     INFO(site.name);
@@ -284,4 +294,129 @@ TEST_CASE("bit-for-bit binding leaves loop-carried rows to ATen") {
   step(gen, &exact, t);
   CHECK(exact.sites().empty());
   CHECK(exact.measurements() == 0);
+}
+
+namespace {
+
+// The MoE's expert loop: each expert reads the rows of the tokens routed to it from a tensor
+// defined before the loop (inside an `if`), and adds its result back out of place.
+torch::jit::Module experts() {
+  torch::jit::Module m("Experts");
+  m.define(R"(
+def forward(self, y0: Tensor, w: Tensor, first: Tensor, second: Tensor, n: int):
+    y = y0 * 1.0
+    out = torch.zeros_like(y)
+    for e in range(n):
+        rows = ((first == e) | (second == e)).nonzero().squeeze(1)
+        if rows.numel() > 0:
+            h = torch.tanh(torch.matmul(y.index_select(0, rows), w))
+            out = out.index_add(0, rows, h)
+    return out
+)");
+  return m;
+}
+
+struct Routed {
+  torch::Tensor y0, w, first, second;
+  int64_t experts = 4;
+};
+
+Routed routed(int64_t tokens, int64_t width, bool entryGrad) {
+  torch::manual_seed(tokens + width);
+  Routed r;
+  r.y0 = torch::randn({tokens, width}).requires_grad_(entryGrad);
+  r.w = (torch::randn({width, width}) / std::sqrt(double(width))).requires_grad_(true);
+  r.first = torch::randint(0, r.experts, {tokens});
+  r.second = (r.first + 1 + torch::randint(0, r.experts - 1, {tokens})) % r.experts;
+  return r;
+}
+
+Run expertStep(symtune::SyMuGen& gen, symtune::OpBinder* binder, const Routed& r) {
+  auto y0 = r.y0.detach().clone().requires_grad_(r.y0.requires_grad());
+  auto w = r.w.detach().clone().requires_grad_(true);
+  symtune::ForwardOptions options;
+  options.binder = binder;
+  Run out;
+  out.out = gen.forward({y0, w, r.first, r.second, r.experts}, options).output.toTensor();
+  out.out.backward(torch::linspace(-1, 1, out.out.numel()).view_as(out.out));
+  out.gh0 = y0.grad();
+  out.gw = w.grad();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a loop's index_select reads of a tensor defined before it are one site") {
+  symtune::SyMuGen gen(experts(), "experts");
+  for (const bool entryGrad : {true, false}) {
+    INFO("entry gradient ", entryGrad);
+    const Routed r = routed(64, 16, entryGrad);
+    Binder measuring(gen.staticGraph(), here());
+    expertStep(gen, &measuring, r);
+    const auto sites = measuring.sites();
+    REQUIRE(sites.size() == 1);
+    CHECK(sites.front().pattern == std::string(symtune::binding::kInvariantRows));
+    REQUIRE(sites.front().rows != nullptr);
+    CHECK(sites.front().rows->writer == nullptr);
+    CHECK(sites.front().rows->readers.size() == 1);
+    CHECK(sites.front().loop == sites.front().rows->loop);
+    CHECK(measuring.measurements() == 0);  // the first execution of the loop is recorded
+    expertStep(gen, &measuring, r);
+    if (!entryGrad) {
+      // No gradient reaches the tensor: nothing to gain, the reads stay ATen's, unmeasured.
+      CHECK(measuring.measurements() == 0);
+      CHECK(measuring.table().bindings.empty());
+      CHECK(measuring.boundExecutions() == 0);
+      continue;
+    }
+    CHECK(measuring.measurements() == 1);
+    REQUIRE(measuring.table().bindings.size() == 1);
+    const auto& b = measuring.table().bindings.front();
+    REQUIRE(b.candidates.size() == 2);
+    CHECK(b.candidates[1].name == "rows-in-place");
+    CHECK(b.candidates[1].refused.empty());
+
+    const auto bound = forcedBinder(gen, measuring, "rows-in-place");
+    const Run plain = expertStep(gen, nullptr, r);
+    const Run got = expertStep(gen, bound.get(), r);
+    CHECK(bound->boundExecutions() > 0);
+    CHECK(torch::equal(got.out, plain.out));  // the same rows read
+    const double tolerance = symtune::binding::findCandidate("rows-in-place")->tolerance();
+    symtune::test::checkScaledError("w gradient", got.gw, plain.gw, tolerance);
+    // A token routed to two experts has its row's gradient summed in another order.
+    symtune::test::checkScaledError("y gradient", got.gh0, plain.gh0, tolerance);
+  }
+}
+
+TEST_CASE("not a loop-invariant rows site: another use in the loop, or a write in place") {
+  const char* variants[] = {
+      R"(
+def forward(self, y: Tensor, ids: Tensor, n: int):
+    out = torch.zeros_like(y)
+    for i in range(n):
+        out = out + y.index_select(0, ids).sum() + y.mean()
+    return out
+)",
+      R"(
+def forward(self, y: Tensor, ids: Tensor, n: int):
+    out = torch.zeros_like(y)
+    for i in range(n):
+        r = y.index_select(0, ids)
+        out.add_(r.sum())
+    return out
+)",
+  };
+  for (const char* source : variants) {
+    INFO(source);
+    torch::jit::Module m("NotInvariant");
+    m.define(source);
+    symtune::SyMuGen gen(m, "not_invariant");
+    Binder binder(gen.staticGraph(), here());
+    symtune::ForwardOptions options;
+    options.binder = &binder;
+    const auto y = torch::randn({6, 3}, torch::requires_grad());
+    gen.forward({y, torch::tensor({1, 4}), int64_t{3}}, options);
+    for (const auto& site : binder.sites())
+      CHECK(site.pattern != std::string(symtune::binding::kInvariantRows));
+  }
 }

@@ -46,6 +46,10 @@ inline constexpr const char* kBatchNormRelu = "batch norm ReLU";
 // network's `h.index_select(0, left[ids])` ... `h = h.index_copy(0, ids, composed)`): one site of
 // every such node of the loop (Note [Loop-carried rows]).
 inline constexpr const char* kCarriedRows = "loop-carried rows";
+// A tensor defined outside a loop that the loop reads only with aten::index_select (at any depth
+// of its body: the MoE's `y.index_select(0, rows)` per expert, inside an `if`): one site of
+// every such read (Note [Loop-carried rows]; no write, so no copy of the tensor).
+inline constexpr const char* kInvariantRows = "loop-invariant rows";
 
 // Note [Two-node sites]
 // A site of two nodes is bound at its first node, whose execution computes both (the reference:
@@ -69,12 +73,21 @@ inline constexpr const char* kCarriedRows = "loop-carried rows";
 // backward. The whole loop is one decision: the binder decides at the first node the loop runs
 // (measuring by replaying the reads and writes of an earlier execution of the loop in the same
 // bucket, recorded while it ran as written), and every node of the group follows it until that
-// execution of the loop ends.
+// execution of the loop ends. A tensor the loop only reads (kInvariantRows) is the same group
+// without a write: its reads share the gradient buffer and the buffer is the tensor itself.
 struct CarriedRows {
   const torch::jit::Node* loop = nullptr;
-  const torch::jit::Value* carried = nullptr;    // the body's input that is the tensor
-  const torch::jit::Node* writer = nullptr;      // the aten::index_copy
+  // The body's input that is the tensor (loop-carried), or the tensor defined outside the loop
+  // (loop-invariant).
+  const torch::jit::Value* carried = nullptr;
+  const torch::jit::Node* writer = nullptr;      // the aten::index_copy; none for loop-invariant
   std::vector<const torch::jit::Node*> readers;  // the aten::index_select nodes, in body order
+  int64_t dim = 0;                               // the dimension every one of them indexes
+
+  // Its slots in the loop's frame (LoopFrames): the binder's choice for the running execution of
+  // the loop, and the candidate's buffer — one each per group, several groups sharing a loop.
+  const void* choiceKey() const { return &writer; }
+  const void* bufferKey() const { return &readers; }
 
   // What an execution of the loop did, kept for measuring (recorded while it ran as written).
   struct Event {
@@ -157,8 +170,9 @@ struct OpSite {
 using SliceGroups =
     std::map<std::pair<const torch::jit::Value*, int64_t>, std::shared_ptr<SliceGroup>>;
 
-// The loop-carried rows groups of one graph, by the carried value (nullptr: not a group).
-using CarriedRowGroups = std::map<const torch::jit::Value*, std::shared_ptr<CarriedRows>>;
+// The rows groups of one graph, by the tensor and the loop (nullptr: not a group).
+using CarriedRowGroups = std::map<std::pair<const torch::jit::Value*, const torch::jit::Node*>,
+                                  std::shared_ptr<CarriedRows>>;
 
 // What the sites of one graph share, created on first use.
 struct SiteGroups {

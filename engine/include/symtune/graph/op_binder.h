@@ -34,17 +34,18 @@ class LoopFrames {
     auto it = frames_.find(loop);
     return it == frames_.end() ? -1 : it->second.maxTrips;
   }
-  // `site`'s slot in the running execution of `loop` (None until set). The loop must be running.
-  c10::IValue& slot(const torch::jit::Node* loop, const torch::jit::Node* site) {
+  // The slot of `key` (a site's node, or what else its user keeps once per loop execution) in the
+  // running execution of `loop` (None until set). The loop must be running.
+  c10::IValue& slot(const torch::jit::Node* loop, const void* key) {
     auto it = frames_.find(loop);
     TORCH_INTERNAL_ASSERT(it != frames_.end(), "LoopFrames: the loop is not running");
-    return it->second.slots[site];
+    return it->second.slots[key];
   }
 
  private:
   struct Frame {
     int64_t maxTrips = 0;
-    std::unordered_map<const torch::jit::Node*, c10::IValue> slots;
+    std::unordered_map<const void*, c10::IValue> slots;
   };
   std::unordered_map<const torch::jit::Node*, Frame> frames_;
 };
