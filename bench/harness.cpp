@@ -256,6 +256,23 @@ const std::vector<Mode>& baselineModes() {
          for (const char* rule : {"fused_bias_gelu", "fused_bias_dropout_add"})
            session.rules.enable.push_back(rule);
        }},
+      {"bind+fused",
+       "DynaCompiler's binding and kernels/ end to end: the fusion rewrites applied to the graph "
+       "first (their sites leave the binder nothing to choose), the fused optimizer step",
+       [](Trainer& trainer) {
+         for (const auto& report : trainer.rewrites()) {
+           std::cerr << "  bind+fused: " << report.rule << ", " << report.sites
+                     << " sites rewritten\n";
+         }
+       },
+       {},
+       {},
+       [](Session& session) {
+         session.binding.enabled = true;
+         session.optimizer.fused = true;
+         for (const char* rule : {"fused_bias_gelu", "fused_bias_dropout_add"})
+           session.rules.enable.push_back(rule);
+       }},
   };
   return modes;
 }

@@ -38,8 +38,9 @@ struct Mode {
 // activation checkpointing of every top-level block); "per-node" (per-node telemetry on every
 // step: the price of measuring each op); and "tanh-gelu" (the built-in tanh_gelu
 // rewrite applied to the model before it runs; the same as "script" on models without GELU);
-// "fused-optim" (the session's optimizer with symtune::optim's fused step); and "fused" (that
-// step and the built-in pack's fusion rewrites: kernels/ end to end).
+// "fused-optim" (the session's optimizer with symtune::optim's fused step); "fused" (that
+// step and the built-in pack's fusion rewrites: kernels/ end to end); and "bind+fused" (those
+// and DynaCompiler's binding).
 const std::vector<Mode>& baselineModes();
 const Mode* findMode(const std::string& name);
 

@@ -47,7 +47,8 @@ bind (eager with DynaCompiler binding each op site to its fastest agreeing candi
 checkpoint (full activation checkpointing of every top-level block), per-node (per-node
 telemetry on every step), tanh-gelu (the built-in
 tanh_gelu rewrite: exact GELU to its tanh approximation), fused-optim (the optimizer's fused step),
-fused (the fused step and the built-in fusion rewrites: fused_bias_gelu, fused_bias_dropout_add)
+fused (the fused step and the built-in fusion rewrites: fused_bias_gelu, fused_bias_dropout_add),
+bind+fused (those and DynaCompiler's binding)
 )";
 
 std::vector<std::string> split(const std::string& list) {
