@@ -1,4 +1,4 @@
-// The binder's side of loop-carried rows sites (Note [Loop-carried rows] in
+// The binder's side of rows sites, loop-carried and loop-invariant (Note [Loop-carried rows] in
 // symtune/binding/op_site.h): one decision per execution of the loop, made at the first node of
 // the group that execution runs, and measured by replaying the reads and writes an earlier
 // execution in the same bucket made.
@@ -94,7 +94,8 @@ int64_t Binder::chooseRows(SiteState& s, const at::Tensor& entry, int64_t trips)
 Binding Binder::measureRows(SiteState& s, const std::string& bucket, int64_t trips) {
   CarriedRows& group = *s.site.rows;
   const int64_t dim = group.dim;
-  // Leaves: the loop's initial value and the rows each write wrote, as they were.
+  // Leaves: the loop's initial value (the read tensor) and the rows each write wrote, as they
+  // were.
   at::Tensor entry = group.recordedEntry;
   std::vector<at::Tensor> leaves;
   if (group.entryGrad) {
