@@ -143,8 +143,13 @@ void GraphModel::setBindings(const BindingTable* table) {
     for (const Binding& b : table->bindings) {
       // A predicted bucket has no times of its own: its site's measured buckets give the figure.
       const double speedup = b.winner == b.reference || b.predicted ? 1.0 : b.speedup();
-      double& slot = bindingSpeedup_.emplace(NodeId(b.node), 1.0).first->second;
-      slot = std::max(slot, speedup);
+      // A site of several nodes (a pair, a loop's reads and write) colours every one of them.
+      std::vector<int32_t> nodes{b.node};
+      nodes.insert(nodes.end(), b.nodes.begin(), b.nodes.end());
+      for (int32_t node : nodes) {
+        double& slot = bindingSpeedup_.emplace(NodeId(node), 1.0).first->second;
+        slot = std::max(slot, speedup);
+      }
     }
   }
   Q_EMIT valuesChanged();

@@ -214,6 +214,14 @@ class TestGraphScene : public QObject {
     backward.setBindings(&table);
     QCOMPARE(*backward.value(Overlay::Binding, s_.addBackward), 1.0);  // its forward op's
 
+    // A site of several nodes (a pair, a loop's reads and write) colours every one of them.
+    Binding pair = binding(s_.add, "b", "bn-relu", 2.0, 1.0);
+    pair.nodes = {s_.relu.value()};
+    table.put(pair);
+    forward.setBindings(&table);
+    QCOMPARE(*forward.value(Overlay::Binding, s_.add), 2.0);
+    QCOMPARE(*forward.value(Overlay::Binding, s_.relu), 2.0);
+
     forward.setBindings(nullptr);
     QVERIFY(!forward.value(Overlay::Binding, s_.matmul).has_value());
   }

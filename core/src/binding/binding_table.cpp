@@ -105,15 +105,18 @@ std::string BindingTable::toJson() const {
         entry["refused"] = c.refused;
       candidates.push_back(std::move(entry));
     }
-    list.push_back(json{{"site", b.site},
-                        {"node", b.node},
-                        {"pattern", b.pattern},
-                        {"bucket", b.bucket},
-                        {"reference", b.reference},
-                        {"winner", b.winner},
-                        {"predicted", b.predicted},
-                        {"speedup", b.speedup()},
-                        {"candidates", std::move(candidates)}});
+    json entry{{"site", b.site},
+               {"node", b.node},
+               {"pattern", b.pattern},
+               {"bucket", b.bucket},
+               {"reference", b.reference},
+               {"winner", b.winner},
+               {"predicted", b.predicted},
+               {"speedup", b.speedup()},
+               {"candidates", std::move(candidates)}};
+    if (!b.nodes.empty())
+      entry["nodes"] = b.nodes;
+    list.push_back(std::move(entry));
   }
   const json root{{"format", kFormat},
                   {"version", kVersion},
@@ -163,11 +166,23 @@ BindingTable BindingTable::fromJson(const std::string& text, const std::string& 
     if (!list[i].is_object())
       fail(path, "expected an object, found " + detail::describeJsonType(list[i]));
     detail::JsonFields f(list[i], path, fail);
-    f.rejectUnknown({"site", "node", "pattern", "bucket", "reference", "winner", "predicted",
-                     "speedup", "candidates"});
+    f.rejectUnknown({"site", "node", "nodes", "pattern", "bucket", "reference", "winner",
+                     "predicted", "speedup", "candidates"});
     Binding b;
     b.site = f.string("site");
     b.node = static_cast<int32_t>(f.integer("node"));
+    if (list[i].contains("nodes")) {
+      const auto& nodes = list[i]["nodes"];
+      if (!nodes.is_array())
+        f.fail("nodes", "expected an array of node ids, found " + detail::describeJsonType(nodes));
+      for (size_t j = 0; j < nodes.size(); ++j) {
+        if (!nodes[j].is_number_integer()) {
+          fail(path + ".nodes[" + std::to_string(j) + "]",
+               "expected a node id, found " + detail::describeJsonType(nodes[j]));
+        }
+        b.nodes.push_back(nodes[j].get<int32_t>());
+      }
+    }
     b.pattern = f.string("pattern", "");
     b.bucket = f.string("bucket");
     b.reference = f.string("reference");

@@ -275,6 +275,8 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
           OpSite{}, torch::jit::Operation([](torch::jit::Stack&) {}), {}, {}, {}, nullptr, true});
     }
     const bool bound = state != nullptr;
+    if (bound)
+      noteMember(first, id);  // the pair's site key: its first node
     states_.emplace(node, std::move(state));
     return bound;
   }
@@ -310,6 +312,8 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
       state.reset(new SiteState{
           std::move(*site), std::move(op), std::move(applicable), {}, {}, nullptr, false});
       order_.push_back(state.get());
+      if (state->site.rows != nullptr)
+        noteMember(state->site.rows.get(), id);
     }
   }
   const bool bound = state != nullptr;
@@ -410,9 +414,42 @@ const Candidate* Binder::decide(SiteState& s, const std::string& bucket,
     return s.candidates.front();
   Binding b = measure(s, bucket, stack, trips);
   const Candidate* winner = byName(s, b.winner);
-  table_.put(std::move(b));
+  put(std::move(b), s);
   ++measurements_;
   return winner;
+}
+
+const void* Binder::siteKey(const SiteState& s) {
+  return s.site.rows != nullptr ? static_cast<const void*>(s.site.rows.get())
+                                : static_cast<const void*>(s.site.node);
+}
+
+void Binder::put(Binding b, const SiteState& s) {
+  const void* key = siteKey(s);
+  leads_[key].insert(b.site);
+  for (int32_t id : members_[key]) {
+    if (id != b.node && std::find(b.nodes.begin(), b.nodes.end(), id) == b.nodes.end())
+      b.nodes.push_back(id);
+  }
+  table_.put(std::move(b));
+}
+
+void Binder::noteMember(const void* key, NodeId id) {
+  if (!id.valid())
+    return;
+  auto& ids = members_[key];
+  if (std::find(ids.begin(), ids.end(), id.value()) != ids.end())
+    return;
+  ids.push_back(id.value());
+  // Bindings made before this node was first run (its site decided at an earlier node).
+  const auto leads = leads_.find(key);
+  if (leads == leads_.end())
+    return;
+  for (Binding& b : table_.bindings) {
+    if (leads->second.count(b.site) != 0 && b.node != id.value() &&
+        std::find(b.nodes.begin(), b.nodes.end(), id.value()) == b.nodes.end())
+      b.nodes.push_back(id.value());
+  }
 }
 
 const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
@@ -462,7 +499,7 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
   Binding b = detail::siteBinding(s.site, bucket);
   b.winner = winner;
   b.predicted = true;
-  table_.put(std::move(b));
+  put(std::move(b), s);
   ++predictions_;
   return c;
 }

@@ -74,7 +74,7 @@ int64_t Binder::chooseRows(SiteState& s, const at::Tensor& entry, int64_t trips)
     } else if (group.recordedBucket == bucket && !group.recorded.empty()) {
       Binding b = measureRows(s, bucket, trips);
       winner = byName(s, b.winner);
-      table_.put(std::move(b));
+      put(std::move(b), s);
       ++measurements_;
     } else {
       // Nothing to measure with yet: this execution runs as written and is recorded.

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "symtune/core/binding_table.h"
 #include "test_files.h"
@@ -28,8 +29,10 @@ symtune::BindingTable sample() {
   b.reference = "aten";
   b.winner = "unbind-once";
   b.candidates = {{"aten", 2e-5, 4e-3, 0, ""}, {"unbind-once", 1e-5, 1e-4, 0, ""}};
+  b.nodes = {11, 12};  // as for a site of several nodes
   t.put(b);
   symtune::Binding p = b;
+  p.nodes.clear();
   p.bucket = "float32 [<=32,<=128,768] x<=128";
   p.candidates.clear();
   p.predicted = true;
@@ -61,6 +64,8 @@ TEST_CASE("a table survives a save and a load") {
   REQUIRE(b != nullptr);
   CHECK(b->winner == "unbind-once");
   CHECK(b->node == 10);
+  CHECK(b->nodes == std::vector<int32_t>{11, 12});
+  CHECK(back.bindings[1].nodes.empty());
   CHECK(b->candidates.size() == 2);
   CHECK(b->speedup() == doctest::Approx((2e-5 + 4e-3) / (1e-5 + 1e-4)).epsilon(1e-12));
   CHECK(back.bindings[1].predicted);
@@ -126,6 +131,12 @@ TEST_CASE("a malformed table is refused naming the field") {
   std::string badTime = good;
   badTime.replace(badTime.find("\"forward_seconds\": 2e-05"), 24, "\"forward_seconds\": \"x\"");
   CHECK(errorOf(badTime).find("bindings[0].candidates[0].forward_seconds") != std::string::npos);
+
+  std::string badNodes = good;
+  const size_t nodesAt = badNodes.find("\"nodes\": [");
+  REQUIRE(nodesAt != std::string::npos);
+  badNodes.replace(nodesAt, badNodes.find(']', nodesAt) + 1 - nodesAt, "\"nodes\": [11, \"x\"]");
+  CHECK(errorOf(badNodes).find("bindings[0].nodes[1]: expected a node id") != std::string::npos);
 
   std::string unknown = good;
   unknown.replace(unknown.find("\"pattern\""), 9, "\"patern\"");

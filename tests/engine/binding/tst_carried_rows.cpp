@@ -158,6 +158,8 @@ TEST_CASE("a loop reading and rewriting rows of a carried tensor is one site of 
   REQUIRE(binder.table().bindings.size() == 1);
   const auto& b = binder.table().bindings.front();
   CHECK(b.site == sites.front().name);  // the group's first node decides for it
+  // Its other nodes, for the studio's overlay.
+  CHECK(b.nodes == std::vector<int32_t>{sites[1].id.value(), sites[2].id.value()});
   CHECK(b.pattern == std::string(symtune::binding::kCarriedRows));
   CHECK(b.bucket.find(" x<=4") != std::string::npos);
   REQUIRE(b.candidates.size() == 2);

@@ -46,8 +46,11 @@ struct CandidateMeasurement {
 };
 
 struct Binding {
-  std::string site;     // "#31 aten::select rnn": node id, op, module path
-  int32_t node = -1;    // the node's id in the model's graph
+  std::string site;   // "#31 aten::select rnn": node id, op, module path
+  int32_t node = -1;  // the node's id in the model's graph
+  // The site's other nodes, for a site of several (a bias add's GELU, a loop's reads and write
+  // of a tensor): what the studio's overlay colours with it. Empty for a one-node site.
+  std::vector<int32_t> nodes;
   std::string pattern;  // "identity slice", "loop-indexed select", ...
   std::string bucket;   // "float32 [32,<=64,768] x<=64": dtype, bucketed shapes, loop trips
   std::vector<CandidateMeasurement> candidates;  // empty when the cost model predicted it

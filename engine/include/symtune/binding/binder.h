@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -143,6 +144,12 @@ class Binder final : public OpBinder {
   Binding measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                   int64_t trips);
   const Candidate* byName(const SiteState& s, const std::string& name) const;
+  // Puts a binding of `s` into the table with the ids of the site's other nodes seen so far
+  // (Binding::nodes); noteMember adds a node's id when it is first run, to bindings made before.
+  void put(Binding b, const SiteState& s);
+  void noteMember(const void* key, NodeId id);
+  // What identifies a site of several nodes: its rows group, or its first node.
+  static const void* siteKey(const SiteState& s);
   // Notes a partial slice's execution in its group; whether the group's ranges can split its
   // tensor (otherwise nothing is decided yet).
   bool observeSlice(SiteState& s, const torch::jit::Stack& stack);
@@ -170,6 +177,10 @@ class Binder final : public OpBinder {
   BindingTable table_;
   std::unordered_map<const torch::jit::Node*, std::unique_ptr<SiteState>> states_;
   SiteGroups groups_;
+  // The node ids of each site of several nodes (by siteKey), and the site names its bindings
+  // were put under.
+  std::unordered_map<const void*, std::vector<int32_t>> members_;
+  std::unordered_map<const void*, std::set<std::string>> leads_;
   // Each loop-carried rows group's choices by bucket (index into its first node's candidates).
   std::unordered_map<const CarriedRows*, std::unordered_map<std::string, int64_t>> rowsChosen_;
   std::vector<const SiteState*> order_;
