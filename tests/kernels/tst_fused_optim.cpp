@@ -195,6 +195,10 @@ void tracksTorchOptim(const TrackingRow& row, const std::string& device) {
     s.optimizer.fused = fused;
     s.run.device = device;
     s.run.threads = 1;
+    // Bit-for-bit candidates only: three trainers' binders measure apart and could choose
+    // differently between candidates that round differently (bn-relu, channels-last), which
+    // the ResNet's branches would amplify past what the optimizers' rounding does.
+    s.binding.exact = true;
     return s;
   };
   symtune::Trainer reference(session(false)), fused(session(true)), perturbed(session(false));
