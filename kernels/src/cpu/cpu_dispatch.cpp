@@ -159,6 +159,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormReluBackward(
   return SYMTUNE_CPU_CALL(batchNormReluBackwardCpu, grad, input, output, weight, mean, invstd);
 }
 
+at::Tensor gruCellForward(const at::Tensor& gatesIn, const at::Tensor& gatesHidden,
+                          const at::Tensor& hidden, const std::optional<at::Tensor>& keep) {
+  return SYMTUNE_CPU_CALL(gruCellForwardCpu, gatesIn, gatesHidden, hidden, keep);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gruCellBackward(
+    const at::Tensor& grad, const at::Tensor& gatesIn, const at::Tensor& gatesHidden,
+    const at::Tensor& hidden, const std::optional<at::Tensor>& keep) {
+  return SYMTUNE_CPU_CALL(gruCellBackwardCpu, grad, gatesIn, gatesHidden, hidden, keep);
+}
+
 }  // namespace
 
 std::string cpuCapability() {
@@ -190,4 +201,6 @@ TORCH_LIBRARY_IMPL(symtune, CPU, m) {
   m.impl("add_layer_norm_backward", &symtune::kernels::addLayerNormBackward);
   m.impl("batch_norm_relu_forward", &symtune::kernels::batchNormReluForward);
   m.impl("batch_norm_relu_backward", &symtune::kernels::batchNormReluBackward);
+  m.impl("gru_cell_forward", &symtune::kernels::gruCellForward);
+  m.impl("gru_cell_backward", &symtune::kernels::gruCellBackward);
 }

@@ -50,6 +50,11 @@
   std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormReluBackwardCpu(                         \
       const at::Tensor& grad, const at::Tensor& input, const at::Tensor& output,                   \
       const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& invstd);                 \
+  at::Tensor gruCellForwardCpu(const at::Tensor& gatesIn, const at::Tensor& gatesHidden,           \
+                               const at::Tensor& hidden, const std::optional<at::Tensor>& keep);   \
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> gruCellBackwardCpu(                               \
+      const at::Tensor& grad, const at::Tensor& gatesIn, const at::Tensor& gatesHidden,            \
+      const at::Tensor& hidden, const std::optional<at::Tensor>& keep);                            \
   }
 
 SYMTUNE_DECLARE_CPU_KERNELS(DEFAULT)
