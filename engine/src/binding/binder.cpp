@@ -249,6 +249,10 @@ std::optional<std::string> Binder::adopt(BindingTable table) {
   table_ = std::move(table);
   channelsLast_.clear();
   rowsChosen_.clear();
+  for (auto& [region, cell] : cells_) {
+    cell.chosen.clear();
+    cell.last = nullptr;
+  }
   for (auto& [node, state] : states_) {
     if (state != nullptr) {
       state->chosen.clear();
@@ -262,6 +266,7 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
   auto it = states_.find(node);
   if (it != states_.end())
     return it->second != nullptr;
+  findCells(*node->owningGraph());
   if (const torch::jit::Node* first = pairProducer(node)) {
     // The second node of a two-node site (Note [Two-node sites]) passes on its input while the
     // first is bound. Its first node runs before it in its block, so has been asked; until then
@@ -316,6 +321,15 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
         noteMember(state->site.rows.get(), id);
     }
   }
+  const auto cell = cellOf_.find(node);
+  if (cell != cellOf_.end() && cellState(cell->second, id).lead->candidates.size() > 1) {
+    if (state == nullptr) {
+      state.reset(new SiteState{
+          OpSite{}, node->getOperation(), {}, {}, {}, nullptr, false, cell->second.get()});
+    }
+    state->region = cell->second.get();
+    noteMember(cell->second.get(), id);
+  }
   const bool bound = state != nullptr;
   states_.emplace(node, std::move(state));
   return bound;
@@ -351,9 +365,22 @@ void Binder::signature(const torch::jit::Stack& stack, size_t count, int64_t tri
 
 void Binder::run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) {
   SiteState& s = *states_.at(node);
+  if (s.region != nullptr) {
+    runCell(s, node, stack, loops);
+    return;
+  }
+  runSite(s, node, stack, loops);
+}
+
+void Binder::runSite(SiteState& s, const torch::jit::Node* node, torch::jit::Stack& stack,
+                     LoopFrames& loops) {
   if (s.passOn) {
     // Its first input, the pair's result, is its output (the GELU's `approximate` dropped).
     stack.resize(stack.size() - (node->inputs().size() - 1));
+    return;
+  }
+  if (s.site.node == nullptr) {
+    s.op(stack);  // a cell's node that is no site of its own, run as written
     return;
   }
   if (s.site.rows != nullptr) {
@@ -420,8 +447,11 @@ const Candidate* Binder::decide(SiteState& s, const std::string& bucket,
 }
 
 const void* Binder::siteKey(const SiteState& s) {
-  return s.site.rows != nullptr ? static_cast<const void*>(s.site.rows.get())
-                                : static_cast<const void*>(s.site.node);
+  if (s.site.rows != nullptr)
+    return s.site.rows.get();
+  if (s.site.cell != nullptr)
+    return s.site.cell.get();
+  return s.site.node;
 }
 
 void Binder::put(Binding b, const SiteState& s) {
@@ -507,7 +537,8 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
 Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                         int64_t trips) {
   const OpSite& site = s.site;
-  const size_t n = site.node->inputs().size();
+  // A cell site's inputs are its region's (Note [Cell sites]).
+  const size_t n = site.cell != nullptr ? site.cell->inputs.size() : site.node->inputs().size();
   torch::jit::Stack inputs(stack.end() - static_cast<std::ptrdiff_t>(n), stack.end());
   // Leaves: the real values, detached, so the replay's autograd graph is its own.
   std::vector<at::Tensor> leaves;

@@ -4,6 +4,7 @@
 #include "symtune/binding/candidate.h"
 #include "symtune/kernels/batch_norm_relu.h"
 #include "symtune/kernels/bias_gelu.h"
+#include "symtune/kernels/gru_cell.h"
 
 namespace symtune::binding {
 
@@ -198,6 +199,77 @@ class BatchNormRelu final : public Candidate {
   double tolerance() const override { return 1e-5; }
 };
 
+// A GRU cell's gates and mask as symtune::gru_cell of kernels/ (Note [GRU cell] in kernels/): one
+// pass forward, one back, instead of a dozen ops and their autograd nodes per time step. Not bit
+// for bit: the kernel's sigmoid and tanh are its own float math.
+class GruCell final : public Candidate {
+ public:
+  std::string name() const override { return "gru-cell"; }
+  std::string description() const override {
+    return "symtune::gru_cell (kernels/): a GRU cell's gates and length mask in one pass each way";
+  }
+  bool applies(const OpSite& site) const override {
+    return site.pattern == kGruCell && site.cell != nullptr;
+  }
+  void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames&) const override {
+    // stack: the region's inputs; `op` runs its nodes as written
+    const CellRegion& cell = *site.cell;
+    const size_t base = stack.size() - cell.inputs.size();
+    const auto tensor = [&](size_t i) {
+      const c10::IValue& v = stack[base + i];
+      return v.isTensor() ? v.toTensor() : at::Tensor();
+    };
+    const at::Tensor in = tensor(cell.gatesIn), hidden = tensor(cell.gatesHidden);
+    const at::Tensor state = tensor(cell.state);
+    const at::Tensor keep = cell.keep >= 0 ? tensor(static_cast<size_t>(cell.keep)) : at::Tensor();
+    if (!fits(cell, stack, base, in, hidden, state, keep)) {
+      op(stack);  // shapes, dtypes or devices the kernel does not take: as written
+      return;
+    }
+    at::Tensor out = kernels::gruCell(in, hidden, state, keep);
+    stack.resize(base);
+    stack.emplace_back(std::move(out));
+  }
+  // Its sigmoid and tanh agree with ATen's to a few float ulps.
+  double tolerance() const override { return 1e-5; }
+
+ private:
+  // [B, 3H] projections and a [B, H] state on the CPU in one floating dtype; a [B, 1] bool mask
+  // (where's broadcasting of [B] would run along H); each gate slice the third of its projection
+  // that torch.nn.GRUCell's order gives it.
+  static bool fits(const CellRegion& cell, const torch::jit::Stack& stack, size_t base,
+                   const at::Tensor& in, const at::Tensor& hidden, const at::Tensor& state,
+                   const at::Tensor& keep) {
+    if (!in.defined() || !hidden.defined() || !state.defined() || state.dim() != 2 ||
+        !state.device().is_cpu() ||
+        (state.scalar_type() != at::kFloat && state.scalar_type() != at::kDouble))
+      return false;
+    const int64_t B = state.size(0), H = state.size(1);
+    for (const at::Tensor* gates : {&in, &hidden}) {
+      if (gates->dim() != 2 || gates->size(0) != B || gates->size(1) != 3 * H ||
+          gates->scalar_type() != state.scalar_type() || gates->device() != state.device())
+        return false;
+    }
+    if (cell.keep >= 0 &&
+        (!keep.defined() || keep.scalar_type() != at::kBool || keep.dim() != 2 ||
+         keep.size(0) != B || keep.size(1) != 1 || keep.device() != state.device()))
+      return false;
+    for (size_t k = 0; k < cell.slices.size(); ++k) {
+      const CellRegion::Slice& slice = cell.slices[k];
+      const at::Tensor& source = k < 3 ? in : hidden;
+      const c10::IValue& dim = stack[base + slice.dim];
+      if (!dim.isInt() || tensorDim(source, dim.toInt()) != std::optional<int64_t>(1))
+        return false;
+      const auto range = sliceRange(stack[base + slice.start], stack[base + slice.end], 3 * H);
+      const int64_t gate = static_cast<int64_t>(k % 3);
+      if (range != std::make_pair(gate * H, (gate + 1) * H))
+        return false;
+    }
+    return true;
+  }
+};
+
 }  // namespace
 
 const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
@@ -210,6 +282,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<BiasGelu>());
     list->push_back(std::make_unique<BatchNormRelu>());
     list->push_back(makeRowsInPlace());
+    list->push_back(std::make_unique<GruCell>());
     return list;
   }();
   return *all;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "forced_binder.h"
 #include "symtune/binding/binder.h"
 #include "symtune/graph/symugen.h"
 #include "tensor_compare.h"
@@ -110,14 +111,7 @@ Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, const Trees& t) {
 // A binder whose table binds every bucket `measured` measured to `winner`.
 std::unique_ptr<Binder> forcedBinder(symtune::SyMuGen& gen, const Binder& measured,
                                      const std::string& winner) {
-  symtune::BindingTable table = measured.table();
-  for (auto& b : table.bindings)
-    b.winner = winner;
-  BinderOptions quiet;
-  quiet.measure = false;
-  auto binder = std::make_unique<Binder>(gen.staticGraph(), here(), quiet);
-  REQUIRE_FALSE(binder->adopt(std::move(table)).has_value());
-  return binder;
+  return symtune::test::forcedBinder(gen.staticGraph(), measured.table(), winner);
 }
 
 }  // namespace

@@ -136,10 +136,35 @@ class Binder final : public OpBinder {
     const Candidate* last = nullptr;
     // The second node of a two-node site: passes on its input (Note [Two-node sites]).
     bool passOn = false;
+    // A node of a cell site (Note [Cell sites]): the region it belongs to. Its own site, if it
+    // is one, is `site` as for any node; otherwise `op` is its ATen op.
+    const CellRegion* region = nullptr;
+  };
+
+  // A cell site: its table entry, its choices, and what the running execution has noted.
+  struct CellState {
+    std::unique_ptr<SiteState> lead;  // the site (node: the region's first), its reference op
+    std::unordered_map<std::string, const Candidate*> chosen;
+    std::vector<int64_t> lastSignature;
+    const Candidate* last = nullptr;
+    const Candidate* active = nullptr;  // this execution's
+    std::vector<c10::IValue> noted;     // the region's inputs, as its nodes are given them
+    std::string pending;                // a bucket its last node measures; empty: none
   };
 
   const Candidate* decide(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                           int64_t trips);
+  // One execution of a node's own site (or of its ATen op when it is only a cell's node).
+  void runSite(SiteState& s, const torch::jit::Node* node, torch::jit::Stack& stack,
+               LoopFrames& loops);
+  // Cell sites (Note [Cell sites]): finds the regions of `graph` once; the state of `region`
+  // (made on first use, its site named after `node`); one execution of a region's node.
+  void findCells(const torch::jit::Graph& graph);
+  CellState& cellState(const std::shared_ptr<CellRegion>& region, NodeId id);
+  void runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Stack& stack,
+               LoopFrames& loops);
+  // The cell's choice for the execution its first node begins with `stack`.
+  const Candidate* chooseCell(CellState& cs, const torch::jit::Stack& stack, size_t count);
   const Candidate* predict(SiteState& s, const std::string& bucket);
   Binding measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                   int64_t trips);
@@ -184,6 +209,10 @@ class Binder final : public OpBinder {
   // Each loop-carried rows group's choices by bucket (index into its first node's candidates).
   std::unordered_map<const CarriedRows*, std::unordered_map<std::string, int64_t>> rowsChosen_;
   std::vector<const SiteState*> order_;
+  // Cell sites: the graphs searched, each region's nodes, and each region's state.
+  std::set<const torch::jit::Graph*> searched_;
+  std::unordered_map<const torch::jit::Node*, std::shared_ptr<CellRegion>> cellOf_;
+  std::unordered_map<const CellRegion*, CellState> cells_;
   std::vector<int64_t> signature_;
   int64_t measurements_ = 0;
   int64_t predictions_ = 0;

@@ -51,6 +51,11 @@ inline constexpr const char* kCarriedRows = "loop-carried rows";
 // every such read (Note [Loop-carried rows]; no write, so no copy of the tensor).
 inline constexpr const char* kInvariantRows = "loop-invariant rows";
 
+// The gates of a GRU cell written out, and the length mask after them (`r = sigmoid(gi[:, :H] +
+// gh[:, :H])` ... `h = torch.where(keep, (1 - z) * n + z * h, h)`, torch.nn.GRUCell's equations):
+// one site of every node from the six gate slices to the where (Note [Cell sites]).
+inline constexpr const char* kGruCell = "GRU cell";
+
 // Note [Two-node sites]
 // A site of two nodes is bound at its first node, whose execution computes both (the reference:
 // the two ATen ops one after the other; a candidate: one fused op), and its second node passes on
@@ -101,6 +106,48 @@ struct CarriedRows {
   bool entryGrad = false;
   std::vector<Event> recorded;
 };
+
+// Note [Cell sites]
+// A GRU cell's gates are a dozen elementwise nodes between the two projections and the next
+// state; run as written, each is an ATen op with an autograd node, per time step. As a site, the
+// nodes are one region of their block: every value a region node computes is used only by region
+// nodes but the last one's, so what the region computes is a function of the values it reads from
+// outside (`inputs`: the projections, the state, the mask, the slices' bounds). The binder decides
+// at the region's first node, once per execution of the region (a trip of the loop around it):
+// when a fused candidate is chosen, every node but the last only notes the outside values it is
+// given and leaves an undefined tensor for its result (no other node reads it), and the last node
+// runs the candidate on the noted values; when the reference is, the nodes run as written (each
+// as its own site where it is one). A new bucket runs as written up to its last node, which
+// measures the candidates on the values noted in that execution and computes the result with the
+// winner, as every later execution in the bucket will. The reference of a measurement is the
+// region's nodes run one after the other by their ATen ops. Sites among the region's nodes are
+// decided only in executions that run it as written.
+struct CellRegion {
+  std::vector<const torch::jit::Node*> nodes;  // in block order: the first decides, the last
+                                               // computes the result
+  // The values region nodes read from outside the region, in the order first read.
+  std::vector<const torch::jit::Value*> inputs;
+  // Per node (as `nodes`), per input: its index in `inputs`, or -1 for a region node's result.
+  std::vector<std::vector<int>> slots;
+  // GRU cells: the indices in `inputs` of the input projection [B, 3H], the hidden projection,
+  // the state [B, H], the mask (-1: none), and of each gate slice's dimension, start and end (the
+  // input projection's r, z, n, then the hidden projection's).
+  size_t gatesIn = 0, gatesHidden = 0, state = 0;
+  int keep = -1;
+  struct Slice {
+    size_t dim = 0, start = 0, end = 0;
+  };
+  std::vector<Slice> slices;
+
+  const torch::jit::Node* first() const { return nodes.front(); }
+  const torch::jit::Node* last() const { return nodes.back(); }
+  // The position of `node` in `nodes`, or -1.
+  int indexOf(const torch::jit::Node* node) const;
+};
+
+// The GRU cell region whose result `last` computes (an aten::where of the cell's blend and the
+// state, or the blend's aten::add when no mask follows), or nullptr.
+std::shared_ptr<CellRegion> findGruCell(const torch::jit::Node* last);
 
 // The partial slices of one tensor along one dimension, and what their executions have shown.
 // Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as
@@ -163,6 +210,8 @@ struct OpSite {
   std::vector<size_t> updated;
   // Loop-carried rows: the group of the loop's reads and write of the tensor (`loop` is its loop).
   std::shared_ptr<CarriedRows> rows;
+  // Cell sites: the region (`node` is its first node).
+  std::shared_ptr<CellRegion> cell;
 };
 
 // The slice groups of one graph, by (root tensor value, dimension): findOpSite shares them

@@ -1,0 +1,191 @@
+// The binder's side of cell sites (Note [Cell sites] in symtune/binding/op_site.h): the regions
+// found once per graph, one decision per execution of a region made at its first node, the
+// region's inputs noted as its nodes are given them, and a new bucket measured at its last node
+// on the values an execution as written noted.
+
+#include <algorithm>
+
+#include <ATen/ATen.h>
+
+#include "measurement.h"
+#include "symtune/binding/binder.h"
+#include "symtune/binding/shape_bucket.h"
+
+namespace symtune::binding {
+
+namespace {
+
+void forEachNode(const torch::jit::Block* block,
+                 const std::function<void(const torch::jit::Node*)>& f) {
+  for (const torch::jit::Node* node : block->nodes()) {
+    f(node);
+    for (const torch::jit::Block* inner : node->blocks())
+      forEachNode(inner, f);
+  }
+}
+
+// The region's nodes one after the other by their ATen ops, on a stack of the region's inputs:
+// the reference a cell's candidates are measured against.
+torch::jit::Operation regionReference(const std::shared_ptr<CellRegion>& region) {
+  std::vector<torch::jit::Operation> ops;
+  for (const torch::jit::Node* node : region->nodes)
+    ops.push_back(node->getOperation());
+  return torch::jit::Operation([region, ops](torch::jit::Stack& stack) mutable {
+    const size_t base = stack.size() - region->inputs.size();
+    std::vector<c10::IValue> results(region->nodes.size());
+    torch::jit::Stack st;
+    for (size_t k = 0; k < region->nodes.size(); ++k) {
+      const torch::jit::Node* node = region->nodes[k];
+      st.clear();
+      for (size_t i = 0; i < node->inputs().size(); ++i) {
+        const int slot = region->slots[k][i];
+        st.push_back(slot >= 0
+                         ? stack[base + static_cast<size_t>(slot)]
+                         : results[static_cast<size_t>(region->indexOf(node->input(i)->node()))]);
+      }
+      ops[k](st);
+      results[k] = std::move(st.back());
+    }
+    c10::IValue out = std::move(results.back());
+    stack.resize(base);
+    stack.push_back(std::move(out));
+  });
+}
+
+}  // namespace
+
+void Binder::findCells(const torch::jit::Graph& graph) {
+  if (!searched_.insert(&graph).second)
+    return;
+  // Masked cells first: an unmasked match at a masked cell's blend would leave its where out.
+  for (const bool masked : {true, false}) {
+    forEachNode(graph.block(), [&](const torch::jit::Node* node) {
+      const bool candidate =
+          masked ? node->kind() == c10::aten::where : node->kind() == c10::aten::add;
+      if (!candidate || cellOf_.count(node) != 0)
+        return;
+      std::shared_ptr<CellRegion> region = findGruCell(node);
+      if (region == nullptr)
+        return;
+      for (const torch::jit::Node* member : region->nodes) {
+        if (cellOf_.count(member) != 0)
+          return;  // overlaps a region found before
+      }
+      for (const torch::jit::Node* member : region->nodes)
+        cellOf_.emplace(member, region);
+    });
+  }
+}
+
+Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, NodeId id) {
+  CellState& cs = cells_[region.get()];
+  if (cs.lead != nullptr)
+    return cs;
+  // Made when the first of its nodes is asked (its first node, which runs first), named after it.
+  OpSite site;
+  site.node = region->first();
+  site.id = id;
+  site.name = siteName(region->first(), id, graph_);
+  site.pattern = kGruCell;
+  site.cell = region;
+  std::vector<const Candidate*> applicable;
+  const auto consider = [&](const Candidate& c) {
+    const bool disabled = (options_.exact && c.tolerance() > 0) ||
+                          std::find(options_.disable.begin(), options_.disable.end(), c.name()) !=
+                              options_.disable.end();
+    if (!disabled && c.applies(site))
+      applicable.push_back(&c);
+  };
+  for (const auto& c : builtinCandidates())
+    consider(*c);
+  for (const auto& c : options_.extra)
+    consider(*c);
+  cs.lead.reset(new SiteState{std::move(site),
+                              regionReference(region),
+                              std::move(applicable),
+                              {},
+                              {},
+                              nullptr,
+                              false,
+                              nullptr});
+  if (cs.lead->candidates.size() > 1)
+    order_.push_back(cs.lead.get());
+  return cs;
+}
+
+const Candidate* Binder::chooseCell(CellState& cs, const torch::jit::Stack& stack, size_t count) {
+  signature(stack, count, -1);
+  if (cs.last != nullptr && signature_ == cs.lastSignature)
+    return cs.last;
+  SiteState& lead = *cs.lead;
+  const std::string bucket = bucketKey(stack, count, -1);
+  const Candidate* c = nullptr;
+  auto it = cs.chosen.find(bucket);
+  if (it != cs.chosen.end()) {
+    c = it->second;
+  } else if (const Binding* known = table_.find(lead.site.name, bucket)) {
+    c = byName(lead, known->winner);
+  }
+  if (c == nullptr && options_.predict)
+    c = predict(lead, bucket);
+  if (c == nullptr) {
+    if (options_.measure && (options_.budget < 0 || measurements_ < options_.budget)) {
+      // As written this time; the last node measures on what this execution notes.
+      cs.pending = bucket;
+      return lead.candidates.front();
+    }
+    c = lead.candidates.front();
+  }
+  cs.chosen[bucket] = c;
+  cs.last = c;
+  cs.lastSignature = signature_;
+  return c;
+}
+
+void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Stack& stack,
+                     LoopFrames& loops) {
+  const CellRegion& region = *s.region;
+  CellState& cs = cells_.at(&region);
+  const size_t count = node->inputs().size();
+  const size_t base = stack.size() - count;
+  const int k = region.indexOf(node);
+  if (k == 0) {
+    cs.noted.assign(region.inputs.size(), c10::IValue());
+    cs.pending.clear();
+    cs.active = chooseCell(cs, stack, count);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const int slot = region.slots[static_cast<size_t>(k)][i];
+    if (slot >= 0)
+      cs.noted[static_cast<size_t>(slot)] = stack[base + i];
+  }
+  const bool last = node == region.last();
+  if (last && !cs.pending.empty()) {
+    // A new bucket, run as written up to here: measured on what this execution noted, and its
+    // result computed by the winner, as the next execution in the bucket will compute it.
+    const std::string bucket = std::move(cs.pending);
+    cs.pending.clear();
+    const torch::jit::Stack inputs(cs.noted.begin(), cs.noted.end());
+    Binding b = measure(*cs.lead, bucket, inputs, -1);
+    cs.active = byName(*cs.lead, b.winner);
+    cs.chosen[bucket] = cs.active;
+    cs.last = nullptr;
+    put(std::move(b), *cs.lead);
+    ++measurements_;
+  }
+  if (cs.active != nullptr && cs.active->name() != kAten) {
+    stack.resize(base);
+    if (!last) {
+      stack.emplace_back(at::Tensor());  // read by no node but the region's, which are skipped
+      return;
+    }
+    torch::jit::Stack inputs(cs.noted.begin(), cs.noted.end());
+    cs.active->run(cs.lead->site, cs.lead->op, inputs, loops);
+    ++boundExecutions_;
+    stack.push_back(std::move(inputs.back()));
+    return;
+  }
+  runSite(s, node, stack, loops);
+}
+
+}  // namespace symtune::binding

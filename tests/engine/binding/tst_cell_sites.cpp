@@ -1,0 +1,303 @@
+// DynaCompiler's cell sites (Note [Cell sites] in symtune/binding/op_site.h): a GRU cell written
+// out — six gate slices, two sigmoids, a tanh, the blend and the length mask's where — is one
+// site of all its nodes, decided at its first node per time step and computed by kernels'
+// gru_cell at its last; the nodes between leave nothing anyone reads. Forced either way it gives
+// the unbound run's outputs and gradients (bit for bit as written, within the kernel's
+// tolerance fused); the gate slices' bounds are checked when it runs; a value of the cell used
+// outside it keeps it from being a site.
+
+#include "doctest_torch.h"
+
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "forced_binder.h"
+#include "symtune/binding/binder.h"
+#include "symtune/graph/symugen.h"
+#include "tensor_compare.h"
+
+namespace {
+
+using symtune::binding::Binder;
+using symtune::binding::BinderOptions;
+
+symtune::MachineFingerprint here() {
+  return symtune::binding::currentMachine(torch::kCPU);
+}
+
+// A GRU over time steps whose cell reads as `cell` says (R, Z, N: the gates' lines; STEP: the
+// next state's; OUT: what each step appends), filled into one source.
+struct CellText {
+  const char* r = "r = torch.sigmoid(gi[:, :hid] + gh[:, :hid])";
+  const char* z = "z = torch.sigmoid(gi[:, hid:2 * hid] + gh[:, hid:2 * hid])";
+  const char* n = "n = torch.tanh(gi[:, 2 * hid:] + r * gh[:, 2 * hid:])";
+  const char* step = "h = torch.where((lengths > t).unsqueeze(1), (1 - z) * n + z * h, h)";
+  const char* out = "outs.append(h)";
+};
+
+std::string gruSource(const CellText& cell) {
+  std::string source = R"(
+def forward(self, x: Tensor, lengths: Tensor, w_ih: Tensor, w_hh: Tensor, b_ih: Tensor, b_hh: Tensor, hid: int):
+    gi_all = torch.matmul(x, w_ih) + b_ih
+    h = torch.zeros([x.size(0), hid], dtype=x.dtype)
+    outs: List[Tensor] = []
+    for t in range(x.size(1)):
+        gi = gi_all[:, t]
+        gh = torch.matmul(h, w_hh) + b_hh
+)";
+  for (const char* line : {cell.r, cell.z, cell.n, cell.step, cell.out})
+    source += std::string("        ") + line + "\n";
+  return source + "    return torch.stack(outs, 1)\n";
+}
+
+// The tagger's GRU: the gates as torch.nn.GRUCell orders them, sentences past their length
+// keeping their state.
+CellText masked() {
+  return {};
+}
+
+// No mask, the blend's terms, the products' factors and one gate's sum in the other order.
+CellText bare() {
+  CellText c;
+  c.r = "r = torch.sigmoid(gh[:, :hid] + gi[:, :hid])";
+  c.n = "n = torch.tanh(gi[:, 2 * hid:] + gh[:, 2 * hid:] * r)";
+  c.step = "h = h * z + n * (1 - z)";
+  return c;
+}
+
+// r and z read each other's thirds: the same nodes, but not the kernel's gate order.
+CellText swapped() {
+  CellText c;
+  c.r = "r = torch.sigmoid(gi[:, hid:2 * hid] + gh[:, hid:2 * hid])";
+  c.z = "z = torch.sigmoid(gi[:, :hid] + gh[:, :hid])";
+  return c;
+}
+
+// The update gate also leaves the cell: the gates cannot be one site.
+CellText leaking() {
+  CellText c;
+  c.out = "outs.append(h + z)";
+  return c;
+}
+
+torch::jit::Module model(const CellText& cell) {
+  torch::jit::Module m("Cell");
+  m.define(gruSource(cell));
+  return m;
+}
+
+struct Run {
+  torch::Tensor out, gx, gih, ghh, gbi, gbh;
+  int fusedCells = 0;  // gru_cell's autograd nodes behind the output
+};
+
+// How many autograd nodes behind `out` are kernels' GRU cell.
+int fusedCells(const torch::Tensor& out) {
+  std::set<const torch::autograd::Node*> seen;
+  std::vector<torch::autograd::Node*> todo{out.grad_fn().get()};
+  int count = 0;
+  while (!todo.empty()) {
+    torch::autograd::Node* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || !seen.insert(node).second)
+      continue;
+    count += node->name().find("GruCell") != std::string::npos ? 1 : 0;
+    for (const auto& edge : node->next_edges())
+      todo.push_back(edge.function.get());
+  }
+  return count;
+}
+
+Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch, int64_t time, int64_t hid,
+         torch::Dtype dtype = torch::kFloat) {
+  torch::manual_seed(batch * 13 + time);
+  const int64_t D = 5;
+  const auto x = torch::randn({batch, time, D}).to(dtype).requires_grad_(true);
+  const auto lengths = torch::randint(1, time + 1, {batch});
+  const auto wih = (torch::randn({D, 3 * hid}) / std::sqrt(5.0)).to(dtype).requires_grad_(true);
+  const auto whh = (torch::randn({hid, 3 * hid}) / std::sqrt(static_cast<double>(hid)))
+                       .to(dtype)
+                       .requires_grad_(true);
+  const auto bih = (torch::randn({3 * hid}) * 0.1).to(dtype).requires_grad_(true);
+  const auto bhh = (torch::randn({3 * hid}) * 0.1).to(dtype).requires_grad_(true);
+  symtune::ForwardOptions options;
+  options.binder = binder;
+  Run r;
+  r.out = gen.forward({x, lengths, wih, whh, bih, bhh, hid}, options).output.toTensor();
+  r.fusedCells = fusedCells(r.out);
+  r.out.backward(torch::linspace(-1, 1, r.out.numel()).view_as(r.out).to(dtype));
+  r.gx = x.grad();
+  r.gih = wih.grad();
+  r.ghh = whh.grad();
+  r.gbi = bih.grad();
+  r.gbh = bhh.grad();
+  return r;
+}
+
+void checkClose(const Run& got, const Run& want, double within) {
+  symtune::test::checkScaledError("output", got.out, want.out, within);
+  symtune::test::checkScaledError("x gradient", got.gx, want.gx, within);
+  symtune::test::checkScaledError("w_ih gradient", got.gih, want.gih, within);
+  symtune::test::checkScaledError("w_hh gradient", got.ghh, want.ghh, within);
+  symtune::test::checkScaledError("b_ih gradient", got.gbi, want.gbi, within);
+  symtune::test::checkScaledError("b_hh gradient", got.gbh, want.gbh, within);
+}
+
+// The GRU cell sites a binder that measures nothing finds in a run of `gen`.
+std::vector<symtune::binding::OpSite> cellSites(symtune::SyMuGen& gen) {
+  BinderOptions quiet;
+  quiet.measure = false;
+  Binder finder(gen.staticGraph(), here(), quiet);
+  step(gen, &finder, 3, 4, 6);
+  std::vector<symtune::binding::OpSite> cells;
+  for (const auto& site : finder.sites()) {
+    if (site.pattern == std::string(symtune::binding::kGruCell))
+      cells.push_back(site);
+  }
+  return cells;
+}
+
+// A binder that runs every cell bucket of a measured run with `winner` and measures nothing.
+std::unique_ptr<Binder> forced(symtune::SyMuGen& gen, const std::string& winner, int64_t batch,
+                               int64_t time, int64_t hid, torch::Dtype dtype = torch::kFloat) {
+  Binder measured(gen.staticGraph(), here());
+  step(gen, &measured, batch, time, hid, dtype);
+  return symtune::test::forcedBinder(gen.staticGraph(), measured.table(), winner,
+                                     symtune::binding::kGruCell);
+}
+
+}  // namespace
+
+TEST_CASE("a GRU cell written out is one site of every node from its gate slices to the where") {
+  symtune::SyMuGen gen(model(masked()), "cell");
+  const auto cells = cellSites(gen);
+  REQUIRE(cells.size() == 1);
+  const auto& site = cells.front();
+  REQUIRE(site.cell != nullptr);
+  const auto& region = *site.cell;
+  CHECK(site.node == region.first());
+  CHECK(region.last()->kind() == c10::aten::where);
+  CHECK(region.first()->kind() == c10::aten::slice);
+  // Six gate slices, each through the identity slice of `:` on the batch dimension; two gate
+  // sums and sigmoids; n's product, sum and tanh; 1 - z as TorchScript writes it (neg, add);
+  // the blend's two products and sum; the where.
+  int slices = 0;
+  for (const auto* node : region.nodes)
+    slices += node->kind() == c10::aten::slice ? 1 : 0;
+  CHECK(slices == 12);
+  CHECK(region.nodes.size() == 25);
+  CHECK(region.slices.size() == 6);
+  CHECK(region.keep >= 0);
+  // Its inputs: both projections, the state, the mask, the slices' bounds and constants.
+  CHECK(region.inputs[region.gatesIn]->node()->kind() == c10::aten::select);
+  CHECK(region.inputs[region.gatesHidden]->node()->kind() == c10::aten::add);
+  CHECK(region.inputs[region.state]->node()->kind() == c10::prim::Param);
+  CHECK(region.inputs[static_cast<size_t>(region.keep)]->node()->kind() == c10::aten::unsqueeze);
+  CHECK(symtune::binding::findCandidate("gru-cell")->applies(site));
+}
+
+TEST_CASE("a GRU cell bound to gru-cell gives the unbound outputs and gradients") {
+  symtune::SyMuGen gen(model(masked()), "cell");
+  for (const auto& [batch, time, hid] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{4, 6, 8}, {3, 5, 19}}) {
+    INFO("batch ", batch, ", time ", time, ", hidden ", hid);
+    const Run plain = step(gen, nullptr, batch, time, hid);
+    auto fused = forced(gen, "gru-cell", batch, time, hid);
+    const Run got = step(gen, fused.get(), batch, time, hid);
+    checkClose(got, plain, 1e-5);
+    CHECK(got.fusedCells == time);  // every time step's cell
+    CHECK(plain.fusedCells == 0);
+    CHECK(fused->measurements() == 0);
+    // As written: every node runs (as its own site where it is one), bit for bit.
+    auto written = forced(gen, "aten", batch, time, hid);
+    const Run asWritten = step(gen, written.get(), batch, time, hid);
+    CHECK(torch::equal(asWritten.out, plain.out));
+    CHECK(torch::equal(asWritten.gih, plain.gih));
+    CHECK(torch::equal(asWritten.ghh, plain.ghh));
+    CHECK(asWritten.fusedCells == 0);
+    // Float64 through the kernel's double path.
+    const Run plain64 = step(gen, nullptr, batch, time, hid, torch::kDouble);
+    auto fused64 = forced(gen, "gru-cell", batch, time, hid, torch::kDouble);
+    const Run got64 = step(gen, fused64.get(), batch, time, hid, torch::kDouble);
+    checkClose(got64, plain64, 1e-12);
+    CHECK(got64.fusedCells == time);
+  }
+}
+
+TEST_CASE("a measured GRU cell keeps both candidates' times and is measured once per bucket") {
+  symtune::SyMuGen gen(model(masked()), "cell");
+  Binder binder(gen.staticGraph(), here());
+  const Run plain = step(gen, nullptr, 4, 7, 8);
+  checkClose(step(gen, &binder, 4, 7, 8), plain, 1e-5);
+  const symtune::Binding* cell = nullptr;
+  for (const auto& b : binder.table().bindings) {
+    if (b.pattern == std::string(symtune::binding::kGruCell))
+      cell = &b;
+  }
+  REQUIRE(cell != nullptr);
+  CHECK_FALSE(cell->predicted);
+  REQUIRE(cell->candidates.size() == 2);
+  for (const auto& c : cell->candidates) {
+    INFO(c.name);
+    CHECK(c.refused.empty());
+    CHECK(c.maxError <= 1e-5);
+    CHECK(c.forwardSeconds > 0);
+    CHECK(c.backwardSeconds > 0);
+  }
+  CHECK(cell->nodes.size() == 24);  // the region's other nodes, for the studio's overlay
+  // The same shapes again, and another length (the cell's bucket is its rows'): the one
+  // measurement stands.
+  checkClose(step(gen, &binder, 4, 7, 8), plain, 1e-5);
+  checkClose(step(gen, &binder, 4, 3, 8), step(gen, nullptr, 4, 3, 8), 1e-5);
+  int cells = 0;
+  for (const auto& b : binder.table().bindings)
+    cells += b.pattern == std::string(symtune::binding::kGruCell) ? 1 : 0;
+  CHECK(cells == 1);
+}
+
+TEST_CASE("a GRU cell without a mask, its terms in another order, is a site too") {
+  symtune::SyMuGen gen(model(bare()), "bare");
+  const auto cells = cellSites(gen);
+  REQUIRE(cells.size() == 1);
+  CHECK(cells.front().cell->keep == -1);
+  CHECK(cells.front().cell->last()->kind() == c10::aten::add);
+  const Run plain = step(gen, nullptr, 5, 4, 7);
+  auto fused = forced(gen, "gru-cell", 5, 4, 7);
+  const Run got = step(gen, fused.get(), 5, 4, 7);
+  checkClose(got, plain, 1e-5);
+  CHECK(got.fusedCells == 4);
+}
+
+TEST_CASE("not a GRU cell for the kernel: gates in another order run as written; a leaking gate") {
+  // The slices' bounds are read when the cell runs: r and z swapped is a site whose fused
+  // candidate finds the bounds are not its own and runs the nodes as written.
+  symtune::SyMuGen reordered(model(swapped()), "swapped");
+  REQUIRE(cellSites(reordered).size() == 1);
+  const Run plain = step(reordered, nullptr, 3, 5, 6);
+  auto fused = forced(reordered, "gru-cell", 3, 5, 6);
+  const Run got = step(reordered, fused.get(), 3, 5, 6);
+  CHECK(got.fusedCells == 0);
+  CHECK(torch::equal(got.out, plain.out));
+  CHECK(torch::equal(got.gih, plain.gih));
+  // z used outside the cell: no site, and the run as written.
+  symtune::SyMuGen leaky(model(leaking()), "leaking");
+  CHECK(cellSites(leaky).empty());
+  Binder binder(leaky.staticGraph(), here());
+  checkClose(step(leaky, &binder, 3, 5, 6), step(leaky, nullptr, 3, 5, 6), 0);
+}
+
+TEST_CASE("bit-for-bit binding leaves a GRU cell to its nodes") {
+  symtune::SyMuGen gen(model(masked()), "cell");
+  BinderOptions exactOnly;
+  exactOnly.exact = true;
+  Binder exact(gen.staticGraph(), here(), exactOnly);
+  const Run got = step(gen, &exact, 4, 5, 8);
+  const Run plain = step(gen, nullptr, 4, 5, 8);
+  CHECK(torch::equal(got.out, plain.out));
+  CHECK(torch::equal(got.ghh, plain.ghh));
+  for (const auto& site : exact.sites())
+    CHECK(site.pattern != std::string(symtune::binding::kGruCell));
+}
