@@ -20,17 +20,20 @@ namespace symtune::binding {
 
 // Note [Binding cost model]
 // An unseen bucket of a site is bound without measuring when the site's measured buckets settle
-// it: at least two of them, all won by the same candidate, each by at least
-// kPredictSpeedup over the runner-up. A site with fewer than two measured buckets is settled the
-// same way by the other sites of its pattern measured in the very bucket (the ResNet's batch
-// norms of one width, met in a block that a data-dependent gate opens for the first time late
-// in a run), when they agree with what its own bucket, if any, chose. Anything less certain — too
-// few measurements, winners that differ, or a margin below kPredictSpeedup — is measured. A
-// prediction binds without the agreement check a measurement makes: it trusts that a candidate
-// that agreed on the same pattern and shapes agrees here.
+// it: all won by the same candidate, two or more each by at least kPredictSpeedup over the
+// runner-up, or three or more each by at least kPredictSpeedupMany (more agreeing evidence asks
+// for less margin: the MoE's bias GELUs win their buckets by 1.42-1.84x, three buckets each,
+// and one met first at step 6 was measured there under the first rule alone). A site its own
+// buckets do not settle is settled the same way by the other sites of its pattern measured in
+// the very bucket (the ResNet's batch norms of one width, met in a block that a data-dependent
+// gate opens for the first time late in a run), when they agree with what its own buckets, if
+// any, chose. Anything less certain — too few measurements, winners that differ, or margins below
+// those — is measured. A prediction binds without the agreement check a measurement makes: it
+// trusts that a candidate that agreed on the same pattern and shapes agrees here.
 namespace {
 
 constexpr double kPredictSpeedup = 1.5;
+constexpr double kPredictSpeedupMany = 1.25;
 
 using detail::Clock;
 using detail::disagreement;
@@ -483,45 +486,53 @@ void Binder::noteMember(const void* key, NodeId id) {
 }
 
 const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
-  // What measured bindings settle: their common winner when each won by kPredictSpeedup, and
-  // how many; nullopt when they disagree or one won narrowly.
-  const auto settle = [](const std::vector<const Binding*>& bindings)
-      -> std::optional<std::pair<std::string, int>> {
+  // What measured bindings show: their common winner, how many, and the smallest margin over
+  // a runner-up; nullopt when their winners differ.
+  struct Evidence {
     std::string winner;
-    int settled = 0;
+    int count = 0;
+    double margin = std::numeric_limits<double>::infinity();
+    bool settles() const {
+      return (count >= 2 && margin >= kPredictSpeedup) ||
+             (count >= 3 && margin >= kPredictSpeedupMany);
+    }
+  };
+  const auto evidence = [](const std::vector<const Binding*>& bindings) -> std::optional<Evidence> {
+    Evidence e;
     for (const Binding* b : bindings) {
       if (b->predicted)
         continue;
-      if (!winner.empty() && b->winner != winner)
+      if (!e.winner.empty() && b->winner != e.winner)
         return std::nullopt;
-      winner = b->winner;
+      e.winner = b->winner;
       const CandidateMeasurement* best = b->measurement(b->winner);
       double runnerUp = std::numeric_limits<double>::infinity();
       for (const auto& m : b->candidates) {
         if (m.name != b->winner && m.refused.empty())
           runnerUp = std::min(runnerUp, m.seconds());
       }
-      if (best == nullptr || best->seconds() <= 0 || runnerUp < kPredictSpeedup * best->seconds())
-        return std::nullopt;
-      ++settled;
+      const double margin =
+          best != nullptr && best->seconds() > 0 ? runnerUp / best->seconds() : 0.0;
+      e.margin = std::min(e.margin, margin);
+      ++e.count;
     }
-    return std::make_pair(winner, settled);
+    return e;
   };
-  const auto own = settle(table_.ofSite(s.site.name));
+  const auto own = evidence(table_.ofSite(s.site.name));
   if (!own)
     return nullptr;
-  std::string winner = own->first;
-  if (own->second < 2) {
-    // Too few of its own: other sites of its pattern measured in this bucket.
+  std::string winner = own->winner;
+  if (!own->settles()) {
+    // Not enough of its own: other sites of its pattern measured in this bucket.
     std::vector<const Binding*> siblings;
     for (const Binding& b : table_.bindings) {
       if (b.pattern == s.site.pattern && b.bucket == bucket && b.site != s.site.name)
         siblings.push_back(&b);
     }
-    const auto others = settle(siblings);
-    if (!others || others->second < 2 || (!winner.empty() && others->first != winner))
+    const auto others = evidence(siblings);
+    if (!others || !others->settles() || (!winner.empty() && others->winner != winner))
       return nullptr;
-    winner = others->first;
+    winner = others->winner;
   }
   const Candidate* c = byName(s, winner);
   if (c == nullptr)

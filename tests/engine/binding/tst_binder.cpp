@@ -431,12 +431,12 @@ TEST_CASE("the cost model binds a bucket its site's measured buckets settle") {
   Binder probe(gen.staticGraph(), here());
   forwardBackward(gen, &probe, 3, 5);
 
-  // Two measured buckets per site: the given winner, the runner-up `ratio` times slower.
-  const auto tableWith = [&](double ratio, bool agree) {
+  // `buckets` measured buckets per site: the given winner, the runner-up `ratio` times slower.
+  const auto tableWith = [&](double ratio, bool agree, int buckets = 2) {
     symtune::BindingTable t = probe.table();
     t.bindings.clear();
     for (const auto& site : probe.sites()) {
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < buckets; ++k) {
         symtune::Binding b;
         b.site = site.name;
         b.node = site.id.value();
@@ -470,6 +470,18 @@ TEST_CASE("the cost model binds a bucket its site's measured buckets settle") {
   forwardBackward(gen, &close, 3, 5);
   CHECK(close.predictions() == 0);
   CHECK(close.measurements() == 4);
+
+  // More agreeing buckets ask for less margin: three at 1.3x settle, two do not.
+  Binder many(gen.staticGraph(), here());
+  REQUIRE_FALSE(many.adopt(tableWith(1.3, true, 3)).has_value());
+  forwardBackward(gen, &many, 3, 5);
+  CHECK(many.predictions() == 4);
+  CHECK(many.measurements() == 0);
+  Binder two(gen.staticGraph(), here());
+  REQUIRE_FALSE(two.adopt(tableWith(1.3, true, 2)).has_value());
+  forwardBackward(gen, &two, 3, 5);
+  CHECK(two.predictions() == 0);
+  CHECK(two.measurements() == 4);
 
   Binder split(gen.staticGraph(), here());  // the buckets disagree
   REQUIRE_FALSE(split.adopt(tableWith(4.0, false)).has_value());
