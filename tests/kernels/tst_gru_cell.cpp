@@ -2,7 +2,8 @@
 // (1 - z) n + z h blend, the length mask's where) computed in float64: the output and the
 // gradients of both projections and the state through autograd — with and without a mask, H
 // a multiple of the vector width and not, gates read as strided rows (a time step of [B, T, 3H]),
-// in float and double; finite differences in float64; bad arguments refused with one line.
+// in float and double, on the CPU and (where there is one) the GPU; finite differences in float64;
+// bad arguments refused with one line.
 
 #include "doctest_torch.h"
 
@@ -12,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda_rows.h"
 #include "error_of.h"
 #include "symtune/kernels/gru_cell.h"
 #include "tensor_compare.h"
@@ -38,7 +40,7 @@ torch::Tensor composition(const torch::Tensor& in, const torch::Tensor& hid,
   return keep.defined() ? torch::where(keep, step, state) : step;
 }
 
-Result run(const Case& c, torch::Dtype dtype, bool fused) {
+Result run(const Case& c, torch::Dtype dtype, bool fused, bool cuda = false) {
   torch::manual_seed(31);
   const int64_t B = c.rows, H = c.hidden, T = 3;
   // A time step of a [B, T, 3H] projection: rows 3 T H apart.
@@ -47,39 +49,46 @@ Result run(const Case& c, torch::Dtype dtype, bool fused) {
   auto state0 = torch::randn({B, H}, torch::kDouble);
   const auto keep = c.masked ? (torch::arange(B) % 3 != 1).unsqueeze(1) : torch::Tensor();
   const auto grad = torch::randn({B, H}, torch::kDouble);
-  const auto type = fused ? dtype : torch::kDouble;
+  // The reference in float64 on the CPU; the fused op in `dtype`, on the GPU for `cuda`.
+  const auto opts = torch::TensorOptions()
+                        .dtype(fused ? dtype : torch::kDouble)
+                        .device(cuda ? torch::kCUDA : torch::kCPU);
   auto inLeaf =
-      (c.strided ? inAll : inAll.select(1, 1).contiguous()).to(type).detach().requires_grad_(true);
+      (c.strided ? inAll : inAll.select(1, 1).contiguous()).to(opts).detach().requires_grad_(true);
   const auto in = c.strided ? inLeaf.select(1, 1) : inLeaf;
-  auto hid = hid0.to(type).detach().requires_grad_(true);
-  auto state = state0.to(type).detach().requires_grad_(true);
+  auto hid = hid0.to(opts).detach().requires_grad_(true);
+  auto state = state0.to(opts).detach().requires_grad_(true);
+  const auto mask = keep.defined() ? keep.to(opts.device()) : keep;
   Result r;
   r.out =
-      fused ? symtune::kernels::gruCell(in, hid, state, keep) : composition(in, hid, state, keep);
-  r.out.backward(grad.to(type));
-  r.gIn = c.strided ? inLeaf.grad().select(1, 1) : inLeaf.grad();
-  r.gHidden = hid.grad();
-  r.gState = state.grad();
+      fused ? symtune::kernels::gruCell(in, hid, state, mask) : composition(in, hid, state, mask);
+  r.out.backward(grad.to(opts));
+  r.out = r.out.cpu();
+  r.gIn = (c.strided ? inLeaf.grad().select(1, 1) : inLeaf.grad()).cpu();
+  r.gHidden = hid.grad().cpu();
+  r.gState = state.grad().cpu();
   return r;
 }
 
-}  // namespace
-
-TEST_CASE("gru_cell matches the GRU's gates written out, forward and backward") {
-  const std::vector<Case> cases = {
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = {
       {"32x256 masked, strided rows", 32, 256, true, true},
       {"32x256", 32, 256, false, false},
       {"5x7 masked (a partial vector only)", 5, 7, true, false},
       {"9x37 strided rows (vectors and a tail)", 9, 37, false, true},
       {"1x1", 1, 1, false, false},
   };
-  for (const auto& c : cases) {
+  return all;
+}
+
+void matchesTheComposition(bool cuda) {
+  for (const auto& c : cases()) {
     for (const auto& [dtypeName, dtype, within] :
          std::vector<std::tuple<std::string, torch::Dtype, double>>{
              {"float32", torch::kFloat, 2e-6}, {"float64", torch::kDouble, 1e-12}}) {
-      INFO(c.name, " ", dtypeName);
+      INFO((cuda ? "cuda " : "cpu "), c.name, " ", dtypeName);
       const Result want = run(c, dtype, false);
-      const Result got = run(c, dtype, true);
+      const Result got = run(c, dtype, true, cuda);
       CHECK((got.out.scalar_type() == dtype));
       symtune::test::checkScaledError("output", got.out, want.out, within);
       symtune::test::checkScaledError("input gates' gradient", got.gIn, want.gIn, within);
@@ -87,6 +96,18 @@ TEST_CASE("gru_cell matches the GRU's gates written out, forward and backward") 
       symtune::test::checkScaledError("state gradient", got.gState, want.gState, within);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("gru_cell matches the GRU's gates written out, forward and backward") {
+  matchesTheComposition(false);
+}
+
+TEST_CASE("gru_cell on CUDA matches the GRU's gates written out, forward and backward") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  matchesTheComposition(true);
 }
 
 TEST_CASE("gru_cell: rows the mask drops pass the state on, and finite differences in float64") {

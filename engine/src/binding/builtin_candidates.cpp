@@ -235,14 +235,14 @@ class GruCell final : public Candidate {
   double tolerance() const override { return 1e-5; }
 
  private:
-  // [B, 3H] projections and a [B, H] state on the CPU in one floating dtype; a [B, 1] bool mask
-  // (where's broadcasting of [B] would run along H); each gate slice the third of its projection
-  // that torch.nn.GRUCell's order gives it.
+  // [B, 3H] projections and a [B, H] state on one device (CPU or CUDA) in one floating dtype; a [B,
+  // 1] bool mask (where's broadcasting of [B] would run along H); each gate slice the third of its
+  // projection that torch.nn.GRUCell's order gives it.
   static bool fits(const CellRegion& cell, const torch::jit::Stack& stack, size_t base,
                    const at::Tensor& in, const at::Tensor& hidden, const at::Tensor& state,
                    const at::Tensor& keep) {
     if (!in.defined() || !hidden.defined() || !state.defined() || state.dim() != 2 ||
-        !state.device().is_cpu() ||
+        (!state.device().is_cpu() && !state.device().is_cuda()) ||
         (state.scalar_type() != at::kFloat && state.scalar_type() != at::kDouble))
       return false;
     const int64_t B = state.size(0), H = state.size(1);

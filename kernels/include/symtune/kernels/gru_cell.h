@@ -12,7 +12,7 @@
 //       -> Tensor
 //   symtune::gru_cell_backward(Tensor grad, Tensor gates_in, Tensor gates_hidden, Tensor hidden,
 //       Tensor? keep) -> (Tensor grad_gates_in, Tensor grad_gates_hidden, Tensor grad_hidden)
-// CPU only. Float or double; rows may be strided, each row's values contiguous; `keep` a bool
+// CPU and CUDA. Float or double; rows may be strided, each row's values contiguous; `keep` a bool
 // tensor of B values ([B] or [B, 1]).
 
 #include <ATen/core/ATen_fwd.h>
