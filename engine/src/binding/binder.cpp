@@ -27,13 +27,18 @@ namespace symtune::binding {
 // buckets do not settle is settled the same way by the other sites of its pattern measured in
 // the very bucket (the ResNet's batch norms of one width, met in a block that a data-dependent
 // gate opens for the first time late in a run), when they agree with what its own buckets, if
-// any, chose. Anything less certain — too few measurements, winners that differ, or margins below
-// those — is measured. A prediction binds without the agreement check a measurement makes: it
-// trusts that a candidate that agreed on the same pattern and shapes agrees here.
+// any, chose; failing that, by every measured binding of its pattern in the model, in any bucket,
+// when there are at least kPredictPatternWide, all won by one candidate by kPredictSpeedupMany (the
+// MoE's expert whose only tokens in a step were few enough for a bucket no expert had met).
+// Anything less certain — too few measurements, winners that differ, or margins below those — is
+// measured. A prediction binds without the agreement check a measurement makes: it
+// trusts that a candidate that agreed on the same pattern (and, but for the last rule, shapes)
+// agrees here.
 namespace {
 
 constexpr double kPredictSpeedup = 1.5;
 constexpr double kPredictSpeedupMany = 1.25;
+constexpr int kPredictPatternWide = 4;
 
 using detail::Clock;
 using detail::disagreement;
@@ -529,9 +534,19 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
       if (b.pattern == s.site.pattern && b.bucket == bucket && b.site != s.site.name)
         siblings.push_back(&b);
     }
-    const auto others = evidence(siblings);
-    if (!others || !others->settles() || (!winner.empty() && others->winner != winner))
-      return nullptr;
+    auto others = evidence(siblings);
+    if (!others || !others->settles() || (!winner.empty() && others->winner != winner)) {
+      // Nor those: every measured site of its pattern, in any bucket (kPredictPatternWide).
+      std::vector<const Binding*> pattern;
+      for (const Binding& b : table_.bindings) {
+        if (b.pattern == s.site.pattern)
+          pattern.push_back(&b);
+      }
+      others = evidence(pattern);
+      if (!others || others->count < kPredictPatternWide || others->margin < kPredictSpeedupMany ||
+          (!winner.empty() && others->winner != winner))
+        return nullptr;
+    }
     winner = others->winner;
   }
   const Candidate* c = byName(s, winner);

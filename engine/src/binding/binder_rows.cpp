@@ -31,7 +31,7 @@ void Binder::runRows(SiteState& s, torch::jit::Stack& stack, LoopFrames& loops) 
     event.node = s.site.node;
     event.index = stack[stack.size() - count + 2].toTensor();
     if (s.site.node == group.writer) {
-      const at::Tensor& source = stack.back().toTensor();
+      const at::Tensor& source = stack[stack.size() - count + 3].toTensor();
       event.source = source.detach();
       event.sourceGrad = source.requires_grad() && at::GradMode::is_enabled();
     }
@@ -128,8 +128,11 @@ Binding Binder::measureRows(SiteState& s, const std::string& bucket, int64_t tri
       const auto& e = group.recorded[i];
       SiteState& member = *states_.at(e.node);
       torch::jit::Stack st{c10::IValue(carried), c10::IValue(dim), c10::IValue(e.index)};
-      if (e.node == group.writer)
+      if (e.node == group.writer) {
         st.emplace_back(sources[i]);
+        if (group.accumulate)
+          st.emplace_back(int64_t{1});  // index_add's alpha
+      }
       c.run(member.site, member.op, st, frames);
       if (e.node == group.writer)
         carried = st.back().toTensor();

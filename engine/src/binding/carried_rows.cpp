@@ -8,18 +8,20 @@
 //   EnterRows(h0) -> B            the loop's initial value copied once into the buffer B (a
 //                                 tensor the loop only reads is B itself, as a view);
 //   ReadRows(B, index)            index_select of the buffer's current version v;
-//   WriteRows(B, index, rows) -> B  index_copy_ in place (B marked dirty): version v + 1.
+//   WriteRows(B, index, rows) -> B  index_copy_ (or index_add_) in place (B marked dirty):
+//                                 version v + 1.
 // The functions keep undefined gradients undefined (no zero tensors the size of B), and return
 // none for B: the buffer's gradient is G, and moves through the versions in reverse. A write that
 // made version v + 1 runs its backward after everything that read version v + 1 (they take its
 // output as input), so by then G is the gradient of version v + 1 once the row gradients those
 // reads noted are added in (and the loop's result's gradient, for the last write). The write takes
-// its rows' gradient out of G and zeroes those rows, so G becomes what version v's readers add to;
-// EnterRows adds the reads of the initial value and hands G to h0. The reads' notes are kept per
-// version, so the order in which the engine runs reads and writes does not matter.
-// A backward that keeps the graph and does not reach h0 (its gradient not asked for, h0 needing
-// one) leaves the notes of version 0 behind for the next backward; the binder's replays and a
-// training step's backward always reach it.
+// its rows' gradient out of G and zeroes those rows (an accumulating write reads them and leaves
+// G as it is: what it added to passes its gradient on), so G becomes what version v's readers add
+// to; EnterRows adds the reads of the initial value and hands G to h0. The reads' notes are kept
+// per version, so the order in which the engine runs reads and writes does not matter. A backward
+// that keeps the graph and does not reach h0 (its gradient not asked for, h0 needing one) leaves
+// the notes of version 0 behind for the next backward; the binder's replays and a training step's
+// backward always reach it.
 
 #include <algorithm>
 #include <map>
@@ -191,17 +193,23 @@ struct ReadRows : torch::autograd::Function<ReadRows> {
   }
 };
 
+// `accumulate`: index_add_ (the rows added to what is there; their gradient is G's rows, and G
+// goes on unchanged to the version before), else index_copy_.
 struct WriteRows : torch::autograd::Function<WriteRows> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor buffer, const at::Tensor& index,
                             const at::Tensor& rows, c10::intrusive_ptr<RowGradient> gradient,
-                            int64_t version, bool first) {
+                            int64_t version, bool first, bool accumulate) {
     ctx->set_materialize_grads(false);
     ctx->saved_data["index"] = index;
     ctx->saved_data["version"] = version;
     ctx->saved_data["first"] = first;
+    ctx->saved_data["accumulate"] = accumulate;
     const int64_t dim = gradient->dim;
     ctx->saved_data["gradient"] = c10::IValue::make_capsule(std::move(gradient));
-    buffer.index_copy_(dim, index, rows);
+    if (accumulate)
+      buffer.index_add_(dim, index, rows);
+    else
+      buffer.index_copy_(dim, index, rows);
     ctx->mark_dirty({buffer});
     return buffer;
   }
@@ -211,12 +219,15 @@ struct WriteRows : torch::autograd::Function<WriteRows> {
     gradient->settle(ctx->saved_data.at("version").toInt());
     const at::Tensor index = ctx->saved_data.at("index").toTensor();
     at::Tensor& g = gradient->ensure();
-    at::Tensor rows = takeRows(g, gradient->dim, index);
+    at::Tensor rows = ctx->saved_data.at("accumulate").toBool()
+                          ? g.index_select(gradient->dim, index)
+                          : takeRows(g, gradient->dim, index);
     // The first write's input is the entry's copy; when the entry needs no gradient nothing
     // below it takes G.
     if (ctx->saved_data.at("first").toBool() && !gradient->entryGrad)
       gradient->buffer = at::Tensor();
-    return {at::Tensor(), at::Tensor(), rows, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {at::Tensor(), at::Tensor(), rows,        at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -256,8 +267,9 @@ class RowsInPlace final : public Candidate {
   }
   void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
            LoopFrames& loops) const override {
+    // stack: self, dim, index (reads); and source (index_copy); and alpha, 1 (index_add)
     const bool write = site.node == site.rows->writer;
-    const size_t base = stack.size() - (write ? 4 : 3);
+    const size_t base = stack.size() - (write ? (site.rows->accumulate ? 5 : 4) : 3);
     const at::Tensor& self = stack[base].toTensor();
     const auto dim = tensorDim(self, stack[base + 1].toInt());
     const at::Tensor& index = stack[base + 2].toTensor();
@@ -289,7 +301,8 @@ class RowsInPlace final : public Candidate {
     if (write) {
       const at::Tensor& source = stack[base + 3].toTensor();
       const bool first = rows->version == 0;
-      out = WriteRows::apply(buffer, index, source, rows->gradient, rows->version + 1, first);
+      out = WriteRows::apply(buffer, index, source, rows->gradient, rows->version + 1, first,
+                             site.rows->accumulate);
       ++rows->version;
     } else {
       out = ReadRows::apply(buffer, index, rows->gradient, rows->version);

@@ -92,10 +92,39 @@ const Node* counterOf(const Value* v) {
   return loop != nullptr && loop->kind() == c10::prim::Loop ? loop : nullptr;
 }
 
+// Where the result of `writer` goes, if it is the body's next value for `slot`: directly, or as
+// the output of an if in the body one branch of which returns it and the other the carried value
+// unchanged. The if, or the writer itself; nullptr when its result goes anywhere else.
+const Node* writeTarget(const Node* writer, const Value* carried, const Block* body, size_t slot) {
+  const auto& uses = writer->output()->uses();
+  if (uses.size() != 1)
+    return nullptr;
+  const torch::jit::Use& use = uses.front();
+  if (writer->owningBlock() == body)
+    return use.user == body->return_node() && use.offset == slot ? writer : nullptr;
+  // In a branch of an if of the body: the branch returns it, the other branch the carried value.
+  const Block* branch = writer->owningBlock();
+  const Node* branching = branch->owningNode();
+  if (branching == nullptr || branching->kind() != c10::prim::If ||
+      branching->owningBlock() != body || use.user != branch->return_node())
+    return nullptr;
+  const size_t k = use.offset;
+  const Block* other =
+      branching->blocks()[0] == branch ? branching->blocks()[1] : branching->blocks()[0];
+  if (other->outputs().size() <= k || other->outputs()[k] != carried)
+    return nullptr;
+  const auto& out = branching->outputs()[k]->uses();
+  return out.size() == 1 && out.front().user == body->return_node() && out.front().offset == slot
+             ? branching
+             : nullptr;
+}
+
 // The loop-carried rows group of `carried`, a value `node` reads, or nullptr (Note [Loop-carried
 // rows]): a loop body's tensor input whose uses are index_selects of it in the body, then one
-// index_copy of it, whose result has no use but being the body's value for the next trip; every
-// one of them along one constant dimension, the reads before the write.
+// write of it — an index_copy, or an index_add with alpha 1 (accumulated rows), in the body or in
+// a branch of an if of the body whose other branch passes the value on — whose result has no use
+// but being the body's value for the next trip; every one of them along one constant dimension,
+// the reads before the write (and none with a write inside an if).
 std::shared_ptr<CarriedRows> findCarriedRows(const Value* carried) {
   const Node* param = carried->node();
   if (param->kind() != c10::prim::Param || carried->offset() == 0 || !isTensor(carried))
@@ -119,30 +148,46 @@ std::shared_ptr<CarriedRows> findCarriedRows(const Value* carried) {
       dim = c->toInt();
     return *dim == c->toInt();
   };
+  const Node* target = nullptr;  // the writer, or the if around it
   for (const torch::jit::Use& use : carried->uses()) {
     const Node* user = use.user;
-    if (use.offset != 0 || user->owningBlock() != body || user->outputs().size() != 1 ||
-        !sameDim(user->input(1)))
+    if (user->kind() == c10::prim::Return && user->owningBlock() != body)
+      continue;  // a branch passing the value on: checked with the write
+    if (use.offset != 0 || user->outputs().size() != 1 || !sameDim(user->input(1)))
       return nullptr;
     // aten::index_select(Tensor self, int dim, Tensor index)
     if (user->kind() == c10::aten::index_select && user->inputs().size() == 3 &&
-        isTensor(user->input(2))) {
+        user->owningBlock() == body && isTensor(user->input(2))) {
       group->readers.push_back(user);
       continue;
     }
     // aten::index_copy(Tensor self, int dim, Tensor index, Tensor source)
-    if (user->kind() != c10::aten::index_copy || user->inputs().size() != 4 ||
-        group->writer != nullptr || !isTensor(user->input(2)) || !isTensor(user->input(3)))
+    // aten::index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1)
+    const bool copy = user->kind() == c10::aten::index_copy && user->inputs().size() == 4;
+    const bool add =
+        user->kind() == c10::aten::index_add && user->inputs().size() == 5 &&
+        constant(user->input(4)).has_value() &&
+        ((constant(user->input(4))->isInt() && constant(user->input(4))->toInt() == 1) ||
+         (constant(user->input(4))->isDouble() && constant(user->input(4))->toDouble() == 1.0));
+    if ((!copy && !add) || group->writer != nullptr || !isTensor(user->input(2)) ||
+        !isTensor(user->input(3)))
       return nullptr;
-    const auto& uses = user->output()->uses();
-    if (uses.size() != 1 || uses.front().user != body->return_node() || uses.front().offset != slot)
+    target = writeTarget(user, carried, body, slot);
+    if (target == nullptr)
       return nullptr;
     group->writer = user;
+    group->accumulate = add;
   }
   if (group->writer == nullptr)
     return nullptr;
+  // Every use of the value accounted for: the branch that passes it on is the if's other one.
+  for (const torch::jit::Use& use : carried->uses()) {
+    if (use.user->kind() == c10::prim::Return && use.user->owningBlock() != body &&
+        (target == group->writer || use.user->owningBlock()->owningNode() != target))
+      return nullptr;
+  }
   for (const Node* reader : group->readers) {
-    if (!reader->isBefore(group->writer))
+    if (target != group->writer || !reader->isBefore(group->writer))
       return nullptr;
   }
   std::sort(group->readers.begin(), group->readers.end(),
@@ -675,7 +720,8 @@ std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph
   OpSite site;
   site.node = node;
   site.id = id;
-  if ((node->kind() == c10::aten::index_select || node->kind() == c10::aten::index_copy) &&
+  if ((node->kind() == c10::aten::index_select || node->kind() == c10::aten::index_copy ||
+       node->kind() == c10::aten::index_add) &&
       !node->inputs().empty()) {
     const Value* tensor = node->input(0);
     // Carried through the loop whose body it is an input of, or read in a loop it is defined

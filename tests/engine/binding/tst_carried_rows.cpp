@@ -360,27 +360,29 @@ TEST_CASE("a loop's index_select reads of a tensor defined before it are one sit
   for (const bool entryGrad : {true, false}) {
     INFO("entry gradient ", entryGrad);
     const Routed r = routed(64, 16, entryGrad);
+    // The reads (the accumulation into `out` is the next test's).
     Binder measuring(gen.staticGraph(), here());
     expertStep(gen, &measuring, r);
-    const auto sites = measuring.sites();
+    std::vector<symtune::binding::OpSite> sites;
+    for (const auto& site : measuring.sites()) {
+      if (site.pattern == std::string(symtune::binding::kInvariantRows))
+        sites.push_back(site);
+    }
     REQUIRE(sites.size() == 1);
-    CHECK(sites.front().pattern == std::string(symtune::binding::kInvariantRows));
     REQUIRE(sites.front().rows != nullptr);
     CHECK(sites.front().rows->writer == nullptr);
     CHECK(sites.front().rows->readers.size() == 1);
     CHECK(sites.front().loop == sites.front().rows->loop);
     CHECK(measuring.measurements() == 0);  // the first execution of the loop is recorded
     expertStep(gen, &measuring, r);
+    const auto reads = measuring.table().ofSite(sites.front().name);
     if (!entryGrad) {
       // No gradient reaches the tensor: nothing to gain, the reads stay ATen's, unmeasured.
-      CHECK(measuring.measurements() == 0);
-      CHECK(measuring.table().bindings.empty());
-      CHECK(measuring.boundExecutions() == 0);
+      CHECK(reads.empty());
       continue;
     }
-    CHECK(measuring.measurements() == 1);
-    REQUIRE(measuring.table().bindings.size() == 1);
-    const auto& b = measuring.table().bindings.front();
+    REQUIRE(reads.size() == 1);
+    const auto& b = *reads.front();
     REQUIRE(b.candidates.size() == 2);
     CHECK(b.candidates[1].name == "rows-in-place");
     CHECK(b.candidates[1].refused.empty());
@@ -395,6 +397,85 @@ TEST_CASE("a loop's index_select reads of a tensor defined before it are one sit
     // A token routed to two experts has its row's gradient summed in another order.
     symtune::test::checkScaledError("y gradient", got.gh0, plain.gh0, tolerance);
   }
+}
+
+TEST_CASE("a loop adding rows into a carried tensor inside an if is one accumulated rows site") {
+  symtune::SyMuGen gen(experts(), "experts");
+  const Routed r = routed(64, 16, true);
+  Binder measuring(gen.staticGraph(), here());
+  expertStep(gen, &measuring, r);
+  const symtune::binding::OpSite* add = nullptr;
+  const auto sites = measuring.sites();
+  for (const auto& site : sites) {
+    if (site.pattern == std::string(symtune::binding::kCarriedRows))
+      add = &site;
+  }
+  REQUIRE(add != nullptr);
+  REQUIRE(add->rows != nullptr);
+  CHECK(add->rows->accumulate);
+  CHECK(add->rows->writer->kind() == c10::aten::index_add);
+  CHECK(add->rows->writer->owningBlock()->owningNode()->kind() == c10::prim::If);
+  CHECK(add->rows->readers.empty());
+  expertStep(gen, &measuring, r);  // measured on the first execution's record
+  const auto measured = measuring.table().ofSite(add->name);
+  REQUIRE(measured.size() == 1);
+  REQUIRE(measured.front()->candidates.size() == 2);
+  CHECK(measured.front()->candidates[1].refused.empty());
+  CHECK(measured.front()->candidates[1].maxError == 0);  // the same sums, bit for bit
+
+  // Bound: the rows added in place into one buffer, forward and backward as the ATen loop.
+  const auto bound = forcedBinder(gen, measuring, "rows-in-place");
+  const Run plain = expertStep(gen, nullptr, r);
+  const Run got = expertStep(gen, bound.get(), r);
+  CHECK(bound->boundExecutions() > 0);
+  CHECK(torch::equal(got.out, plain.out));
+  const double tolerance = symtune::binding::findCandidate("rows-in-place")->tolerance();
+  symtune::test::checkScaledError("w gradient", got.gw, plain.gw, tolerance);
+  symtune::test::checkScaledError("y gradient", got.gh0, plain.gh0, tolerance);
+}
+
+TEST_CASE("not an accumulated rows site: the sum used, another branch, or another alpha") {
+  const char* variants[] = {
+      R"(
+def forward(self, y: Tensor, ids: Tensor, n: int):
+    out = torch.zeros_like(y)
+    for i in range(n):
+        if ids.numel() > i:
+            out = out.index_add(0, ids, y.index_select(0, ids))
+        else:
+            out = out * 2.0
+    return out
+)",
+      R"(
+def forward(self, y: Tensor, ids: Tensor, n: int):
+    out = torch.zeros_like(y)
+    for i in range(n):
+        out = out.index_add(0, ids, y.index_select(0, ids), alpha=2.0)
+    return out
+)",
+      R"(
+def forward(self, y: Tensor, ids: Tensor, n: int):
+    out = torch.zeros_like(y)
+    s = torch.zeros([1])
+    for i in range(n):
+        s = s + out.sum()
+        out = out.index_add(0, ids, y.index_select(0, ids))
+    return out + s
+)",
+  };
+  for (const char* source : variants) {
+    INFO(source);
+    CHECK(patternsOf(source).count(symtune::binding::kCarriedRows) == 0);
+  }
+  // Added directly in the loop's body, it is one.
+  CHECK(patternsOf(R"(
+def forward(self, y: Tensor, ids: Tensor, n: int):
+    out = torch.zeros_like(y)
+    for i in range(n):
+        out = out.index_add(0, ids, y.index_select(0, ids))
+    return out
+)")
+            .count(symtune::binding::kCarriedRows) == 1);
 }
 
 TEST_CASE("not a loop-invariant rows site: another use in the loop, or a write in place") {

@@ -43,7 +43,9 @@ inline constexpr const char* kBatchNormRelu = "batch norm ReLU";
 
 // A tensor carried through a loop whose body reads rows of it with aten::index_select and then
 // replaces rows of it with one aten::index_copy whose result is the next trip's value (the tree
-// network's `h.index_select(0, left[ids])` ... `h = h.index_copy(0, ids, composed)`): one site of
+// network's `h.index_select(0, left[ids])` ... `h = h.index_copy(0, ids, composed)`), or adds
+// rows to it with one aten::index_add, possibly inside an if whose other branch passes it on
+// (the MoE's `out = out.index_add(0, rows, expert)` for each expert that has tokens): one site of
 // every such node of the loop (Note [Loop-carried rows]).
 inline constexpr const char* kCarriedRows = "loop-carried rows";
 // A tensor defined outside a loop that the loop reads only with aten::index_select (at any depth
@@ -85,7 +87,9 @@ struct CarriedRows {
   // The body's input that is the tensor (loop-carried), or the tensor defined outside the loop
   // (loop-invariant).
   const torch::jit::Value* carried = nullptr;
-  const torch::jit::Node* writer = nullptr;      // the aten::index_copy; none for loop-invariant
+  // The aten::index_copy (or aten::index_add: `accumulate`); none for loop-invariant.
+  const torch::jit::Node* writer = nullptr;
+  bool accumulate = false;
   std::vector<const torch::jit::Node*> readers;  // the aten::index_select nodes, in body order
   int64_t dim = 0;                               // the dimension every one of them indexes
 
