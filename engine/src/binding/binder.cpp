@@ -295,18 +295,7 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
   }
   std::unique_ptr<SiteState> state;
   if (auto site = findOpSite(node, id, graph_, groups_)) {
-    std::vector<const Candidate*> applicable;
-    const auto consider = [&](const Candidate& c) {
-      const bool disabled = (options_.exact && c.tolerance() > 0) ||
-                            std::find(options_.disable.begin(), options_.disable.end(), c.name()) !=
-                                options_.disable.end();
-      if (!disabled && c.applies(*site))
-        applicable.push_back(&c);
-    };
-    for (const auto& c : builtinCandidates())
-      consider(*c);
-    for (const auto& c : options_.extra)
-      consider(*c);
+    std::vector<const Candidate*> applicable = applicableTo(*site);
     if (applicable.size() > 1) {
       torch::jit::Operation op = node->getOperation();
       if (site->follower != nullptr) {
@@ -341,6 +330,68 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
   const bool bound = state != nullptr;
   states_.emplace(node, std::move(state));
   return bound;
+}
+
+at::Tensor Binder::loss(const at::Tensor& logits, const at::Tensor& target) {
+  if (loss_ == nullptr) {
+    OpSite site;
+    site.name = kLossSite;
+    site.pattern = kSoftmaxCrossEntropy;
+    site.arity = 2;
+    std::vector<const Candidate*> applicable = applicableTo(site);
+    torch::jit::Operation reference([](torch::jit::Stack& stack) {
+      at::Tensor out =
+          at::cross_entropy_loss(stack[stack.size() - 2].toTensor(), stack.back().toTensor());
+      stack.resize(stack.size() - 2);
+      stack.emplace_back(std::move(out));
+    });
+    loss_.reset(new SiteState{std::move(site),
+                              std::move(reference),
+                              std::move(applicable),
+                              {},
+                              {},
+                              nullptr,
+                              false,
+                              nullptr});
+    if (loss_->candidates.size() > 1)
+      order_.push_back(loss_.get());
+  }
+  SiteState& s = *loss_;
+  torch::jit::Stack stack{c10::IValue(logits), c10::IValue(target)};
+  if (s.candidates.size() < 2) {
+    s.op(stack);
+    return stack.back().toTensor();
+  }
+  signature(stack, 2, -1);
+  const Candidate* c = s.last;
+  if (c == nullptr || signature_ != s.lastSignature) {
+    const std::string bucket = bucketKey(stack, 2, -1);
+    auto it = s.chosen.find(bucket);
+    c = it != s.chosen.end() ? it->second : (s.chosen[bucket] = decide(s, bucket, stack, -1));
+    s.last = c;
+    s.lastSignature = signature_;
+  }
+  if (c->name() != kAten)
+    ++boundExecutions_;
+  LoopFrames none;
+  c->run(s.site, s.op, stack, none);
+  return stack.back().toTensor();
+}
+
+std::vector<const Candidate*> Binder::applicableTo(const OpSite& site) const {
+  std::vector<const Candidate*> applicable;
+  const auto consider = [&](const Candidate& c) {
+    const bool disabled = (options_.exact && c.tolerance() > 0) ||
+                          std::find(options_.disable.begin(), options_.disable.end(), c.name()) !=
+                              options_.disable.end();
+    if (!disabled && c.applies(site))
+      applicable.push_back(&c);
+  };
+  for (const auto& c : builtinCandidates())
+    consider(*c);
+  for (const auto& c : options_.extra)
+    consider(*c);
+  return applicable;
 }
 
 std::vector<OpSite> Binder::sites() const {
@@ -563,8 +614,10 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
 Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                         int64_t trips) {
   const OpSite& site = s.site;
-  // A cell site's inputs are its region's (Note [Cell sites]).
-  const size_t n = site.cell != nullptr ? site.cell->inputs.size() : site.node->inputs().size();
+  // A cell site's inputs are its region's (Note [Cell sites]); a site without a node says.
+  const size_t n = site.cell != nullptr   ? site.cell->inputs.size()
+                   : site.node != nullptr ? site.node->inputs().size()
+                                          : site.arity;
   torch::jit::Stack inputs(stack.end() - static_cast<std::ptrdiff_t>(n), stack.end());
   // Leaves: the real values, detached, so the replay's autograd graph is its own.
   std::vector<at::Tensor> leaves;

@@ -88,18 +88,7 @@ Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, 
   site.name = siteName(region->first(), id, graph_);
   site.pattern = kGruCell;
   site.cell = region;
-  std::vector<const Candidate*> applicable;
-  const auto consider = [&](const Candidate& c) {
-    const bool disabled = (options_.exact && c.tolerance() > 0) ||
-                          std::find(options_.disable.begin(), options_.disable.end(), c.name()) !=
-                              options_.disable.end();
-    if (!disabled && c.applies(site))
-      applicable.push_back(&c);
-  };
-  for (const auto& c : builtinCandidates())
-    consider(*c);
-  for (const auto& c : options_.extra)
-    consider(*c);
+  std::vector<const Candidate*> applicable = applicableTo(site);
   cs.lead.reset(new SiteState{std::move(site),
                               regionReference(region),
                               std::move(applicable),

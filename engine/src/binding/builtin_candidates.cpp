@@ -5,6 +5,7 @@
 #include "symtune/kernels/batch_norm_relu.h"
 #include "symtune/kernels/bias_gelu.h"
 #include "symtune/kernels/gru_cell.h"
+#include "symtune/kernels/softmax_cross_entropy.h"
 
 namespace symtune::binding {
 
@@ -270,6 +271,39 @@ class GruCell final : public Candidate {
   }
 };
 
+// The training loss as symtune::softmax_cross_entropy of kernels/: each row's log-sum-exp kept
+// instead of the log-softmax tensor, the gradient written in one pass. Not bit for bit: the
+// mean and the exponentials' sums run in another order.
+class SoftmaxCrossEntropy final : public Candidate {
+ public:
+  std::string name() const override { return "softmax-cross-entropy"; }
+  std::string description() const override {
+    return "symtune::softmax_cross_entropy (kernels/): the loss without the log-softmax tensor";
+  }
+  bool applies(const OpSite& site) const override { return site.pattern == kSoftmaxCrossEntropy; }
+  void run(const OpSite&, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames&) const override {
+    // stack: logits, target
+    const at::Tensor& logits = stack[stack.size() - 2].toTensor();
+    const at::Tensor& target = stack.back().toTensor();
+    const bool fits = logits.defined() && target.defined() && logits.dim() == 2 &&
+                      target.dim() == 1 && target.size(0) == logits.size(0) && logits.size(0) > 0 &&
+                      target.scalar_type() == at::kLong &&
+                      (logits.scalar_type() == at::kFloat || logits.scalar_type() == at::kDouble) &&
+                      target.device() == logits.device() &&
+                      (logits.device().is_cpu() || logits.device().is_cuda());
+    if (!fits) {
+      op(stack);  // other shapes (class dimensions past the second, soft targets): ATen's
+      return;
+    }
+    at::Tensor loss = kernels::softmaxCrossEntropy(logits, target);
+    stack.resize(stack.size() - 2);
+    stack.emplace_back(std::move(loss));
+  }
+  // A mean over the rows summed in another order.
+  double tolerance() const override { return 1e-5; }
+};
+
 }  // namespace
 
 const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
@@ -283,6 +317,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<BatchNormRelu>());
     list->push_back(makeRowsInPlace());
     list->push_back(std::make_unique<GruCell>());
+    list->push_back(std::make_unique<SoftmaxCrossEntropy>());
     return list;
   }();
   return *all;

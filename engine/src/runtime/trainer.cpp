@@ -393,8 +393,12 @@ StepResult Trainer::runStep(Graph* capture) {
   Batch batch = data_->batch(optimizer_->stepCount());
   inputsTo(batch.inputs, device_, /*nonBlocking=*/true);
   const torch::Tensor target = batch.target.to(device_, /*non_blocking=*/true);
+  binding::Binder* lossBinder = binder();
   auto lossOf = [&](const torch::Tensor& logits) {
-    return torch::nn::functional::cross_entropy(logits.to(torch::kFloat), target);
+    // With binding on, the loss is a site of its own (ATen's or kernels' fused cross-entropy).
+    const torch::Tensor scores = logits.to(torch::kFloat);
+    return lossBinder != nullptr ? lossBinder->loss(scores, target)
+                                 : torch::nn::functional::cross_entropy(scores, target);
   };
   StepTimings timings;
   timings.data = secondsSince(t0);

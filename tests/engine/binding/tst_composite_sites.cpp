@@ -498,3 +498,76 @@ TEST_CASE("bn-relu leaves an evaluation-mode batch norm to ATen; the reference p
   CHECK(torch::equal(got.gx, want.gx));
   CHECK(torch::equal(got.var1, want.var1));
 }
+
+namespace {
+
+struct LossRun {
+  torch::Tensor loss, grad;
+};
+
+LossRun lossStep(Binder* binder, const std::vector<int64_t>& shape, int64_t classes,
+                 int64_t seed = 3) {
+  torch::manual_seed(seed);
+  auto logits = (torch::randn(shape) * 3).requires_grad_(true);
+  std::vector<int64_t> targetShape = shape;
+  targetShape.erase(targetShape.begin() + 1);
+  auto target = torch::randint(0, classes, targetShape);
+  if (target.numel() > 2)
+    target.view(-1)[1] = -100;  // an ignored row
+  LossRun r;
+  r.loss =
+      binder != nullptr ? binder->loss(logits, target) : at::cross_entropy_loss(logits, target);
+  r.loss.backward();
+  r.grad = logits.grad();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the loss is a site: ATen's cross-entropy or kernels' fused one, within its tolerance") {
+  symtune::SyMuGen gen(biasGelus(), "bias_gelus");
+  Binder binder(gen.staticGraph(), here());
+  const LossRun plain = lossStep(nullptr, {64, 10}, 10);
+  const LossRun measured = lossStep(&binder, {64, 10}, 10);
+  symtune::test::checkScaledError("loss", measured.loss, plain.loss, 1e-5);
+  symtune::test::checkScaledError("logits gradient", measured.grad, plain.grad, 1e-5);
+  const auto bindings = binder.table().ofSite(symtune::binding::kLossSite);
+  REQUIRE(bindings.size() == 1);
+  CHECK(bindings.front()->pattern == std::string(symtune::binding::kSoftmaxCrossEntropy));
+  REQUIRE(bindings.front()->candidates.size() == 2);
+  CHECK(bindings.front()->candidates[1].name == "softmax-cross-entropy");
+  CHECK(bindings.front()->candidates[1].refused.empty());
+  CHECK(bindings.front()->candidates[1].maxError <= 1e-5);
+  const int64_t measurements = binder.measurements();
+  lossStep(&binder, {64, 10}, 10, 4);  // the same bucket: looked up
+  CHECK(binder.measurements() == measurements);
+
+  // Bound either way, it computes the ATen loss; logits of another rank go to ATen.
+  for (const char* winner : {"aten", "softmax-cross-entropy"}) {
+    INFO(winner);
+    symtune::BindingTable table = binder.table();
+    for (auto& b : table.bindings)
+      b.winner = winner;
+    BinderOptions quiet;
+    quiet.measure = false;
+    Binder forced(gen.staticGraph(), here(), quiet);
+    REQUIRE_FALSE(forced.adopt(std::move(table)).has_value());
+    const LossRun got = lossStep(&forced, {64, 10}, 10);
+    symtune::test::checkScaledError("loss", got.loss, plain.loss, 1e-5);
+    symtune::test::checkScaledError("logits gradient", got.grad, plain.grad, 1e-5);
+    CHECK(forced.boundExecutions() == (std::string(winner) == "aten" ? 0 : 1));
+  }
+  const LossRun images = lossStep(&binder, {4, 5, 3}, 5);  // [N, C, d]: ATen's only
+  const LossRun imagesPlain = lossStep(nullptr, {4, 5, 3}, 5);
+  CHECK(torch::equal(images.loss, imagesPlain.loss));
+  CHECK(torch::equal(images.grad, imagesPlain.grad));
+
+  // Bit-for-bit binding: the loss is ATen's, no site.
+  BinderOptions exactOnly;
+  exactOnly.exact = true;
+  Binder exact(gen.staticGraph(), here(), exactOnly);
+  const LossRun e = lossStep(&exact, {64, 10}, 10);
+  CHECK(torch::equal(e.loss, plain.loss));
+  CHECK(torch::equal(e.grad, plain.grad));
+  CHECK(exact.table().bindings.empty());
+}

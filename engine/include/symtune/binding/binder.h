@@ -111,6 +111,10 @@ class Binder final : public OpBinder {
   std::optional<std::vector<c10::IValue>> bindInputs(const std::vector<c10::IValue>& inputs,
                                                      const std::function<ModelReplay()>& model);
 
+  // The trainer's loss of `logits` against class `target`s (the loss site: the mean
+  // cross-entropy, ATen's or kernels' fused one, bound per bucket as the op sites are).
+  at::Tensor loss(const at::Tensor& logits, const at::Tensor& target);
+
   bool binds(const torch::jit::Node* node, NodeId id) override;
   void run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) override;
 
@@ -169,6 +173,8 @@ class Binder final : public OpBinder {
   Binding measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                   int64_t trips);
   const Candidate* byName(const SiteState& s, const std::string& name) const;
+  // The candidates that apply to `site` and are not disabled, the reference first.
+  std::vector<const Candidate*> applicableTo(const OpSite& site) const;
   // Puts a binding of `s` into the table with the ids of the site's other nodes seen so far
   // (Binding::nodes); noteMember adds a node's id when it is first run, to bindings made before.
   void put(Binding b, const SiteState& s);
@@ -213,6 +219,7 @@ class Binder final : public OpBinder {
   std::set<const torch::jit::Graph*> searched_;
   std::unordered_map<const torch::jit::Node*, std::shared_ptr<CellRegion>> cellOf_;
   std::unordered_map<const CellRegion*, CellState> cells_;
+  std::unique_ptr<SiteState> loss_;  // the loss site, made on first use
   std::vector<int64_t> signature_;
   int64_t measurements_ = 0;
   int64_t predictions_ = 0;

@@ -58,6 +58,12 @@ inline constexpr const char* kInvariantRows = "loop-invariant rows";
 // one site of every node from the six gate slices to the where (Note [Cell sites]).
 inline constexpr const char* kGruCell = "GRU cell";
 
+// The training loss the trainer takes of the model's output: the mean cross-entropy of [N, C]
+// logits against N class indices (torch::nn::functional::cross_entropy). Not a node of the
+// model's graph: a site of its own, named "loss", whose stack is the logits and the targets.
+inline constexpr const char* kSoftmaxCrossEntropy = "softmax cross-entropy";
+inline constexpr const char* kLossSite = "loss";
+
 // Note [Two-node sites]
 // A site of two nodes is bound at its first node, whose execution computes both (the reference:
 // the two ATen ops one after the other; a candidate: one fused op), and its second node passes on
@@ -197,7 +203,9 @@ std::pair<int64_t, int64_t> sliceRange(const c10::IValue& start, const c10::IVal
                                        int64_t size);
 
 struct OpSite {
-  const torch::jit::Node* node = nullptr;
+  const torch::jit::Node* node = nullptr;  // none for the loss site
+  // The values on a site's stack when it has no node (the loss site: logits, targets).
+  size_t arity = 0;
   NodeId id;
   std::string name;     // "#31 aten::select rnn": node id, op, module path
   std::string pattern;  // kIdentitySlice, kLoopIndexedSelect
