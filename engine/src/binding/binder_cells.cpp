@@ -1,4 +1,5 @@
-// The binder's side of cell sites (Note [Cell sites] in symtune/binding/op_site.h): the regions
+// The binder's side of cell sites (Note [Cell sites] in symtune/binding/op_site.h: GRU cells,
+// bias matmuls): the regions
 // found once per graph, one decision per execution of a region made at its first node, the
 // region's inputs noted as its nodes are given them, and a new bucket measured at its last node
 // on the values an execution as written noted.
@@ -57,14 +58,15 @@ torch::jit::Operation regionReference(const std::shared_ptr<CellRegion>& region)
 void Binder::findCells(const torch::jit::Graph& graph) {
   if (!searched_.insert(&graph).second)
     return;
-  // Masked cells first: an unmasked match at a masked cell's blend would leave its where out.
-  for (const bool masked : {true, false}) {
+  // Masked GRU cells first: an unmasked match at a masked cell's blend would leave its where out;
+  // then bias matmuls, outside cells.
+  for (const int pass : {0, 1, 2}) {
     forEachNode(graph.block(), [&](const torch::jit::Node* node) {
       const bool candidate =
-          masked ? node->kind() == c10::aten::where : node->kind() == c10::aten::add;
+          pass == 0 ? node->kind() == c10::aten::where : node->kind() == c10::aten::add;
       if (!candidate || cellOf_.count(node) != 0)
         return;
-      std::shared_ptr<CellRegion> region = findGruCell(node);
+      std::shared_ptr<CellRegion> region = pass < 2 ? findGruCell(node) : findBiasMatmul(node);
       if (region == nullptr)
         return;
       for (const torch::jit::Node* member : region->nodes) {
@@ -86,7 +88,7 @@ Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, 
   site.node = region->first();
   site.id = id;
   site.name = siteName(region->first(), id, graph_);
-  site.pattern = kGruCell;
+  site.pattern = region->pattern;
   site.cell = region;
   std::vector<const Candidate*> applicable = applicableTo(site);
   cs.lead.reset(new SiteState{std::move(site),

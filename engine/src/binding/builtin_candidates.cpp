@@ -200,6 +200,11 @@ class BatchNormRelu final : public Candidate {
   double tolerance() const override { return 1e-5; }
 };
 
+// The tensor at `i` of a stack; undefined when it holds something else.
+at::Tensor tensorAt(const torch::jit::Stack& stack, size_t i) {
+  return stack[i].isTensor() ? stack[i].toTensor() : at::Tensor();
+}
+
 // A GRU cell's gates and mask as symtune::gru_cell of kernels/ (Note [GRU cell] in kernels/): one
 // pass forward, one back, instead of a dozen ops and their autograd nodes per time step. Not bit
 // for bit: the kernel's sigmoid and tanh are its own float math.
@@ -217,10 +222,7 @@ class GruCell final : public Candidate {
     // stack: the region's inputs; `op` runs its nodes as written
     const CellRegion& cell = *site.cell;
     const size_t base = stack.size() - cell.inputs.size();
-    const auto tensor = [&](size_t i) {
-      const c10::IValue& v = stack[base + i];
-      return v.isTensor() ? v.toTensor() : at::Tensor();
-    };
+    const auto tensor = [&](size_t i) { return tensorAt(stack, base + i); };
     const at::Tensor in = tensor(cell.gatesIn), hidden = tensor(cell.gatesHidden);
     const at::Tensor state = tensor(cell.state);
     const at::Tensor keep = cell.keep >= 0 ? tensor(static_cast<size_t>(cell.keep)) : at::Tensor();
@@ -271,6 +273,45 @@ class GruCell final : public Candidate {
   }
 };
 
+// A matmul and its bias add as one at::addmm (the input's leading dimensions folded into rows):
+// the bias added in the GEMM's output pass, and one autograd node instead of two. Not bit for
+// bit: the GEMM adds the bias to its unrounded sums.
+class Addmm final : public Candidate {
+ public:
+  std::string name() const override { return "addmm"; }
+  std::string description() const override {
+    return "at::addmm: the matmul and its bias add in one GEMM";
+  }
+  bool applies(const OpSite& site) const override {
+    return site.pattern == kBiasMatmul && site.cell != nullptr;
+  }
+  void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames&) const override {
+    // stack: the region's inputs (the matmul's input and weight, the bias, alpha); `op` runs the
+    // matmul and the add
+    const CellRegion& cell = *site.cell;
+    const size_t base = stack.size() - cell.inputs.size();
+    const auto tensor = [&](size_t i) { return tensorAt(stack, base + i); };
+    const at::Tensor x = tensor(cell.input), w = tensor(cell.weight), b = tensor(cell.bias);
+    const bool fits = x.defined() && w.defined() && b.defined() && x.dim() >= 2 && w.dim() == 2 &&
+                      b.dim() == 1 && x.size(-1) == w.size(0) && b.size(0) == w.size(1) &&
+                      x.scalar_type() == w.scalar_type() && b.scalar_type() == w.scalar_type() &&
+                      at::isFloatingType(w.scalar_type()) && x.device() == w.device() &&
+                      b.device() == w.device();
+    if (!fits) {
+      op(stack);  // broadcasting, batched weights, vectors: the two ATen ops
+      return;
+    }
+    std::vector<int64_t> sizes = x.sizes().vec();
+    sizes.back() = w.size(1);
+    at::Tensor out = at::addmm(b, x.reshape({-1, x.size(-1)}), w).view(sizes);
+    stack.resize(base);
+    stack.emplace_back(std::move(out));
+  }
+  // The GEMM adds the bias before rounding; the bias gradient's sum may run in another order.
+  double tolerance() const override { return 1e-6; }
+};
+
 // The training loss as symtune::softmax_cross_entropy of kernels/: each row's log-sum-exp kept
 // instead of the log-softmax tensor, the gradient written in one pass. Not bit for bit: the
 // mean and the exponentials' sums run in another order.
@@ -318,6 +359,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(makeRowsInPlace());
     list->push_back(std::make_unique<GruCell>());
     list->push_back(std::make_unique<SoftmaxCrossEntropy>());
+    list->push_back(std::make_unique<Addmm>());
     return list;
   }();
   return *all;

@@ -563,6 +563,45 @@ bool sigmoidGate(const Value* v, const Value* in, const Value* hidden, CellMatch
   return false;
 }
 
+// `nodes` as the region whose result `last` computes: one block's nodes, each with one result
+// that nothing outside the region reads but the last's; its outside inputs and slots filled.
+std::shared_ptr<CellRegion> regionOf(const std::vector<const Node*>& nodes, const Node* last,
+                                     const char* pattern) {
+  const Block* block = last->owningBlock();
+  for (const Node* node : nodes) {
+    if (node->owningBlock() != block || node->outputs().size() != 1)
+      return nullptr;
+    if (node == last)
+      continue;
+    for (const torch::jit::Use& use : node->output()->uses()) {
+      if (std::find(nodes.begin(), nodes.end(), use.user) == nodes.end())
+        return nullptr;
+    }
+  }
+  auto region = std::make_shared<CellRegion>();
+  region->pattern = pattern;
+  region->nodes = nodes;
+  std::sort(region->nodes.begin(), region->nodes.end(),
+            [](const Node* a, const Node* b) { return a->isBefore(b); });
+  if (region->last() != last)
+    return nullptr;
+  for (const Node* node : region->nodes) {
+    std::vector<int> slots;
+    for (const Value* v : node->inputs()) {
+      if (region->indexOf(v->node()) >= 0) {
+        slots.push_back(-1);
+        continue;
+      }
+      auto it = std::find(region->inputs.begin(), region->inputs.end(), v);
+      if (it == region->inputs.end())
+        it = region->inputs.insert(region->inputs.end(), v);
+      slots.push_back(static_cast<int>(it - region->inputs.begin()));
+    }
+    region->slots.push_back(std::move(slots));
+  }
+  return region;
+}
+
 }  // namespace
 
 std::shared_ptr<CellRegion> findGruCell(const Node* last) {
@@ -656,37 +695,9 @@ std::shared_ptr<CellRegion> findGruCell(const Node* last) {
       !sigmoidGate(z, in, hidden, m, &inZ, &hiddenZ))
     return nullptr;
 
-  // One region of one block, whose values nothing outside it reads but the last node's.
-  const Block* block = last->owningBlock();
-  for (const Node* node : m.nodes) {
-    if (node->owningBlock() != block || node->outputs().size() != 1)
-      return nullptr;
-    if (node == last)
-      continue;
-    for (const torch::jit::Use& use : node->output()->uses()) {
-      if (std::find(m.nodes.begin(), m.nodes.end(), use.user) == m.nodes.end())
-        return nullptr;
-    }
-  }
-  auto region = std::make_shared<CellRegion>();
-  region->nodes = m.nodes;
-  std::sort(region->nodes.begin(), region->nodes.end(),
-            [](const Node* a, const Node* b) { return a->isBefore(b); });
-  if (region->last() != last)
+  auto region = regionOf(m.nodes, last, kGruCell);
+  if (region == nullptr)
     return nullptr;
-  const auto indexOfInput = [&region](const Value* v) {
-    auto it = std::find(region->inputs.begin(), region->inputs.end(), v);
-    if (it != region->inputs.end())
-      return static_cast<int>(it - region->inputs.begin());
-    region->inputs.push_back(v);
-    return static_cast<int>(region->inputs.size()) - 1;
-  };
-  for (const Node* node : region->nodes) {
-    std::vector<int> slots;
-    for (const Value* v : node->inputs())
-      slots.push_back(region->indexOf(v->node()) >= 0 ? -1 : indexOfInput(v));
-    region->slots.push_back(std::move(slots));
-  }
   const auto slotOf = [&region](const Value* v) -> std::optional<size_t> {
     auto it = std::find(region->inputs.begin(), region->inputs.end(), v);
     if (it == region->inputs.end())
@@ -713,6 +724,41 @@ std::shared_ptr<CellRegion> findGruCell(const Node* last) {
     region->slices.push_back({*dim, *start, *end});
   }
   return region;
+}
+
+std::shared_ptr<CellRegion> findBiasMatmul(const Node* add) {
+  // aten::add(aten::matmul(x, w), b, 1), or with the sum's operands the other way round
+  if (tensorAdd(add->output()) != add || biasGeluFollower(add) != nullptr)
+    return nullptr;
+  for (int k = 0; k < 2; ++k) {
+    const Node* matmul = producer(add->input(k), c10::aten::matmul, 2);
+    if (matmul == nullptr || add->input(1 - k)->node() == matmul || !isTensor(matmul->input(0)) ||
+        !isTensor(matmul->input(1)))
+      continue;
+    // A recurrent projection only: the matmul reads the value its loop carries. On fresh rows per
+    // trip (the tree's, the MoE's) the fused bias measured within the measurements' noise of the
+    // two ops, and the bindings followed the noise.
+    const Value* x = matmul->input(0);
+    const Block* body = x->node()->kind() == c10::prim::Param ? x->node()->owningBlock() : nullptr;
+    if (body == nullptr || x->offset() == 0 || body->owningNode() == nullptr ||
+        body->owningNode()->kind() != c10::prim::Loop || matmul->owningBlock() != body)
+      continue;
+    auto region = regionOf({matmul, add}, add, kBiasMatmul);
+    if (region == nullptr)
+      continue;
+    const auto slot = [&region](const Value* v) {
+      return static_cast<size_t>(std::find(region->inputs.begin(), region->inputs.end(), v) -
+                                 region->inputs.begin());
+    };
+    region->input = slot(matmul->input(0));
+    region->weight = slot(matmul->input(1));
+    region->bias = slot(add->input(1 - k));
+    if (region->input == region->weight || region->bias == region->input ||
+        region->bias == region->weight)
+      return nullptr;
+    return region;
+  }
+  return nullptr;
 }
 
 std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph,

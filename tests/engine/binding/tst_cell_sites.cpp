@@ -3,8 +3,8 @@
 // site of all its nodes, decided at its first node per time step and computed by kernels'
 // gru_cell at its last; the nodes between leave nothing anyone reads. Forced either way it gives
 // the unbound run's outputs and gradients (bit for bit as written, within the kernel's
-// tolerance fused); the gate slices' bounds are checked when it runs; a value of the cell used
-// outside it keeps it from being a site.
+// tolerance fused); a matmul and its bias add bound to one addmm likewise; the gate slices' bounds
+// are checked when it runs; a value of the cell used outside it keeps it from being a site.
 
 #include "doctest_torch.h"
 
@@ -300,4 +300,97 @@ TEST_CASE("bit-for-bit binding leaves a GRU cell to its nodes") {
   CHECK(torch::equal(got.ghh, plain.ghh));
   for (const auto& site : exact.sites())
     CHECK(site.pattern != std::string(symtune::binding::kGruCell));
+}
+
+namespace {
+
+// Recurrent matmuls and their bias adds, the sum's operands either way round; the last loop's
+// add's other operand is a matrix (no bias: the region falls back to its two ATen ops when it
+// runs). The projection of x before the loops reads no carried value: no site.
+torch::jit::Module biasMatmuls() {
+  torch::jit::Module m("BiasMatmuls");
+  m.define(R"(
+def forward(self, x: Tensor, w: Tensor, b: Tensor, m: Tensor):
+    h = torch.matmul(x, w) + b
+    for i in range(3):
+        h = torch.tanh(torch.matmul(h, w) + b)
+    for i in range(2):
+        h = b + torch.matmul(h, w)
+    for i in range(2):
+        h = torch.matmul(h, w) + m
+    return h
+)");
+  return m;
+}
+
+struct MatmulRun {
+  torch::Tensor out, gx, gw, gb;
+};
+
+MatmulRun matmulStep(symtune::SyMuGen& gen, symtune::OpBinder* binder,
+                     const std::vector<int64_t>& shape) {
+  torch::manual_seed(static_cast<uint64_t>(shape.front() * 5 + shape.back()));
+  const int64_t width = shape.back();
+  auto x = torch::randn(shape).requires_grad_(true);
+  auto w =
+      (torch::randn({width, width}) / std::sqrt(static_cast<double>(width))).requires_grad_(true);
+  auto b = torch::randn({width}).requires_grad_(true);
+  std::vector<int64_t> rows = shape;
+  const auto matrix = torch::randn(rows);
+  symtune::ForwardOptions options;
+  options.binder = binder;
+  MatmulRun r;
+  r.out = gen.forward({x, w, b, matrix}, options).output.toTensor();
+  r.out.backward(torch::linspace(-1, 1, r.out.numel()).view_as(r.out));
+  r.gx = x.grad();
+  r.gw = w.grad();
+  r.gb = b.grad();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a recurrent matmul and its bias add are one site, bound to one addmm") {
+  symtune::SyMuGen gen(biasMatmuls(), "bias_matmuls");
+  Binder measured(gen.staticGraph(), here());
+  const MatmulRun plain = matmulStep(gen, nullptr, {6, 8});
+  matmulStep(gen, &measured, {6, 8});
+  std::vector<symtune::binding::OpSite> sites;
+  for (const auto& site : measured.sites()) {
+    if (site.pattern == std::string(symtune::binding::kBiasMatmul))
+      sites.push_back(site);
+  }
+  REQUIRE(sites.size() == 3);
+  for (const auto& site : sites) {
+    REQUIRE(site.cell != nullptr);
+    CHECK(site.cell->nodes.size() == 2);
+    CHECK(site.cell->first()->kind() == c10::aten::matmul);
+    CHECK(site.cell->last()->kind() == c10::aten::add);
+    CHECK(site.cell->inputs[site.cell->weight]->debugName().rfind("w", 0) == 0);
+  }
+  // Forced to addmm: within its tolerance of the unbound run, on 2-d and 3-d inputs (rows
+  // folded); the matrix "bias" runs as written.
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{6, 8}, {2, 3, 8}}) {
+    INFO(c10::IntArrayRef(shape));
+    Binder probe(gen.staticGraph(), here());
+    matmulStep(gen, &probe, shape);
+    auto forced = symtune::test::forcedBinder(gen.staticGraph(), probe.table(), "addmm",
+                                              symtune::binding::kBiasMatmul);
+    const MatmulRun want = matmulStep(gen, nullptr, shape);
+    const MatmulRun got = matmulStep(gen, forced.get(), shape);
+    const double tolerance = symtune::binding::findCandidate("addmm")->tolerance();
+    symtune::test::checkScaledError("output", got.out, want.out, tolerance);
+    symtune::test::checkScaledError("x gradient", got.gx, want.gx, tolerance);
+    symtune::test::checkScaledError("w gradient", got.gw, want.gw, tolerance);
+    symtune::test::checkScaledError("b gradient", got.gb, want.gb, tolerance);
+    CHECK(forced->boundExecutions() >= 2);
+  }
+  // Bit-for-bit binding leaves them to ATen.
+  BinderOptions exactOnly;
+  exactOnly.exact = true;
+  Binder exact(gen.staticGraph(), here(), exactOnly);
+  const MatmulRun e = matmulStep(gen, &exact, {6, 8});
+  CHECK(torch::equal(e.out, plain.out));
+  for (const auto& site : exact.sites())
+    CHECK(site.pattern != std::string(symtune::binding::kBiasMatmul));
 }

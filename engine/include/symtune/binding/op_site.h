@@ -57,6 +57,12 @@ inline constexpr const char* kInvariantRows = "loop-invariant rows";
 // gh[:, :H])` ... `h = torch.where(keep, (1 - z) * n + z * h, h)`, torch.nn.GRUCell's equations):
 // one site of every node from the six gate slices to the where (Note [Cell sites]).
 inline constexpr const char* kGruCell = "GRU cell";
+// aten::matmul(x, w) of the value x a loop carries (a recurrent projection), whose result only an
+// aten::add of a bias reads (the tagger's `torch.matmul(h, self.w_hh) + self.b_hh` per time step):
+// a region of the two nodes (Note [Cell sites]), computed as one addmm. Elsewhere (the tree's and
+// the MoE's projections, once per trip on fresh rows) the fused bias measured within a few per
+// cent either way, so those are left alone rather than bound by the measurements' noise.
+inline constexpr const char* kBiasMatmul = "matmul bias";
 
 // The training loss the trainer takes of the model's output: the mean cross-entropy of [N, C]
 // logits against N class indices (torch::nn::functional::cross_entropy). Not a node of the
@@ -133,6 +139,7 @@ struct CarriedRows {
 // region's nodes run one after the other by their ATen ops. Sites among the region's nodes are
 // decided only in executions that run it as written.
 struct CellRegion {
+  std::string pattern;                         // kGruCell, kBiasMatmul
   std::vector<const torch::jit::Node*> nodes;  // in block order: the first decides, the last
                                                // computes the result
   // The values region nodes read from outside the region, in the order first read.
@@ -148,6 +155,8 @@ struct CellRegion {
     size_t dim = 0, start = 0, end = 0;
   };
   std::vector<Slice> slices;
+  // Bias matmuls: the indices in `inputs` of the matmul's input and weight, and of the bias.
+  size_t input = 0, weight = 0, bias = 0;
 
   const torch::jit::Node* first() const { return nodes.front(); }
   const torch::jit::Node* last() const { return nodes.back(); }
@@ -158,6 +167,10 @@ struct CellRegion {
 // The GRU cell region whose result `last` computes (an aten::where of the cell's blend and the
 // state, or the blend's aten::add when no mask follows), or nullptr.
 std::shared_ptr<CellRegion> findGruCell(const torch::jit::Node* last);
+// The bias matmul region whose aten::add `add` is (the add of a recurrent matmul's result, used by
+// nothing else, and another tensor: the bias, when it turns out to be a vector of the weight's
+// columns), or nullptr. An add feeding only a GELU is a bias-GELU site instead.
+std::shared_ptr<CellRegion> findBiasMatmul(const torch::jit::Node* add);
 
 // The partial slices of one tensor along one dimension, and what their executions have shown.
 // Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as
