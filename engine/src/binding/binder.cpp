@@ -358,23 +358,11 @@ at::Tensor Binder::loss(const at::Tensor& logits, const at::Tensor& target) {
   }
   SiteState& s = *loss_;
   torch::jit::Stack stack{c10::IValue(logits), c10::IValue(target)};
-  if (s.candidates.size() < 2) {
-    s.op(stack);
-    return stack.back().toTensor();
-  }
-  signature(stack, 2, -1);
-  const Candidate* c = s.last;
-  if (c == nullptr || signature_ != s.lastSignature) {
-    const std::string bucket = bucketKey(stack, 2, -1);
-    auto it = s.chosen.find(bucket);
-    c = it != s.chosen.end() ? it->second : (s.chosen[bucket] = decide(s, bucket, stack, -1));
-    s.last = c;
-    s.lastSignature = signature_;
-  }
-  if (c->name() != kAten)
-    ++boundExecutions_;
   LoopFrames none;
-  c->run(s.site, s.op, stack, none);
+  if (s.candidates.size() < 2)
+    s.op(stack);
+  else
+    runChosen(s, stack, 2, -1, none);
   return stack.back().toTensor();
 }
 
@@ -452,10 +440,15 @@ void Binder::runSite(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     return;
   }
   const int64_t trips = s.site.loop != nullptr ? loops.maxTrips(s.site.loop) : -1;
-  signature(stack, node->inputs().size(), trips);
+  runChosen(s, stack, node->inputs().size(), trips, loops);
+}
+
+void Binder::runChosen(SiteState& s, torch::jit::Stack& stack, size_t count, int64_t trips,
+                       LoopFrames& loops) {
+  signature(stack, count, trips);
   const Candidate* c = s.last;
   if (c == nullptr || signature_ != s.lastSignature) {
-    const std::string bucket = bucketKey(stack, node->inputs().size(), trips);
+    const std::string bucket = bucketKey(stack, count, trips);
     auto it = s.chosen.find(bucket);
     c = it != s.chosen.end() ? it->second : (s.chosen[bucket] = decide(s, bucket, stack, trips));
     s.last = c;

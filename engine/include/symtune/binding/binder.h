@@ -161,8 +161,13 @@ class Binder final : public OpBinder {
   // One execution of a node's own site (or of its ATen op when it is only a cell's node).
   void runSite(SiteState& s, const torch::jit::Node* node, torch::jit::Stack& stack,
                LoopFrames& loops);
+  // One execution of `s` by the candidate its bucket binds (decided on first meeting it): the
+  // top `count` values of `stack` are its inputs.
+  void runChosen(SiteState& s, torch::jit::Stack& stack, size_t count, int64_t trips,
+                 LoopFrames& loops);
   // Cell sites (Note [Cell sites]): finds the regions of `graph` once; the state of `region`
-  // (made on first use, its site named after `node`); one execution of a region's node.
+  // (made on first use, its site named after the region's first node, whose id is `id`); one
+  // execution of a region's node.
   void findCells(const torch::jit::Graph& graph);
   CellState& cellState(const std::shared_ptr<CellRegion>& region, NodeId id);
   void runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Stack& stack,
