@@ -237,7 +237,15 @@ std::string BindingTable::describe() const {
     char speed[32];
     std::snprintf(speed, sizeof speed, "%.2fx", b.speedup());
     out << "  " << b.site << "  [" << b.bucket << "]  -> " << b.winner
-        << (b.predicted ? " (predicted)" : "") << "  " << speed << " over " << b.reference << "\n";
+        << (b.predicted ? " (predicted)" : "") << "  " << speed << " over " << b.reference;
+    // What the site is: its pattern, and how many nodes when it spans several (a GRU cell's 25).
+    if (!b.pattern.empty()) {
+      out << "  (" << b.pattern;
+      if (!b.nodes.empty())
+        out << ", " << b.nodes.size() + 1 << " nodes";
+      out << ")";
+    }
+    out << "\n";
     for (const auto& c : b.candidates) {
       out << "      " << c.name << ": forward " << formatSeconds(c.forwardSeconds) << ", backward "
           << formatSeconds(c.backwardSeconds);

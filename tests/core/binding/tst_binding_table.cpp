@@ -146,11 +146,12 @@ TEST_CASE("a malformed table is refused naming the field") {
                        doctest::Contains("/nonexistent/t.json: cannot open"), std::runtime_error);
 }
 
-TEST_CASE("describe names each site, bucket, winner and speedup") {
+TEST_CASE("describe names each site, bucket, winner, speedup and pattern") {
   const std::string text = sample().describe();
   CHECK(text.find("measured on AVX2, 2 threads, no GPU, LibTorch 2.11.0") != std::string::npos);
   CHECK(text.find("#10 aten::select rnn  [float32 [<=32,<=64,768] x<=64]  -> unbind-once") !=
         std::string::npos);
   CHECK(text.find("(predicted)") != std::string::npos);
+  CHECK(text.find("over aten  (loop-indexed select, 3 nodes)\n") != std::string::npos);
   CHECK(text.find("aten: forward 20.0 us, backward 4.00 ms") != std::string::npos);
 }
