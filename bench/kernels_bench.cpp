@@ -12,6 +12,10 @@
 // softmax_cross_entropy: logits of a language model's output layer against torch's
 // cross_entropy (log_softmax + nll_loss), forward and backward.
 //
+// gru_cell: one time step of a GRU's gates and its length mask ([batch, 3 × hidden] input and
+// hidden projections, the [batch, hidden] state, a third of the rows past their length), forward
+// and backward, against the gates written out (sigmoid, tanh, the blend, torch::where).
+//
 // rms_clamp_ and clip_grad_norm_: the gradients of a Transformer's layers (per layer: attention
 // in and out projections, two feed-forward matrices, their biases, two norms' weights and
 // biases), every gradient clamped to its own RMS — the gradient_steering rule, written in ATen
@@ -32,6 +36,7 @@
 #include "symtune/kernels/bias_gelu.h"
 #include "symtune/kernels/cpu_capability.h"
 #include "symtune/kernels/grad_clip.h"
+#include "symtune/kernels/gru_cell.h"
 #include "symtune/kernels/softmax_cross_entropy.h"
 
 namespace {
@@ -185,6 +190,40 @@ int main(int argc, char** argv) {
     };
     cases.push_back(sideBySide(rounds, run,
                                {{"op", "softmax_cross_entropy"}, {"shape", {tokens, vocabulary}}}));
+  }
+
+  // gru_cell: the tagger's cpu preset (32 sentences, hidden 256) and a wider one.
+  for (const auto& [batch, hidden] :
+       cuda ? std::vector<std::pair<int64_t, int64_t>>{{128, 1024}}
+            : std::vector<std::pair<int64_t, int64_t>>{{32, 256}, {128, 1024}}) {
+    torch::manual_seed(0);
+    const auto o = torch::TensorOptions().device(device);
+    const auto in0 = torch::randn({batch, 3 * hidden}, o),
+               hid0 = torch::randn({batch, 3 * hidden}, o);
+    const auto state0 = torch::randn({batch, hidden}, o);
+    const auto keep = (torch::arange(batch, o.dtype(torch::kLong)) % 3 != 1).unsqueeze(1);
+    const auto upstream = torch::randn({batch, hidden}, o);
+    auto run = [&](bool fused) {
+      auto in = in0.clone().requires_grad_(true), hid = hid0.clone().requires_grad_(true);
+      auto state = state0.clone().requires_grad_(true);
+      sync();
+      const double t0 = now();
+      torch::Tensor out;
+      if (fused) {
+        out = symtune::kernels::gruCell(in, hid, state, keep);
+      } else {
+        const auto r = torch::sigmoid(in.slice(1, 0, hidden) + hid.slice(1, 0, hidden));
+        const auto z =
+            torch::sigmoid(in.slice(1, hidden, 2 * hidden) + hid.slice(1, hidden, 2 * hidden));
+        const auto n = torch::tanh(in.slice(1, 2 * hidden) + r * hid.slice(1, 2 * hidden));
+        out = torch::where(keep, (1 - z) * n + z * state, state);
+      }
+      out.backward(upstream);
+      sync();
+      return now() - t0;
+    };
+    cases.push_back(sideBySide(rounds, run,
+                               {{"op", "gru_cell"}, {"shape", {batch, hidden}}, {"masked", true}}));
   }
 
   // A Transformer's gradients: `layers` layers of width `width`.
