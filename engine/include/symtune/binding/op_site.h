@@ -125,8 +125,9 @@ struct CarriedRows {
 
 // Note [Cell sites]
 // A GRU cell's gates are a dozen elementwise nodes between the two projections and the next
-// state; run as written, each is an ATen op with an autograd node, per time step. As a site, the
-// nodes are one region of their block: every value a region node computes is used only by region
+// state; run as written, each is an ATen op with an autograd node, per time step (a recurrent
+// matmul and its bias add are the same thing in small: kBiasMatmul). As a site, the nodes are one
+// region of their block: every value a region node computes is used only by region
 // nodes but the last one's, so what the region computes is a function of the values it reads from
 // outside (`inputs`: the projections, the state, the mask, the slices' bounds). The binder decides
 // at the region's first node, once per execution of the region (a trip of the loop around it):
