@@ -1,0 +1,324 @@
+// The cell sites' regions (Note [Cell sites] in symtune/binding/op_site.h): a GRU cell's gates
+// written out, matched from the where (or the blend) back; a recurrent matmul and its bias add.
+
+#include <algorithm>
+
+#include "ir_match.h"
+#include "symtune/binding/op_site.h"
+
+namespace symtune::binding {
+
+using detail::constant;
+using detail::identitySlice;
+using detail::isTensor;
+using detail::partialSlice;
+using torch::jit::Block;
+using torch::jit::Node;
+using torch::jit::Value;
+
+int CellRegion::indexOf(const Node* node) const {
+  const auto it = std::find(nodes.begin(), nodes.end(), node);
+  return it == nodes.end() ? -1 : static_cast<int>(it - nodes.begin());
+}
+
+namespace {
+
+bool isOne(const Value* v) {
+  const auto c = constant(v);
+  return c.has_value() &&
+         ((c->isInt() && c->toInt() == 1) || (c->isDouble() && c->toDouble() == 1.0));
+}
+
+// The node computing `v` when it is `kind` with `inputs` inputs and one output, else nullptr.
+const Node* producer(const Value* v, c10::Symbol kind, size_t inputs) {
+  const Node* n = v->node();
+  return n->kind() == kind && n->inputs().size() == inputs && n->outputs().size() == 1 ? n
+                                                                                       : nullptr;
+}
+
+// aten::add.Tensor(a, b, alpha=1) of two tensors.
+const Node* tensorAdd(const Value* v) {
+  const Node* n = producer(v, c10::aten::add, 3);
+  return n != nullptr && isTensor(n->input(0)) && isTensor(n->input(1)) && isOne(n->input(2))
+             ? n
+             : nullptr;
+}
+
+// aten::mul.Tensor(a, b) of two tensors.
+const Node* tensorMul(const Value* v) {
+  const Node* n = producer(v, c10::aten::mul, 2);
+  return n != nullptr && isTensor(n->input(0)) && isTensor(n->input(1)) ? n : nullptr;
+}
+
+// What the matcher of a GRU cell collects.
+struct CellMatch {
+  std::vector<const Node*> nodes;
+  bool add(const Node* n) {
+    if (n == nullptr)
+      return false;
+    if (std::find(nodes.begin(), nodes.end(), n) == nodes.end())
+      nodes.push_back(n);
+    return true;
+  }
+};
+
+// `v` = 1 - z, as aten::rsub(z, 1, 1) or as TorchScript writes it: aten::add(aten::neg(z), 1, 1).
+const Value* oneMinus(const Value* v, CellMatch& m) {
+  if (const Node* rsub = producer(v, c10::aten::rsub, 3)) {
+    if (isTensor(rsub->input(0)) && isOne(rsub->input(1)) && isOne(rsub->input(2))) {
+      m.add(rsub);
+      return rsub->input(0);
+    }
+    return nullptr;
+  }
+  const Node* add = producer(v, c10::aten::add, 3);
+  if (add == nullptr || !isTensor(add->input(0)) || !isOne(add->input(1)) || !isOne(add->input(2)))
+    return nullptr;
+  const Node* neg = producer(add->input(0), c10::aten::neg, 1);
+  if (neg == nullptr)
+    return nullptr;
+  m.add(add);
+  m.add(neg);
+  return neg->input(0);
+}
+
+// A gate slice: a partial slice with constant step 1 (the bounds are checked when it runs), its
+// identity slices down to the projection it reads added to the match. The projection.
+const Value* gateSlice(const Value* v, CellMatch& m, const Node** slice) {
+  const Node* n = v->node();
+  if (!partialSlice(n))
+    return nullptr;
+  *slice = n;
+  m.add(n);
+  const Value* root = n->input(0);
+  while (identitySlice(root->node())) {
+    m.add(root->node());
+    root = root->node()->input(0);
+  }
+  return root;
+}
+
+// sigmoid(a + b) of a slice of each projection: the slices, in-projection's first.
+bool sigmoidGate(const Value* v, const Value* in, const Value* hidden, CellMatch& m,
+                 const Node** inSlice, const Node** hiddenSlice) {
+  const Node* sigmoid = producer(v, c10::aten::sigmoid, 1);
+  const Node* add = sigmoid != nullptr ? tensorAdd(sigmoid->input(0)) : nullptr;
+  if (add == nullptr)
+    return false;
+  m.add(sigmoid);
+  m.add(add);
+  const Node *a = nullptr, *b = nullptr;
+  const Value* rootA = gateSlice(add->input(0), m, &a);
+  const Value* rootB = gateSlice(add->input(1), m, &b);
+  if (rootA == in && rootB == hidden) {
+    *inSlice = a;
+    *hiddenSlice = b;
+    return true;
+  }
+  if (rootA == hidden && rootB == in) {
+    *inSlice = b;
+    *hiddenSlice = a;
+    return true;
+  }
+  return false;
+}
+
+// `nodes` as the region whose result `last` computes: one block's nodes, each with one result
+// that nothing outside the region reads but the last's; its outside inputs and slots filled.
+std::shared_ptr<CellRegion> regionOf(const std::vector<const Node*>& nodes, const Node* last,
+                                     const char* pattern) {
+  const Block* block = last->owningBlock();
+  for (const Node* node : nodes) {
+    if (node->owningBlock() != block || node->outputs().size() != 1)
+      return nullptr;
+    if (node == last)
+      continue;
+    for (const torch::jit::Use& use : node->output()->uses()) {
+      if (std::find(nodes.begin(), nodes.end(), use.user) == nodes.end())
+        return nullptr;
+    }
+  }
+  auto region = std::make_shared<CellRegion>();
+  region->pattern = pattern;
+  region->nodes = nodes;
+  std::sort(region->nodes.begin(), region->nodes.end(),
+            [](const Node* a, const Node* b) { return a->isBefore(b); });
+  if (region->last() != last)
+    return nullptr;
+  for (const Node* node : region->nodes) {
+    std::vector<int> slots;
+    for (const Value* v : node->inputs()) {
+      if (region->indexOf(v->node()) >= 0) {
+        slots.push_back(-1);
+        continue;
+      }
+      auto it = std::find(region->inputs.begin(), region->inputs.end(), v);
+      if (it == region->inputs.end())
+        it = region->inputs.insert(region->inputs.end(), v);
+      slots.push_back(static_cast<int>(it - region->inputs.begin()));
+    }
+    region->slots.push_back(std::move(slots));
+  }
+  return region;
+}
+
+}  // namespace
+
+std::shared_ptr<CellRegion> findGruCell(const Node* last) {
+  CellMatch m;
+  const Value* keep = nullptr;
+  const Value* state = nullptr;
+  const Value* step = last->outputs().size() == 1 ? last->output() : nullptr;
+  if (last->kind() == c10::aten::where) {
+    // aten::where.self(Tensor condition, Tensor self, Tensor other)
+    if (last->inputs().size() != 3 || !isTensor(last->input(0)) || !isTensor(last->input(1)) ||
+        !isTensor(last->input(2)) || last->outputs().size() != 1)
+      return nullptr;
+    keep = last->input(0);
+    step = last->input(1);
+    state = last->input(2);
+    m.add(last);
+  }
+  if (step == nullptr)
+    return nullptr;
+  // step = (1 - z) * n + z * state, the operands of either product and of the sum in any order.
+  const Node* blendAdd = tensorAdd(step);
+  if (blendAdd == nullptr)
+    return nullptr;
+  m.add(blendAdd);
+  const Value *z = nullptr, *n = nullptr;
+  bool matched = false;
+  for (int order = 0; order < 2 && !matched; ++order) {
+    const Node* keepPart = tensorMul(blendAdd->input(order));       // (1 - z) * n
+    const Node* carryPart = tensorMul(blendAdd->input(1 - order));  // z * state
+    if (keepPart == nullptr || carryPart == nullptr)
+      continue;
+    for (int k = 0; k < 2 && !matched; ++k) {
+      CellMatch trial = m;
+      const Value* zz = oneMinus(keepPart->input(k), trial);
+      if (zz == nullptr)
+        continue;
+      for (int c = 0; c < 2 && !matched; ++c) {
+        if (carryPart->input(c) != zz)
+          continue;
+        const Value* s = carryPart->input(1 - c);
+        if (state != nullptr && s != state)
+          continue;
+        state = s;
+        z = zz;
+        n = keepPart->input(1 - k);
+        trial.add(keepPart);
+        trial.add(carryPart);
+        m = trial;
+        matched = true;
+      }
+    }
+  }
+  if (!matched)
+    return nullptr;
+  // n = tanh(in_n + r * hidden_n): which projection is which is read here.
+  const Node* tanh = producer(n, c10::aten::tanh, 1);
+  const Node* nAdd = tanh != nullptr ? tensorAdd(tanh->input(0)) : nullptr;
+  if (nAdd == nullptr)
+    return nullptr;
+  m.add(tanh);
+  m.add(nAdd);
+  const Node *inN = nullptr, *hiddenN = nullptr;
+  const Value *in = nullptr, *hidden = nullptr, *r = nullptr;
+  for (int order = 0; order < 2 && in == nullptr; ++order) {
+    const Node* product = tensorMul(nAdd->input(1 - order));
+    if (product == nullptr || nAdd->input(order)->node()->kind() != c10::aten::slice)
+      continue;
+    for (int k = 0; k < 2; ++k) {
+      if (product->input(1 - k)->node()->kind() != c10::aten::slice)
+        continue;
+      CellMatch trial = m;
+      const Node *a = nullptr, *b = nullptr;
+      const Value* inRoot = gateSlice(nAdd->input(order), trial, &a);
+      const Value* hiddenRoot = gateSlice(product->input(1 - k), trial, &b);
+      if (inRoot == nullptr || hiddenRoot == nullptr)
+        continue;
+      trial.add(product);
+      m = trial;
+      in = inRoot;
+      hidden = hiddenRoot;
+      r = product->input(k);
+      inN = a;
+      hiddenN = b;
+      break;
+    }
+  }
+  if (in == nullptr || !isTensor(in) || !isTensor(hidden) || !isTensor(state))
+    return nullptr;
+  const Node *inR = nullptr, *hiddenR = nullptr, *inZ = nullptr, *hiddenZ = nullptr;
+  if (!sigmoidGate(r, in, hidden, m, &inR, &hiddenR) ||
+      !sigmoidGate(z, in, hidden, m, &inZ, &hiddenZ))
+    return nullptr;
+
+  auto region = regionOf(m.nodes, last, kGruCell);
+  if (region == nullptr)
+    return nullptr;
+  const auto slotOf = [&region](const Value* v) -> std::optional<size_t> {
+    auto it = std::find(region->inputs.begin(), region->inputs.end(), v);
+    if (it == region->inputs.end())
+      return std::nullopt;
+    return static_cast<size_t>(it - region->inputs.begin());
+  };
+  const auto gatesIn = slotOf(in), gatesHidden = slotOf(hidden), st = slotOf(state);
+  if (!gatesIn || !gatesHidden || !st || *gatesIn == *gatesHidden)
+    return nullptr;
+  region->gatesIn = *gatesIn;
+  region->gatesHidden = *gatesHidden;
+  region->state = *st;
+  if (keep != nullptr) {
+    const auto k = slotOf(keep);
+    if (!k)
+      return nullptr;
+    region->keep = static_cast<int>(*k);
+  }
+  for (const Node* slice : {inR, inZ, inN, hiddenR, hiddenZ, hiddenN}) {
+    const auto dim = slotOf(slice->input(1)), start = slotOf(slice->input(2)),
+               end = slotOf(slice->input(3));
+    if (!dim || !start || !end)
+      return nullptr;
+    region->slices.push_back({*dim, *start, *end});
+  }
+  return region;
+}
+
+std::shared_ptr<CellRegion> findBiasMatmul(const Node* add) {
+  // aten::add(aten::matmul(x, w), b, 1), or with the sum's operands the other way round
+  if (tensorAdd(add->output()) != add || biasGeluFollower(add) != nullptr)
+    return nullptr;
+  for (int k = 0; k < 2; ++k) {
+    const Node* matmul = producer(add->input(k), c10::aten::matmul, 2);
+    if (matmul == nullptr || add->input(1 - k)->node() == matmul || !isTensor(matmul->input(0)) ||
+        !isTensor(matmul->input(1)))
+      continue;
+    // A recurrent projection only: the matmul reads the value its loop carries. On fresh rows per
+    // trip (the tree's, the MoE's) the fused bias measured within the measurements' noise of the
+    // two ops, and the bindings followed the noise.
+    const Value* x = matmul->input(0);
+    const Block* body = x->node()->kind() == c10::prim::Param ? x->node()->owningBlock() : nullptr;
+    if (body == nullptr || x->offset() == 0 || body->owningNode() == nullptr ||
+        body->owningNode()->kind() != c10::prim::Loop || matmul->owningBlock() != body)
+      continue;
+    auto region = regionOf({matmul, add}, add, kBiasMatmul);
+    if (region == nullptr)
+      continue;
+    const auto slot = [&region](const Value* v) {
+      return static_cast<size_t>(std::find(region->inputs.begin(), region->inputs.end(), v) -
+                                 region->inputs.begin());
+    };
+    region->input = slot(matmul->input(0));
+    region->weight = slot(matmul->input(1));
+    region->bias = slot(add->input(1 - k));
+    if (region->input == region->weight || region->bias == region->input ||
+        region->bias == region->weight)
+      return nullptr;
+    return region;
+  }
+  return nullptr;
+}
+
+}  // namespace symtune::binding
