@@ -12,6 +12,7 @@
 #include <torch/cuda.h>
 
 #include "measurement.h"
+#include "symtune/binding/cuda_graph.h"
 #include "symtune/binding/shape_bucket.h"
 #include "symtune/compat/torch_compat.h"
 #include "symtune/telemetry/node_context.h"
@@ -87,12 +88,22 @@ Binder::Binder(const Graph& graph, MachineFingerprint machine, BinderOptions opt
               options_.repetitions);
   TORCH_CHECK(options_.margin >= 0 && options_.margin < 1, "Binder: margin must be in [0, 1), got ",
               options_.margin);
+  const std::string graphPrefix = kCudaGraphPrefix;
   for (const auto& name : options_.disable) {
-    const bool known = findCandidate(name) != nullptr || name == kChannelsLast ||
+    const bool graphed = name.rfind(graphPrefix, 0) == 0 &&
+                         findCandidate(name.substr(graphPrefix.size())) != nullptr;
+    const bool known = findCandidate(name) != nullptr || name == kChannelsLast || graphed ||
                        std::any_of(options_.extra.begin(), options_.extra.end(),
                                    [&](const auto& c) { return c->name() == name; });
     TORCH_CHECK(known, "Binder: no candidate is called \"", name, "\"");
     TORCH_CHECK(name != kAten, "Binder: the reference (aten) cannot be disabled");
+  }
+  // On a GPU, each built-in candidate also as CUDA graphs where its sites can be padded (Note
+  // [Graphed sites] in symtune/binding/cuda_graph.h).
+  if (!machine.gpu.empty() && cudaGraphsBuilt()) {
+    for (const auto& c : builtinCandidates())
+      graphed_.push_back(
+          makeCudaGraphed(std::shared_ptr<const Candidate>(std::shared_ptr<void>(), c.get())));
   }
   table_.machine = std::move(machine);
   table_.model = graphFingerprint(graph);
@@ -377,6 +388,8 @@ std::vector<const Candidate*> Binder::applicableTo(const OpSite& site) const {
   };
   for (const auto& c : builtinCandidates())
     consider(*c);
+  for (const auto& c : graphed_)
+    consider(*c);
   for (const auto& c : options_.extra)
     consider(*c);
   return applicable;
@@ -607,10 +620,7 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
 Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                         int64_t trips) {
   const OpSite& site = s.site;
-  // A cell site's inputs are its region's (Note [Cell sites]); a site without a node says.
-  const size_t n = site.cell != nullptr   ? site.cell->inputs.size()
-                   : site.node != nullptr ? site.node->inputs().size()
-                                          : site.arity;
+  const size_t n = siteArity(site);
   torch::jit::Stack inputs(stack.end() - static_cast<std::ptrdiff_t>(n), stack.end());
   // Leaves: the real values, detached, so the replay's autograd graph is its own.
   std::vector<at::Tensor> leaves;

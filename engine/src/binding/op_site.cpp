@@ -468,6 +468,12 @@ const Node* pairProducer(const Node* node) {
   return batchNormReluFollower(batchNorm) == node ? batchNorm : nullptr;
 }
 
+size_t siteArity(const OpSite& site) {
+  if (site.cell != nullptr)
+    return site.cell->inputs.size();
+  return site.node != nullptr ? site.node->inputs().size() : site.arity;
+}
+
 std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph,
                                  SiteGroups& groups) {
   OpSite site;

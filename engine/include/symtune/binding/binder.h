@@ -206,6 +206,8 @@ class Binder final : public OpBinder {
 
   const Graph& graph_;
   BinderOptions options_;
+  // The built-in candidates as CUDA graphs, on a GPU machine (Note [Graphed sites]).
+  std::vector<std::shared_ptr<const Candidate>> graphed_;
   // The image-input site: the first convolution of the forward graph (none: no such site), and
   // each bucket's choice.
   std::optional<NodeId> firstConvolution_;

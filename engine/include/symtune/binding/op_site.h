@@ -240,6 +240,10 @@ struct OpSite {
   std::shared_ptr<CellRegion> cell;
 };
 
+// How many values a site's execution finds on its stack: its region's inputs (cell sites), its
+// node's, or `arity` (a site without a node).
+size_t siteArity(const OpSite& site);
+
 // The slice groups of one graph, by (root tensor value, dimension): findOpSite shares them
 // between the members.
 using SliceGroups =

@@ -1,0 +1,42 @@
+#pragma once
+// CUDA-graph candidates (docs/binding.md, "Candidates").
+//
+// Note [Graphed sites]
+// On a GPU, a site whose rows can be padded (Note [Padded buckets] in padding.h) can run as
+// captured CUDA graphs, one set per padded shape: "cuda-graph:<inner>" runs `inner` (the ATen ops
+// as written, or a fused kernel) on inputs padded to their bucket's rows, so one capture serves
+// every row count of the bucket, and the site's launches — a GRU cell's dozen elementwise ops and
+// their backward's twenty — become one graph launch each way.
+//
+// Each padded shape has a forward graph, from static inputs to a static output, and a backward
+// graph that recomputes the forward from the same static inputs and differentiates it against a
+// static output gradient. (A site in a loop runs every trip before its first backward; a backward
+// graph replaying the forward's saved tensors would see only the last trip's.) An execution
+// copies its padded inputs into the static ones (the padding rows filled again), replays the
+// forward and clones the output's real rows; its backward copies the inputs it saved and the
+// output's gradient in, replays, and clones the real rows of the inputs' gradients. Inputs that
+// are not padded (a bias, a weight) are read where they are: their addresses are part of the
+// shape's key, so a parameter updated in place keeps its graphs.
+//
+// A shape is captured the first time it is met: two untimed runs forward and back on a side
+// stream (cuBLAS's and the allocator's lazy set-up), then the captures, the device synchronised
+// around them. A site that fails to capture (an op that waits for the host) or meets more than
+// kMaxGraphedShapes keys runs `inner` without a graph from then on, and says so once on stderr.
+
+#include <memory>
+
+#include "symtune/binding/candidate.h"
+
+namespace symtune::binding {
+
+inline constexpr const char* kCudaGraphPrefix = "cuda-graph:";
+inline constexpr int kMaxGraphedShapes = 16;
+
+// Whether this build can capture CUDA graphs (LibTorch with CUDA, SYMTUNE_WITH_CUDA).
+bool cudaGraphsBuilt();
+
+// "cuda-graph:<inner>": applies where `inner` does and the site can be padded; inputs not on a
+// GPU run `inner` as it is. nullptr in a build without CUDA.
+std::unique_ptr<Candidate> makeCudaGraphed(std::shared_ptr<const Candidate> inner);
+
+}  // namespace symtune::binding

@@ -1,0 +1,382 @@
+#include "symtune/binding/cuda_graph.h"
+
+#ifdef SYMTUNE_HAVE_TORCH_CUDA
+
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "symtune/binding/padding.h"
+#include "symtune/binding/shape_bucket.h"
+
+namespace symtune::binding {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// One padded shape of one site (Note [Graphed sites]).
+struct GraphedShape : torch::CustomClassHolder {
+  torch::jit::Stack statics;  // the site's inputs: padded tensors in static buffers, others as met
+  // Per tensor input, in stack order: its slot in `statics`, whether it is padded and with what,
+  // and (backward) its gradient's static buffer, undefined when it needs none.
+  struct Tensor {
+    size_t slot = 0;
+    bool padded = false;
+    c10::Scalar fill;
+    at::Tensor grad;
+  };
+  std::vector<Tensor> tensors;
+  int64_t rows = 0;  // padded rows
+  bool outputRows = true;
+  at::Tensor out, gradOut;
+  at::cuda::CUDAGraph forward, backward;
+  bool differentiable = false;
+
+  // Puts an execution's inputs (the real ones, in `tensors` order) into the static buffers.
+  void load(const std::vector<at::Tensor>& inputs, int64_t real) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!tensors[i].padded)
+        continue;  // read where it is: the key holds its address
+      at::Tensor s = statics[tensors[i].slot].toTensor();
+      s.narrow(0, 0, real).copy_(inputs[i]);
+      if (real < rows)
+        s.narrow(0, real, rows - real).fill_(tensors[i].fill);
+    }
+  }
+  at::Tensor cut(const at::Tensor& t, int64_t real, bool hasRows) const {
+    return (hasRows ? t.narrow(0, 0, real) : t).clone();
+  }
+};
+
+c10::intrusive_ptr<GraphedShape> shapeOf(AutogradContext* ctx) {
+  auto* held = static_cast<GraphedShape*>(ctx->saved_data.at("shape").toCapsule().get());
+  return c10::intrusive_ptr<GraphedShape>::unsafe_reclaim_from_nonowning(held);
+}
+
+// An execution with gradients: the forward graph's output, and a backward that replays the
+// backward graph on the saved inputs.
+struct GraphedFunction : torch::autograd::Function<GraphedFunction> {
+  static at::Tensor forward(AutogradContext* ctx, c10::intrusive_ptr<GraphedShape> shape,
+                            int64_t real, at::TensorList inputs) {
+    ctx->save_for_backward(inputs.vec());
+    ctx->saved_data["real"] = real;
+    shape->load(inputs.vec(), real);
+    shape->forward.replay();
+    at::Tensor out = shape->cut(shape->out, real, shape->outputRows);
+    ctx->saved_data["shape"] = c10::IValue::make_capsule(std::move(shape));
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto shape = shapeOf(ctx);
+    const int64_t real = ctx->saved_data.at("real").toInt();
+    const std::vector<at::Tensor> inputs = ctx->get_saved_variables();
+    shape->load(inputs, real);
+    if (!grads[0].defined()) {
+      shape->gradOut.zero_();
+    } else if (shape->outputRows) {
+      shape->gradOut.narrow(0, 0, real).copy_(grads[0]);
+      if (real < shape->rows)
+        shape->gradOut.narrow(0, real, shape->rows - real).zero_();
+    } else {
+      shape->gradOut.copy_(grads[0]);
+    }
+    shape->backward.replay();
+    variable_list out{at::Tensor(), at::Tensor()};  // the shape and the row count
+    for (const auto& t : shape->tensors)
+      out.push_back(t.grad.defined() ? shape->cut(t.grad, real, t.padded) : at::Tensor());
+    return out;
+  }
+};
+
+// "float cuda:0 [128,768] g; 1; " — each input's dtype, device, padded sizes (and, read where it
+// is, address and strides), whether it wants a gradient; constants as written: what a capture
+// depends on. nullopt for inputs no graph can take as constants (lists, objects).
+std::optional<std::string> shapeKey(const torch::jit::Stack& stack, size_t base,
+                                    const std::vector<bool>& isPadded, int64_t to, bool grad) {
+  std::ostringstream key;
+  size_t k = 0;
+  for (size_t i = base; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      const bool pads = isPadded[k++];
+      key << t.scalar_type() << " " << t.device() << " [";
+      for (int64_t d = 0; d < t.dim(); ++d)
+        key << (d > 0 ? "," : "") << (d == 0 && pads ? to : t.size(d));
+      key << "]";
+      if (!pads) {
+        key << "@" << t.data_ptr();
+        for (int64_t d = 0; d < t.dim(); ++d)
+          key << (d > 0 ? "," : "/") << t.stride(d);
+      }
+      key << (grad && t.requires_grad() ? " g; " : "; ");
+    } else if (v.isInt() || v.isDouble() || v.isBool() || v.isString() || v.isNone()) {
+      key << v << "; ";
+    } else {
+      return std::nullopt;
+    }
+  }
+  return key.str();
+}
+
+class CudaGraphed final : public Candidate {
+ public:
+  explicit CudaGraphed(std::shared_ptr<const Candidate> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return kCudaGraphPrefix + inner_->name(); }
+  std::string description() const override {
+    return inner_->description() + ", padded to the bucket's rows and replayed as CUDA graphs";
+  }
+  bool applies(const OpSite& site) const override {
+    return inner_->applies(site) && rowPaddingOf(site).has_value();
+  }
+  void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames& loops) const override;
+  double tolerance() const override { return std::max(inner_->tolerance(), 1e-6); }
+
+ private:
+  struct SiteGraphs {
+    std::unordered_map<std::string, c10::intrusive_ptr<GraphedShape>> shapes;
+    std::string failure;  // set: this site runs `inner` without graphs
+  };
+  c10::intrusive_ptr<GraphedShape> capture(const OpSite& site, torch::jit::Operation& op,
+                                           const torch::jit::Stack& padded,
+                                           const std::vector<bool>& isPadded,
+                                           const RowPadding& padding, int64_t to, bool grad,
+                                           LoopFrames& loops) const;
+  void giveUp(SiteGraphs& graphs, const OpSite& site, const std::string& why) const {
+    graphs.failure = why;
+    graphs.shapes.clear();
+    std::cerr << "symtune: " << name() << " runs " << site.name << " without a CUDA graph: " << why
+              << "\n";
+  }
+
+  std::shared_ptr<const Candidate> inner_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<const void*, SiteGraphs> sites_;
+};
+
+void CudaGraphed::run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
+                      LoopFrames& loops) const {
+  const auto padding = rowPaddingOf(site);
+  const size_t arity = siteArity(site);
+  const auto real = padding ? paddedRows(stack, arity, *padding) : std::nullopt;
+  const size_t base = stack.size() - arity;
+  // Every tensor defined and on one GPU; the output's rows must be known before the padding.
+  std::optional<c10::Device> device;
+  bool grad = false;
+  std::vector<at::Tensor> tensors;
+  std::vector<bool> isPadded;
+  for (size_t i = base; real && i < stack.size(); ++i) {
+    if (!stack[i].isTensor())
+      continue;
+    const at::Tensor& t = stack[i].toTensor();
+    if (!t.defined() || !t.is_cuda() || (device && t.device() != *device)) {
+      device.reset();
+      break;
+    }
+    device = t.device();
+    grad = grad || (t.requires_grad() && at::GradMode::is_enabled());
+    tensors.push_back(t);
+    bool pads = false;
+    for (const auto& in : padding->inputs)
+      pads = pads || in.index == i - base;
+    isPadded.push_back(pads);
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  SiteGraphs& graphs = sites_[site.node != nullptr ? static_cast<const void*>(site.node) : &site];
+  if (!real || !device || !graphs.failure.empty()) {
+    lock.unlock();
+    inner_->run(site, op, stack, loops);
+    return;
+  }
+  const int64_t to = bucketDim(*real);
+  const auto key = shapeKey(stack, base, isPadded, to, grad);
+  if (!key) {
+    giveUp(graphs, site, "an input is neither a tensor nor a constant");
+    lock.unlock();
+    inner_->run(site, op, stack, loops);
+    return;
+  }
+  auto found = graphs.shapes.find(*key);
+  if (found == graphs.shapes.end()) {
+    if (static_cast<int>(graphs.shapes.size()) >= kMaxGraphedShapes) {
+      giveUp(graphs, site, "more than " + std::to_string(kMaxGraphedShapes) + " shapes");
+      lock.unlock();
+      inner_->run(site, op, stack, loops);
+      return;
+    }
+    c10::intrusive_ptr<GraphedShape> shape;
+    try {
+      torch::jit::Stack padded(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end());
+      {
+        at::NoGradGuard plain;  // the static buffers are not part of anyone's autograd graph
+        padRows(padded, arity, *padding, *real, to);
+      }
+      shape = capture(site, op, padded, isPadded, *padding, to, grad, loops);
+    } catch (const std::exception& e) {
+      giveUp(graphs, site, std::string(e.what()).substr(0, std::string(e.what()).find('\n')));
+      lock.unlock();
+      inner_->run(site, op, stack, loops);
+      return;
+    }
+    found = graphs.shapes.emplace(*key, std::move(shape)).first;
+  }
+  c10::intrusive_ptr<GraphedShape> shape = found->second;
+  lock.unlock();
+  at::Tensor out;
+  if (grad && shape->differentiable) {
+    out = GraphedFunction::apply(shape, *real, at::TensorList(tensors));
+  } else {
+    shape->load(tensors, *real);
+    shape->forward.replay();
+    out = shape->cut(shape->out, *real, shape->outputRows);
+  }
+  stack.resize(base);
+  stack.emplace_back(std::move(out));
+}
+
+c10::intrusive_ptr<GraphedShape> CudaGraphed::capture(const OpSite& site, torch::jit::Operation& op,
+                                                      const torch::jit::Stack& padded,
+                                                      const std::vector<bool>& isPadded,
+                                                      const RowPadding& padding, int64_t to,
+                                                      bool grad, LoopFrames& loops) const {
+  auto shape = c10::make_intrusive<GraphedShape>();
+  shape->rows = to;
+  shape->outputRows = padding.outputRows;
+  size_t k = 0;
+  for (size_t i = 0; i < padded.size(); ++i) {
+    c10::IValue v = padded[i];
+    if (v.isTensor()) {
+      GraphedShape::Tensor t;
+      t.slot = i;
+      t.padded = isPadded[k++];
+      for (const auto& in : padding.inputs) {
+        if (in.index == t.slot)
+          t.fill = in.fill;
+      }
+      // Padded inputs get static buffers of their own (the padded copy is one); the others are
+      // read where they are.
+      v = t.padded ? c10::IValue(v.toTensor().detach().clone())
+                   : c10::IValue(v.toTensor().detach());
+      shape->tensors.push_back(t);
+    }
+    shape->statics.push_back(std::move(v));
+  }
+  const bool wantsGrad = grad;
+  std::vector<bool> needsGrad;
+  for (size_t i = 0; i < shape->tensors.size(); ++i) {
+    const at::Tensor& t = padded[shape->tensors[i].slot].toTensor();
+    needsGrad.push_back(wantsGrad && t.requires_grad());
+  }
+  // One run of the site on the static inputs: forward, and with gradients its backward into
+  // `grads` (against `gradOut`).
+  const auto once = [&](bool differentiate, std::vector<at::Tensor>* grads) {
+    torch::jit::Stack s = shape->statics;
+    std::vector<at::Tensor> leaves;
+    if (differentiate) {
+      for (size_t i = 0; i < shape->tensors.size(); ++i) {
+        if (!needsGrad[i])
+          continue;
+        at::Tensor leaf = s[shape->tensors[i].slot].toTensor().detach().requires_grad_(true);
+        s[shape->tensors[i].slot] = leaf;
+        leaves.push_back(leaf);
+      }
+    }
+    at::AutoGradMode mode(differentiate);
+    inner_->run(site, op, s, loops);
+    at::Tensor out = s.back().toTensor();
+    TORCH_CHECK(!shape->outputRows || (out.dim() >= 1 && out.size(0) == shape->rows),
+                "the output does not have the padded inputs' rows");
+    if (!differentiate)
+      return out;
+    if (!shape->gradOut.defined())
+      shape->gradOut = at::zeros_like(out);
+    const auto g = torch::autograd::grad({out}, leaves, {shape->gradOut}, false, false, true);
+    if (grads != nullptr)
+      *grads = g;
+    return out;
+  };
+
+  const c10::Device device = shape->statics[shape->tensors.front().slot].toTensor().device();
+  c10::cuda::CUDAGuard guard(device);
+  c10::cuda::device_synchronize();
+  at::cuda::CUDAStream side = at::cuda::getStreamFromPool(false, device.index());
+  {
+    c10::cuda::CUDAStreamGuard onSide(side);
+    for (int i = 0; i < 2; ++i)
+      once(wantsGrad, nullptr);
+    side.synchronize();
+    try {
+      shape->forward.capture_begin();
+      shape->out = once(false, nullptr);
+      shape->forward.capture_end();
+      if (wantsGrad) {
+        std::vector<at::Tensor> grads;
+        shape->backward.capture_begin();
+        once(true, &grads);
+        shape->backward.capture_end();
+        size_t g = 0;
+        for (size_t i = 0; i < shape->tensors.size(); ++i)
+          shape->tensors[i].grad = needsGrad[i] ? grads[g++] : at::Tensor();
+        shape->differentiable = true;
+      }
+    } catch (...) {
+      // Leave the side stream out of capture mode before saying why.
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(side.stream(), &status) == cudaSuccess &&
+          status != cudaStreamCaptureStatusNone) {
+        cudaGraph_t dropped = nullptr;
+        if (cudaStreamEndCapture(side.stream(), &dropped) == cudaSuccess && dropped != nullptr)
+          cudaGraphDestroy(dropped);
+      }
+      (void)cudaGetLastError();
+      throw;
+    }
+  }
+  c10::cuda::device_synchronize();
+  return shape;
+}
+
+}  // namespace
+
+bool cudaGraphsBuilt() {
+  return true;
+}
+
+std::unique_ptr<Candidate> makeCudaGraphed(std::shared_ptr<const Candidate> inner) {
+  return std::make_unique<CudaGraphed>(std::move(inner));
+}
+
+}  // namespace symtune::binding
+
+#else
+
+namespace symtune::binding {
+
+bool cudaGraphsBuilt() {
+  return false;
+}
+
+std::unique_ptr<Candidate> makeCudaGraphed(std::shared_ptr<const Candidate>) {
+  return nullptr;
+}
+
+}  // namespace symtune::binding
+
+#endif
