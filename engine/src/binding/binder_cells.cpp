@@ -1,5 +1,5 @@
 // The binder's side of cell sites (Note [Cell sites] in symtune/binding/op_site.h: GRU cells,
-// bias matmuls): the regions
+// bias matmuls, attention): the regions
 // found once per graph, one decision per execution of a region made at its first node, the
 // region's inputs noted as its nodes are given them, and a new bucket measured at its last node
 // on the values an execution as written noted.
@@ -59,14 +59,17 @@ void Binder::findCells(const torch::jit::Graph& graph) {
   if (!searched_.insert(&graph).second)
     return;
   // Masked GRU cells first: an unmasked match at a masked cell's blend would leave its where out;
-  // then bias matmuls, outside cells.
-  for (const int pass : {0, 1, 2}) {
+  // then bias matmuls, outside cells; then attention.
+  for (const int pass : {0, 1, 2, 3}) {
     forEachNode(graph.block(), [&](const torch::jit::Node* node) {
-      const bool candidate =
-          pass == 0 ? node->kind() == c10::aten::where : node->kind() == c10::aten::add;
-      if (!candidate || cellOf_.count(node) != 0)
+      const c10::Symbol kind = pass == 0  ? c10::aten::where
+                               : pass < 3 ? c10::aten::add
+                                          : c10::aten::matmul;
+      if (node->kind() != kind || cellOf_.count(node) != 0)
         return;
-      std::shared_ptr<CellRegion> region = pass < 2 ? findGruCell(node) : findBiasMatmul(node);
+      std::shared_ptr<CellRegion> region = pass < 2    ? findGruCell(node)
+                                           : pass == 2 ? findBiasMatmul(node)
+                                                       : findAttention(node);
       if (region == nullptr)
         return;
       for (const torch::jit::Node* member : region->nodes) {

@@ -321,4 +321,117 @@ std::shared_ptr<CellRegion> findBiasMatmul(const Node* add) {
   return nullptr;
 }
 
+namespace {
+
+// aten::mul or aten::div of a tensor by a number (the scores' scale).
+const Node* numberScale(const Value* v) {
+  for (const c10::Symbol kind : {c10::aten::mul, c10::aten::div}) {
+    const Node* n = producer(v, kind, 2);
+    if (n != nullptr && isTensor(n->input(0)) && !isTensor(n->input(1)))
+      return n;
+  }
+  return nullptr;
+}
+
+// The attention region's nodes from the scores' matmul on, as findAttention matched them.
+struct AttentionMatch {
+  const Node* transpose = nullptr;  // of the key, when the matmul's operand is one
+  const Node* scores = nullptr;     // matmul(q, kᵀ)
+  const Node* scale = nullptr;
+  const Node* bias = nullptr;  // add(scaled, bias)
+  int biasOperand = 1;
+  const Node* mask = nullptr;  // masked_fill(scores, mask, value)
+  const Node* softmax = nullptr;
+  const Node* out = nullptr;  // matmul(att, v)
+};
+
+std::shared_ptr<CellRegion> attentionRegion(const AttentionMatch& m, bool withTranspose) {
+  std::vector<const Node*> nodes{m.scores, m.softmax, m.out};
+  for (const Node* n : {withTranspose ? m.transpose : nullptr, m.scale, m.bias, m.mask}) {
+    if (n != nullptr)
+      nodes.push_back(n);
+  }
+  auto region = regionOf(nodes, m.out, kAttention);
+  if (region == nullptr)
+    return nullptr;
+  const auto slot = [&region](const Value* v) {
+    return static_cast<int>(std::find(region->inputs.begin(), region->inputs.end(), v) -
+                            region->inputs.begin());
+  };
+  region->query = static_cast<size_t>(slot(m.scores->input(0)));
+  if (withTranspose) {
+    region->key = static_cast<size_t>(slot(m.transpose->input(0)));
+    region->keyDim0 = slot(m.transpose->input(1));
+    region->keyDim1 = slot(m.transpose->input(2));
+  } else {
+    region->key = static_cast<size_t>(slot(m.scores->input(1)));
+  }
+  region->value = static_cast<size_t>(slot(m.out->input(1)));
+  if (m.scale != nullptr) {
+    region->scale = slot(m.scale->input(1));
+    region->divides = m.scale->kind() == c10::aten::div;
+  }
+  if (m.bias != nullptr)
+    region->scoreBias = slot(m.bias->input(m.biasOperand));
+  if (m.mask != nullptr) {
+    region->mask = slot(m.mask->input(1));
+    region->fill = slot(m.mask->input(2));
+  }
+  region->softmaxDim = static_cast<size_t>(slot(m.softmax->input(1)));
+  return region;
+}
+
+}  // namespace
+
+std::shared_ptr<CellRegion> findAttention(const Node* last) {
+  AttentionMatch m;
+  if (last->outputs().size() != 1)
+    return nullptr;
+  m.out = producer(last->output(), c10::aten::matmul, 2);
+  if (m.out == nullptr || !isTensor(m.out->input(1)))
+    return nullptr;
+  // softmax(scores, dim, dtype=None)
+  m.softmax = producer(m.out->input(0), c10::aten::softmax, 3);
+  if (m.softmax == nullptr)
+    return nullptr;
+  const auto dtype = constant(m.softmax->input(2));
+  if (!dtype || !dtype->isNone())
+    return nullptr;
+  const Value* scores = m.softmax->input(0);
+  if (const Node* fill = producer(scores, c10::aten::masked_fill, 3)) {
+    if (!isTensor(fill->input(1)) || isTensor(fill->input(2)))
+      return nullptr;
+    m.mask = fill;
+    scores = fill->input(0);
+  }
+  // The bias is added after the scale: softmax(q kᵀ * scale + bias), the scaled product either
+  // operand of the add.
+  if (const Node* add = tensorAdd(scores)) {
+    for (int k = 0; k < 2 && m.bias == nullptr; ++k) {
+      const Value* v = add->input(k);
+      const Node* scale = numberScale(v);
+      if (producer(scale != nullptr ? scale->input(0) : v, c10::aten::matmul, 2) != nullptr) {
+        m.bias = add;
+        m.biasOperand = 1 - k;
+        scores = v;
+      }
+    }
+    if (m.bias == nullptr)
+      return nullptr;
+  }
+  if ((m.scale = numberScale(scores)) != nullptr)
+    scores = m.scale->input(0);
+  m.scores = producer(scores, c10::aten::matmul, 2);
+  if (m.scores == nullptr || !isTensor(m.scores->input(0)) || !isTensor(m.scores->input(1)))
+    return nullptr;
+  m.transpose = producer(m.scores->input(1), c10::aten::transpose, 3);
+  if (m.transpose != nullptr) {
+    if (auto region = attentionRegion(m, true))
+      return region;
+  }
+  // The key transposed outside (or its transpose read elsewhere too): the matmul's operand is
+  // kᵀ, transposed back when it runs.
+  return attentionRegion(m, false);
+}
+
 }  // namespace symtune::binding

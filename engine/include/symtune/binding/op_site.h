@@ -63,6 +63,11 @@ inline constexpr const char* kGruCell = "GRU cell";
 // the MoE's projections, once per trip on fresh rows) the fused bias measured within a few per
 // cent either way, so those are left alone rather than bound by the measurements' noise.
 inline constexpr const char* kBiasMatmul = "matmul bias";
+// Attention written out: `softmax(q @ kᵀ * scale + bias, -1) @ v`, the scale (a multiply or a
+// divide), the bias and a masked_fill of the scores each optional (Transformer-XL's layers): a
+// region from the key's transpose to the second matmul (Note [Cell sites]), computed as one
+// scaled_dot_product_attention.
+inline constexpr const char* kAttention = "attention";
 
 // The training loss the trainer takes of the model's output: the mean cross-entropy of [N, C]
 // logits against N class indices (torch::nn::functional::cross_entropy). Not a node of the
@@ -126,7 +131,8 @@ struct CarriedRows {
 // Note [Cell sites]
 // A GRU cell's gates are a dozen elementwise nodes between the two projections and the next
 // state; run as written, each is an ATen op with an autograd node, per time step (a recurrent
-// matmul and its bias add are the same thing in small: kBiasMatmul). As a site, the nodes are one
+// matmul and its bias add are the same thing in small: kBiasMatmul; attention's scores, scale,
+// bias, mask, softmax and weighted sum are another: kAttention). As a site, the nodes are one
 // region of their block: every value a region node computes is used only by region
 // nodes but the last one's, so what the region computes is a function of the values it reads from
 // outside (`inputs`: the projections, the state, the mask, the slices' bounds). The binder decides
@@ -158,6 +164,16 @@ struct CellRegion {
   std::vector<Slice> slices;
   // Bias matmuls: the indices in `inputs` of the matmul's input and weight, and of the bias.
   size_t input = 0, weight = 0, bias = 0;
+  // Attention: the indices in `inputs` of the query, the key and the value; of the transpose's
+  // dimensions (-1: no transpose in the region, the matmul reads the key transposed already); of
+  // the scale (-1: none) and whether it divides; of the scores' additive bias (-1: none); of the
+  // mask and the value it fills (-1: none); of the softmax's dimension.
+  size_t query = 0, key = 0, value = 0;
+  int keyDim0 = -1, keyDim1 = -1;
+  int scale = -1;
+  bool divides = false;
+  int scoreBias = -1, mask = -1, fill = -1;
+  size_t softmaxDim = 0;
 
   const torch::jit::Node* first() const { return nodes.front(); }
   const torch::jit::Node* last() const { return nodes.back(); }
@@ -172,6 +188,11 @@ std::shared_ptr<CellRegion> findGruCell(const torch::jit::Node* last);
 // nothing else, and another tensor: the bias, when it turns out to be a vector of the weight's
 // columns), or nullptr. An add feeding only a GELU is a bias-GELU site instead.
 std::shared_ptr<CellRegion> findBiasMatmul(const torch::jit::Node* add);
+
+// The attention region whose second matmul `last` is (aten::matmul(softmax(scores, dim), v), the
+// scores a matmul of the query and the key's transpose, then optionally scaled, biased and
+// masked, every value between used only by the next), or nullptr.
+std::shared_ptr<CellRegion> findAttention(const torch::jit::Node* last);
 
 // The partial slices of one tensor along one dimension, and what their executions have shown.
 // Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as
