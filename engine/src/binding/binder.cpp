@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include <ATen/ATen.h>
@@ -31,6 +32,12 @@ namespace symtune::binding {
 // any, chose; failing that, by every measured binding of its pattern in the model, in any bucket,
 // when there are at least kPredictPatternWide, all won by one candidate by kPredictSpeedupMany (the
 // MoE's expert whose only tokens in a step were few enough for a bucket no expert had met).
+// Buckets are sizes too (bucketVolume: the elements their inputs hold at most, times the trips),
+// and a margin can shrink as the size grows (a candidate that saves launches wins small shapes,
+// not large ones), so a site's own buckets, and its pattern's, settle a bucket only when its size
+// is within kPredictReach of the sizes they were measured at and, where those sizes differ, the
+// winner's margin fitted against the size (log-log, least squares) still leaves it ahead by
+// kPredictTrendMargin at this size.
 // Anything less certain — too few measurements, winners that differ, or margins below those — is
 // measured. A prediction binds without the agreement check a measurement makes: it
 // trusts that a candidate that agreed on the same pattern (and, but for the last rule, shapes)
@@ -40,6 +47,8 @@ namespace {
 constexpr double kPredictSpeedup = 1.5;
 constexpr double kPredictSpeedupMany = 1.25;
 constexpr int kPredictPatternWide = 4;
+constexpr double kPredictReach = 8.0;
+constexpr double kPredictTrendMargin = 1.1;
 
 using detail::Clock;
 using detail::disagreement;
@@ -554,6 +563,8 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
     std::string winner;
     int count = 0;
     double margin = std::numeric_limits<double>::infinity();
+    // Per measured binding whose bucket has sizes: log(volume), log(margin).
+    std::vector<std::pair<double, double>> sizes;
     bool settles() const {
       return (count >= 2 && margin >= kPredictSpeedup) ||
              (count >= 3 && margin >= kPredictSpeedupMany);
@@ -577,11 +588,45 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
           best != nullptr && best->seconds() > 0 ? runnerUp / best->seconds() : 0.0;
       e.margin = std::min(e.margin, margin);
       ++e.count;
+      const auto volume = bucketVolume(b->bucket);
+      if (volume && *volume > 0 && margin > 0 && std::isfinite(margin))
+        e.sizes.emplace_back(std::log(*volume), std::log(margin));
     }
     return e;
   };
+  // The trend rule: the winner's margin, as the measured buckets' sizes show it changing,
+  // carried to this bucket's size.
+  const auto volume = bucketVolume(bucket);
+  const auto trendHolds = [&volume](const Evidence& e) {
+    if (!volume || *volume <= 0 || e.sizes.empty())
+      return true;  // no sizes to read: the rules above stand alone
+    const double x = std::log(*volume);
+    double lo = e.sizes.front().first, hi = lo;
+    for (const auto& [v, m] : e.sizes) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (x < lo - std::log(kPredictReach) || x > hi + std::log(kPredictReach))
+      return false;
+    if (e.sizes.size() < 2 || hi - lo < 1e-9)
+      return true;  // one size: no trend
+    double mx = 0, my = 0;
+    for (const auto& [v, m] : e.sizes) {
+      mx += v;
+      my += m;
+    }
+    mx /= static_cast<double>(e.sizes.size());
+    my /= static_cast<double>(e.sizes.size());
+    double sxy = 0, sxx = 0;
+    for (const auto& [v, m] : e.sizes) {
+      sxy += (v - mx) * (m - my);
+      sxx += (v - mx) * (v - mx);
+    }
+    const double slope = sxy / sxx;
+    return std::exp(my + slope * (x - mx)) >= kPredictTrendMargin;
+  };
   const auto own = evidence(table_.ofSite(s.site.name));
-  if (!own)
+  if (!own || (own->settles() && !trendHolds(*own)))
     return nullptr;
   std::string winner = own->winner;
   if (!own->settles()) {
@@ -601,7 +646,7 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
       }
       others = evidence(pattern);
       if (!others || others->count < kPredictPatternWide || others->margin < kPredictSpeedupMany ||
-          (!winner.empty() && others->winner != winner))
+          (!winner.empty() && others->winner != winner) || !trendHolds(*others))
         return nullptr;
     }
     winner = others->winner;

@@ -13,6 +13,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -30,33 +31,81 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// A CUDA graph that can let go of a capture that failed: the stream out of capture mode, the
+// allocator's private pool closed and released, the generators it registered out of capture
+// mode (what capture_end would have done for a capture that ended well).
+struct Capture : at::cuda::CUDAGraph {
+  void abandon() {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(capture_stream_.stream(), &status) == cudaSuccess &&
+        status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t dropped = nullptr;
+      if (cudaStreamEndCapture(capture_stream_.stream(), &dropped) == cudaSuccess &&
+          dropped != nullptr)
+        cudaGraphDestroy(dropped);
+    }
+    (void)cudaGetLastError();
+    if (capture_dev_ == UNDEFINED_DEVICE || capture_ended_)
+      return;
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(capture_dev_, mempool_id_);
+    c10::cuda::CUDACachingAllocator::releasePool(capture_dev_, mempool_id_);
+    for (auto& [state, increment] : captured_generator_states_)
+      state->capturing_ = false;
+  }
+};
+
 // One padded shape of one site (Note [Graphed sites]).
 struct GraphedShape : torch::CustomClassHolder {
-  torch::jit::Stack statics;  // the site's inputs: padded tensors in static buffers, others as met
+  // The site's inputs as the graphs read them: tensors in static buffers of their own (padded
+  // ones padded), other values as met.
+  torch::jit::Stack statics;
   // Per tensor input, in stack order: its slot in `statics`, whether it is padded and with what,
-  // and (backward) its gradient's static buffer, undefined when it needs none.
+  // whether it wants a gradient and (backward) that gradient's static buffer. An input that is
+  // not padded (a weight, a bias) is copied in only when it is another tensor, or the same one
+  // changed, since the last copy: once per step for a parameter a loop reads every trip.
   struct Tensor {
     size_t slot = 0;
     bool padded = false;
     c10::Scalar fill;
+    bool wantsGrad = false;
     at::Tensor grad;
+    // The tensor last copied in (weakly: a freed tensor's address may come back as another's)
+    // and its version then.
+    c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> copiedFrom{
+        at::Tensor().getIntrusivePtr()};  // none yet: the undefined tensor's
+    uint32_t copiedVersion = 0;
+    bool copied(const at::Tensor& in) const {
+      return copiedFrom.lock().get() == in.unsafeGetTensorImpl() && in._version() == copiedVersion;
+    }
+    void note(const at::Tensor& in) {
+      copiedFrom =
+          c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(in.getIntrusivePtr());
+      copiedVersion = in._version();
+    }
   };
   std::vector<Tensor> tensors;
   int64_t rows = 0;  // padded rows
   bool outputRows = true;
   at::Tensor out, gradOut;
-  at::cuda::CUDAGraph forward, backward;
+  Capture forward, backward;
   bool differentiable = false;
 
   // Puts an execution's inputs (the real ones, in `tensors` order) into the static buffers.
   void load(const std::vector<at::Tensor>& inputs, int64_t real) {
     for (size_t i = 0; i < tensors.size(); ++i) {
-      if (!tensors[i].padded)
-        continue;  // read where it is: the key holds its address
-      at::Tensor s = statics[tensors[i].slot].toTensor();
+      Tensor& t = tensors[i];
+      at::Tensor s = statics[t.slot].toTensor();
+      if (!t.padded) {
+        const at::Tensor& in = inputs[i];
+        if (!t.copied(in)) {
+          s.copy_(in);
+          t.note(in);
+        }
+        continue;
+      }
       s.narrow(0, 0, real).copy_(inputs[i]);
       if (real < rows)
-        s.narrow(0, real, rows - real).fill_(tensors[i].fill);
+        s.narrow(0, real, rows - real).fill_(t.fill);
     }
   }
   at::Tensor cut(const at::Tensor& t, int64_t real, bool hasRows) const {
@@ -104,9 +153,9 @@ struct GraphedFunction : torch::autograd::Function<GraphedFunction> {
   }
 };
 
-// "float cuda:0 [128,768] g; 1; " — each input's dtype, device, padded sizes (and, read where it
-// is, address and strides), whether it wants a gradient; constants as written: what a capture
-// depends on. nullopt for inputs no graph can take as constants (lists, objects).
+// "Float cuda:0 [128,768] g; 1; " — each input's dtype, device, sizes (padded), whether it wants
+// a gradient; constants as written: what a capture depends on. nullopt for inputs no graph can
+// take as constants (lists, objects).
 std::optional<std::string> shapeKey(const torch::jit::Stack& stack, size_t base,
                                     const std::vector<bool>& isPadded, int64_t to, bool grad) {
   std::ostringstream key;
@@ -119,13 +168,7 @@ std::optional<std::string> shapeKey(const torch::jit::Stack& stack, size_t base,
       key << t.scalar_type() << " " << t.device() << " [";
       for (int64_t d = 0; d < t.dim(); ++d)
         key << (d > 0 ? "," : "") << (d == 0 && pads ? to : t.size(d));
-      key << "]";
-      if (!pads) {
-        key << "@" << t.data_ptr();
-        for (int64_t d = 0; d < t.dim(); ++d)
-          key << (d > 0 ? "," : "/") << t.stride(d);
-      }
-      key << (grad && t.requires_grad() ? " g; " : "; ");
+      key << "]" << (grad && t.requires_grad() ? " g; " : "; ");
     } else if (v.isInt() || v.isDouble() || v.isBool() || v.isString() || v.isNone()) {
       key << v << "; ";
     } else {
@@ -133,6 +176,17 @@ std::optional<std::string> shapeKey(const torch::jit::Stack& stack, size_t base,
     }
   }
   return key.str();
+}
+
+// One stream per device that captures run on (cuBLAS keeps a workspace per stream).
+at::cuda::CUDAStream captureStream(c10::DeviceIndex device) {
+  static std::mutex mutex;
+  static std::unordered_map<c10::DeviceIndex, at::cuda::CUDAStream> streams;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = streams.find(device);
+  if (it == streams.end())
+    it = streams.emplace(device, at::cuda::getStreamFromPool(false, device)).first;
+  return it->second;
 }
 
 class CudaGraphed final : public Candidate {
@@ -154,10 +208,13 @@ class CudaGraphed final : public Candidate {
     std::unordered_map<std::string, c10::intrusive_ptr<GraphedShape>> shapes;
     std::string failure;  // set: this site runs `inner` without graphs
   };
+  // The graphs of one padded shape: `padded` the site's inputs padded, `wantsGrad` per tensor
+  // input whether the execution differentiates it (read from the inputs before the padding).
   c10::intrusive_ptr<GraphedShape> capture(const OpSite& site, torch::jit::Operation& op,
                                            const torch::jit::Stack& padded,
                                            const std::vector<bool>& isPadded,
-                                           const RowPadding& padding, int64_t to, bool grad,
+                                           const std::vector<bool>& wantsGrad,
+                                           const RowPadding& padding, int64_t to,
                                            LoopFrames& loops) const;
   void giveUp(SiteGraphs& graphs, const OpSite& site, const std::string& why) const {
     graphs.failure = why;
@@ -168,7 +225,8 @@ class CudaGraphed final : public Candidate {
 
   std::shared_ptr<const Candidate> inner_;
   mutable std::mutex mutex_;
-  mutable std::unordered_map<const void*, SiteGraphs> sites_;
+  // By site name: a measurement's copy of the site shares its graphs.
+  mutable std::unordered_map<std::string, SiteGraphs> sites_;
 };
 
 void CudaGraphed::run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
@@ -181,7 +239,7 @@ void CudaGraphed::run(const OpSite& site, torch::jit::Operation& op, torch::jit:
   std::optional<c10::Device> device;
   bool grad = false;
   std::vector<at::Tensor> tensors;
-  std::vector<bool> isPadded;
+  std::vector<bool> isPadded, wantsGrad;
   for (size_t i = base; real && i < stack.size(); ++i) {
     if (!stack[i].isTensor())
       continue;
@@ -191,7 +249,8 @@ void CudaGraphed::run(const OpSite& site, torch::jit::Operation& op, torch::jit:
       break;
     }
     device = t.device();
-    grad = grad || (t.requires_grad() && at::GradMode::is_enabled());
+    wantsGrad.push_back(t.requires_grad() && at::GradMode::is_enabled());
+    grad = grad || wantsGrad.back();
     tensors.push_back(t);
     bool pads = false;
     for (const auto& in : padding->inputs)
@@ -199,7 +258,7 @@ void CudaGraphed::run(const OpSite& site, torch::jit::Operation& op, torch::jit:
     isPadded.push_back(pads);
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  SiteGraphs& graphs = sites_[site.node != nullptr ? static_cast<const void*>(site.node) : &site];
+  SiteGraphs& graphs = sites_[site.name];
   if (!real || !device || !graphs.failure.empty()) {
     lock.unlock();
     inner_->run(site, op, stack, loops);
@@ -228,7 +287,7 @@ void CudaGraphed::run(const OpSite& site, torch::jit::Operation& op, torch::jit:
         at::NoGradGuard plain;  // the static buffers are not part of anyone's autograd graph
         padRows(padded, arity, *padding, *real, to);
       }
-      shape = capture(site, op, padded, isPadded, *padding, to, grad, loops);
+      shape = capture(site, op, padded, isPadded, wantsGrad, *padding, to, loops);
     } catch (const std::exception& e) {
       giveUp(graphs, site, std::string(e.what()).substr(0, std::string(e.what()).find('\n')));
       lock.unlock();
@@ -254,57 +313,59 @@ void CudaGraphed::run(const OpSite& site, torch::jit::Operation& op, torch::jit:
 c10::intrusive_ptr<GraphedShape> CudaGraphed::capture(const OpSite& site, torch::jit::Operation& op,
                                                       const torch::jit::Stack& padded,
                                                       const std::vector<bool>& isPadded,
+                                                      const std::vector<bool>& wantsGrad,
                                                       const RowPadding& padding, int64_t to,
-                                                      bool grad, LoopFrames& loops) const {
+                                                      LoopFrames& loops) const {
   auto shape = c10::make_intrusive<GraphedShape>();
   shape->rows = to;
   shape->outputRows = padding.outputRows;
+  bool differentiate = false;
   size_t k = 0;
   for (size_t i = 0; i < padded.size(); ++i) {
     c10::IValue v = padded[i];
     if (v.isTensor()) {
       GraphedShape::Tensor t;
       t.slot = i;
-      t.padded = isPadded[k++];
+      t.padded = isPadded[k];
+      t.wantsGrad = wantsGrad[k];
+      differentiate = differentiate || t.wantsGrad;
+      ++k;
       for (const auto& in : padding.inputs) {
         if (in.index == t.slot)
           t.fill = in.fill;
       }
-      // Padded inputs get static buffers of their own (the padded copy is one); the others are
-      // read where they are.
-      v = t.padded ? c10::IValue(v.toTensor().detach().clone())
-                   : c10::IValue(v.toTensor().detach());
+      // Every tensor input gets a static buffer of its own (a padded input already at its
+      // bucket's rows is the caller's tensor itself).
+      const at::Tensor& real = v.toTensor();
+      if (!t.padded)
+        t.note(real);
+      v = real.detach().clone();
       shape->tensors.push_back(t);
     }
     shape->statics.push_back(std::move(v));
   }
-  const bool wantsGrad = grad;
-  std::vector<bool> needsGrad;
-  for (size_t i = 0; i < shape->tensors.size(); ++i) {
-    const at::Tensor& t = padded[shape->tensors[i].slot].toTensor();
-    needsGrad.push_back(wantsGrad && t.requires_grad());
-  }
-  // One run of the site on the static inputs: forward, and with gradients its backward into
-  // `grads` (against `gradOut`).
-  const auto once = [&](bool differentiate, std::vector<at::Tensor>* grads) {
+  // One run of the site on the static inputs: forward, and when differentiating its backward
+  // into `grads` (against `gradOut`).
+  const auto once = [&](bool backward, std::vector<at::Tensor>* grads) {
     torch::jit::Stack s = shape->statics;
     std::vector<at::Tensor> leaves;
-    if (differentiate) {
-      for (size_t i = 0; i < shape->tensors.size(); ++i) {
-        if (!needsGrad[i])
+    if (backward) {
+      for (const auto& t : shape->tensors) {
+        if (!t.wantsGrad)
           continue;
-        at::Tensor leaf = s[shape->tensors[i].slot].toTensor().detach().requires_grad_(true);
-        s[shape->tensors[i].slot] = leaf;
+        at::Tensor leaf = s[t.slot].toTensor().detach().requires_grad_(true);
+        s[t.slot] = leaf;
         leaves.push_back(leaf);
       }
     }
-    at::AutoGradMode mode(differentiate);
+    at::AutoGradMode mode(backward);
     inner_->run(site, op, s, loops);
     at::Tensor out = s.back().toTensor();
     TORCH_CHECK(!shape->outputRows || (out.dim() >= 1 && out.size(0) == shape->rows),
                 "the output does not have the padded inputs' rows");
-    if (!differentiate)
+    if (!backward)
       return out;
+    TORCH_CHECK(out.requires_grad(), "the output does not depend on the inputs it differentiates");
     if (!shape->gradOut.defined())
       shape->gradOut = at::zeros_like(out);
     const auto g = torch::autograd::grad({out}, leaves, {shape->gradOut}, false, false, true);
@@ -316,36 +377,31 @@ c10::intrusive_ptr<GraphedShape> CudaGraphed::capture(const OpSite& site, torch:
   const c10::Device device = shape->statics[shape->tensors.front().slot].toTensor().device();
   c10::cuda::CUDAGuard guard(device);
   c10::cuda::device_synchronize();
-  at::cuda::CUDAStream side = at::cuda::getStreamFromPool(false, device.index());
+  const at::cuda::CUDAStream side = captureStream(device.index());
   {
     c10::cuda::CUDAStreamGuard onSide(side);
-    for (int i = 0; i < 2; ++i)
-      once(wantsGrad, nullptr);
+    for (int i = 0; i < 2; ++i)  // cuBLAS handles, workspaces, the autograd device thread
+      once(differentiate, nullptr);
     side.synchronize();
+    Capture* capturing = nullptr;
     try {
+      capturing = &shape->forward;
       shape->forward.capture_begin();
       shape->out = once(false, nullptr);
       shape->forward.capture_end();
-      if (wantsGrad) {
+      if (differentiate) {
         std::vector<at::Tensor> grads;
+        capturing = &shape->backward;
         shape->backward.capture_begin();
         once(true, &grads);
         shape->backward.capture_end();
         size_t g = 0;
-        for (size_t i = 0; i < shape->tensors.size(); ++i)
-          shape->tensors[i].grad = needsGrad[i] ? grads[g++] : at::Tensor();
+        for (auto& t : shape->tensors)
+          t.grad = t.wantsGrad ? grads[g++] : at::Tensor();
         shape->differentiable = true;
       }
     } catch (...) {
-      // Leave the side stream out of capture mode before saying why.
-      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-      if (cudaStreamIsCapturing(side.stream(), &status) == cudaSuccess &&
-          status != cudaStreamCaptureStatusNone) {
-        cudaGraph_t dropped = nullptr;
-        if (cudaStreamEndCapture(side.stream(), &dropped) == cudaSuccess && dropped != nullptr)
-          cudaGraphDestroy(dropped);
-      }
-      (void)cudaGetLastError();
+      capturing->abandon();
       throw;
     }
   }

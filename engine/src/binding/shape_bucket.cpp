@@ -1,5 +1,8 @@
 #include "symtune/binding/shape_bucket.h"
 
+#include <cctype>
+#include <string>
+
 #include <ATen/ATen.h>
 
 #include "symtune/graph/symugen.h"
@@ -60,6 +63,52 @@ std::string bucketKey(const torch::jit::Stack& stack, size_t count, int64_t trip
   if (!grad || !at::GradMode::is_enabled())
     key += " nograd";
   return key;
+}
+
+std::optional<double> bucketVolume(const std::string& bucket) {
+  // "float32 [<=32,<=1024] [3] x<=16 nograd": each [...] a tensor's bucketed shape.
+  double volume = 0;
+  bool any = false;
+  size_t at = 0;
+  const auto number = [&bucket](size_t& i) -> std::optional<double> {
+    if (bucket.compare(i, 2, "<=") == 0)
+      i += 2;
+    const size_t start = i;
+    while (i < bucket.size() && std::isdigit(static_cast<unsigned char>(bucket[i])))
+      ++i;
+    if (i == start)
+      return std::nullopt;
+    return std::stod(bucket.substr(start, i - start));
+  };
+  while ((at = bucket.find('[', at)) != std::string::npos) {
+    size_t i = at + 1;
+    double elements = 1;
+    bool shape = true;
+    while (i < bucket.size() && bucket[i] != ']') {
+      const auto n = number(i);
+      if (!n) {
+        shape = false;  // "[undefined]"
+        break;
+      }
+      elements *= *n;
+      if (i < bucket.size() && bucket[i] == ',')
+        ++i;
+    }
+    if (shape) {
+      volume += elements;
+      any = true;
+    }
+    at = i;
+  }
+  if (!any)
+    return std::nullopt;
+  const size_t trips = bucket.find(" x");
+  if (trips != std::string::npos) {
+    size_t i = trips + 2;
+    if (const auto n = number(i))
+      volume *= *n;
+  }
+  return volume;
 }
 
 std::string gradBucketKey(const torch::jit::Stack& inputs, size_t count, int64_t trips) {

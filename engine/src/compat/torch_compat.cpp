@@ -25,9 +25,15 @@ void cudaResetPeakStats([[maybe_unused]] int device) {
 
 std::string cudaDeviceName([[maybe_unused]] int device) {
 #ifdef SYMTUNE_HAVE_TORCH_CUDA
+  // -1 (a device named "cuda" without an index): the current one.
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
+    (void)cudaGetLastError();  // leave no error for the next launch check to find
+    return {};
+  }
   cudaDeviceProp props{};
   if (cudaGetDeviceProperties(&props, device) == cudaSuccess)
     return props.name;
+  (void)cudaGetLastError();
 #endif
   return {};
 }

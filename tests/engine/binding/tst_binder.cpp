@@ -490,6 +490,60 @@ TEST_CASE("the cost model binds a bucket its site's measured buckets settle") {
   CHECK(split.measurements() == 4);
 }
 
+TEST_CASE("the cost model carries a site's margin to a bucket's size only as far as it trends") {
+  symtune::SyMuGen gen(steps(), "steps");
+  Binder probe(gen.staticGraph(), here());
+  forwardBackward(gen, &probe, 3, 5);
+  // Two measured buckets per site at `fractions` of the real bucket's size, the winner ahead by
+  // the `margins`.
+  const auto tableWith = [&](std::vector<double> fractions, std::vector<double> margins) {
+    symtune::BindingTable t = probe.table();
+    t.bindings.clear();
+    for (const auto& site : probe.sites()) {
+      const auto real = probe.table().ofSite(site.name);
+      REQUIRE_FALSE(real.empty());
+      const auto volume = symtune::binding::bucketVolume(real.front()->bucket);
+      REQUIRE(volume.has_value());
+      for (size_t k = 0; k < fractions.size(); ++k) {
+        symtune::Binding b;
+        b.site = site.name;
+        b.node = site.id.value();
+        b.pattern = site.pattern;
+        // (",1": two buckets of one size are two keys)
+        b.bucket = "float32 [<=" + std::to_string(std::llround(*volume * fractions[k])) +
+                   (k % 2 == 1 ? ",1]" : "]");
+        b.reference = "aten";
+        b.winner = site.loop != nullptr ? "unbind-once" : "alias";
+        b.candidates = {{"aten", margins[k] * 1e-5, 0, 0, ""}, {b.winner, 1e-5, 0, 0, ""}};
+        t.put(b);
+      }
+    }
+    return t;
+  };
+  struct Case {
+    const char* what;
+    std::vector<double> fractions, margins;
+    bool predicts;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"growing with the size", {0.25, 0.5}, {1.6, 2.2}, true},
+           {"shrinking with the size: gone by twice the largest", {0.25, 0.5}, {2.6, 1.6}, false},
+           {"within the sizes measured", {0.5, 2.0}, {2.0, 1.6}, true},
+           {"one size, near", {0.25, 0.25}, {2.0, 2.0}, true},
+           {"one size, far above", {256, 256}, {4.0, 4.0}, false}}) {
+    INFO(std::string(c.what));
+    // Nothing measured (a fresh measurement at the real size would be evidence too): predicted,
+    // or run as written.
+    BinderOptions tableOnly;
+    tableOnly.budget = 0;
+    Binder binder(gen.staticGraph(), here(), tableOnly);
+    REQUIRE_FALSE(binder.adopt(tableWith(c.fractions, c.margins)).has_value());
+    checkSame(forwardBackward(gen, &binder, 3, 5), forwardBackward(gen, nullptr, 3, 5));
+    CHECK(binder.predictions() == (c.predicts ? 4 : 0));
+    CHECK(binder.measurements() == 0);
+  }
+}
+
 TEST_CASE("buckets: powers of two, at most ceil(log2(max/min)) + 1 per dynamic dimension") {
   using symtune::binding::bucketDim;
   CHECK(bucketDim(0) == 0);
@@ -516,6 +570,12 @@ TEST_CASE("buckets: powers of two, at most ceil(log2(max/min)) + 1 per dynamic d
   CHECK(symtune::binding::bucketKey(stack, 3, -1) == "float32 [<=32,<=64,<=1024]");
   torch::jit::Stack plain{torch::zeros({2, 1}, torch::kDouble), int64_t{0}};
   CHECK(symtune::binding::bucketKey(plain, 2, -1) == "float64 [2,1] nograd");
+  // A bucket's size: its shapes' elements at most, summed, times the trips.
+  using symtune::binding::bucketVolume;
+  CHECK(bucketVolume("float32 [<=32,<=64,<=1024] x<=64") == 32.0 * 64 * 1024 * 64);
+  CHECK(bucketVolume("float64 [2,1] [] [<=4] nograd") == 2.0 + 1 + 4);
+  CHECK(bucketVolume("float32 [undefined] [<=8]") == 8.0);
+  CHECK_FALSE(bucketVolume("made up 1").has_value());
 }
 
 TEST_CASE("every zoo model trains under binding as it does op by op, recomputed or not") {

@@ -58,7 +58,7 @@ struct Run {
 };
 
 Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch,
-         torch::Device device = torch::kCPU) {
+         torch::Device device = torch::kCPU, bool differentiate = true) {
   torch::manual_seed(batch * 11);
   const auto opts = torch::TensorOptions().dtype(torch::kDouble);
   std::vector<torch::Tensor> leaves{
@@ -70,7 +70,7 @@ Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch,
       torch::randn({kHidden, kHidden}, opts) / std::sqrt(double(kHidden)),
       torch::randn({kHidden}, opts) * 0.1};
   for (auto& t : leaves)
-    t = t.to(device).requires_grad_(true);
+    t = t.to(device).requires_grad_(differentiate);
   const auto lengths = torch::randint(1, kTime + 1, {batch}).to(device);
   symtune::ForwardOptions options;
   options.binder = binder;
@@ -78,8 +78,10 @@ Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch,
                                 leaves[5], leaves[6], kHidden},
                                options)
                        .output.toTensor();
-  out.backward(torch::linspace(-1, 1, out.numel(), opts).view_as(out).to(device));
   Run r{{out.detach()}};
+  if (!differentiate)
+    return r;
+  out.backward(torch::linspace(-1, 1, out.numel(), opts).view_as(out).to(device));
   for (const auto& t : leaves)
     r.values.push_back(t.grad());
   return r;
@@ -96,8 +98,9 @@ void checkClose(const Run& got, const Run& want, double within) {
 // `inner`, noting the rows of the first input it is given (what the padding made of them).
 class RowsSeen final : public Candidate {
  public:
-  explicit RowsSeen(const Candidate* inner) : inner_(inner) {}
-  std::string name() const override { return inner_->name(); }
+  explicit RowsSeen(const Candidate* inner, std::string prefix = "")
+      : inner_(inner), prefix_(std::move(prefix)) {}
+  std::string name() const override { return prefix_ + inner_->name(); }
   std::string description() const override { return inner_->description(); }
   bool applies(const symtune::binding::OpSite& site) const override {
     return inner_->applies(site);
@@ -117,6 +120,7 @@ class RowsSeen final : public Candidate {
 
  private:
   const Candidate* inner_;
+  std::string prefix_;
   mutable std::mutex mutex_;
 };
 
@@ -297,17 +301,17 @@ TEST_CASE(
     return;
   }
   // On the CPU: the inner candidate as it is, no padding.
-  auto seen = std::make_shared<RowsSeen>(b::findCandidate("gru-cell"));
-  std::shared_ptr<const Candidate> graphed = b::makeCudaGraphed(seen);
-  REQUIRE(graphed != nullptr);
-  CHECK(graphed->name() == "cuda-graph:gru-cell");
+  auto onCpu = std::make_shared<RowsSeen>(b::findCandidate("gru-cell"));
+  std::shared_ptr<const Candidate> onCpuGraphed = b::makeCudaGraphed(onCpu);
+  REQUIRE(onCpuGraphed != nullptr);
+  CHECK(onCpuGraphed->name() == "cuda-graph:gru-cell");
   {
-    auto binder =
-        forced(gen, b::currentMachine(torch::kCPU), {graphed}, b::kGruCell, graphed->name());
-    seen->seen.clear();
+    auto binder = forced(gen, b::currentMachine(torch::kCPU), {onCpuGraphed}, b::kGruCell,
+                         onCpuGraphed->name());
+    onCpu->seen.clear();
     checkClose(step(gen, binder.get(), 5), step(gen, nullptr, 5), 1e-10);
-    REQUIRE_FALSE(seen->seen.empty());
-    CHECK(seen->seen.front() == 5);
+    REQUIRE_FALSE(onCpu->seen.empty());
+    CHECK(onCpu->seen.front() == 5);
   }
   // A CPU machine's binder has no graphed candidates of its own.
   Binder cpu(gen.staticGraph(), b::currentMachine(torch::kCPU));
@@ -320,9 +324,10 @@ TEST_CASE(
 
   if (!symtune::test::cudaRowsRun())
     return;
-  const torch::Device gpu(torch::kCUDA);
+  const torch::Device gpu(torch::kCUDA, 0);
   const auto machine = b::currentMachine(gpu);
   REQUIRE_FALSE(machine.gpu.empty());
+  CHECK(b::currentMachine(torch::Device(torch::kCUDA)).gpu == machine.gpu);  // "cuda": device 0
   // A GPU machine's binder measures the graphed candidates beside the others; they agree.
   Binder measured(gen.staticGraph(), machine);
   checkClose(step(gen, &measured, 5, gpu), step(gen, nullptr, 5, gpu), 1e-5);
@@ -339,18 +344,61 @@ TEST_CASE(
   CHECK(measuredGraphs);
   struct Case {
     const char* pattern;
-    const char* winner;
+    const char* inner;
   };
-  for (const Case c :
-       {Case{b::kGruCell, "cuda-graph:gru-cell"}, Case{b::kGruCell, "cuda-graph:aten"},
-        Case{b::kBiasMatmul, "cuda-graph:addmm"}, Case{b::kBiasGelu, "cuda-graph:bias-gelu"},
-        Case{b::kBiasGelu, "cuda-graph:aten"}}) {
-    INFO(std::string(c.pattern), " with ", std::string(c.winner));
-    auto binder = forced(gen, machine, {}, c.pattern, c.winner, gpu);
-    for (const int64_t batch : {5, 7, 8, 5, 6}) {  // one capture serves them all
+  for (const Case c : {Case{b::kGruCell, "gru-cell"}, Case{b::kGruCell, "aten"},
+                       Case{b::kBiasMatmul, "addmm"}, Case{b::kBiasMatmul, "aten"},
+                       Case{b::kBiasGelu, "bias-gelu"}, Case{b::kBiasGelu, "aten"}}) {
+    INFO(std::string(c.pattern), " with ", std::string(c.inner));
+    auto seen = std::make_shared<RowsSeen>(b::findCandidate(c.inner), "seen-");
+    std::shared_ptr<const Candidate> graphed = b::makeCudaGraphed(seen);
+    auto binder = forced(gen, machine, {graphed}, c.pattern, graphed->name(), gpu);
+    seen->seen.clear();
+    const int64_t before = binder->boundExecutions();
+    for (const int64_t batch : {5, 7, 8, 5, 6}) {  // one bucket: 8 rows
       INFO("batch ", batch);
       checkClose(step(gen, binder.get(), batch, gpu), step(gen, nullptr, batch, gpu), 1e-10);
     }
-    CHECK(binder->boundExecutions() > 0);
+    // The inner candidate ran only to capture (two warm-ups, then each way once, per shape; at
+    // most two shapes: the state with and without a gradient): the rest replayed graphs.
+    CHECK(binder->boundExecutions() - before >= 5 * kTime);
+    CHECK(seen->seen.size() <= 8);
+    for (const int64_t rows : seen->seen)
+      CHECK(rows == 8);
+    // Without gradients: the forward graph alone, captured for its own key.
+    checkClose(step(gen, binder.get(), 7, gpu, false), step(gen, nullptr, 7, gpu, false), 1e-10);
   }
+
+  // The loss, its targets padded with the ignore index.
+  auto lossSeen = std::make_shared<RowsSeen>(b::findCandidate("softmax-cross-entropy"), "seen-");
+  BinderOptions options;
+  options.extra = {b::makeCudaGraphed(lossSeen)};
+  const std::string name = options.extra.front()->name();
+  Binder lossMeasured(gen.staticGraph(), machine, options);
+  torch::manual_seed(5);
+  const auto logits0 = torch::randn({37, 9}, torch::dtype(torch::kDouble).device(gpu)) * 3;
+  lossMeasured.loss(logits0.clone().requires_grad_(true), torch::randint(0, 9, {37}).to(gpu))
+      .backward();
+  symtune::BindingTable table = lossMeasured.table();
+  REQUIRE(table.bindings.size() == 1);
+  table.bindings.front().winner = name;
+  options.measure = false;
+  Binder lossForced(gen.staticGraph(), machine, options);
+  REQUIRE_FALSE(lossForced.adopt(std::move(table)).has_value());
+  lossSeen->seen.clear();
+  for (const int64_t rows : {37, 50, 64, 40}) {
+    INFO("rows ", rows);
+    torch::manual_seed(rows);
+    const auto l0 = torch::randn({rows, 9}, torch::dtype(torch::kDouble).device(gpu)) * 3;
+    auto target = torch::randint(0, 9, {rows}).to(gpu);
+    target[1] = -100;
+    auto got = l0.clone().requires_grad_(true), want = l0.clone().requires_grad_(true);
+    const auto gotLoss = lossForced.loss(got, target);
+    const auto wantLoss = at::cross_entropy_loss(want, target);
+    gotLoss.backward();
+    wantLoss.backward();
+    symtune::test::checkScaledError("loss", gotLoss.cpu(), wantLoss.cpu(), 1e-12);
+    symtune::test::checkScaledError("logits gradient", got.grad().cpu(), want.grad().cpu(), 1e-12);
+  }
+  CHECK(lossSeen->seen.size() <= 4);  // one shape: [64, 9]
 }

@@ -6,6 +6,7 @@
 // only: no padding).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <ATen/core/stack.h>
@@ -19,6 +20,11 @@ int64_t bucketDim(int64_t size);
 // input's bucketed shape, the loop's trip bound when `trips` >= 0, and " nograd" when no
 // gradient flows (grad mode off or no input requiring grad).
 std::string bucketKey(const torch::jit::Stack& inputs, size_t count, int64_t trips);
+
+// How many elements a bucket's tensor inputs hold at most, times the loop's trips when the key
+// has them: the size the cost model's trend rule compares buckets by (Note [Binding cost model]).
+// nullopt for a key without shapes.
+std::optional<double> bucketVolume(const std::string& bucket);
 
 // bucketKey for a site whose gradient can flow through values other than the inputs in its key
 // (the parameters a model's images meet, the rows a loop writes): " nograd" only when grad mode
