@@ -15,13 +15,18 @@
 // copies its padded inputs into the static ones (the padding rows filled again), replays the
 // forward and clones the output's real rows; its backward copies the inputs it saved and the
 // output's gradient in, replays, and clones the real rows of the inputs' gradients. Inputs that
-// are not padded (a bias, a weight) are read where they are: their addresses are part of the
-// shape's key, so a parameter updated in place keeps its graphs.
+// are not padded (a bias, a weight) have static buffers too, copied into only when the input is
+// another tensor or a new version of the last one: once per step for a parameter that a loop
+// reads every trip, and no graph depends on where a caller's tensor lives.
 //
-// A shape is captured the first time it is met: two untimed runs forward and back on a side
-// stream (cuBLAS's and the allocator's lazy set-up), then the captures, the device synchronised
-// around them. A site that fails to capture (an op that waits for the host) or meets more than
-// kMaxGraphedShapes keys runs `inner` without a graph from then on, and says so once on stderr.
+// A shape is captured the first time it is met: two untimed runs forward and back on the
+// device's capture stream (cuBLAS's handles and workspaces, the autograd device thread), then
+// the captures, the device synchronised around them. Whether an input wants a gradient is read
+// from the inputs before padding and is part of the key. A site that fails to capture (an op that
+// waits for the host) — its capture let go: the stream, the allocator's pool and the generators
+// out of capture mode — or meets more than kMaxGraphedShapes keys runs `inner` without a graph
+// from then on, and says so once on stderr. Graphs are kept per site name, so a measurement's
+// captures serve the run.
 
 #include <memory>
 
