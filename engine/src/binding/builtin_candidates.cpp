@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include "carried_rows.h"
+#include "script_segment.h"
 #include "symtune/binding/candidate.h"
 #include "symtune/kernels/batch_norm_relu.h"
 #include "symtune/kernels/bias_gelu.h"
@@ -487,6 +488,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<SoftmaxCrossEntropy>());
     list->push_back(std::make_unique<Addmm>());
     list->push_back(std::make_unique<Sdpa>());
+    list->push_back(makeScriptSegment());
     return list;
   }();
   return *all;

@@ -189,6 +189,9 @@ TEST_CASE(
       checkClose(step(gen, fused.get(), batch, queries, keys), plain, 1e-5);
       CHECK(fused->boundExecutions() == 1);
       CHECK(fused->measurements() == 0);
+      auto script = forced(gen, "torchscript", batch, queries, keys);
+      for (int run = 0; run < 3; ++run)  // profiled, then specialized
+        checkClose(step(gen, script.get(), batch, queries, keys), plain, 1e-6);
       auto written = forced(gen, "aten", batch, queries, keys);
       checkEqual(step(gen, written.get(), batch, queries, keys), plain);
       CHECK(written->boundExecutions() == 0);
@@ -216,7 +219,7 @@ TEST_CASE(
   const auto bindings = binder.table().bindings;
   REQUIRE(bindings.size() == 1);
   CHECK(bindings.front().pattern == std::string(symtune::binding::kAttention));
-  REQUIRE(bindings.front().candidates.size() == 2);
+  REQUIRE(bindings.front().candidates.size() == 3);  // aten, sdpa, torchscript
   for (const auto& c : bindings.front().candidates) {
     INFO(c.name);
     CHECK(c.refused.empty());

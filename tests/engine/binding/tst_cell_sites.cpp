@@ -218,6 +218,11 @@ TEST_CASE("a GRU cell bound to gru-cell gives the unbound outputs and gradients"
     CHECK(torch::equal(asWritten.gih, plain.gih));
     CHECK(torch::equal(asWritten.ghh, plain.ghh));
     CHECK(asWritten.fusedCells == 0);
+    // Through TorchScript's executor: the same ops, differentiated symbolically.
+    auto script = forced(gen, "torchscript", batch, time, hid);
+    for (int run = 0; run < 3; ++run)  // profiled, then specialized
+      checkClose(step(gen, script.get(), batch, time, hid), plain, 1e-6);
+    CHECK(script->boundExecutions() >= 3 * time);
     // Float64 through the kernel's double path.
     const Run plain64 = step(gen, nullptr, batch, time, hid, torch::kDouble);
     auto fused64 = forced(gen, "gru-cell", batch, time, hid, torch::kDouble);
@@ -239,7 +244,7 @@ TEST_CASE("a measured GRU cell keeps both candidates' times and is measured once
   }
   REQUIRE(cell != nullptr);
   CHECK_FALSE(cell->predicted);
-  REQUIRE(cell->candidates.size() == 2);
+  REQUIRE(cell->candidates.size() == 3);  // aten, gru-cell, torchscript
   for (const auto& c : cell->candidates) {
     INFO(c.name);
     CHECK(c.refused.empty());
