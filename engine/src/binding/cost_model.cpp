@@ -1,0 +1,154 @@
+// DynaCompiler's cost model: binding an unseen bucket from what the table has measured.
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "measurement.h"
+#include "symtune/binding/binder.h"
+#include "symtune/binding/shape_bucket.h"
+
+namespace symtune::binding {
+
+// Note [Binding cost model]
+// An unseen bucket of a site is bound without measuring when the site's measured buckets settle
+// it: all won by the same candidate, two or more each by at least kPredictSpeedup over the
+// runner-up, or three or more each by at least kPredictSpeedupMany (more agreeing evidence asks
+// for less margin: the MoE's bias GELUs win their buckets by 1.42-1.84x, three buckets each,
+// and one met first at step 6 was measured there under the first rule alone). A site its own
+// buckets do not settle is settled the same way by the other sites of its pattern measured in
+// the very bucket (the ResNet's batch norms of one width, met in a block that a data-dependent
+// gate opens for the first time late in a run), when they agree with what its own buckets, if
+// any, chose; failing that, by every measured binding of its pattern in the model, in any bucket,
+// when there are at least kPredictPatternWide, all won by one candidate by kPredictSpeedupMany (the
+// MoE's expert whose only tokens in a step were few enough for a bucket no expert had met).
+// Buckets are sizes too (bucketVolume: the elements their inputs hold at most, times the trips),
+// and a margin can shrink as the size grows (a candidate that saves launches wins small shapes,
+// not large ones), so a site's own buckets, and its pattern's, settle a bucket only when its size
+// is within kPredictReach of the sizes they were measured at and, where those sizes differ, the
+// winner's margin fitted against the size (log-log, least squares) still leaves it ahead by
+// kPredictTrendMargin at this size.
+// Anything less certain — too few measurements, winners that differ, or margins below those — is
+// measured. A prediction binds without the agreement check a measurement makes: it
+// trusts that a candidate that agreed on the same pattern (and, but for the last rule, shapes)
+// agrees here.
+namespace {
+
+constexpr double kPredictSpeedup = 1.5;
+constexpr double kPredictSpeedupMany = 1.25;
+constexpr int kPredictPatternWide = 4;
+constexpr double kPredictReach = 8.0;
+constexpr double kPredictTrendMargin = 1.1;
+
+}  // namespace
+
+const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
+  // What measured bindings show: their common winner, how many, and the smallest margin over
+  // a runner-up; nullopt when their winners differ.
+  struct Evidence {
+    std::string winner;
+    int count = 0;
+    double margin = std::numeric_limits<double>::infinity();
+    // Per measured binding whose bucket has sizes: log(volume), log(margin).
+    std::vector<std::pair<double, double>> sizes;
+    bool settles() const {
+      return (count >= 2 && margin >= kPredictSpeedup) ||
+             (count >= 3 && margin >= kPredictSpeedupMany);
+    }
+  };
+  const auto evidence = [](const std::vector<const Binding*>& bindings) -> std::optional<Evidence> {
+    Evidence e;
+    for (const Binding* b : bindings) {
+      if (b->predicted)
+        continue;
+      if (!e.winner.empty() && b->winner != e.winner)
+        return std::nullopt;
+      e.winner = b->winner;
+      const CandidateMeasurement* best = b->measurement(b->winner);
+      double runnerUp = std::numeric_limits<double>::infinity();
+      for (const auto& m : b->candidates) {
+        if (m.name != b->winner && m.refused.empty())
+          runnerUp = std::min(runnerUp, m.seconds());
+      }
+      const double margin =
+          best != nullptr && best->seconds() > 0 ? runnerUp / best->seconds() : 0.0;
+      e.margin = std::min(e.margin, margin);
+      ++e.count;
+      const auto volume = bucketVolume(b->bucket);
+      if (volume && *volume > 0 && margin > 0 && std::isfinite(margin))
+        e.sizes.emplace_back(std::log(*volume), std::log(margin));
+    }
+    return e;
+  };
+  // The trend rule: the winner's margin, as the measured buckets' sizes show it changing,
+  // carried to this bucket's size.
+  const auto volume = bucketVolume(bucket);
+  const auto trendHolds = [&volume](const Evidence& e) {
+    if (!volume || *volume <= 0 || e.sizes.empty())
+      return true;  // no sizes to read: the rules above stand alone
+    const double x = std::log(*volume);
+    double lo = e.sizes.front().first, hi = lo;
+    for (const auto& [v, m] : e.sizes) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (x < lo - std::log(kPredictReach) || x > hi + std::log(kPredictReach))
+      return false;
+    if (e.sizes.size() < 2 || hi - lo < 1e-9)
+      return true;  // one size: no trend
+    double mx = 0, my = 0;
+    for (const auto& [v, m] : e.sizes) {
+      mx += v;
+      my += m;
+    }
+    mx /= static_cast<double>(e.sizes.size());
+    my /= static_cast<double>(e.sizes.size());
+    double sxy = 0, sxx = 0;
+    for (const auto& [v, m] : e.sizes) {
+      sxy += (v - mx) * (m - my);
+      sxx += (v - mx) * (v - mx);
+    }
+    const double slope = sxy / sxx;
+    return std::exp(my + slope * (x - mx)) >= kPredictTrendMargin;
+  };
+  const auto own = evidence(table_.ofSite(s.site.name));
+  if (!own || (own->settles() && !trendHolds(*own)))
+    return nullptr;
+  std::string winner = own->winner;
+  if (!own->settles()) {
+    // Not enough of its own: other sites of its pattern measured in this bucket.
+    std::vector<const Binding*> siblings;
+    for (const Binding& b : table_.bindings) {
+      if (b.pattern == s.site.pattern && b.bucket == bucket && b.site != s.site.name)
+        siblings.push_back(&b);
+    }
+    auto others = evidence(siblings);
+    if (!others || !others->settles() || (!winner.empty() && others->winner != winner)) {
+      // Nor those: every measured site of its pattern, in any bucket (kPredictPatternWide).
+      std::vector<const Binding*> pattern;
+      for (const Binding& b : table_.bindings) {
+        if (b.pattern == s.site.pattern)
+          pattern.push_back(&b);
+      }
+      others = evidence(pattern);
+      if (!others || others->count < kPredictPatternWide || others->margin < kPredictSpeedupMany ||
+          (!winner.empty() && others->winner != winner) || !trendHolds(*others))
+        return nullptr;
+    }
+    winner = others->winner;
+  }
+  const Candidate* c = byName(s, winner);
+  if (c == nullptr)
+    return nullptr;
+  Binding b = detail::siteBinding(s.site, bucket);
+  b.winner = winner;
+  b.predicted = true;
+  put(std::move(b), s);
+  ++predictions_;
+  return c;
+}
+
+}  // namespace symtune::binding
