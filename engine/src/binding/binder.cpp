@@ -22,6 +22,9 @@ namespace symtune::binding {
 
 namespace {
 
+// The most trips a measurement of a region in a loop replays.
+constexpr int64_t kLoopReplayTrips = 16;
+
 using detail::Clock;
 using detail::disagreement;
 using detail::firstLine;
@@ -552,7 +555,11 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
   // cannot go past its tensor's size: ATen would stop the model there); each slice of a slice
   // group (the group's ranges, on the one tensor).
   std::vector<std::vector<std::pair<size_t, c10::IValue>>> executions(1);
-  if (site.loop != nullptr) {
+  if (site.loop != nullptr && site.cell != nullptr) {
+    // A region in a loop (a recurrent projection): a loop's worth of trips on the same inputs, up
+    // to kLoopReplayTrips, so that what a candidate does across trips is measured too.
+    executions.assign(static_cast<size_t>(std::clamp<int64_t>(trips, 1, kLoopReplayTrips)), {});
+  } else if (site.loop != nullptr) {
     int64_t count = std::max<int64_t>(trips, 0);
     if (site.pattern == kLoopIndexedSelect) {
       const at::Tensor& self = inputs[0].toTensor();

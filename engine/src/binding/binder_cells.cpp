@@ -93,6 +93,11 @@ Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, 
   site.name = siteName(region->first(), id, graph_);
   site.pattern = region->pattern;
   site.cell = region;
+  // A recurrent projection runs once per trip of its loop: measured over a loop's worth of trips
+  // (Note [Batched weight gradient] in batched_projection.cpp).
+  const torch::jit::Node* owner = region->first()->owningBlock()->owningNode();
+  if (region->pattern == kBiasMatmul && owner != nullptr && owner->kind() == c10::prim::Loop)
+    site.loop = owner;
   std::vector<const Candidate*> applicable = applicableTo(site);
   cs.lead.reset(new SiteState{std::move(site),
                               regionReference(region),
@@ -160,7 +165,8 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     const std::string bucket = std::move(cs.pending);
     cs.pending.clear();
     const torch::jit::Stack inputs(cs.noted.begin(), cs.noted.end());
-    Binding b = measure(*cs.lead, bucket, inputs, -1);
+    const torch::jit::Node* loop = cs.lead->site.loop;
+    Binding b = measure(*cs.lead, bucket, inputs, loop != nullptr ? loops.maxTrips(loop) : -1);
     cs.active = byName(*cs.lead, b.winner);
     cs.chosen[bucket] = cs.active;
     cs.last = nullptr;

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include "batched_projection.h"
 #include "carried_rows.h"
 #include "script_segment.h"
 #include "symtune/binding/candidate.h"
@@ -297,11 +298,7 @@ class Addmm final : public Candidate {
     const size_t base = stack.size() - cell.inputs.size();
     const auto tensor = [&](size_t i) { return tensorAt(stack, base + i); };
     const at::Tensor x = tensor(cell.input), w = tensor(cell.weight), b = tensor(cell.bias);
-    const bool fits = x.defined() && w.defined() && b.defined() && x.dim() >= 2 && w.dim() == 2 &&
-                      b.dim() == 1 && x.size(-1) == w.size(0) && b.size(0) == w.size(1) &&
-                      x.scalar_type() == w.scalar_type() && b.scalar_type() == w.scalar_type() &&
-                      at::isFloatingType(w.scalar_type()) && x.device() == w.device() &&
-                      b.device() == w.device();
+    const bool fits = addmmFits(x, w, b);
     if (!fits) {
       op(stack);  // broadcasting, batched weights, vectors: the two ATen ops
       return;
@@ -487,6 +484,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<GruCell>());
     list->push_back(std::make_unique<SoftmaxCrossEntropy>());
     list->push_back(std::make_unique<Addmm>());
+    list->push_back(makeBatchedProjection());
     list->push_back(std::make_unique<Sdpa>());
     list->push_back(makeScriptSegment());
     return list;
