@@ -23,8 +23,11 @@ namespace symtune::binding {
 // the very bucket (the ResNet's batch norms of one width, met in a block that a data-dependent
 // gate opens for the first time late in a run), when they agree with what its own buckets, if
 // any, chose; failing that, by every measured binding of its pattern in the model, in any bucket,
-// when there are at least kPredictPatternWide, all won by one candidate by kPredictSpeedupMany (the
-// MoE's expert whose only tokens in a step were few enough for a bucket no expert had met).
+// when there are at least kPredictPatternWide, all won by one candidate, by kPredictSpeedupMany in
+// the median and none by less than kPredictPatternFloor (the MoE's expert whose only tokens in a
+// step were few enough for a bucket no expert had met; with the smallest margin as the bar, one
+// bucket of ten measured at 1.23x — the measurements' noise — left such a bucket to be measured
+// at step 7).
 // Buckets are sizes too (bucketVolume: the elements their inputs hold at most, times the trips),
 // and a margin can shrink as the size grows (a candidate that saves launches wins small shapes,
 // not large ones), so a site's own buckets, and its pattern's, settle a bucket only when its size
@@ -37,9 +40,12 @@ namespace symtune::binding {
 // agrees here.
 namespace {
 
+using detail::median;
+
 constexpr double kPredictSpeedup = 1.5;
 constexpr double kPredictSpeedupMany = 1.25;
 constexpr int kPredictPatternWide = 4;
+constexpr double kPredictPatternFloor = 1.1;
 constexpr double kPredictReach = 8.0;
 constexpr double kPredictTrendMargin = 1.1;
 
@@ -51,7 +57,8 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
   struct Evidence {
     std::string winner;
     int count = 0;
-    double margin = std::numeric_limits<double>::infinity();
+    double margin = std::numeric_limits<double>::infinity();  // the smallest
+    std::vector<double> margins;
     // Per measured binding whose bucket has sizes: log(volume), log(margin).
     std::vector<std::pair<double, double>> sizes;
     bool settles() const {
@@ -76,6 +83,7 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
       const double margin =
           best != nullptr && best->seconds() > 0 ? runnerUp / best->seconds() : 0.0;
       e.margin = std::min(e.margin, margin);
+      e.margins.push_back(margin);
       ++e.count;
       const auto volume = bucketVolume(b->bucket);
       if (volume && *volume > 0 && margin > 0 && std::isfinite(margin))
@@ -134,7 +142,8 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
           pattern.push_back(&b);
       }
       others = evidence(pattern);
-      if (!others || others->count < kPredictPatternWide || others->margin < kPredictSpeedupMany ||
+      if (!others || others->count < kPredictPatternWide || others->margin < kPredictPatternFloor ||
+          median(others->margins) < kPredictSpeedupMany ||
           (!winner.empty() && others->winner != winner) || !trendHolds(*others))
         return nullptr;
     }

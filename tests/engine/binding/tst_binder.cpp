@@ -431,8 +431,9 @@ TEST_CASE("the cost model binds a bucket its site's measured buckets settle") {
   Binder probe(gen.staticGraph(), here());
   forwardBackward(gen, &probe, 3, 5);
 
-  // `buckets` measured buckets per site: the given winner, the runner-up `ratio` times slower.
-  const auto tableWith = [&](double ratio, bool agree, int buckets = 2) {
+  // `buckets` measured buckets per site: the given winner, the runner-up `ratio` times slower
+  // (`firstRatio` in the first bucket, when given).
+  const auto tableWith = [&](double ratio, bool agree, int buckets = 2, double firstRatio = 0) {
     symtune::BindingTable t = probe.table();
     t.bindings.clear();
     for (const auto& site : probe.sites()) {
@@ -445,8 +446,9 @@ TEST_CASE("the cost model binds a bucket its site's measured buckets settle") {
         b.reference = "aten";
         const std::string other = site.loop != nullptr ? "unbind-once" : "alias";
         b.winner = agree || k == 0 ? other : "aten";
-        b.candidates = {{"aten", b.winner == "aten" ? 1e-5 : ratio * 1e-5, 0, 0, ""},
-                        {other, b.winner == "aten" ? ratio * 1e-5 : 1e-5, 0, 0, ""}};
+        const double r = k == 0 && firstRatio > 0 ? firstRatio : ratio;
+        b.candidates = {{"aten", b.winner == "aten" ? 1e-5 : r * 1e-5, 0, 0, ""},
+                        {other, b.winner == "aten" ? r * 1e-5 : 1e-5, 0, 0, ""}};
         t.put(b);
       }
     }
@@ -478,6 +480,18 @@ TEST_CASE("the cost model binds a bucket its site's measured buckets settle") {
     INFO(buckets, " measured buckets a site at 1.3x");
     Binder binder(gen.staticGraph(), here());
     REQUIRE_FALSE(binder.adopt(tableWith(1.3, true, buckets)).has_value());
+    forwardBackward(gen, &binder, 3, 5);
+    CHECK(binder.predictions() == (settles ? 4 : 0));
+    CHECK(binder.measurements() == (settles ? 0 : 4));
+  }
+
+  // The pattern's rule reads the median margin, and every margin above 1.1: a bucket at 1.2x
+  // among others at 2x settles; one at 1.05x does not.
+  for (const auto& [first, settles] :
+       std::vector<std::pair<double, bool>>{{1.2, true}, {1.05, false}}) {
+    INFO("a bucket at ", first, "x, the others at 2x");
+    Binder binder(gen.staticGraph(), here());
+    REQUIRE_FALSE(binder.adopt(tableWith(2.0, true, 2, first)).has_value());
     forwardBackward(gen, &binder, 3, 5);
     CHECK(binder.predictions() == (settles ? 4 : 0));
     CHECK(binder.measurements() == (settles ? 0 : 4));
