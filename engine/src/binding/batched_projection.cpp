@@ -6,9 +6,10 @@
 // far from the GEMM's speed) where one over all trips' rows would do. "addmm-batched" makes, on a
 // loop execution's first trip, one `Gather` node for the weight and the bias (kept in the loop's
 // frame) whose outputs every trip's projection reads. A trip's backward returns its input's
-// gradient and leaves (h, g) in the loop execution's stash; autograd runs Gather only after every
-// trip's node that feeds it has run (its dependencies), and Gather's backward computes the weight's
-// gradient as one GEMM over the stacked rows and the bias's as one sum. A trip whose backward never
+// gradient and leaves (h, g) in the loop execution's stash, which folds every 16 trips into one
+// GEMM over their stacked rows (and one sum for the bias); autograd runs Gather only after every
+// trip's node that feeds it has run (its dependencies), and Gather's backward folds the rest and
+// returns the sums. A trip whose backward never
 // runs stashes nothing, so what Gather sums is what autograd would have; a second backward over a
 // retained graph stashes afresh. Trips given another weight or bias than the first (not the case
 // in a loop over one parameter) run their own addmm.
@@ -28,9 +29,30 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // What a loop execution's trips leave for Gather's backward: each trip's input rows and output
-// gradient.
+// gradient, folded into partial sums every kFoldTrips trips (so the stash holds at most that
+// many trips' gradients, however long the loop).
+constexpr size_t kFoldTrips = 16;
+
 struct Stash : torch::CustomClassHolder {
   std::vector<at::Tensor> rows, grads;
+  at::Tensor weightSum, biasSum;  // of the trips folded so far
+
+  void add(const at::Tensor& x, const at::Tensor& g) {
+    rows.push_back(x);
+    grads.push_back(g);
+    if (rows.size() >= kFoldTrips)
+      fold();
+  }
+  void fold() {
+    if (rows.empty())
+      return;
+    const at::Tensor r = at::cat(rows), g = at::cat(grads);
+    const at::Tensor w = r.t().mm(g), b = g.sum(0);
+    weightSum = weightSum.defined() ? weightSum.add_(w) : w;
+    biasSum = biasSum.defined() ? biasSum.add_(b) : b;
+    rows.clear();
+    grads.clear();
+  }
 };
 
 // A loop execution's Gather: the weight and bias it was made for, what it gives the trips, the
@@ -56,13 +78,12 @@ struct Gather : torch::autograd::Function<Gather> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto stash = stashOf(ctx);
     at::Tensor gw = grads[0], gb = grads[1];
-    if (!stash->rows.empty()) {
-      const at::Tensor rows = at::cat(stash->rows), g = at::cat(stash->grads);
-      const at::Tensor w = rows.t().mm(g), b = g.sum(0);
-      gw = gw.defined() ? gw + w : w;
-      gb = gb.defined() ? gb + b : b;
-      stash->rows.clear();
-      stash->grads.clear();
+    stash->fold();
+    if (stash->weightSum.defined()) {
+      gw = gw.defined() ? gw + stash->weightSum : stash->weightSum;
+      gb = gb.defined() ? gb + stash->biasSum : stash->biasSum;
+      stash->weightSum = at::Tensor();
+      stash->biasSum = at::Tensor();
     }
     return {gw, gb, at::Tensor()};
   }
@@ -83,9 +104,7 @@ struct Projection : torch::autograd::Function<Projection> {
     const at::Tensor g = grads[0];
     at::Tensor gx = ctx->needs_input_grad(0) ? g.mm(w.t()) : at::Tensor();
     if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
-      auto stash = stashOf(ctx);
-      stash->rows.push_back(x);
-      stash->grads.push_back(g);
+      stashOf(ctx)->add(x, g);
     }
     return {gx, at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -421,6 +421,19 @@ namespace {
 
 // A recurrent projection whose first trip's result reaches nothing (its backward never runs):
 // the later trips' weight gradients must still arrive.
+// A projection over 40 trips: the stash folds its gradients twice before the loop's end.
+torch::jit::Module longLoop() {
+  torch::jit::Module m("LongLoop");
+  m.define(R"(
+def forward(self, x: Tensor, w: Tensor, b: Tensor, m: Tensor):
+    h = x
+    for i in range(40):
+        h = torch.tanh(torch.matmul(h, w) + b) * 0.9
+    return h
+)");
+  return m;
+}
+
 torch::jit::Module skippedFirstTrip() {
   torch::jit::Module m("SkippedFirstTrip");
   m.define(R"(
@@ -460,6 +473,13 @@ TEST_CASE("addmm-batched sums a loop's weight and bias gradients in one GEMM, as
       CHECK(nodesNamed(got.out, "Gather") == (skipFirst ? 1 : 2));
       CHECK(nodesNamed(got.out, "Projection") == (skipFirst ? 3 : 5));
     }
+  }
+  // Forty trips: two folds of sixteen and the rest in Gather's backward.
+  {
+    symtune::SyMuGen gen(longLoop(), "long_loop");
+    const MatmulRun got = checkForced(gen, {6, 8}, "addmm-batched");
+    CHECK(nodesNamed(got.out, "Gather") == 1);
+    CHECK(nodesNamed(got.out, "Projection") == 40);
   }
   // A graph kept for a second backward stashes afresh: twice the gradients, as autograd gives.
   symtune::SyMuGen gen(biasMatmuls(), "bias_matmuls");
