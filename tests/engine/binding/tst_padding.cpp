@@ -156,6 +156,18 @@ std::unique_ptr<Binder> forced(symtune::SyMuGen& gen, const symtune::MachineFing
   return binder;
 }
 
+// Each padded site's pattern with each candidate that computes it: its fused one, and as written.
+struct PaddedCase {
+  const char* pattern;
+  const char* inner;
+};
+
+std::vector<PaddedCase> paddedCases() {
+  namespace b = symtune::binding;
+  return {{b::kGruCell, "gru-cell"}, {b::kGruCell, "aten"},       {b::kBiasMatmul, "addmm"},
+          {b::kBiasMatmul, "aten"},  {b::kBiasGelu, "bias-gelu"}, {b::kBiasGelu, "aten"}};
+}
+
 }  // namespace
 
 TEST_CASE("the sites whose rows are independent pad; the others are a cache key only") {
@@ -224,13 +236,7 @@ TEST_CASE("each padded site gives the unpadded outputs and gradients, whichever 
   namespace b = symtune::binding;
   symtune::SyMuGen gen(model(), "padded");
   const auto machine = b::currentMachine(torch::kCPU);
-  struct Case {
-    const char* pattern;
-    const char* inner;
-  };
-  for (const Case c : {Case{b::kGruCell, "gru-cell"}, Case{b::kGruCell, "aten"},
-                       Case{b::kBiasMatmul, "addmm"}, Case{b::kBiasMatmul, "aten"},
-                       Case{b::kBiasGelu, "bias-gelu"}, Case{b::kBiasGelu, "aten"}}) {
+  for (const PaddedCase& c : paddedCases()) {
     INFO(std::string(c.pattern), " with ", std::string(c.inner));
     auto seen = std::make_shared<RowsSeen>(b::findCandidate(c.inner));
     std::shared_ptr<const Candidate> padded = b::makePadded(seen);
@@ -342,13 +348,7 @@ TEST_CASE(
     }
   }
   CHECK(measuredGraphs);
-  struct Case {
-    const char* pattern;
-    const char* inner;
-  };
-  for (const Case c : {Case{b::kGruCell, "gru-cell"}, Case{b::kGruCell, "aten"},
-                       Case{b::kBiasMatmul, "addmm"}, Case{b::kBiasMatmul, "aten"},
-                       Case{b::kBiasGelu, "bias-gelu"}, Case{b::kBiasGelu, "aten"}}) {
+  for (const PaddedCase& c : paddedCases()) {
     INFO(std::string(c.pattern), " with ", std::string(c.inner));
     auto seen = std::make_shared<RowsSeen>(b::findCandidate(c.inner), "seen-");
     std::shared_ptr<const Candidate> graphed = b::makeCudaGraphed(seen);
