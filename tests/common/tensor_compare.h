@@ -5,6 +5,8 @@
 
 #include "doctest_torch.h"
 
+#include <vector>
+
 #include <torch/types.h>
 
 namespace symtune::test {
@@ -21,6 +23,20 @@ inline void checkScaledError(const char* what, const torch::Tensor& actual,
   const double error = scaledError(actual, expected);
   INFO(what, ": ", error);
   CHECK(error <= within);
+}
+
+// Checks each of `actual` against `expected` at the same place: within `within` (checkScaledError),
+// or bit for bit when `within` is 0. `what` names the places ("0: the output, then ...").
+inline void checkEach(const std::vector<torch::Tensor>& actual,
+                      const std::vector<torch::Tensor>& expected, double within, const char* what) {
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    INFO("value ", i, " (", what, ")");
+    if (within == 0)
+      CHECK(torch::equal(actual[i].cpu(), expected[i].cpu()));
+    else
+      checkScaledError("value", actual[i].cpu(), expected[i].cpu(), within);
+  }
 }
 
 }  // namespace symtune::test

@@ -1,5 +1,5 @@
 // The binder's side of cell sites (Note [Cell sites] in symtune/binding/op_site.h: GRU cells,
-// bias matmuls, attention): the regions
+// bias matmuls, attention, add + layer norm): the regions
 // found once per graph, one decision per execution of a region made at its first node, the
 // region's inputs noted as its nodes are given them, and a new bucket measured at its last node
 // on the values an execution as written noted.
@@ -26,7 +26,8 @@ void forEachNode(const torch::jit::Block* block,
 }
 
 // The region's nodes one after the other by their ATen ops, on a stack of the region's inputs:
-// the reference a cell's candidates are measured against.
+// the reference a cell's candidates are measured against. It leaves the result, then the value
+// of `alsoOut` where the region has one.
 torch::jit::Operation regionReference(const std::shared_ptr<CellRegion>& region) {
   std::vector<torch::jit::Operation> ops;
   for (const torch::jit::Node* node : region->nodes)
@@ -47,9 +48,11 @@ torch::jit::Operation regionReference(const std::shared_ptr<CellRegion>& region)
       ops[k](st);
       results[k] = std::move(st.back());
     }
-    c10::IValue out = std::move(results.back());
     stack.resize(base);
-    stack.push_back(std::move(out));
+    stack.push_back(results.back());
+    if (region->alsoOut != nullptr)
+      stack.push_back(
+          std::move(results[static_cast<size_t>(region->indexOf(region->alsoOut->node()))]));
   });
 }
 
@@ -59,17 +62,19 @@ void Binder::findCells(const torch::jit::Graph& graph) {
   if (!searched_.insert(&graph).second)
     return;
   // Masked GRU cells first: an unmasked match at a masked cell's blend would leave its where out;
-  // then bias matmuls, outside cells; then attention.
-  for (const int pass : {0, 1, 2, 3}) {
+  // then bias matmuls, outside cells; then attention; then residual adds and their norms.
+  for (const int pass : {0, 1, 2, 3, 4}) {
     forEachNode(graph.block(), [&](const torch::jit::Node* node) {
-      const c10::Symbol kind = pass == 0  ? c10::aten::where
-                               : pass < 3 ? c10::aten::add
-                                          : c10::aten::matmul;
+      const c10::Symbol kind = pass == 0   ? c10::aten::where
+                               : pass < 3  ? c10::aten::add
+                               : pass == 3 ? c10::aten::matmul
+                                           : c10::aten::layer_norm;
       if (node->kind() != kind || cellOf_.count(node) != 0)
         return;
       std::shared_ptr<CellRegion> region = pass < 2    ? findGruCell(node)
                                            : pass == 2 ? findBiasMatmul(node)
-                                                       : findAttention(node);
+                                           : pass == 3 ? findAttention(node)
+                                                       : findAddLayerNorm(node);
       if (region == nullptr)
         return;
       for (const torch::jit::Node* member : region->nodes) {
@@ -182,10 +187,22 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     torch::jit::Stack inputs(cs.noted.begin(), cs.noted.end());
     cs.active->run(cs.lead->site, cs.lead->op, inputs, loops);
     ++boundExecutions_;
+    if (region.alsoOut != nullptr) {
+      // The earlier node's value, which it left undefined: the evaluator stores it now, before
+      // anything outside the region reads it.
+      late_.emplace(region.alsoOut, std::move(inputs.back()));
+      inputs.pop_back();
+    }
     stack.push_back(std::move(inputs.back()));
     return;
   }
   runSite(s, node, stack, loops);
+}
+
+std::optional<std::pair<const torch::jit::Value*, c10::IValue>> Binder::takeLateOutput() {
+  auto late = std::move(late_);
+  late_.reset();
+  return late;
 }
 
 }  // namespace symtune::binding

@@ -5,6 +5,7 @@
 
 #include "batched_projection.h"
 #include "carried_rows.h"
+#include "residual_candidates.h"
 #include "script_segment.h"
 #include "symtune/binding/candidate.h"
 #include "symtune/kernels/batch_norm_relu.h"
@@ -486,6 +487,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<Addmm>());
     list->push_back(makeBatchedProjection());
     list->push_back(std::make_unique<Sdpa>());
+    list->push_back(makeAddLayerNorm());
     list->push_back(makeScriptSegment());
     return list;
   }();

@@ -1,5 +1,6 @@
 // The cell sites' regions (Note [Cell sites] in symtune/binding/op_site.h): a GRU cell's gates
-// written out, matched from the where (or the blend) back; a recurrent matmul and its bias add.
+// written out, matched from the where (or the blend) back; a recurrent matmul and its bias add;
+// attention; a residual add and its layer norm.
 
 #include <algorithm>
 
@@ -124,9 +125,10 @@ bool sigmoidGate(const Value* v, const Value* in, const Value* hidden, CellMatch
 }
 
 // `nodes` as the region whose result `last` computes: one block's nodes, each with one result
-// that nothing outside the region reads but the last's; its outside inputs and slots filled.
+// that nothing outside the region reads but the last's (and `alsoOut`'s, only after `last`); its
+// outside inputs and slots filled.
 std::shared_ptr<CellRegion> regionOf(const std::vector<const Node*>& nodes, const Node* last,
-                                     const char* pattern) {
+                                     const char* pattern, const Value* alsoOut = nullptr) {
   const Block* block = last->owningBlock();
   for (const Node* node : nodes) {
     if (node->owningBlock() != block || node->outputs().size() != 1)
@@ -134,12 +136,14 @@ std::shared_ptr<CellRegion> regionOf(const std::vector<const Node*>& nodes, cons
     if (node == last)
       continue;
     for (const torch::jit::Use& use : node->output()->uses()) {
-      if (std::find(nodes.begin(), nodes.end(), use.user) == nodes.end())
+      const bool inside = std::find(nodes.begin(), nodes.end(), use.user) != nodes.end();
+      if (!inside && (node->output() != alsoOut || !last->isBefore(use.user)))
         return nullptr;
     }
   }
   auto region = std::make_shared<CellRegion>();
   region->pattern = pattern;
+  region->alsoOut = alsoOut;
   region->nodes = nodes;
   std::sort(region->nodes.begin(), region->nodes.end(),
             [](const Node* a, const Node* b) { return a->isBefore(b); });
@@ -432,6 +436,35 @@ std::shared_ptr<CellRegion> findAttention(const Node* last) {
   // The key transposed outside (or its transpose read elsewhere too): the matmul's operand is
   // kᵀ, transposed back when it runs.
   return attentionRegion(m, false);
+}
+
+std::shared_ptr<CellRegion> findAddLayerNorm(const Node* norm) {
+  // aten::layer_norm(aten::add(a, b, 1), normalized_shape, weight, bias, eps, cudnn_enable)
+  if (norm->kind() != c10::aten::layer_norm || norm->inputs().size() != 6 ||
+      norm->outputs().size() != 1)
+    return nullptr;
+  const Node* add = tensorAdd(norm->input(0));
+  if (add == nullptr || add->owningBlock() != norm->owningBlock())
+    return nullptr;
+  // The norm reads the sum once, as its input; anything else reads it after the norm (regionOf).
+  for (size_t i = 1; i < norm->inputs().size(); ++i) {
+    if (norm->input(i) == add->output())
+      return nullptr;
+  }
+  auto region = regionOf({add, norm}, norm, kAddLayerNorm, add->output());
+  if (region == nullptr)
+    return nullptr;
+  const auto slot = [&region](const Value* v) {
+    return static_cast<size_t>(std::find(region->inputs.begin(), region->inputs.end(), v) -
+                               region->inputs.begin());
+  };
+  region->input = slot(add->input(0));
+  region->residual = slot(add->input(1));
+  region->normShape = slot(norm->input(1));
+  region->weight = slot(norm->input(2));
+  region->bias = slot(norm->input(3));
+  region->eps = slot(norm->input(4));
+  return region;
 }
 
 }  // namespace symtune::binding

@@ -1,15 +1,16 @@
 // Note [Script segments]
-// A region site (a GRU cell, a matmul bias, attention: Note [Cell sites] in
+// A region site (a GRU cell, a matmul bias, attention, add + layer norm: Note [Cell sites] in
 // symtune/binding/op_site.h) is a segment of its block with no control flow in it, whose values
-// nothing outside reads but the last. "torchscript" copies its nodes into a graph of their own —
-// the region's inputs its inputs, those that are constants in the model's graph constants in it,
-// so the optimizer sees them — and runs it with a torch::jit::GraphExecutor, TorchScript's
-// profiling executor: after a profiling run it specializes the graph to the shapes and
-// requires-grad flags it saw, differentiates it symbolically (one autograd node for the segment)
-// and, where LibTorch fuses on the device (on a GPU; on the CPU only when the process turned CPU
-// fusion on), compiles its elementwise ops into one kernel. One executor per site, made on the
-// site's first execution by this candidate, which also runs it twice more (the profiling run and
-// the one that optimizes) so that measurements time the optimized segment.
+// nothing outside reads but the last's (and its alsoOut's: a second output of the segment).
+// "torchscript" copies its nodes into a graph of their own — the region's inputs its inputs,
+// those that are constants in the model's graph constants in it, so the optimizer sees them — and
+// runs it with a torch::jit::GraphExecutor, TorchScript's profiling executor: after a profiling
+// run it specializes the graph to the shapes and requires-grad flags it saw, differentiates it
+// symbolically (one autograd node for the segment) and, where LibTorch fuses on the device (on a
+// GPU; on the CPU only when the process turned CPU fusion on), compiles its elementwise ops into
+// one kernel. One executor per site, made on the site's first execution by this candidate, which
+// also runs it twice more (the profiling run and the one that optimizes) so that measurements
+// time the optimized segment.
 
 #include "script_segment.h"
 
@@ -53,7 +54,8 @@ class ScriptSegment final : public Candidate {
       segment.warm = true;
     }
     segment.executor->run(inputs);
-    stack.push_back(std::move(inputs.back()));
+    for (auto& out : inputs)  // the result, then the region's alsoOut where it has one
+      stack.push_back(std::move(out));
   }
   // The executor's symbolic gradients may sum in another order than the ops' own backward.
   double tolerance() const override { return 1e-6; }
@@ -97,6 +99,8 @@ class ScriptSegment final : public Candidate {
         env[node->output(i)] = copy->output(i);
     }
     graph->registerOutput(env.at(region.last()->output()));
+    if (region.alsoOut != nullptr)
+      graph->registerOutput(env.at(region.alsoOut));
     segment.executor =
         std::make_unique<torch::jit::GraphExecutor>(graph, "symtune_segment_" + site.name);
     return segments_.emplace(&region, std::move(segment)).first->second;

@@ -277,10 +277,13 @@ class SyMuGen::Evaluator {
       std::optional<nvtx::Range> range;
       if (nvtx::enabled() && nodeId.valid())
         range.emplace(nvtxLabel(nodeId));
-      if (binder_ != nullptr && bound(node, nodeId))
+      if (binder_ != nullptr && bound(node, nodeId)) {
         binder_->run(node, stack, loops_);
-      else
+        if (auto late = binder_->takeLateOutput())
+          env_[late->first] = std::move(late->second);
+      } else {
         operation(node)(stack);
+      }
     }
     const uint64_t after = at::sequence_number::peek();
     TORCH_INTERNAL_ASSERT(stack.size() == node->outputs().size(),

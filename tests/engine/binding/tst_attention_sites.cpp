@@ -99,17 +99,12 @@ Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch, int64_
 }
 
 void checkClose(const Run& got, const Run& want, double within) {
-  for (size_t i = 0; i < got.values.size(); ++i) {
-    INFO("value ", i, " (0: the output, then the gradients of q, k, v, bias)");
-    symtune::test::checkScaledError("value", got.values[i], want.values[i], within);
-  }
+  symtune::test::checkEach(got.values, want.values, within,
+                           "0: the output, then the gradients of q, k, v, bias");
 }
 
 void checkEqual(const Run& got, const Run& want) {
-  for (size_t i = 0; i < got.values.size(); ++i) {
-    INFO("value ", i);
-    CHECK(torch::equal(got.values[i], want.values[i]));
-  }
+  checkClose(got, want, 0);
 }
 
 std::vector<symtune::binding::OpSite> attentionSites(symtune::SyMuGen& gen) {

@@ -88,11 +88,7 @@ Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch,
 }
 
 void checkClose(const Run& got, const Run& want, double within) {
-  REQUIRE(got.values.size() == want.values.size());
-  for (size_t i = 0; i < got.values.size(); ++i) {
-    INFO("value ", i, " (0: the output, then the gradients)");
-    symtune::test::checkScaledError("value", got.values[i].cpu(), want.values[i].cpu(), within);
-  }
+  symtune::test::checkEach(got.values, want.values, within, "0: the output, then the gradients");
 }
 
 // `inner`, noting the rows of the first input it is given (what the padding made of them).

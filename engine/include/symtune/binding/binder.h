@@ -117,6 +117,7 @@ class Binder final : public OpBinder {
 
   bool binds(const torch::jit::Node* node, NodeId id) override;
   void run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) override;
+  std::optional<std::pair<const torch::jit::Value*, c10::IValue>> takeLateOutput() override;
 
   const BindingTable& table() const { return table_; }
   const BinderOptions& options() const { return options_; }
@@ -231,6 +232,8 @@ class Binder final : public OpBinder {
   int64_t measurements_ = 0;
   int64_t predictions_ = 0;
   int64_t boundExecutions_ = 0;
+  // What the last run computed for an earlier node (a region's alsoOut), until taken.
+  std::optional<std::pair<const torch::jit::Value*, c10::IValue>> late_;
 };
 
 }  // namespace symtune::binding

@@ -68,6 +68,11 @@ inline constexpr const char* kBiasMatmul = "matmul bias";
 // region from the key's transpose to the second matmul (Note [Cell sites]), computed as one
 // scaled_dot_product_attention.
 inline constexpr const char* kAttention = "attention";
+// A residual add and the layer norm of its sum, the sum read elsewhere only after the norm
+// (`h = h + attn(...)`, then `y = layer_norm(h, ...)`, and the next residual add reads h: every
+// Transformer block's pre-norm): a region of the two nodes whose result is the norm's and which
+// also computes the add's value (Note [Cell sites]), computed as one symtune::add_layer_norm.
+inline constexpr const char* kAddLayerNorm = "add layer norm";
 
 // The training loss the trainer takes of the model's output: the mean cross-entropy of [N, C]
 // logits against N class indices (torch::nn::functional::cross_entropy). Not a node of the
@@ -145,8 +150,14 @@ struct CarriedRows {
 // winner, as every later execution in the bucket will. The reference of a measurement is the
 // region's nodes run one after the other by their ATen ops. Sites among the region's nodes are
 // decided only in executions that run it as written.
+// A region may also compute one value of a node before its last that is read outside it, when
+// every such read comes after the last node (the residual stream of kAddLayerNorm): `alsoOut`.
+// Its candidates leave that value on the stack after the result; when a fused candidate ran, the
+// earlier node left an undefined tensor for it, and the binder hands the evaluator the fused value
+// as that node's result once the last node has run (OpBinder::takeLateOutput), before anything
+// outside reads it.
 struct CellRegion {
-  std::string pattern;                         // kGruCell, kBiasMatmul
+  std::string pattern;                         // kGruCell, kBiasMatmul, kAttention, kAddLayerNorm
   std::vector<const torch::jit::Node*> nodes;  // in block order: the first decides, the last
                                                // computes the result
   // The values region nodes read from outside the region, in the order first read.
@@ -174,6 +185,11 @@ struct CellRegion {
   bool divides = false;
   int scoreBias = -1, mask = -1, fill = -1;
   size_t softmaxDim = 0;
+  // Add + layer norm: `input` and `residual` are the add's operands, `weight` and `bias` the
+  // norm's (None constants when absent), and the indices of its normalized shape and epsilon.
+  size_t residual = 0, normShape = 0, eps = 0;
+  // A region node's result read outside the region after its last node, or nullptr.
+  const torch::jit::Value* alsoOut = nullptr;
 
   const torch::jit::Node* first() const { return nodes.front(); }
   const torch::jit::Node* last() const { return nodes.back(); }
@@ -193,6 +209,10 @@ std::shared_ptr<CellRegion> findBiasMatmul(const torch::jit::Node* add);
 // scores a matmul of the query and the key's transpose, then optionally scaled, biased and
 // masked, every value between used only by the next), or nullptr.
 std::shared_ptr<CellRegion> findAttention(const torch::jit::Node* last);
+
+// The add + layer norm region whose aten::layer_norm `norm` is (of an aten::add(a, b, 1) of two
+// tensors in its block, whose sum nothing reads between the add and the norm), or nullptr.
+std::shared_ptr<CellRegion> findAddLayerNorm(const torch::jit::Node* norm);
 
 // The partial slices of one tensor along one dimension, and what their executions have shown.
 // Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as

@@ -3,7 +3,9 @@
 // SyMuGen's evaluator another way than the IR's ATen op (Note [Op sites]).
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/csrc/jit/runtime/operator.h>
@@ -59,6 +61,12 @@ class OpBinder {
   // One execution of a node it binds: `stack` holds the node's inputs and is left holding its
   // outputs, as for the node's torch::jit::Operation.
   virtual void run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) = 0;
+  // After run(): the result of an earlier node of the same block that this execution computed in
+  // its place (that node left an undefined tensor, which nothing has read since), for the
+  // evaluator to store as that value; nullopt when there is none.
+  virtual std::optional<std::pair<const torch::jit::Value*, c10::IValue>> takeLateOutput() {
+    return std::nullopt;
+  }
 };
 
 }  // namespace symtune

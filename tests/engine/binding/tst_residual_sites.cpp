@@ -1,0 +1,211 @@
+// DynaCompiler's residual-stream sites (kAddLayerNorm in symtune/binding/op_site.h): a residual
+// add and the layer norm of its sum are one region that also computes the sum, which nodes after
+// the norm read (the next residual add). Bound to `add-layer-norm` (kernels/' fused op) or to
+// `torchscript`, or run as written, the model gives the unbound run's outputs and gradients —
+// the sum's later readers included; a sum read between the add and the norm keeps the pair from
+// being a site.
+
+#include "doctest_torch.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "forced_binder.h"
+#include "symtune/binding/binder.h"
+#include "symtune/graph/symugen.h"
+#include "tensor_compare.h"
+
+namespace {
+
+using symtune::binding::Binder;
+using symtune::binding::BinderOptions;
+
+symtune::MachineFingerprint here() {
+  return symtune::binding::currentMachine(torch::kCPU);
+}
+
+// forward(x, y, w, lw, lb) returning `body`'s value.
+torch::jit::Module model(const std::string& body) {
+  torch::jit::Module m("Residual");
+  m.define("def forward(self, x: Tensor, y: Tensor, w: Tensor, lw: Tensor, lb: Tensor):\n" + body);
+  return m;
+}
+
+// A pre-norm block: the sum normed, then read again by the next residual add.
+const char* kBlock = R"(
+    h = x + torch.matmul(y, w)
+    z = torch.layer_norm(h, [x.size(-1)], lw, lb, 1e-5)
+    return h + torch.matmul(z, w)
+)";
+// Transformer-XL's decoder: the layers a loop, the residual stream carried through it; the norm
+// without weight and bias in the second half of each layer.
+const char* kLayers = R"(
+    h = x
+    for l in range(3):
+        h = h + torch.matmul(y, w) * float(l + 1)
+        z = torch.layer_norm(h, [x.size(-1)], lw, lb, 1e-5)
+        h = h + torch.gelu(torch.matmul(z, w))
+        u = torch.layer_norm(h + y, [x.size(-1)])
+        y = u * 0.5
+    return h + y
+)";
+// The sum read before the norm (even for its size: a fused execution has no sum until the norm):
+// no site.
+const char* kReadBetween = R"(
+    h = x + y
+    s = h * 2.0
+    z = torch.layer_norm(h, [x.size(-1)], lw, lb, 1e-5)
+    return z + s
+)";
+const char* kSizeBetween = R"(
+    h = x + y
+    z = torch.layer_norm(h, [h.size(-1)], lw, lb, 1e-5)
+    return z + h
+)";
+// A norm over the last two dimensions: the pattern, but not the kernel's; it runs as written.
+const char* kTwoDims = R"(
+    h = x + y
+    z = torch.layer_norm(h, [x.size(-2), x.size(-1)])
+    return z * h
+)";
+
+struct Run {
+  std::vector<torch::Tensor> values;  // the output, then the gradients of x, y, w, lw, lb
+};
+
+Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch, int64_t rows,
+         torch::Dtype dtype = torch::kFloat) {
+  torch::manual_seed(batch * 31 + rows);
+  const int64_t width = 16;
+  const auto opts = torch::TensorOptions().dtype(dtype);
+  std::vector<torch::Tensor> leaves{
+      torch::randn({batch, rows, width}, opts), torch::randn({batch, rows, width}, opts),
+      torch::randn({width, width}, opts) / 4.0, 1.0 + 0.1 * torch::randn({width}, opts),
+      0.1 * torch::randn({width}, opts)};
+  for (auto& t : leaves)
+    t.requires_grad_(true);
+  symtune::ForwardOptions options;
+  options.binder = binder;
+  const auto out = gen.forward({leaves[0], leaves[1], leaves[2], leaves[3], leaves[4]}, options)
+                       .output.toTensor();
+  out.backward(torch::linspace(-1, 1, out.numel(), opts).view_as(out));
+  Run r{{out.detach()}};
+  for (const auto& t : leaves)
+    r.values.push_back(t.grad().defined() ? t.grad() : torch::zeros_like(t));
+  return r;
+}
+
+void checkClose(const Run& got, const Run& want, double within) {
+  symtune::test::checkEach(got.values, want.values, within,
+                           "0: the output, then the gradients of x, y, w, lw, lb");
+}
+
+void checkEqual(const Run& got, const Run& want) {
+  checkClose(got, want, 0);
+}
+
+std::vector<symtune::binding::OpSite> residualSites(symtune::SyMuGen& gen) {
+  BinderOptions quiet;
+  quiet.measure = false;
+  Binder finder(gen.staticGraph(), here(), quiet);
+  step(gen, &finder, 2, 3);
+  std::vector<symtune::binding::OpSite> found;
+  for (const auto& site : finder.sites()) {
+    if (site.pattern == std::string(symtune::binding::kAddLayerNorm))
+      found.push_back(site);
+  }
+  return found;
+}
+
+std::unique_ptr<Binder> forced(symtune::SyMuGen& gen, const std::string& winner, int64_t batch,
+                               int64_t rows, torch::Dtype dtype = torch::kFloat) {
+  Binder measured(gen.staticGraph(), here());
+  step(gen, &measured, batch, rows, dtype);
+  return symtune::test::forcedBinder(gen.staticGraph(), measured.table(), winner,
+                                     symtune::binding::kAddLayerNorm);
+}
+
+}  // namespace
+
+TEST_CASE("a residual add and its norm are one site that also computes the sum") {
+  symtune::SyMuGen gen(model(kBlock), "block");
+  const auto sites = residualSites(gen);
+  REQUIRE(sites.size() == 1);
+  const auto& region = *sites.front().cell;
+  REQUIRE(region.nodes.size() == 2);
+  CHECK(region.first()->kind() == c10::aten::add);
+  CHECK(region.last()->kind() == c10::aten::layer_norm);
+  CHECK(region.alsoOut == region.first()->output());
+  CHECK(region.inputs[region.input]->debugName().rfind("x", 0) == 0);
+  CHECK(region.residual != region.input);
+  CHECK(region.weight != region.bias);
+  CHECK(symtune::binding::findCandidate("add-layer-norm")->applies(sites.front()));
+
+  symtune::SyMuGen layers(model(kLayers), "layers");
+  const auto inLoop = residualSites(layers);
+  REQUIRE(inLoop.size() == 2);  // both norms of the layer; the first's sum is read after it
+  for (const auto& site : inLoop)
+    CHECK(site.cell->alsoOut != nullptr);
+
+  for (const char* body : {kReadBetween, kSizeBetween}) {
+    INFO(std::string(body));
+    symtune::SyMuGen between(model(body), "between");
+    CHECK(residualSites(between).empty());
+  }
+}
+
+TEST_CASE(
+    "add + layer norm bound to add-layer-norm or torchscript gives the unbound outputs and "
+    "gradients; as written, the same bits") {
+  for (const char* body : {kBlock, kLayers}) {
+    INFO(std::string(body));
+    symtune::SyMuGen gen(model(body), "residual");
+    for (const auto& [batch, rows] : std::vector<std::pair<int64_t, int64_t>>{{2, 4}, {3, 7}}) {
+      INFO("batch ", batch, ", rows ", rows);
+      const Run plain = step(gen, nullptr, batch, rows);
+      auto fused = forced(gen, "add-layer-norm", batch, rows);
+      checkClose(step(gen, fused.get(), batch, rows), plain, 1e-5);
+      CHECK(fused->boundExecutions() > 0);
+      CHECK(fused->measurements() == 0);
+      auto script = forced(gen, "torchscript", batch, rows);
+      for (int run = 0; run < 3; ++run)  // profiled, then specialized
+        checkClose(step(gen, script.get(), batch, rows), plain, 1e-6);
+      auto written = forced(gen, "aten", batch, rows);
+      checkEqual(step(gen, written.get(), batch, rows), plain);
+      CHECK(written->boundExecutions() == 0);
+      const Run plain64 = step(gen, nullptr, batch, rows, torch::kDouble);
+      auto fused64 = forced(gen, "add-layer-norm", batch, rows, torch::kDouble);
+      checkClose(step(gen, fused64.get(), batch, rows, torch::kDouble), plain64, 1e-10);
+    }
+  }
+}
+
+TEST_CASE("a norm over more than the last dimension is left as written by add-layer-norm") {
+  symtune::SyMuGen gen(model(kTwoDims), "two_dims");
+  REQUIRE(residualSites(gen).size() == 1);  // the pattern; the candidate checks when it runs
+  const Run plain = step(gen, nullptr, 2, 4);
+  auto fused = forced(gen, "add-layer-norm", 2, 4);
+  checkEqual(step(gen, fused.get(), 2, 4), plain);
+}
+
+TEST_CASE(
+    "a measured add + layer norm site keeps every candidate's times, measured once a bucket") {
+  symtune::SyMuGen gen(model(kBlock), "block");
+  Binder binder(gen.staticGraph(), here());
+  checkClose(step(gen, &binder, 2, 6), step(gen, nullptr, 2, 6), 1e-5);
+  const auto bindings = binder.table().bindings;
+  REQUIRE(bindings.size() == 1);
+  CHECK(bindings.front().pattern == std::string(symtune::binding::kAddLayerNorm));
+  REQUIRE(bindings.front().candidates.size() == 3);  // aten, add-layer-norm, torchscript
+  for (const auto& c : bindings.front().candidates) {
+    INFO(c.name);
+    CHECK(c.refused.empty());
+    CHECK(c.maxError <= 1e-5);
+    CHECK(c.forwardSeconds > 0);
+    CHECK(c.backwardSeconds > 0);
+  }
+  // Other values in the bucket: the one measurement stands, whichever won.
+  checkClose(step(gen, &binder, 2, 7), step(gen, nullptr, 2, 7), 1e-5);
+  CHECK(binder.measurements() == 1);
+}
