@@ -581,7 +581,10 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
   const at::Tensor rngState = generator.get_state();
   std::vector<at::Tensor> gradOutputs;  // fixed for every candidate, made on the first replay
 
-  const auto replay = [&](const Candidate& c, bool timed, Replay& out) {
+  // `onDraws`: the candidate's onOwnDraws in place of its run. Every replay starts from the same
+  // random state, so a dropout draws the same mask in each.
+  const auto replayWith = [&](const Candidate& c, bool timed, Replay& out, bool onDraws) {
+    generator.set_state(rngState);
     LoopFrames frames;
     if (site.loop != nullptr)
       frames.enter(site.loop, trips);
@@ -605,7 +608,10 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
       torch::jit::Stack st = given;
       for (const auto& [slot, value] : changes)
         st[slot] = value;
-      c.run(own, s.op, st, frames);
+      if (onDraws)
+        c.onOwnDraws(own, s.op, st);
+      else
+        c.run(own, s.op, st, frames);
       for (const auto& v : st) {
         if (v.isTensor())
           outputs.push_back(v.toTensor());
@@ -613,10 +619,16 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
     }
     detail::finishReplay(std::move(outputs), leaves, gradOutputs, cuda, timed, t0, out);
   };
+  const detail::ReplayWith replay = [&](const Candidate& c, bool timed, Replay& out) {
+    replayWith(c, timed, out, false);
+  };
+  const detail::ReplayWith onOwnDraws = [&](const Candidate& c, bool timed, Replay& out) {
+    replayWith(c, timed, out, true);
+  };
 
   Binding b = detail::siteBinding(site, bucket);
   detail::Compared compared = detail::compareCandidates(s.candidates, replay, options_.repetitions,
-                                                        options_.margin, site.name);
+                                                        options_.margin, site.name, &onOwnDraws);
   generator.set_state(rngState);
   b.winner = std::move(compared.winner);
   b.candidates = std::move(compared.candidates);

@@ -1,5 +1,5 @@
 // The binder's side of cell sites (Note [Cell sites] in symtune/binding/op_site.h: GRU cells,
-// bias matmuls, attention, add + layer norm): the regions
+// bias matmuls, attention, add + layer norm, bias + dropout + add): the regions
 // found once per graph, one decision per execution of a region made at its first node, the
 // region's inputs noted as its nodes are given them, and a new bucket measured at its last node
 // on the values an execution as written noted.
@@ -62,19 +62,21 @@ void Binder::findCells(const torch::jit::Graph& graph) {
   if (!searched_.insert(&graph).second)
     return;
   // Masked GRU cells first: an unmasked match at a masked cell's blend would leave its where out;
-  // then bias matmuls, outside cells; then attention; then residual adds and their norms.
-  for (const int pass : {0, 1, 2, 3, 4}) {
+  // then bias matmuls, outside cells; then attention; then residual adds and their norms; then
+  // bias, dropout and residual adds.
+  for (const int pass : {0, 1, 2, 3, 4, 5}) {
     forEachNode(graph.block(), [&](const torch::jit::Node* node) {
       const c10::Symbol kind = pass == 0   ? c10::aten::where
-                               : pass < 3  ? c10::aten::add
                                : pass == 3 ? c10::aten::matmul
-                                           : c10::aten::layer_norm;
+                               : pass == 4 ? c10::aten::layer_norm
+                                           : c10::aten::add;
       if (node->kind() != kind || cellOf_.count(node) != 0)
         return;
       std::shared_ptr<CellRegion> region = pass < 2    ? findGruCell(node)
                                            : pass == 2 ? findBiasMatmul(node)
                                            : pass == 3 ? findAttention(node)
-                                                       : findAddLayerNorm(node);
+                                           : pass == 4 ? findAddLayerNorm(node)
+                                                       : findBiasDropoutAdd(node);
       if (region == nullptr)
         return;
       for (const torch::jit::Node* member : region->nodes) {

@@ -472,6 +472,11 @@ class SoftmaxCrossEntropy final : public Candidate {
 
 }  // namespace
 
+void Candidate::onOwnDraws(const OpSite&, torch::jit::Operation& op,
+                           torch::jit::Stack& stack) const {
+  op(stack);  // draws as the reference does: the reference itself
+}
+
 const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
   static const auto* all = [] {
     auto* list = new std::vector<std::unique_ptr<Candidate>>();
@@ -488,6 +493,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(makeBatchedProjection());
     list->push_back(std::make_unique<Sdpa>());
     list->push_back(makeAddLayerNorm());
+    list->push_back(makeBiasDropoutAdd());
     list->push_back(makeScriptSegment());
     return list;
   }();

@@ -1,6 +1,6 @@
 // The cell sites' regions (Note [Cell sites] in symtune/binding/op_site.h): a GRU cell's gates
 // written out, matched from the where (or the blend) back; a recurrent matmul and its bias add;
-// attention; a residual add and its layer norm.
+// attention; a residual add and its layer norm; a bias add, its dropout and the residual add.
 
 #include <algorithm>
 
@@ -122,6 +122,12 @@ bool sigmoidGate(const Value* v, const Value* in, const Value* hidden, CellMatch
     return true;
   }
   return false;
+}
+
+// The index of `v` in the region's inputs (their count when it is none of them).
+size_t inputSlot(const CellRegion& region, const Value* v) {
+  return static_cast<size_t>(std::find(region.inputs.begin(), region.inputs.end(), v) -
+                             region.inputs.begin());
 }
 
 // `nodes` as the region whose result `last` computes: one block's nodes, each with one result
@@ -310,10 +316,7 @@ std::shared_ptr<CellRegion> findBiasMatmul(const Node* add) {
     auto region = regionOf({matmul, add}, add, kBiasMatmul);
     if (region == nullptr)
       continue;
-    const auto slot = [&region](const Value* v) {
-      return static_cast<size_t>(std::find(region->inputs.begin(), region->inputs.end(), v) -
-                                 region->inputs.begin());
-    };
+    const auto slot = [&region](const Value* v) { return inputSlot(*region, v); };
     region->input = slot(matmul->input(0));
     region->weight = slot(matmul->input(1));
     region->bias = slot(add->input(1 - k));
@@ -358,10 +361,7 @@ std::shared_ptr<CellRegion> attentionRegion(const AttentionMatch& m, bool withTr
   auto region = regionOf(nodes, m.out, kAttention);
   if (region == nullptr)
     return nullptr;
-  const auto slot = [&region](const Value* v) {
-    return static_cast<int>(std::find(region->inputs.begin(), region->inputs.end(), v) -
-                            region->inputs.begin());
-  };
+  const auto slot = [&region](const Value* v) { return static_cast<int>(inputSlot(*region, v)); };
   region->query = static_cast<size_t>(slot(m.scores->input(0)));
   if (withTranspose) {
     region->key = static_cast<size_t>(slot(m.transpose->input(0)));
@@ -454,10 +454,7 @@ std::shared_ptr<CellRegion> findAddLayerNorm(const Node* norm) {
   auto region = regionOf({add, norm}, norm, kAddLayerNorm, add->output());
   if (region == nullptr)
     return nullptr;
-  const auto slot = [&region](const Value* v) {
-    return static_cast<size_t>(std::find(region->inputs.begin(), region->inputs.end(), v) -
-                               region->inputs.begin());
-  };
+  const auto slot = [&region](const Value* v) { return inputSlot(*region, v); };
   region->input = slot(add->input(0));
   region->residual = slot(add->input(1));
   region->normShape = slot(norm->input(1));
@@ -465,6 +462,29 @@ std::shared_ptr<CellRegion> findAddLayerNorm(const Node* norm) {
   region->bias = slot(norm->input(3));
   region->eps = slot(norm->input(4));
   return region;
+}
+
+std::shared_ptr<CellRegion> findBiasDropoutAdd(const Node* add) {
+  // aten::add(aten::dropout(aten::add(x, b, 1), p, train), r, 1), or r first
+  if (tensorAdd(add->output()) != add)
+    return nullptr;
+  for (int k = 0; k < 2; ++k) {
+    const Node* dropout = producer(add->input(k), c10::aten::dropout, 3);
+    const Node* biased = dropout != nullptr ? tensorAdd(dropout->input(0)) : nullptr;
+    if (biased == nullptr || add->input(1 - k) == dropout->output())
+      continue;
+    auto region = regionOf({biased, dropout, add}, add, kBiasDropoutAdd);
+    if (region == nullptr)
+      continue;
+    const auto slot = [&region](const Value* v) { return inputSlot(*region, v); };
+    region->input = slot(biased->input(0));
+    region->bias = slot(biased->input(1));
+    region->residual = slot(add->input(1 - k));
+    region->dropoutP = slot(dropout->input(1));
+    region->train = slot(dropout->input(2));
+    return region;
+  }
+  return nullptr;
 }
 
 }  // namespace symtune::binding

@@ -100,16 +100,24 @@ void finishReplay(std::vector<at::Tensor> outputs, const std::vector<at::Tensor>
 
 Compared compareCandidates(const std::vector<const Candidate*>& candidates,
                            const ReplayWith& replay, int repetitions, double margin,
-                           const std::string& site) {
+                           const std::string& site, const ReplayWith* onOwnDraws) {
   const size_t count = candidates.size();
   std::vector<CandidateMeasurement> results(count);
   std::vector<std::vector<double>> forward(count), backward(count);
   Replay reference;
   for (size_t i = 0; i < count; ++i) {
     results[i].name = candidates[i]->name();
-    Replay first;
+    Replay first, own;
+    const bool ownDraws = i > 0 && candidates[i]->ownDraws();
+    if (ownDraws && onOwnDraws == nullptr) {
+      results[i].refused =
+          "draws its own random numbers, and this site has nothing to hold them to";
+      continue;
+    }
     try {
       replay(*candidates[i], /*timed=*/false, first);
+      if (ownDraws)
+        (*onOwnDraws)(*candidates[i], /*timed=*/false, own);
     } catch (const std::exception& e) {
       TORCH_CHECK(i > 0, "Binder: the ATen op at ", site,
                   " failed while measuring: ", firstLine(e.what()));
@@ -120,8 +128,9 @@ Compared compareCandidates(const std::vector<const Candidate*>& candidates,
       reference = std::move(first);
       continue;
     }
-    const double error = std::max(scaledError(first.outputs, reference.outputs),
-                                  scaledError(first.grads, reference.grads));
+    const Replay& want = ownDraws ? own : reference;
+    const double error =
+        std::max(scaledError(first.outputs, want.outputs), scaledError(first.grads, want.grads));
     results[i].maxError = error;
     if (!(error <= candidates[i]->tolerance()))
       results[i].refused = disagreement(error, candidates[i]->tolerance());

@@ -49,15 +49,16 @@ using ReplayWith = std::function<void(const Candidate& candidate, bool timed, Re
 
 // Replays the site with every candidate (the reference first): once each untimed, comparing
 // with the reference (refusing one that differs by more than its tolerance or throws), then
-// `repetitions` timed runs taking turns. Returns the candidates' medians and the winner: the
-// fastest agreeing one when it beats the reference by `margin`, else the reference. `site`
-// names it in the error when the reference itself fails.
+// `repetitions` timed runs taking turns. A candidate with draws of its own (Candidate::ownDraws)
+// is compared with `onOwnDraws`'s replay of it instead (refused when there is none). Returns the
+// candidates' medians and the winner: the fastest agreeing one when it beats the reference by
+// `margin`, else the reference. `site` names it in the error when the reference itself fails.
 struct Compared {
   std::vector<CandidateMeasurement> candidates;
   std::string winner;
 };
 Compared compareCandidates(const std::vector<const Candidate*>& candidates,
                            const ReplayWith& replay, int repetitions, double margin,
-                           const std::string& site);
+                           const std::string& site, const ReplayWith* onOwnDraws = nullptr);
 
 }  // namespace symtune::binding::detail

@@ -6,6 +6,7 @@
 
 #include "symtune/binding/op_site.h"
 #include "symtune/kernels/add_layer_norm.h"
+#include "symtune/kernels/bias_dropout_add.h"
 
 namespace symtune::binding {
 
@@ -88,10 +89,104 @@ class AddLayerNorm final : public Candidate {
   }
 };
 
+// A bias add, its dropout and the residual add as symtune::bias_dropout_add of kernels/: one pass
+// forward keeping only a seed (the mask is a hash of each element's index and the seed, drawn
+// from the default CPU generator), one pass back regenerating the mask. Its masks are not
+// ATen's, so no execution of it matches the reference's: it is compared with the same ATen ops
+// on its own mask (onOwnDraws), drawn again from the same generator state — which checks the
+// bias, the scale, the residual and the backward, and that the mask is the one the forward used.
+// The mask's statistics (each element kept with probability 1 - p, independently) are the
+// kernel's own tests' (tests/kernels/tst_bias_dropout_add.cpp).
+class BiasDropoutAdd final : public Candidate {
+ public:
+  std::string name() const override { return "bias-dropout-add"; }
+  std::string description() const override {
+    return "symtune::bias_dropout_add (kernels/): the bias add, the dropout and the residual add "
+           "in one pass each way, its own mask";
+  }
+  bool applies(const OpSite& site) const override {
+    return site.pattern == kBiasDropoutAdd && site.cell != nullptr;
+  }
+  void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
+           LoopFrames&) const override {
+    // stack: the region's inputs; `op` runs the three nodes as written
+    const size_t base = stack.size() - site.cell->inputs.size();
+    const auto fused = operands(*site.cell, stack, base);
+    if (!fused) {
+      op(stack);  // shapes the kernel does not take, other dtypes: as written, ATen's mask
+      return;
+    }
+    at::Tensor out =
+        kernels::biasDropoutAdd(fused->input, fused->bias, fused->residual, fused->p, fused->train);
+    stack.resize(base);
+    stack.emplace_back(std::move(out));
+  }
+  double tolerance() const override { return 1e-5; }
+  bool ownDraws() const override { return true; }
+  void onOwnDraws(const OpSite& site, torch::jit::Operation& op,
+                  torch::jit::Stack& stack) const override {
+    const size_t base = stack.size() - site.cell->inputs.size();
+    const auto fused = operands(*site.cell, stack, base);
+    if (!fused) {
+      op(stack);  // what run does then
+      return;
+    }
+    // The kernel's mask for this generator state, scaled: its dropout of ones (one draw, as run's).
+    at::Tensor scaledMask;
+    {
+      at::NoGradGuard constant;
+      scaledMask = kernels::biasDropoutAdd(at::ones_like(fused->input), at::Tensor(),
+                                           at::zeros_like(fused->input), fused->p, fused->train);
+    }
+    const at::Tensor biased = fused->bias.defined() ? fused->input + fused->bias : fused->input;
+    at::Tensor out = fused->residual + biased * scaledMask;
+    stack.resize(base);
+    stack.emplace_back(std::move(out));
+  }
+
+ private:
+  struct Operands {
+    at::Tensor input, bias, residual;
+    double p = 0;
+    bool train = true;
+  };
+  // What the kernel takes: an input and a residual of one shape, the bias none, a vector of the
+  // input's last dimension or the input's shape; one dtype (float or double) and device (CPU or
+  // CUDA); p in [0, 1).
+  static std::optional<Operands> operands(const CellRegion& cell, const torch::jit::Stack& stack,
+                                          size_t base) {
+    const c10::IValue& x = stack[base + cell.input];
+    const c10::IValue& b = stack[base + cell.bias];
+    const c10::IValue& r = stack[base + cell.residual];
+    const c10::IValue& p = stack[base + cell.dropoutP];
+    const c10::IValue& train = stack[base + cell.train];
+    if (!x.isTensor() || !b.isTensor() || !r.isTensor() || !p.isDouble() || !train.isBool())
+      return std::nullopt;
+    Operands o{x.toTensor(), b.toTensor(), r.toTensor(), p.toDouble(), train.toBool()};
+    const at::Tensor& in = o.input;
+    const bool vector =
+        o.bias.defined() && in.dim() >= 1 && o.bias.dim() == 1 && o.bias.size(0) == in.size(-1);
+    if (!in.defined() || !o.bias.defined() || !o.residual.defined() || in.numel() == 0 ||
+        (!vector && o.bias.sizes() != in.sizes()) || o.residual.sizes() != in.sizes() ||
+        (in.scalar_type() != at::kFloat && in.scalar_type() != at::kDouble) ||
+        (!in.device().is_cpu() && !in.device().is_cuda()) || !(o.p >= 0 && o.p < 1))
+      return std::nullopt;
+    for (const at::Tensor* t : {&o.bias, &o.residual}) {
+      if (t->scalar_type() != in.scalar_type() || t->device() != in.device())
+        return std::nullopt;
+    }
+    return o;
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Candidate> makeAddLayerNorm() {
   return std::make_unique<AddLayerNorm>();
+}
+
+std::unique_ptr<Candidate> makeBiasDropoutAdd() {
+  return std::make_unique<BiasDropoutAdd>();
 }
 
 }  // namespace symtune::binding

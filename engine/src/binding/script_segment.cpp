@@ -14,6 +14,7 @@
 
 #include "script_segment.h"
 
+#include <algorithm>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -33,7 +34,13 @@ class ScriptSegment final : public Candidate {
   std::string description() const override {
     return "the region's nodes as a graph of their own, run by TorchScript's executor";
   }
-  bool applies(const OpSite& site) const override { return site.cell != nullptr; }
+  // Not where a node draws random numbers: its warm-up runs draw too, and the executor may draw
+  // in another order than the ops (a dropout's mask would not be the reference's).
+  bool applies(const OpSite& site) const override {
+    return site.cell != nullptr &&
+           std::none_of(site.cell->nodes.begin(), site.cell->nodes.end(),
+                        [](const torch::jit::Node* n) { return n->isNondeterministic(); });
+  }
   void run(const OpSite& site, torch::jit::Operation&, torch::jit::Stack& stack,
            LoopFrames&) const override {
     Segment& segment = segmentOf(site);

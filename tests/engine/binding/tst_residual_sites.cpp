@@ -1,9 +1,11 @@
-// DynaCompiler's residual-stream sites (kAddLayerNorm in symtune/binding/op_site.h): a residual
-// add and the layer norm of its sum are one region that also computes the sum, which nodes after
-// the norm read (the next residual add). Bound to `add-layer-norm` (kernels/' fused op) or to
-// `torchscript`, or run as written, the model gives the unbound run's outputs and gradients —
-// the sum's later readers included; a sum read between the add and the norm keeps the pair from
-// being a site.
+// DynaCompiler's residual-stream sites (symtune/binding/op_site.h). kAddLayerNorm: a residual add
+// and the layer norm of its sum are one region that also computes the sum, which nodes after the
+// norm read (the next residual add). Bound to `add-layer-norm` (kernels/' fused op) or to
+// `torchscript`, or run as written, the model gives the unbound run's outputs and gradients — the
+// sum's later readers included; a sum read between the add and the norm keeps the pair from
+// being a site. kBiasDropoutAdd: a bias add, its dropout and the residual add are one region;
+// `bias-dropout-add` drops with a mask of its own, which the measurement holds to the ATen ops on
+// that mask, and in evaluation it is the two adds.
 
 #include "doctest_torch.h"
 
@@ -70,6 +72,14 @@ const char* kTwoDims = R"(
     return z * h
 )";
 
+// A projection's bias, dropout and the residual add; in training and in evaluation.
+const char* kDropout = R"(
+    return y + torch.dropout(torch.matmul(x, w) + lb, 0.25, True)
+)";
+const char* kDropoutEval = R"(
+    return torch.dropout(torch.matmul(x, w) + lb, 0.25, False) + y
+)";
+
 struct Run {
   std::vector<torch::Tensor> values;  // the output, then the gradients of x, y, w, lw, lb
 };
@@ -105,25 +115,26 @@ void checkEqual(const Run& got, const Run& want) {
   checkClose(got, want, 0);
 }
 
-std::vector<symtune::binding::OpSite> residualSites(symtune::SyMuGen& gen) {
+std::vector<symtune::binding::OpSite> residualSites(
+    symtune::SyMuGen& gen, const char* pattern = symtune::binding::kAddLayerNorm) {
   BinderOptions quiet;
   quiet.measure = false;
   Binder finder(gen.staticGraph(), here(), quiet);
   step(gen, &finder, 2, 3);
   std::vector<symtune::binding::OpSite> found;
   for (const auto& site : finder.sites()) {
-    if (site.pattern == std::string(symtune::binding::kAddLayerNorm))
+    if (site.pattern == pattern)
       found.push_back(site);
   }
   return found;
 }
 
 std::unique_ptr<Binder> forced(symtune::SyMuGen& gen, const std::string& winner, int64_t batch,
-                               int64_t rows, torch::Dtype dtype = torch::kFloat) {
+                               int64_t rows, torch::Dtype dtype = torch::kFloat,
+                               const char* pattern = symtune::binding::kAddLayerNorm) {
   Binder measured(gen.staticGraph(), here());
   step(gen, &measured, batch, rows, dtype);
-  return symtune::test::forcedBinder(gen.staticGraph(), measured.table(), winner,
-                                     symtune::binding::kAddLayerNorm);
+  return symtune::test::forcedBinder(gen.staticGraph(), measured.table(), winner, pattern);
 }
 
 }  // namespace
@@ -208,4 +219,82 @@ TEST_CASE(
   // Other values in the bucket: the one measurement stands, whichever won.
   checkClose(step(gen, &binder, 2, 7), step(gen, nullptr, 2, 7), 1e-5);
   CHECK(binder.measurements() == 1);
+}
+
+TEST_CASE("a bias add, its dropout and the residual add are one site") {
+  using symtune::binding::kBiasDropoutAdd;
+  for (const char* body : {kDropout, kDropoutEval}) {
+    INFO(std::string(body));
+    symtune::SyMuGen gen(model(body), "dropout");
+    const auto sites = residualSites(gen, kBiasDropoutAdd);
+    REQUIRE(sites.size() == 1);
+    const auto& region = *sites.front().cell;
+    REQUIRE(region.nodes.size() == 3);
+    CHECK(region.nodes[1]->kind() == c10::aten::dropout);
+    CHECK(region.alsoOut == nullptr);
+    CHECK(region.inputs[region.bias]->debugName().rfind("lb", 0) == 0);
+    CHECK(region.inputs[region.residual]->debugName().rfind("y", 0) == 0);
+    CHECK(symtune::binding::findCandidate("bias-dropout-add")->applies(sites.front()));
+  }
+}
+
+TEST_CASE(
+    "bias-dropout-add drops with its own mask: each output the residual or the residual plus the "
+    "scaled sum, its gradients on the same mask, measured against the ATen ops on its mask") {
+  using symtune::binding::kBiasDropoutAdd;
+  symtune::SyMuGen gen(model(kDropout), "dropout");
+  const int64_t batch = 4, rows = 25;  // 1600 elements
+  const Run plain = step(gen, nullptr, batch, rows);
+  auto written = forced(gen, "aten", batch, rows, torch::kFloat, kBiasDropoutAdd);
+  checkEqual(step(gen, written.get(), batch, rows), plain);  // ATen's draws, the same seed
+
+  auto fused = forced(gen, "bias-dropout-add", batch, rows, torch::kFloat, kBiasDropoutAdd);
+  const Run got = step(gen, fused.get(), batch, rows);
+  CHECK(fused->boundExecutions() == 1);
+  checkEqual(step(gen, fused.get(), batch, rows), got);  // reproducible from the seed
+  // The inputs step() made, made again.
+  torch::manual_seed(batch * 31 + rows);
+  const auto x = torch::randn({batch, rows, 16}), y = torch::randn({batch, rows, 16});
+  const auto w = torch::randn({16, 16}) / 4.0;
+  torch::randn({16});
+  const auto lb = 0.1 * torch::randn({16});
+  const auto sum = torch::matmul(x, w) + lb;
+  const auto dropped = got.values[0] - y;
+  const auto kept = dropped != 0;
+  const double keptShare = kept.to(torch::kDouble).mean().item<double>();
+  INFO("kept ", keptShare);
+  CHECK(keptShare > 0.65);  // 1 - p = 0.75; the share's deviation is 0.011
+  CHECK(keptShare < 0.85);
+  symtune::test::checkScaledError("kept values", dropped, torch::where(kept, sum / 0.75, 0), 1e-5);
+  // Output gradient g: y's is g; lb's the kept g / (1 - p) summed over rows.
+  const auto g = torch::linspace(-1, 1, dropped.numel()).view_as(dropped);
+  symtune::test::checkScaledError("y gradient", got.values[2], g, 0);
+  symtune::test::checkScaledError("bias gradient", got.values[5],
+                                  torch::where(kept, g / 0.75, 0).sum(torch::IntArrayRef{0, 1}),
+                                  1e-5);
+
+  // Measured: held to the ATen ops on its own mask, not refused.
+  Binder binder(gen.staticGraph(), here());
+  step(gen, &binder, batch, rows);
+  const auto bindings = binder.table().bindings;
+  REQUIRE(bindings.size() == 1);
+  bool seen = false;
+  for (const auto& c : bindings.front().candidates) {
+    INFO(c.name, ": ", c.refused);
+    CHECK(c.refused.empty());
+    CHECK(c.maxError <= 1e-5);
+    seen = seen || c.name == "bias-dropout-add";
+  }
+  CHECK(seen);
+  // torchscript's warm-up runs would draw masks of their own: not a candidate where a node draws.
+  CHECK(bindings.front().candidates.size() == 2);
+}
+
+TEST_CASE("in evaluation bias-dropout-add is the bias and residual adds") {
+  symtune::SyMuGen gen(model(kDropoutEval), "dropout_eval");
+  const Run plain = step(gen, nullptr, 3, 5);
+  auto fused =
+      forced(gen, "bias-dropout-add", 3, 5, torch::kFloat, symtune::binding::kBiasDropoutAdd);
+  checkClose(step(gen, fused.get(), 3, 5), plain, 1e-6);
+  CHECK(fused->boundExecutions() == 1);
 }

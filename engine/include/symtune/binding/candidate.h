@@ -29,6 +29,14 @@ class Candidate {
   // The largest difference from the reference it may show (outputs and input gradients, scaled
   // by the reference's largest magnitude); 0: it must agree exactly.
   virtual double tolerance() const { return 0.0; }
+  // Whether it draws its random numbers its own way (a dropout mask of its own), so that no draw
+  // of it can match the reference's: a measurement then compares it, forward and backward, with
+  // onOwnDraws on the same inputs and the same generator state instead of with the reference.
+  virtual bool ownDraws() const { return false; }
+  // The reference's ATen ops on the draws `run` makes from the generator state it is given (its
+  // mask, drawn again): `stack` as for run. Only for candidates whose ownDraws is true.
+  virtual void onOwnDraws(const OpSite& site, torch::jit::Operation& op,
+                          torch::jit::Stack& stack) const;
 };
 
 // The ATen op as written: the reference, applicable everywhere.

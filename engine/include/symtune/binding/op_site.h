@@ -73,6 +73,10 @@ inline constexpr const char* kAttention = "attention";
 // Transformer block's pre-norm): a region of the two nodes whose result is the norm's and which
 // also computes the add's value (Note [Cell sites]), computed as one symtune::add_layer_norm.
 inline constexpr const char* kAddLayerNorm = "add layer norm";
+// A bias add, the dropout of its sum and the residual add of that (`r + F.dropout(x @ w + b, p,
+// self.training)`: the end of a Transformer sublayer), every value between read only by the next:
+// a region of the three nodes (Note [Cell sites]), computed as one symtune::bias_dropout_add.
+inline constexpr const char* kBiasDropoutAdd = "bias dropout add";
 
 // The training loss the trainer takes of the model's output: the mean cross-entropy of [N, C]
 // logits against N class indices (torch::nn::functional::cross_entropy). Not a node of the
@@ -157,7 +161,7 @@ struct CarriedRows {
 // as that node's result once the last node has run (OpBinder::takeLateOutput), before anything
 // outside reads it.
 struct CellRegion {
-  std::string pattern;                         // kGruCell, kBiasMatmul, kAttention, kAddLayerNorm
+  std::string pattern;  // kGruCell, kBiasMatmul, kAttention, kAddLayerNorm, kBiasDropoutAdd
   std::vector<const torch::jit::Node*> nodes;  // in block order: the first decides, the last
                                                // computes the result
   // The values region nodes read from outside the region, in the order first read.
@@ -188,6 +192,9 @@ struct CellRegion {
   // Add + layer norm: `input` and `residual` are the add's operands, `weight` and `bias` the
   // norm's (None constants when absent), and the indices of its normalized shape and epsilon.
   size_t residual = 0, normShape = 0, eps = 0;
+  // Bias + dropout + add: `input`, `bias` and `residual`, and the indices of the dropout's
+  // probability and training flag.
+  size_t dropoutP = 0, train = 0;
   // A region node's result read outside the region after its last node, or nullptr.
   const torch::jit::Value* alsoOut = nullptr;
 
@@ -213,6 +220,10 @@ std::shared_ptr<CellRegion> findAttention(const torch::jit::Node* last);
 // The add + layer norm region whose aten::layer_norm `norm` is (of an aten::add(a, b, 1) of two
 // tensors in its block, whose sum nothing reads between the add and the norm), or nullptr.
 std::shared_ptr<CellRegion> findAddLayerNorm(const torch::jit::Node* norm);
+
+// The bias + dropout + add region whose residual aten::add `add` is (of aten::dropout(aten::add(x,
+// b, 1), p, train) and another tensor, in either order), or nullptr.
+std::shared_ptr<CellRegion> findBiasDropoutAdd(const torch::jit::Node* add);
 
 // The partial slices of one tensor along one dimension, and what their executions have shown.
 // Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as
