@@ -2,9 +2,13 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <string>
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 
 #include "symtune/compat/torch_compat.h"
 
@@ -17,6 +21,23 @@ struct AtomicCounters {
 
   void add(int64_t bytes) {
     const int64_t now = current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    counted(bytes, now);
+  }
+
+  // Adds an allocation of `bytes` unless it would take `current` past `limit` (< 0: none): then
+  // nothing changes and it returns what `current` would have been.
+  std::optional<int64_t> addWithin(int64_t bytes, int64_t limit) {
+    int64_t now = current.load(std::memory_order_relaxed);
+    do {
+      if (limit >= 0 && now + bytes > limit)
+        return now + bytes;
+    } while (!current.compare_exchange_weak(now, now + bytes, std::memory_order_relaxed));
+    counted(bytes, now + bytes);
+    return std::nullopt;
+  }
+
+ private:
+  void counted(int64_t bytes, int64_t now) {
     (bytes >= 0 ? allocations : frees).fetch_add(1, std::memory_order_relaxed);
     int64_t seen = peak.load(std::memory_order_relaxed);
     while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
@@ -93,6 +114,13 @@ namespace {
 
 AtomicCounters gCpuCounts;
 std::atomic<c10::DeleterFnPtr> gWrappedDeleter{nullptr};
+std::atomic<int64_t> gCpuLimit{-1};  // Note [Enforced CPU budget]; -1: none
+
+std::string mebibytes(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
 
 void countingDelete(void* data) {
   gCpuCounts.add(-static_cast<int64_t>(malloc_usable_size(data)));
@@ -115,9 +143,18 @@ class CountingCpuAllocator final : public c10::Allocator {
         (!gWrappedDeleter.compare_exchange_strong(expected, wrapped) && expected != wrapped)) {
       return block;
     }
-    if (!block.compare_exchange_deleter(wrapped, &countingDelete))
+    const auto bytes = static_cast<int64_t>(malloc_usable_size(data));
+    const int64_t limit = gCpuLimit.load(std::memory_order_relaxed);
+    if (const auto past = gCpuCounts.addWithin(bytes, limit)) {
+      block.clear();  // its own deleter: nothing was counted
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "Symtune's CPU memory budget: allocating ",
+                       mebibytes(bytes), " would take the live CPU tensors to ", mebibytes(*past),
+                       ", past the budget's limit of ", mebibytes(limit));
+    }
+    if (!block.compare_exchange_deleter(wrapped, &countingDelete)) {
+      gCpuCounts.add(-bytes);
       return block;
-    gCpuCounts.add(static_cast<int64_t>(malloc_usable_size(data)));
+    }
     return block;
   }
   c10::DeleterFnPtr raw_deleter() const override {
@@ -150,6 +187,16 @@ bool CpuAllocationCounter::active() {
 MemoryCounters CpuAllocationCounter::counters() {
   return {gCpuCounts.current.load(), gCpuCounts.peak.load(), gCpuCounts.allocations.load(),
           gCpuCounts.frees.load()};
+}
+
+void CpuAllocationCounter::setLimit(std::optional<int64_t> bytes) {
+  installCounting();
+  gCpuLimit.store(bytes ? std::max<int64_t>(*bytes, 0) : -1);
+}
+
+std::optional<int64_t> CpuAllocationCounter::limit() {
+  const int64_t limit = gCpuLimit.load();
+  return limit >= 0 ? std::optional<int64_t>(limit) : std::nullopt;
 }
 
 void CpuAllocationCounter::resetPeak() {

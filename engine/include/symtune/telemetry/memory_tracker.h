@@ -54,6 +54,14 @@ const ThreadMemoryTotals& threadMemoryTotals();
 // unchanged, so raw_allocate still works), counts each block's malloc_usable_size with atomics
 // and no map, and calls the wrapped deleter. The counts are process-wide. Per-op memory
 // (per-node telemetry) still uses the reports, which are per thread.
+//
+// Note [Enforced CPU budget]
+// The wrapper can also hold the count to a limit: an allocation that would take the live bytes
+// it counts past the limit allocates nothing and raises c10::OutOfMemoryError — what LibTorch
+// raises when a CUDA device (or its caching allocator's memory fraction) is exhausted — so that
+// "does it fit" is testable on a CPU. The check and the count are one atomic step, so threads
+// allocating at once never take the count past the limit together. Blocks the wrapper does not
+// count (allocated before it was installed, or by another allocator) are outside the limit.
 class CpuAllocationCounter {
  public:
   // Installs the wrapper as LibTorch's CPU allocator (once); false when it cannot be — another
@@ -61,6 +69,10 @@ class CpuAllocationCounter {
   static bool active();
   static MemoryCounters counters();
   static void resetPeak();
+  // The most live bytes (`counters().current`) allocations may reach; nullopt: no limit. The
+  // wrapper must be active for a limit to hold (setLimit installs it).
+  static void setLimit(std::optional<int64_t> bytes);
+  static std::optional<int64_t> limit();
 };
 
 class MemoryTracker {

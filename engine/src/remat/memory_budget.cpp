@@ -1,0 +1,26 @@
+#include "symtune/remat/memory_budget.h"
+
+#include <algorithm>
+
+#include <c10/util/Exception.h>
+
+#include "symtune/telemetry/memory_tracker.h"
+
+namespace symtune::remat {
+
+ScopedCpuBudget::ScopedCpuBudget(int64_t bytes) {
+  TORCH_CHECK(bytes >= 0, "ScopedCpuBudget: the budget must be at least 0 bytes, got ", bytes);
+  TORCH_CHECK(CpuAllocationCounter::active(),
+              "ScopedCpuBudget: LibTorch's CPU allocator is not Symtune's counting one (another "
+              "was installed with a higher priority), so no budget can hold");
+  base_ = CpuAllocationCounter::counters().current;
+  outer_ = CpuAllocationCounter::limit();
+  limit_ = outer_ ? std::min(*outer_, base_ + bytes) : base_ + bytes;
+  CpuAllocationCounter::setLimit(limit_);
+}
+
+ScopedCpuBudget::~ScopedCpuBudget() {
+  CpuAllocationCounter::setLimit(outer_);
+}
+
+}  // namespace symtune::remat
