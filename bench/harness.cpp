@@ -17,6 +17,7 @@
 #include "bench_common.h"
 #include "symtune/compat/torch_compat.h"
 #include "symtune/exec/segment_executor.h"
+#include "symtune/remat/memory_predictor.h"
 #include "symtune/rules/rule_registry.h"
 #include "symtune/rules/rule_rewrite.h"
 #include "symtune/telemetry/memory_tracker.h"
@@ -55,7 +56,8 @@ double bestSeconds(const torch::Device& device, const std::function<void()>& fn)
 }
 
 struct ModeRecord {
-  std::vector<double> losses;  // every step, warm-up included
+  std::vector<double> losses;                // every step, warm-up included
+  std::vector<double> allPeaks, savedBytes;  // every step: its peak; the templates' saved bytes
   std::vector<double> stepSeconds, samplesPerSecond, data, forward, backward, optimizer, peakBytes;
   std::vector<int64_t> measurements;  // binder measurements per step, warm-up included
 };
@@ -87,6 +89,45 @@ class StepPeak {
   torch::Device device_;
   int64_t live_ = 0;
 };
+
+// The forward's activation bytes saved for backward by SyMuGen's templates, on `inputs` with the
+// parameters as they are (grad mode off; the random state put back).
+double templateSavedBytes(SyMuGen& gen, const std::vector<c10::IValue>& inputs) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const at::Tensor state = generator.get_state();
+  torch::NoGradGuard noGrad;
+  ForwardOptions options;
+  options.countCost = true;
+  const double saved = gen.forward(inputs, options).cost.savedBytes;
+  generator.set_state(state);
+  return saved;
+}
+
+// Each step's peak predicted by a MemoryPredictor fed the steps before it; the errors of the
+// steps after the first `settle`, relative to the measured peak.
+json memoryPredictionSummary(const ModeRecord& rec, const std::string& mode, size_t settle) {
+  remat::MemoryPredictor predictor;
+  json steps = json::array();
+  std::vector<double> errors;
+  for (size_t i = 0; i < rec.allPeaks.size(); ++i) {
+    const auto predicted = predictor.predict(rec.savedBytes[i]);
+    json step = {{"saved_bytes", rec.savedBytes[i]},
+                 {"peak_bytes", rec.allPeaks[i]},
+                 {"predicted_bytes", predicted ? json(*predicted) : json(nullptr)}};
+    if (predicted && i >= settle && rec.allPeaks[i] > 0) {
+      errors.push_back(std::abs(*predicted - rec.allPeaks[i]) / rec.allPeaks[i]);
+      step["error"] = errors.back();
+    }
+    steps.push_back(std::move(step));
+    predictor.observe(rec.savedBytes[i], rec.allPeaks[i]);
+  }
+  const double worst = errors.empty() ? 0 : *std::max_element(errors.begin(), errors.end());
+  return {{"mode", mode},
+          {"settle_steps", settle},
+          {"median_error", errors.empty() ? json(nullptr) : json(median(errors))},
+          {"max_error", errors.empty() ? json(nullptr) : json(worst)},
+          {"steps", steps}};
+}
 
 // What the binder did in a mode's run: measurements per step, the sites and the table.
 json bindingSummary(const binding::Binder& binder, const ModeRecord& rec, int warmup) {
@@ -430,6 +471,9 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
 
   // Interleaved: every step of every mode in turn, rotating which mode goes first.
   std::vector<ModeRecord> records(modes.size());
+  std::unique_ptr<SyMuGen> costed;  // the baseline's model, for its steps' template costs
+  if (config.memoryPrediction)
+    costed = std::make_unique<SyMuGen>(*trainers[baseline]->executor().scriptModule(), model);
   const int total = config.warmup + config.steps;
   for (int i = 0; i < total; ++i) {
     for (size_t k = 0; k < modes.size(); ++k) {
@@ -438,9 +482,12 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
       const int64_t measuredBefore = binder != nullptr ? binder->measurements() : 0;
       if (modes[m]->enter)
         modes[m]->enter();
+      if (costed != nullptr && m == baseline)
+        records[m].savedBytes.push_back(templateSavedBytes(*costed, trainers[m]->batch(i).inputs));
       const StepPeak peak(trainers[m]->device());
       const StepResult r = trainers[m]->step();
       const double peakBytes = peak.bytes();
+      records[m].allPeaks.push_back(peakBytes);
       if (modes[m]->leave)
         modes[m]->leave();
       if (config.lockstep)
@@ -517,14 +564,18 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
     if (const binding::Binder* binder = trainers[m]->binder())
       modeResults.back()["binding"] = bindingSummary(*binder, rec, config.warmup);
   }
-  return {{"model", model},
-          {"description", trainers[baseline]->modelDescription()},
-          {"parameters", trainers[baseline]->parameterCount()},
-          {"batch_size", trainers[baseline]->batchSize()},
-          {"flops_per_step", flopsPerStep > 0 ? json(flopsPerStep) : json(nullptr)},
-          {"bytes_per_step", bytesPerStep > 0 ? json(bytesPerStep) : json(nullptr)},
-          {"ops_without_cost", counted ? cost.opsWithoutCost / counted : 0},
-          {"modes", modeResults}};
+  json result = {{"model", model},
+                 {"description", trainers[baseline]->modelDescription()},
+                 {"parameters", trainers[baseline]->parameterCount()},
+                 {"batch_size", trainers[baseline]->batchSize()},
+                 {"flops_per_step", flopsPerStep > 0 ? json(flopsPerStep) : json(nullptr)},
+                 {"bytes_per_step", bytesPerStep > 0 ? json(bytesPerStep) : json(nullptr)},
+                 {"ops_without_cost", counted ? cost.opsWithoutCost / counted : 0},
+                 {"modes", modeResults}};
+  if (costed != nullptr)
+    result["memory_prediction"] =
+        memoryPredictionSummary(records[baseline], modes[baseline]->name, 3);
+  return result;
 }
 
 std::string table(const json& results) {

@@ -84,6 +84,10 @@ struct RunConfig {
   // unobserved (and as PyTorch eager runs); Features as a session runs by default.
   Telemetry telemetry = Telemetry::Off;
   std::shared_ptr<Lockstep> lockstep;  // set: turns with the Python anchor after every round
+  // Also predict each step's peak of the baseline mode before it runs (remat's MemoryPredictor,
+  // fed the steps before) and report the predictions' errors: a forward counting template costs
+  // on the step's batch runs before each of its steps, outside the timed step.
+  bool memoryPrediction = false;
 };
 
 Telemetry parseTelemetry(const std::string& name);  // "off", "features" or "per-node"

@@ -41,6 +41,10 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
   --budget SECONDS   start no further model after this long (those left are listed as skipped)
   --output FILE      the JSON (default: stdout); rewritten after every model, so a run stopped
                      midway leaves the models done ("complete": false until the end)
+  --memory-prediction on|off  predict each step's peak of the baseline mode before it runs
+                     (remat's memory predictor, fed the steps before) and report the errors
+                     (default: off; on adds a template-counting forward before each baseline
+                     step, outside its timing)
 modes: script (TorchScript's default profiling executor), script-noopt (graph optimization off),
 eager (the graph op by op through SyMuGen's evaluator: the C++ counterpart of PyTorch eager),
 bind (eager with DynaCompiler binding each op site to its fastest agreeing candidate),
@@ -121,6 +125,8 @@ int main(int argc, char** argv) {
         output = value;
       else if (arg == "--budget")
         budget = toInt(value, arg);
+      else if (arg == "--memory-prediction" && (value == "on" || value == "off"))
+        config.memoryPrediction = value == "on";
       else
         throw std::invalid_argument("unknown option " + arg + " (see --help)");
     }

@@ -345,6 +345,7 @@ class SyMuGen::Evaluator {
     }
     cost_.flops += *cost.flops;
     cost_.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
+    cost_.savedBytes += cost.savedBytes.value_or(0);
   }
 
   void dropDead(const Node* node) {

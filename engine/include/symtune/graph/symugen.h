@@ -49,7 +49,8 @@ struct StepCapture {
 // each trip, with that trip's shapes).
 struct ForwardCost {
   double flops = 0;
-  double bytes = 0;            // read plus written
+  double bytes = 0;       // read plus written
+  double savedBytes = 0;  // saved for backward, by the templates (symtune/remat/memory_predictor.h)
   int64_t opsWithoutCost = 0;  // tensor op executions without a template (or shapes it needs)
 };
 

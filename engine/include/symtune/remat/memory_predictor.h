@@ -1,0 +1,43 @@
+#pragma once
+// The step's peak memory, predicted before the step runs (docs/remat.md, "The predictor").
+//
+// Note [Memory predictor]
+// What a training step holds at its peak is mostly what its forward saves for the backward, and
+// that grows with the batch's shapes and branches: a longer sequence, more tree levels, more
+// images through the second stage. SyMuGen's cost templates give, for one forward on the batch's
+// inputs, the activation bytes each op saves for its backward (ForwardCost::savedBytes, summed
+// over the ops that ran — the branches taken, the trips made). The templates count every saved
+// input of every op, so a tensor two ops save counts twice, and they know nothing of the
+// allocator's rounding or the backward's own temporaries: the predictor does not take them at
+// their word, but learns from the measured history how a model's peaks follow them. It fits
+// peak ≈ a + b · saved by least squares over the steps it has seen (the last `window` of them),
+// which carries a model's constant part (gradients of parameters a step allocates, the loss's
+// buffers) in `a` and the template's over- or under-counting in `b`. With one step seen, or all
+// steps at one size, it scales that step's peak by the saved bytes (b = peak / saved, a = 0). A
+// fit whose slope comes out negative (noise over too narrow a range) falls back to that ratio.
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <utility>
+
+namespace symtune::remat {
+
+class MemoryPredictor {
+ public:
+  explicit MemoryPredictor(size_t window = 64);
+
+  // A measured step: the forward's saved bytes by the templates, and the step's peak above what
+  // was live when it began.
+  void observe(double savedBytes, double peakBytes);
+  // The predicted peak of a step whose forward saves `savedBytes`; nullopt before any step.
+  std::optional<double> predict(double savedBytes) const;
+  size_t observations() const { return seen_.size(); }
+
+ private:
+  size_t window_;
+  std::deque<std::pair<double, double>> seen_;  // (saved, peak), oldest first
+};
+
+}  // namespace symtune::remat
