@@ -41,10 +41,12 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
 }
 
 void SegmentExecutor::setPlan(SegmentPlan plan) {
-  const std::vector<std::string> known = segments();
+  std::vector<std::string> known = segments();
+  const std::vector<std::string>& loops = gen_.loopSpans();
+  known.insert(known.end(), loops.begin(), loops.end());
   for (const auto& block : plan.recompute) {
     TORCH_CHECK(std::find(known.begin(), known.end(), block) != known.end(), "SegmentPlan: \"",
-                block, "\" is not a segment of the model (its top-level blocks are ",
+                block, "\" is not a segment of the model (its top-level blocks and loops are ",
                 c10::Join(", ", known), ")");
   }
   plan_ = std::move(plan);

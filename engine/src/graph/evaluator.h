@@ -36,6 +36,9 @@ struct SyMuGen::CheckpointSpan {
   const Node* last = nullptr;
   std::vector<const Value*> inputs;   // values defined before the span that it reads
   std::vector<const Value*> outputs;  // values the span defines that are read after it
+  // Whether a node of it may draw random numbers (Note [Checkpoint RNG]): only then does its
+  // forward keep the generators' states.
+  bool draws = true;
 };
 
 namespace detail {

@@ -4,6 +4,7 @@
 #include <ATen/Context.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <unordered_set>
@@ -31,13 +32,30 @@ namespace symtune {
 // Limitation: an op that updates state it does not take as an input (batch norm's running
 // statistics, read through the module) updates it once more, as with PyTorch's checkpointing.
 
+// Note [Loop-body spans]
+// A loop's trips keep their activations until the backward reaches them, so a long loop (the
+// tagger's time steps) holds as many trips' activations as it runs, and a top-level block around
+// it can only be checkpointed whole. A loop body is cut into runs of nodes between the nodes that
+// write to a value from outside them (`outs.append(h)`: recomputing an append would append
+// twice), its leading views of outside tensors left out (`gi_all[:, t]`: the span reads the view,
+// whose gradient is its own size); each run that computes a tensor op is a span of its own, named
+// after the loop ("rnn
+// loop #23": the loop's node in the static graph, after its module path), and a plan that names
+// the loop recomputes all of them: every trip then keeps only each run's inputs (the carried
+// state, the tensors read from outside, not copied) and runs the trip's run again when the
+// backward reaches it. Loops whose bodies hold a top-level block's span (a block called in a
+// loop) are not cut: that block is the unit there.
+
 // Note [Checkpoint RNG]
 // A span's forward keeps the random state it began with — the default CPU generator's, and the
 // default CUDA generator's of every device its inputs are on — and its recompute runs from that
 // state, then puts back the state it found: a dropout inside a span (aten::dropout,
 // symtune::bias_dropout_add) draws the same mask both times, so the gradients are those of the
 // forward that ran, and the generators continue as if there had been no recompute
-// (torch.utils.checkpoint's preserve_rng_state).
+// (torch.utils.checkpoint's preserve_rng_state). A span none of whose nodes draws (no random op
+// of aten's, no op of another namespace, which might draw without saying) keeps no state: a
+// generator's state is a few kilobytes, per execution of the span — per trip of a loop-body
+// span.
 
 namespace {
 
@@ -105,6 +123,22 @@ bool writesTo(const Node* node, const std::unordered_set<const Value*>& inputs) 
     }
   }
   return false;
+}
+
+// A node that computes nothing: a view of a tensor, a shape query, a constant or list building.
+bool isViewOrShape(const Node* node) {
+  static const std::unordered_set<c10::Symbol> kinds{
+      c10::aten::select,        c10::aten::slice,
+      c10::aten::view,          c10::aten::reshape,
+      c10::aten::unsqueeze,     c10::aten::squeeze,
+      c10::aten::transpose,     c10::aten::t,
+      c10::aten::permute,       c10::aten::expand,
+      c10::aten::narrow,        c10::aten::size,
+      c10::aten::dim,           c10::aten::len,
+      c10::aten::__getitem__,   c10::prim::Constant,
+      c10::prim::ListConstruct, c10::prim::TupleConstruct,
+      c10::prim::NumToTensor};
+  return kinds.count(node->kind()) != 0;
 }
 
 bool holdsGradTensor(const c10::IValue& value) {
@@ -274,7 +308,8 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     torch::autograd::variable_list tensors = inputs.vec();
     tensors.pop_back();
     ctx->save_for_backward(tensors);
-    ctx->saved_data["rng"] = c10::IValue::make_capsule(RngStates::take(tensors));
+    if (run->span->draws)
+      ctx->saved_data["rng"] = c10::IValue::make_capsule(RngStates::take(tensors));
     auto outs = run->flatten(run->run(tensors), /*learn=*/true);
     ctx->saved_data["run"] = c10::IValue::make_capsule(run);
     return outs;
@@ -289,9 +324,11 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     torch::autograd::variable_list outs;
     {
       at::AutoGradMode grad(true);
-      const auto rng =
-          c10::static_intrusive_pointer_cast<RngStates>(ctx->saved_data["rng"].toCapsule());
-      const auto found = rng->swapIn();
+      const auto kept = ctx->saved_data.find("rng");
+      const auto found =
+          kept != ctx->saved_data.end()
+              ? c10::static_intrusive_pointer_cast<RngStates>(kept->second.toCapsule())->swapIn()
+              : c10::make_intrusive<RngStates>();
       try {
         outs = run->flatten(run->run(inputs), /*learn=*/false);
       } catch (...) {
@@ -338,7 +375,7 @@ void SyMuGen::prepareCheckpointSpans() {
   if (spansReady_)
     return;
   spansReady_ = true;
-  const std::vector<std::string> blocks = segmentBlocks();
+  std::vector<std::string> blocks = segmentBlocks();
   auto blockOf = [&](const Node* node) {
     if (node->kind() == c10::prim::Constant)
       return kAnyBlock;
@@ -395,7 +432,45 @@ void SyMuGen::prepareCheckpointSpans() {
       if (n == last)
         break;
     }
+    span->draws = false;
+    std::function<void(const Node*)> drawsIn = [&](const Node* n) {
+      // aten's and prim's random ops say so; another namespace's op (symtune::bias_dropout_add)
+      // may draw without saying.
+      const bool known = n->kind().is_aten() || n->kind().is_prim();
+      span->draws = span->draws || n->isNondeterministic() || (!known && n->maybeSchema());
+      for (const Block* b : n->blocks()) {
+        for (const Node* inner : b->nodes())
+          drawsIn(inner);
+      }
+    };
+    for (const Node* n = first;; n = n->next()) {
+      drawsIn(n);
+      if (n == last)
+        break;
+    }
     spans_[first] = std::move(span);
+  };
+  auto addLoopSpan = [&](const Block* body, const Node* first, const Node* last,
+                         const std::string& name) {
+    // Leading views and shape queries stay outside: a view of a tensor from outside the loop
+    // (`gi_all[:, t]`) is then the span's input and gets the gradient of its own size, where the
+    // whole tensor as the input would get a zero-filled gradient of its whole size every trip.
+    while (first != last && isViewOrShape(first))
+      first = first->next();
+    bool computes = false;
+    for (const Node* n = first;; n = n->next()) {
+      computes = computes || (n->kind().is_aten() && n->outputs().size() > 0 &&
+                              n->output(0)->type()->kind() == c10::TypeKind::TensorType);
+      if (n == last)
+        break;
+    }
+    if (!computes || spans_.count(first) != 0)
+      return;
+    blocks.push_back(name);  // addSpan names the span after blocks[block]
+    addSpan(body, first, last, static_cast<int>(blocks.size() - 1));
+    if (spans_.count(first) != 0 &&
+        std::find(loopSpans_.begin(), loopSpans_.end(), name) == loopSpans_.end())
+      loopSpans_.push_back(name);
   };
   // Spans within each block; the blocks of nodes outside any span are searched too (a block
   // called in a loop body).
@@ -423,6 +498,65 @@ void SyMuGen::prepareCheckpointSpans() {
       addSpan(b, first, last, current);
   };
   scan(ir_->block());
+
+  // Loop bodies (Note [Loop-body spans]), at any depth, where no top-level span lies in them.
+  std::function<bool(const Block*)> holdsSpan = [&](const Block* b) {
+    for (const Node* n : b->nodes()) {
+      if (spans_.count(n) != 0)
+        return true;
+      for (const Block* inner : n->blocks()) {
+        if (holdsSpan(inner))
+          return true;
+      }
+    }
+    return false;
+  };
+  std::vector<const Node*> loops;
+  std::function<void(const Block*)> findLoops = [&](const Block* b) {
+    for (const Node* n : b->nodes()) {
+      if (n->kind() == c10::prim::Loop)
+        loops.push_back(n);
+      for (const Block* inner : n->blocks())
+        findLoops(inner);
+    }
+  };
+  findLoops(ir_->block());
+  for (const Node* loop : loops) {
+    const Block* body = loop->blocks()[0];
+    if (holdsSpan(body))
+      continue;
+    const auto id = nodeIds_.find(loop);
+    const std::string path = detail::modulePathOf(loop);
+    const std::string name =
+        (path.empty() ? "" : path + " ") + "loop #" +
+        (id != nodeIds_.end() ? std::to_string(id->second.value()) : std::to_string(loops.size()));
+    const Node* first = nullptr;
+    const Node* last = nullptr;
+    for (const Node* n : body->nodes()) {
+      std::unordered_set<const Value*> inside, outside;
+      collectDefined(n, inside);
+      detail::forEachUse(n, [&](const Value* v) {
+        if (!inside.count(v))
+          outside.insert(v);
+      });
+      if (writesTo(n, outside)) {
+        if (first != nullptr)
+          addLoopSpan(body, first, last, name);
+        first = last = nullptr;
+        continue;
+      }
+      if (first == nullptr)
+        first = n;
+      last = n;
+    }
+    if (first != nullptr)
+      addLoopSpan(body, first, last, name);
+  }
+}
+
+const std::vector<std::string>& SyMuGen::loopSpans() {
+  prepareCheckpointSpans();
+  return loopSpans_;
 }
 
 bool SyMuGen::Evaluator::runCheckpointed(const CheckpointSpan& span) {

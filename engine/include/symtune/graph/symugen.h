@@ -63,7 +63,8 @@ struct ForwardCost {
 // each op site runs is the binder's (ForwardOptions::binder, Note [Op sites]), segment or not. A
 // segment the plan does not name runs as the IR says.
 struct SegmentPlan {
-  // Top-level blocks whose calls keep no activations and are recomputed in backward.
+  // Top-level blocks whose calls keep no activations and are recomputed in backward, and loops
+  // whose bodies' runs are, trip by trip (SyMuGen::loopSpans()).
   std::set<std::string> recompute;
 
   bool empty() const { return recompute.empty(); }
@@ -118,6 +119,9 @@ class SyMuGen {
   // The top-level blocks whose calls are the segments (Note [Segments]): the root module's
   // children, with a chain (a "Sequential") standing for its members ("stem", "layer1.0", ...).
   std::vector<std::string> segmentBlocks() const;
+  // The loops whose bodies a SegmentPlan can recompute trip by trip, by the names it knows them
+  // by ("rnn loop #23"; Note [Loop-body spans] in engine/src/graph/symugen_checkpoint.cpp).
+  const std::vector<std::string>& loopSpans();
 
   // A plain torch::nn::Module has no IR: its graph is the module tree, one node per module, with
   // its parameters as outputs.
@@ -144,6 +148,7 @@ class SyMuGen {
   // Checkpointed spans by their first node (built on first use).
   std::unordered_map<const torch::jit::Node*, std::shared_ptr<const CheckpointSpan>> spans_;
   bool spansReady_ = false;
+  std::vector<std::string> loopSpans_;
   Graph graph_;
 };
 
