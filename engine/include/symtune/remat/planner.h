@@ -1,0 +1,47 @@
+#pragma once
+// The remat planner (docs/remat.md, "The planner"): given what each recomputable unit of a model
+// frees at the step's peak and what recomputing it costs, the cheapest set of units to recompute
+// that brings the predicted peak under a budget — or, when none does, the smallest budget any
+// plan meets.
+//
+// Note [Remat planner]
+// A unit is what a SegmentPlan can name: a top-level block, or a loop whose body is recomputed
+// trip by trip (SyMuGen::loopSpans()). A loop inside a block is that block's child: recomputing
+// the block recomputes the loop with it, so a plan takes a block or some of its children, never
+// both. Recomputing a unit frees (about) the activations it saves for its backward — the
+// templates' saved bytes times the predictor's slope, bytes of peak per template byte — and costs
+// its forward once more. The planner minimises the total cost of the units it recomputes subject
+// to the freed bytes covering what the predicted peak exceeds the budget by: a covering knapsack,
+// solved exactly by dynamic programming over the needed bytes cut into `kSteps` equal parts
+// (rounded up, so a plan it returns never frees less than needed). Per block the choice is the
+// block itself or the cheapest cover among its children; across blocks the covers add up. Units
+// that free nothing are never chosen.
+
+#include <string>
+#include <vector>
+
+#include "symtune/graph/symugen.h"
+
+namespace symtune::remat {
+
+struct RematUnit {
+  std::string name;       // as a SegmentPlan names it
+  std::string parent;     // the block it lies in ("": a top-level block, or a loop in none)
+  double freedBytes = 0;  // what recomputing it frees at the step's peak
+  double cost = 0;        // what recomputing it costs (seconds, or FLOPs: one scale for all)
+};
+
+struct RematPlan {
+  SegmentPlan segments;      // the units to recompute
+  double freedBytes = 0;     // what they free together
+  double cost = 0;           // what they cost together
+  double predictedPeak = 0;  // the peak predicted with the plan
+  bool feasible = true;      // false: no plan meets the budget (segments: recompute everything)
+  double smallestFeasibleBudget = 0;  // the peak predicted with every unit that frees most
+};
+
+// The cheapest plan that brings `predictedPeak` (the plain step's) to at most `budget` bytes.
+// Throws for negative sizes or costs and for a unit whose parent is not a unit.
+RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedPeak, double budget);
+
+}  // namespace symtune::remat

@@ -1,0 +1,133 @@
+// The remat planner (Note [Remat planner] in symtune/remat/planner.h): nothing when the step fits;
+// the cheapest cover of what the peak exceeds the budget by; a block or its loops, never both;
+// when no plan fits, the most it can free and the smallest budget any plan meets; against a brute
+// force over small random models, a plan that always frees enough at no more than the cheapest
+// cover of a need one rounding step larger.
+
+#include "doctest_torch.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "symtune/remat/planner.h"
+
+namespace {
+
+using symtune::remat::planUnderBudget;
+using symtune::remat::RematPlan;
+using symtune::remat::RematUnit;
+
+bool has(const RematPlan& p, const std::string& name) {
+  return p.segments.recompute.count(name) != 0;
+}
+
+// The least cost of a valid set (no unit with its parent) freeing at least `need`; infinity when
+// none does.
+double cheapestCover(const std::vector<RematUnit>& units, double need) {
+  double best = INFINITY;
+  const size_t n = units.size();
+  for (size_t mask = 0; mask < (size_t{1} << n); ++mask) {
+    double freed = 0, cost = 0;
+    bool valid = true;
+    for (size_t i = 0; i < n && valid; ++i) {
+      if (!(mask & (size_t{1} << i)))
+        continue;
+      for (size_t k = 0; k < n; ++k) {
+        if ((mask & (size_t{1} << k)) && units[i].parent == units[k].name)
+          valid = false;
+      }
+      freed += units[i].freedBytes;
+      cost += units[i].cost;
+    }
+    if (valid && freed >= need)
+      best = std::min(best, cost);
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("a step that fits recomputes nothing; otherwise the cheapest cover") {
+  const std::vector<RematUnit> units{
+      {"a", "", 60, 10}, {"b", "", 50, 3}, {"c", "", 30, 2}, {"idle", "", 0, 0}};
+  const RematPlan fits = planUnderBudget(units, 100, 120);
+  CHECK(fits.feasible);
+  CHECK(fits.segments.empty());
+  CHECK(fits.predictedPeak == 100);
+  CHECK(fits.smallestFeasibleBudget == doctest::Approx(0));  // 140 could be freed
+
+  const RematPlan p = planUnderBudget(units, 100, 25);  // 75 to free
+  CHECK(p.feasible);
+  CHECK(p.segments.recompute == std::set<std::string>{"b", "c"});  // 80 for 5, not a + c for 12
+  CHECK(p.freedBytes == 80);
+  CHECK(p.cost == 5);
+  CHECK(p.predictedPeak == 20);
+}
+
+TEST_CASE("a block or its loops, never both; the loops when they are cheaper") {
+  const std::vector<RematUnit> units{{"rnn", "", 100, 50},
+                                     {"rnn loop #8", "rnn", 60, 5},
+                                     {"rnn loop #9", "rnn", 50, 5},
+                                     {"head", "", 20, 1}};
+  const RematPlan loops = planUnderBudget(units, 200, 95);  // 105 to free
+  CHECK(loops.segments.recompute == std::set<std::string>{"rnn loop #8", "rnn loop #9"});
+  const RematPlan more = planUnderBudget(units, 200, 85);  // 115: the loops and the head
+  CHECK(more.segments.recompute == std::set<std::string>{"rnn loop #8", "rnn loop #9", "head"});
+  CHECK(more.cost == 11);
+  const std::vector<RematUnit> dear{{"rnn", "", 100, 4}, {"rnn loop #8", "rnn", 90, 5}};
+  const RematPlan block = planUnderBudget(dear, 200, 110);  // 90: the block is cheaper
+  CHECK(block.segments.recompute == std::set<std::string>{"rnn"});
+}
+
+TEST_CASE("no plan fits: the most it can free, and the smallest budget any plan meets") {
+  const std::vector<RematUnit> units{{"rnn", "", 100, 50},
+                                     {"rnn loop #8", "rnn", 60, 5},
+                                     {"rnn loop #9", "rnn", 50, 5},
+                                     {"head", "", 20, 1}};
+  const RematPlan p = planUnderBudget(units, 200, 50);
+  CHECK_FALSE(p.feasible);
+  CHECK(p.smallestFeasibleBudget == doctest::Approx(70));  // 200 - (110 + 20)
+  CHECK(p.segments.recompute == std::set<std::string>{"rnn loop #8", "rnn loop #9", "head"});
+  CHECK(p.predictedPeak == doctest::Approx(70));
+
+  CHECK_THROWS(planUnderBudget(units, -1, 10));
+  CHECK_THROWS(planUnderBudget({{"a", "", -1, 1}}, 10, 5));
+  CHECK_THROWS(planUnderBudget({{"a", "missing", 1, 1}}, 10, 5));
+  CHECK_THROWS(planUnderBudget({{"a", "", 1, 1}, {"a", "", 2, 1}}, 10, 5));
+}
+
+TEST_CASE("against a brute force: enough freed, at no more than a slightly larger need's cover") {
+  std::mt19937 rng(20261201);
+  std::uniform_real_distribution<double> bytes(0, 100), cost(0.1, 10);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<RematUnit> units;
+    const int blocks = 2 + trial % 3;
+    for (int b = 0; b < blocks; ++b) {
+      const std::string name = "block" + std::to_string(b);
+      units.push_back({name, "", bytes(rng), cost(rng)});
+      for (int c = 0; c < trial % 3; ++c)
+        units.push_back({name + " loop #" + std::to_string(c), name, bytes(rng) / 2, cost(rng)});
+    }
+    const double peak = 500, budget = 500 - bytes(rng) * 2;
+    const RematPlan p = planUnderBudget(units, peak, budget);
+    const double need = peak - budget;
+    INFO("trial ", trial, ": need ", need, ", freed ", p.freedBytes, ", cost ", p.cost);
+    for (const auto& u : units) {
+      if (!u.parent.empty())
+        CHECK_FALSE((has(p, u.name) && has(p, u.parent)));
+    }
+    const double exact = cheapestCover(units, need);
+    if (std::isinf(exact)) {
+      CHECK_FALSE(p.feasible);
+      continue;
+    }
+    REQUIRE(p.feasible);
+    CHECK(p.freedBytes >= need - 1e-9);
+    const double roomy = cheapestCover(units, need * (1 + static_cast<double>(units.size()) / 512));
+    if (!std::isinf(roomy))
+      CHECK(p.cost <= roomy + 1e-9);
+    CHECK(p.cost >= exact - 1e-9);
+  }
+}
