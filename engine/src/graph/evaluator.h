@@ -154,19 +154,29 @@ class SyMuGen::Evaluator {
   }
 
   std::vector<c10::IValue> runBlock(const Block* block) {
+    const size_t unitsOpen = units_.size();
+    std::vector<const Node*> unitEnds;  // the last nodes of the units this block has open
     for (const Node* node = block->nodes().front(); node != block->return_node();
          node = node->next()) {
-      if (plan_ != nullptr) {
-        auto span = gen_.spans_.find(node);
-        if (span != gen_.spans_.end() && plan_->recompute.count(span->second->block) > 0 &&
-            runCheckpointed(*span->second)) {
-          node = span->second->last;
-          continue;
-        }
+      const auto span = gen_.spans_.find(node);
+      const bool starts = span != gen_.spans_.end();
+      if (countCost_ && starts) {
+        units_.push_back(&span->second->block);
+        unitEnds.push_back(span->second->last);
       }
-      runNode(node);
-      dropDead(node);
+      if (plan_ != nullptr && starts && plan_->recompute.count(span->second->block) > 0 &&
+          runCheckpointed(*span->second)) {
+        node = span->second->last;
+      } else {
+        runNode(node);
+        dropDead(node);
+      }
+      while (!unitEnds.empty() && unitEnds.back() == node) {
+        unitEnds.pop_back();
+        units_.pop_back();
+      }
     }
+    units_.resize(unitsOpen);
     std::vector<c10::IValue> outs;
     for (const Value* v : block->outputs())
       outs.push_back(valueOf(v));
@@ -349,6 +359,17 @@ class SyMuGen::Evaluator {
     cost_.flops += *cost.flops;
     cost_.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
     cost_.savedBytes += cost.savedBytes.value_or(0);
+    // Each unit open around the node, once (a loop's runs share the loop's name).
+    const std::string* counted = nullptr;
+    for (const std::string* unit : units_) {
+      if (counted != nullptr && *counted == *unit)
+        continue;
+      ForwardCost::Unit& u = cost_.units[*unit];
+      u.flops += *cost.flops;
+      u.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
+      u.savedBytes += cost.savedBytes.value_or(0);
+      counted = unit;
+    }
   }
 
   void dropDead(const Node* node) {
@@ -392,6 +413,7 @@ class SyMuGen::Evaluator {
   const SegmentPlan* plan_ = nullptr;
   int64_t recomputed_ = 0;
   bool countCost_ = false;
+  std::vector<const std::string*> units_;  // the units open around the running node (countCost_)
   ForwardCost cost_;
   OpBinder* binder_ = nullptr;
   std::unordered_map<const Node*, bool> bound_;  // binder_->binds(), per node

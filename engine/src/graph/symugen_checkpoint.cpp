@@ -530,6 +530,8 @@ void SyMuGen::prepareCheckpointSpans() {
     const std::string name =
         (path.empty() ? "" : path + " ") + "loop #" +
         (id != nodeIds_.end() ? std::to_string(id->second.value()) : std::to_string(loops.size()));
+    const int parent = blockOf(loop);
+    loopParents_[name] = parent >= 0 ? blocks[static_cast<size_t>(parent)] : "";
     const Node* first = nullptr;
     const Node* last = nullptr;
     for (const Node* n : body->nodes()) {
@@ -557,6 +559,15 @@ void SyMuGen::prepareCheckpointSpans() {
 const std::vector<std::string>& SyMuGen::loopSpans() {
   prepareCheckpointSpans();
   return loopSpans_;
+}
+
+std::vector<SyMuGen::RecomputableUnit> SyMuGen::recomputableUnits() {
+  std::vector<RecomputableUnit> units;
+  for (auto& block : segmentBlocks())
+    units.push_back({std::move(block), ""});
+  for (const auto& loop : loopSpans())
+    units.push_back({loop, loopParents_.at(loop)});
+  return units;
 }
 
 bool SyMuGen::Evaluator::runCheckpointed(const CheckpointSpan& span) {

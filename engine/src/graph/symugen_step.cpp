@@ -71,8 +71,8 @@ void SyMuGen::prepareEvaluator() {
 EvaluatorRun SyMuGen::forward(const std::vector<c10::IValue>& inputs,
                               const ForwardOptions& options) {
   prepareEvaluator();
-  if (options.plan != nullptr && !options.plan->empty())
-    prepareCheckpointSpans();
+  if ((options.plan != nullptr && !options.plan->empty()) || options.countCost)
+    prepareCheckpointSpans();  // a counted forward sums each span's unit too
   Graph unused;
   Graph& g = options.record != nullptr ? *options.record : unused;
   if (options.record != nullptr)

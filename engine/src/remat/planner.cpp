@@ -56,6 +56,21 @@ void makeMonotone(Covers& table) {
 
 }  // namespace
 
+std::vector<RematUnit> rematUnits(SyMuGen& gen, const ForwardCost& cost, double bytesPerSavedByte,
+                                  double secondsPerFlop, double secondsPerByte) {
+  std::vector<RematUnit> units;
+  for (const auto& u : gen.recomputableUnits()) {
+    RematUnit unit{u.name, u.parent, 0, 0};
+    const auto counted = cost.units.find(u.name);
+    if (counted != cost.units.end()) {
+      unit.freedBytes = bytesPerSavedByte * counted->second.savedBytes;
+      unit.cost = secondsPerFlop * counted->second.flops + secondsPerByte * counted->second.bytes;
+    }
+    units.push_back(std::move(unit));
+  }
+  return units;
+}
+
 RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedPeak,
                           double budget) {
   TORCH_CHECK(predictedPeak >= 0 && budget >= 0,

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "symtune/exec/segment_executor.h"
 #include "symtune/remat/planner.h"
+#include "symtune/runtime/trainer.h"
 
 namespace {
 
@@ -130,4 +132,55 @@ TEST_CASE("against a brute force: enough freed, at no more than a slightly large
       CHECK(p.cost <= roomy + 1e-9);
     CHECK(p.cost >= exact - 1e-9);
   }
+}
+
+TEST_CASE("a model's units priced from a counted forward, planned, and run as planned") {
+  symtune::Session session;
+  session.name = "tagger";
+  session.model.zoo = "dynamic_tagger";
+  session.model.preset = "ci";
+  session.binding.enabled = false;
+  symtune::Trainer plain(session), planned(session);
+  plain.setExecutor(std::make_unique<symtune::SegmentExecutor>(*plain.executor().scriptModule()));
+  auto owned = std::make_unique<symtune::SegmentExecutor>(*planned.executor().scriptModule());
+  symtune::SegmentExecutor& executor = *owned;
+  planned.setExecutor(std::move(owned));
+
+  symtune::ForwardCost cost;
+  {
+    torch::NoGradGuard noGrad;
+    symtune::ForwardOptions options;
+    options.countCost = true;
+    cost = executor.symugen()->forward(planned.batch(0).inputs, options).cost;
+  }
+  const auto units = symtune::remat::rematUnits(*executor.symugen(), cost, 1.0, 1e-11, 1e-10);
+  const RematUnit* rnn = nullptr;
+  const RematUnit* loop = nullptr;
+  for (const auto& u : units) {
+    if (u.name == "rnn")
+      rnn = &u;
+    if (u.name.rfind("rnn loop #", 0) == 0)
+      loop = &u;
+  }
+  REQUIRE(rnn != nullptr);
+  REQUIRE(loop != nullptr);
+  CHECK(loop->parent == "rnn");
+  CHECK(loop->freedBytes > 0);
+  CHECK(rnn->freedBytes >= loop->freedBytes);  // the block's ops include its loop's
+  CHECK(loop->cost > 0);
+  double total = 0;
+  for (const auto& u : units)
+    total += u.parent.empty() ? u.freedBytes : 0;
+  CHECK(total == doctest::Approx(cost.savedBytes).epsilon(0.01));  // every op lies in a block
+
+  // A budget the loop alone meets: the plan names it or its block, and runs as the plain step.
+  const RematPlan plan = symtune::remat::planUnderBudget(units, total, total - loop->freedBytes);
+  REQUIRE(plan.feasible);
+  REQUIRE_FALSE(plan.segments.empty());
+  executor.setPlan(plan.segments);
+  for (int i = 0; i < 2; ++i) {
+    const double a = plain.step().loss, b = planned.step().loss;
+    CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
+  }
+  CHECK(executor.lastRecomputed() > 0);
 }

@@ -19,6 +19,7 @@
 // tied to nodes: a capture, per-node telemetry, or a segment plan.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -52,6 +53,12 @@ struct ForwardCost {
   double bytes = 0;       // read plus written
   double savedBytes = 0;  // saved for backward, by the templates (symtune/remat/memory_predictor.h)
   int64_t opsWithoutCost = 0;  // tensor op executions without a template (or shapes it needs)
+  // Per unit a SegmentPlan can recompute (SyMuGen::recomputableUnits()): the same sums over the
+  // ops that ran inside it (a loop's ops count for the block around it too).
+  struct Unit {
+    double flops = 0, bytes = 0, savedBytes = 0;
+  };
+  std::map<std::string, Unit> units;
 };
 
 // Note [Segments]
@@ -122,6 +129,12 @@ class SyMuGen {
   // The loops whose bodies a SegmentPlan can recompute trip by trip, by the names it knows them
   // by ("rnn loop #23"; Note [Loop-body spans] in engine/src/graph/symugen_checkpoint.cpp).
   const std::vector<std::string>& loopSpans();
+  // What a SegmentPlan can name: the top-level blocks (parent "") and the loops, each with the
+  // block it lies in ("" when none).
+  struct RecomputableUnit {
+    std::string name, parent;
+  };
+  std::vector<RecomputableUnit> recomputableUnits();
 
   // A plain torch::nn::Module has no IR: its graph is the module tree, one node per module, with
   // its parameters as outputs.
@@ -149,6 +162,7 @@ class SyMuGen {
   std::unordered_map<const torch::jit::Node*, std::shared_ptr<const CheckpointSpan>> spans_;
   bool spansReady_ = false;
   std::vector<std::string> loopSpans_;
+  std::map<std::string, std::string> loopParents_;  // loop span name -> its top-level block
   Graph graph_;
 };
 

@@ -40,6 +40,14 @@ struct RematPlan {
   double smallestFeasibleBudget = 0;  // the peak predicted with every unit that frees most
 };
 
+// A model's units (SyMuGen::recomputableUnits()) priced from a counted forward (ForwardOptions::
+// countCost; ForwardCost::units): each frees `bytesPerSavedByte` times the bytes its ops save for
+// backward (the predictor's slope: bytes of peak per template byte) and costs its forward once
+// more, `secondsPerFlop` a FLOP and `secondsPerByte` a byte moved. A unit the forward did not
+// run frees nothing.
+std::vector<RematUnit> rematUnits(SyMuGen& gen, const ForwardCost& cost, double bytesPerSavedByte,
+                                  double secondsPerFlop, double secondsPerByte);
+
 // The cheapest plan that brings `predictedPeak` (the plain step's) to at most `budget` bytes.
 // Throws for negative sizes or costs and for a unit whose parent is not a unit.
 RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedPeak, double budget);
