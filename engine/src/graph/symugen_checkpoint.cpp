@@ -34,17 +34,16 @@ namespace symtune {
 
 // Note [Loop-body spans]
 // A loop's trips keep their activations until the backward reaches them, so a long loop (the
-// tagger's time steps) holds as many trips' activations as it runs, and a top-level block around
-// it can only be checkpointed whole. A loop body is cut into runs of nodes between the nodes that
-// write to a value from outside them (`outs.append(h)`: recomputing an append would append
-// twice), its leading views of outside tensors left out (`gi_all[:, t]`: the span reads the view,
-// whose gradient is its own size); each run that computes a tensor op is a span of its own, named
-// after the loop ("rnn
-// loop #23": the loop's node in the static graph, after its module path), and a plan that names
-// the loop recomputes all of them: every trip then keeps only each run's inputs (the carried
-// state, the tensors read from outside, not copied) and runs the trip's run again when the
-// backward reaches it. Loops whose bodies hold a top-level block's span (a block called in a
-// loop) are not cut: that block is the unit there.
+// tagger's time steps) holds as many trips' activations as it runs, and a top-level block around it
+// can only be checkpointed whole. A loop body is cut into runs of nodes between the nodes that
+// write to a value from outside them (`outs.append(h)`: recomputing an append would append twice),
+// its leading views of outside tensors left out (`gi_all[:, t]`: the span reads the view, whose
+// gradient is its own size); each run that computes a tensor op is a span of its own, named after
+// the loop ("rnn loop #23": the loop's node in the static graph, after its module path), and a plan
+// that names the loop recomputes all of them: every trip then keeps only each run's inputs (the
+// carried state, the tensors read from outside, not copied) and runs the trip's run again when the
+// backward reaches it. Loops whose bodies hold a top-level block's span (a block called in a loop)
+// are not cut: that block is the unit there.
 
 // Note [Checkpoint RNG]
 // A span's forward keeps the random state it began with — the default CPU generator's, and the
@@ -521,15 +520,18 @@ void SyMuGen::prepareCheckpointSpans() {
     }
   };
   findLoops(ir_->block());
-  for (const Node* loop : loops) {
+  for (size_t k = 0; k < loops.size(); ++k) {
+    const Node* loop = loops[k];
     const Block* body = loop->blocks()[0];
     if (holdsSpan(body))
       continue;
+    // Named by its node in the static graph; a loop the graph does not show, by its place among
+    // the loops ("loop k3").
     const auto id = nodeIds_.find(loop);
     const std::string path = detail::modulePathOf(loop);
-    const std::string name =
-        (path.empty() ? "" : path + " ") + "loop #" +
-        (id != nodeIds_.end() ? std::to_string(id->second.value()) : std::to_string(loops.size()));
+    const std::string name = (path.empty() ? "" : path + " ") +
+                             (id != nodeIds_.end() ? "loop #" + std::to_string(id->second.value())
+                                                   : "loop k" + std::to_string(k));
     const int parent = blockOf(loop);
     loopParents_[name] = parent >= 0 ? blocks[static_cast<size_t>(parent)] : "";
     const Node* first = nullptr;
