@@ -192,6 +192,9 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     if (region.alsoOut != nullptr) {
       // The earlier node's value, which it left undefined: the evaluator stores it now, before
       // anything outside the region reads it.
+      TORCH_CHECK(inputs.size() == 2, "Binder: ", cs.active->name(), " left ", inputs.size(),
+                  " values at ", cs.lead->site.name, ", which computes its result and ",
+                  region.alsoOut->debugName());
       late_.emplace(region.alsoOut, std::move(inputs.back()));
       inputs.pop_back();
     }

@@ -43,7 +43,8 @@ namespace symtune {
 // that names the loop recomputes all of them: every trip then keeps only each run's inputs (the
 // carried state, the tensors read from outside, not copied) and runs the trip's run again when the
 // backward reaches it. Loops whose bodies hold a top-level block's span (a block called in a loop)
-// are not cut: that block is the unit there.
+// are not cut: that block is the unit there; nor are loops around a loop that is cut (the inner
+// loop is the unit).
 
 // Note [Checkpoint RNG]
 // A span's forward keeps the random state it began with — the default CPU generator's, and the
@@ -458,7 +459,7 @@ void SyMuGen::prepareCheckpointSpans() {
       first = first->next();
     bool computes = false;
     for (const Node* n = first;; n = n->next()) {
-      computes = computes || (n->kind().is_aten() && n->outputs().size() > 0 &&
+      computes = computes || (n->kind().is_aten() && !isViewOrShape(n) && n->outputs().size() > 0 &&
                               n->output(0)->type()->kind() == c10::TypeKind::TensorType);
       if (n == last)
         break;
@@ -520,7 +521,9 @@ void SyMuGen::prepareCheckpointSpans() {
     }
   };
   findLoops(ir_->block());
-  for (size_t k = 0; k < loops.size(); ++k) {
+  // Inner loops first: an outer loop whose body then holds an inner loop's spans is not cut (the
+  // inner loop is the unit there), so no op counts for two loops a plan could take apart.
+  for (size_t k = loops.size(); k-- > 0;) {
     const Node* loop = loops[k];
     const Block* body = loop->blocks()[0];
     if (holdsSpan(body))

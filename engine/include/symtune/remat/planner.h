@@ -12,10 +12,10 @@
 // templates' saved bytes times the predictor's slope, bytes of peak per template byte — and costs
 // its forward once more. The planner minimises the total cost of the units it recomputes subject
 // to the freed bytes covering what the predicted peak exceeds the budget by: a covering knapsack,
-// solved exactly by dynamic programming over the needed bytes cut into `kSteps` equal parts
-// (rounded up, so a plan it returns never frees less than needed). Per block the choice is the
-// block itself or the cheapest cover among its children; across blocks the covers add up. Units
-// that free nothing are never chosen.
+// solved exactly by dynamic programming over the needed bytes cut into 512 equal parts (each
+// unit's bytes rounded down to whole parts, so a plan it returns never frees less than needed). Per
+// block the choice is the block itself or the cheapest cover among its children; across blocks the
+// covers add up. Units that free nothing are never chosen.
 
 #include <string>
 #include <vector>
