@@ -87,15 +87,8 @@ Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch, int64_
   // Query i sits at key position keys - queries + i and sees the keys at or before it.
   const auto future =
       (torch::arange(queries) + (keys - queries)).unsqueeze(1) < torch::arange(keys).unsqueeze(0);
-  symtune::ForwardOptions options;
-  options.binder = binder;
-  const auto out = gen.forward({leaves[0], leaves[1], leaves[2], leaves[3], future, 0.35}, options)
-                       .output.toTensor();
-  out.backward(torch::linspace(-1, 1, out.numel(), opts).view_as(out));
-  Run r{{out.detach()}};
-  for (const auto& t : leaves)
-    r.values.push_back(t.grad().defined() ? t.grad() : torch::zeros_like(t));
-  return r;
+  return {symtune::test::outputAndGradients(
+      gen, binder, {leaves[0], leaves[1], leaves[2], leaves[3], future, 0.35}, leaves)};
 }
 
 void checkClose(const Run& got, const Run& want, double within) {
@@ -112,12 +105,7 @@ std::vector<symtune::binding::OpSite> attentionSites(symtune::SyMuGen& gen) {
   quiet.measure = false;
   Binder finder(gen.staticGraph(), here(), quiet);
   step(gen, &finder, 2, 3, 5);
-  std::vector<symtune::binding::OpSite> found;
-  for (const auto& site : finder.sites()) {
-    if (site.pattern == std::string(symtune::binding::kAttention))
-      found.push_back(site);
-  }
-  return found;
+  return symtune::test::sitesOf(finder, symtune::binding::kAttention);
 }
 
 std::unique_ptr<Binder> forced(symtune::SyMuGen& gen, const std::string& winner, int64_t batch,

@@ -95,15 +95,8 @@ Run step(symtune::SyMuGen& gen, symtune::OpBinder* binder, int64_t batch, int64_
       0.1 * torch::randn({width}, opts)};
   for (auto& t : leaves)
     t.requires_grad_(true);
-  symtune::ForwardOptions options;
-  options.binder = binder;
-  const auto out = gen.forward({leaves[0], leaves[1], leaves[2], leaves[3], leaves[4]}, options)
-                       .output.toTensor();
-  out.backward(torch::linspace(-1, 1, out.numel(), opts).view_as(out));
-  Run r{{out.detach()}};
-  for (const auto& t : leaves)
-    r.values.push_back(t.grad().defined() ? t.grad() : torch::zeros_like(t));
-  return r;
+  return {symtune::test::outputAndGradients(
+      gen, binder, {leaves[0], leaves[1], leaves[2], leaves[3], leaves[4]}, leaves)};
 }
 
 void checkClose(const Run& got, const Run& want, double within) {
@@ -121,12 +114,7 @@ std::vector<symtune::binding::OpSite> residualSites(
   quiet.measure = false;
   Binder finder(gen.staticGraph(), here(), quiet);
   step(gen, &finder, 2, 3);
-  std::vector<symtune::binding::OpSite> found;
-  for (const auto& site : finder.sites()) {
-    if (site.pattern == pattern)
-      found.push_back(site);
-  }
-  return found;
+  return symtune::test::sitesOf(finder, pattern);
 }
 
 std::unique_ptr<Binder> forced(symtune::SyMuGen& gen, const std::string& winner, int64_t batch,
