@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -59,8 +60,52 @@ struct ModeRecord {
   std::vector<double> losses;                // every step, warm-up included
   std::vector<double> allPeaks, savedBytes;  // every step: its peak; the templates' saved bytes
   std::vector<double> stepSeconds, samplesPerSecond, data, forward, backward, optimizer, peakBytes;
-  std::vector<int64_t> measurements;  // binder measurements per step, warm-up included
+  std::vector<int64_t> measurements;     // binder measurements per step, warm-up included
+  std::vector<StepResult::Remat> remat;  // every step under a budget, warm-up included
+  std::string infeasible;  // why the mode stopped: its budget is below what any plan fits
+  double smallestFeasible = 0;
 };
+
+// What the rematerializer did over a mode's steps: its plans, their predictions against the
+// measured peaks (steps after the first `settle`), and whether any step went over its budget.
+json rematSummary(const remat::Rematerializer& remat, const ModeRecord& rec, size_t settle) {
+  std::vector<double> errors, recomputed;
+  int64_t over = 0, retried = 0;
+  json steps = json::array();
+  for (size_t i = 0; i < rec.remat.size(); ++i) {
+    const auto& r = rec.remat[i];
+    const auto& plan = r.plan;
+    if (plan.limitBytes && r.peakBytes > static_cast<double>(*plan.limitBytes))
+      ++over;
+    retried += r.attempts > 1;
+    recomputed.push_back(static_cast<double>(plan.segments.recompute.size()));
+    json step = {
+        {"recomputed", plan.segments.recompute},
+        {"peak_bytes", r.peakBytes},
+        {"limit_bytes", plan.limitBytes ? json(*plan.limitBytes) : json(nullptr)},
+        {"predicted_bytes", plan.predictedPeak ? json(*plan.predictedPeak) : json(nullptr)},
+        {"predicted_plain_bytes", plan.predictedPlain ? json(*plan.predictedPlain) : json(nullptr)},
+        {"cached", plan.cached},
+        {"attempts", r.attempts}};
+    if (plan.predictedPeak && i >= settle && r.peakBytes > 0) {
+      errors.push_back(std::abs(*plan.predictedPeak - r.peakBytes) / r.peakBytes);
+      step["error"] = errors.back();
+    }
+    steps.push_back(std::move(step));
+  }
+  const auto& stats = remat.stats();
+  return {{"buckets", stats.buckets},
+          {"plans_made", stats.plansMade},
+          {"cache_hits", stats.cacheHits},
+          {"back_offs", stats.backOffs},
+          {"steps_over_budget", over},
+          {"steps_run_again", retried},
+          {"recomputed_units", summary(recomputed)},
+          {"prediction_median_error", errors.empty() ? json(nullptr) : json(median(errors))},
+          {"prediction_max_error",
+           errors.empty() ? json(nullptr) : json(*std::max_element(errors.begin(), errors.end()))},
+          {"steps", steps}};
+}
 
 // A step's peak bytes on top of what was live when it began, measured the same way for every
 // mode whatever its telemetry: on the CPU from the allocation counter (process-wide, Note [Step
@@ -364,12 +409,52 @@ std::string telemetryName(Telemetry level) {
   return "?";
 }
 
+// "remat:F": the planner under a budget of F times the plain step's predicted peak.
+std::optional<double> rematFraction(const std::string& name) {
+  const std::string prefix = "remat:";
+  if (name.rfind(prefix, 0) != 0)
+    return std::nullopt;
+  const std::string text = name.substr(prefix.size());
+  size_t used = 0;
+  double fraction = 0;
+  try {
+    fraction = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != text.size() || !(fraction > 0 && fraction <= 1))
+    return std::nullopt;
+  return fraction;
+}
+
 const Mode* findMode(const std::string& name) {
   for (const auto& m : baselineModes()) {
     if (m.name == name)
       return &m;
   }
-  return nullptr;
+  const auto fraction = rematFraction(name);
+  if (!fraction)
+    return nullptr;
+  // Made on first use and kept for the process (modes are handed out by address).
+  static std::deque<Mode> remat;
+  for (const auto& m : remat) {
+    if (m.name == name)
+      return &m;
+  }
+  const double f = *fraction;
+  remat.push_back({name,
+                   "remat's planner: the cheapest units recomputed, per batch, to keep the step "
+                   "under " +
+                       name.substr(6) + " of its plain peak (predicted), enforced",
+                   {},
+                   {},
+                   {},
+                   [f](Session& session) {
+                     session.remat.enabled = true;
+                     session.remat.strategy = "plan";
+                     session.remat.budgetFraction = f;
+                   }});
+  return &remat.back();
 }
 
 Probes probeMachine(const torch::Device& device) {
@@ -461,6 +546,9 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
     Session own = session;
     if (mode->configure)
       mode->configure(own);
+    // A budget fraction is of the plain peak of the warm-up steps, which are not measured.
+    if (own.remat.enabled && own.remat.budgetFraction)
+      own.remat.calibrationSteps = std::max(1, config.warmup);
     trainers.push_back(std::make_unique<Trainer>(own));
     if (mode->setup)
       mode->setup(*trainers.back());
@@ -478,6 +566,11 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
   for (int i = 0; i < total; ++i) {
     for (size_t k = 0; k < modes.size(); ++k) {
       const size_t m = (static_cast<size_t>(i) + k) % modes.size();
+      if (!records[m].infeasible.empty()) {
+        if (config.lockstep)
+          config.lockstep->pass(model, i, m, modes.size());
+        continue;
+      }
       binding::Binder* binder = trainers[m]->binder();
       const int64_t measuredBefore = binder != nullptr ? binder->measurements() : 0;
       if (modes[m]->enter)
@@ -485,7 +578,22 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
       if (costed != nullptr && m == baseline)
         records[m].savedBytes.push_back(templateSavedBytes(*costed, trainers[m]->batch(i).inputs));
       const StepPeak peak(trainers[m]->device());
-      const StepResult r = trainers[m]->step();
+      StepResult r;
+      try {
+        r = trainers[m]->step();
+      } catch (const remat::RematInfeasible& e) {
+        // A budget below what any plan fits: the mode stops, the others go on.
+        if (m == baseline)
+          throw;
+        records[m].infeasible = e.what();
+        records[m].smallestFeasible = e.smallestFeasibleBytes();
+        std::cerr << "  " << modes[m]->name << ": " << e.what() << "\n";
+        if (modes[m]->leave)
+          modes[m]->leave();
+        if (config.lockstep)
+          config.lockstep->pass(model, i, m, modes.size());
+        continue;
+      }
       const double peakBytes = peak.bytes();
       records[m].allPeaks.push_back(peakBytes);
       if (modes[m]->leave)
@@ -494,6 +602,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
         config.lockstep->pass(model, i, m, modes.size());
       ModeRecord& rec = records[m];
       rec.losses.push_back(r.loss);
+      if (r.remat)
+        rec.remat.push_back(*r.remat);
       if (binder != nullptr)
         rec.measurements.push_back(binder->measurements() - measuredBefore);
       if (i < config.warmup)
@@ -534,6 +644,14 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
   json modeResults = json::array();
   for (size_t m = 0; m < modes.size(); ++m) {
     const ModeRecord& rec = records[m];
+    if (!rec.infeasible.empty()) {
+      modeResults.push_back({{"mode", modes[m]->name},
+                             {"description", modes[m]->description},
+                             {"infeasible", rec.infeasible},
+                             {"smallest_feasible_bytes", rec.smallestFeasible},
+                             {"steps_run", rec.losses.size()}});
+      continue;
+    }
     const double stepMedian = median(rec.stepSeconds);
     json roofline = nullptr;
     if (flopsPerStep > 0 && stepMedian > 0) {
@@ -563,6 +681,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
          {"roofline", roofline}});
     if (const binding::Binder* binder = trainers[m]->binder())
       modeResults.back()["binding"] = bindingSummary(*binder, rec, config.warmup);
+    if (const remat::Rematerializer* remat = trainers[m]->rematerializer())
+      modeResults.back()["remat"] = rematSummary(*remat, rec, static_cast<size_t>(config.warmup));
   }
   json result = {{"model", model},
                  {"description", trainers[baseline]->modelDescription()},
@@ -590,6 +710,13 @@ std::string table(const json& results) {
         << "GFLOP/s"
         << "\n";
     for (const auto& m : model["modes"]) {
+      if (m.contains("infeasible")) {
+        out << "  " << std::left << std::setw(14) << m["mode"].get<std::string>()
+            << " infeasible: smallest feasible budget " << std::setprecision(1)
+            << m["smallest_feasible_bytes"].get<double>() / 1048576.0 << " MB\n"
+            << std::right;
+        continue;
+      }
       const auto& ratio = m["ratio"];
       out << "  " << std::left << std::setw(14) << m["mode"].get<std::string>() << std::right
           << std::setprecision(1) << std::setw(11) << m["samples_per_s"]["median"].get<double>()

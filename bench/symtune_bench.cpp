@@ -41,6 +41,7 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
   --budget SECONDS   start no further model after this long (those left are listed as skipped)
   --output FILE      the JSON (default: stdout); rewritten after every model, so a run stopped
                      midway leaves the models done ("complete": false until the end)
+  --budgets LIST      also run remat:F for each F in LIST ("0.3,0.4,0.5"): the time-memory curve
   --memory-prediction on|off  predict each step's peak of the baseline mode before it runs
                      (remat's memory predictor, fed the steps before) and report the errors
                      (default: off; on adds a template-counting forward before each baseline
@@ -52,7 +53,9 @@ checkpoint (full activation checkpointing of every top-level block), per-node (p
 telemetry on every step), tanh-gelu (the built-in
 tanh_gelu rewrite: exact GELU to its tanh approximation), fused-optim (the optimizer's fused step),
 fused (the fused step and the built-in fusion rewrites: fused_bias_gelu, fused_bias_dropout_add),
-bind+fused (those and DynaCompiler's binding)
+bind+fused (those and DynaCompiler's binding), remat:F for F in (0, 1] (remat's planner: per
+batch, the cheapest units recomputed to keep the step under F times its predicted plain peak,
+the budget enforced)
 )";
 
 std::vector<std::string> split(const std::string& list) {
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   std::string output;
   int budget = 0;  // seconds; 0: none
   std::string lockstep;
+  std::vector<std::string> budgets;  // --budgets, as remat:F modes
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string arg = argv[i];
@@ -125,11 +129,15 @@ int main(int argc, char** argv) {
         output = value;
       else if (arg == "--budget")
         budget = toInt(value, arg);
-      else if (arg == "--memory-prediction" && (value == "on" || value == "off"))
+      else if (arg == "--budgets") {
+        for (const auto& f : split(value))
+          budgets.push_back("remat:" + f);
+      } else if (arg == "--memory-prediction" && (value == "on" || value == "off"))
         config.memoryPrediction = value == "on";
       else
         throw std::invalid_argument("unknown option " + arg + " (see --help)");
     }
+    config.modes.insert(config.modes.end(), budgets.begin(), budgets.end());
     if (config.steps < 1)
       throw std::invalid_argument("--steps must be at least 1");
     if (!lockstep.empty() && config.exportDir.empty())

@@ -211,6 +211,14 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       report.loss.push_back(r.loss);
       if (trainer.binder() != nullptr)
         report.bindingMeasurements.push_back(trainer.binder()->measurements() - measuredBefore);
+      if (r.remat) {
+        if (!report.remat)
+          report.remat.emplace();
+        const auto& plan = r.remat->plan;
+        report.remat->steps.push_back({plan.limitBytes, r.remat->peakBytes,
+                                       static_cast<int64_t>(plan.segments.recompute.size()),
+                                       r.remat->attempts});
+      }
       report.stepSeconds.push_back(r.seconds);
       report.trainSeconds += r.seconds;
       report.rulesInForce = r.rulesInForce;
@@ -267,6 +275,15 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       if (options.progress != nullptr)
         *options.progress << report.bindingNote << std::endl;
     }
+  }
+  if (const remat::Rematerializer* remat = trainer.rematerializer()) {
+    if (!report.remat)
+      report.remat.emplace();
+    const auto& stats = remat->stats();
+    report.remat->buckets = stats.buckets;
+    report.remat->plansMade = stats.plansMade;
+    report.remat->cacheHits = stats.cacheHits;
+    report.remat->backOffs = stats.backOffs;
   }
   report.peakRssBytes = peakRssBytes();
   report.wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();

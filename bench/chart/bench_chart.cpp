@@ -1,6 +1,7 @@
 // symtune-bench-chart: draws the JSON that symtune-bench writes as one PNG, with no display. A
 // title line, then one row per model: throughput over the baseline mode, peak memory over the
-// baseline mode (one bar per mode), and every mode's loss per step overlaid.
+// baseline mode (one bar per mode), every mode's loss per step overlaid, and, for a run with
+// remat:F modes (--budgets), the time-memory curve.
 //
 //   build/ci/bin/symtune-bench-chart results.json results.png [--width 1500]
 //
@@ -45,7 +46,8 @@ using json = nlohmann::json;
 constexpr const char* kUsage =
     "usage: symtune-bench-chart RESULTS.json OUTPUT.png [--width PX]\n"
     "Draws the JSON that symtune-bench writes as one PNG image (PNG only): per model, throughput\n"
-    "and peak memory of each mode over the baseline mode, and each mode's loss per step.\n"
+    "and peak memory of each mode over the baseline mode, each mode's loss per step, and the\n"
+    "time-memory curve of the remat:F modes (symtune-bench --budgets) where there are any.\n"
     "  --width PX  image width, 600 to 10000 (default 1500); each model adds a 330 px row\n"
     "Needs no display: QT_QPA_PLATFORM defaults to offscreen.\n";
 
@@ -126,6 +128,7 @@ struct ModeResult {
   std::optional<double> throughputRatio;  // ratio.samples_per_s, over the baseline mode
   std::optional<double> peakBytesRatio;   // ratio.peak_bytes, over the baseline mode
   std::vector<double> losses;             // one per step; NaN where the JSON has null
+  bool infeasible = false;                // a remat budget no plan fitted: no numbers
 };
 
 struct ModelResult {
@@ -219,6 +222,10 @@ std::vector<double> parseLosses(const json& array, const std::string& where) {
 ModeResult parseMode(const json& object, const std::string& where) {
   ModeResult mode;
   mode.mode = requiredString(object, "mode", where);
+  if (find(object, {"infeasible"}) != nullptr) {
+    mode.infeasible = true;
+    return mode;
+  }
   mode.samplesPerS = requiredNumber(object, {"samples_per_s", "median"}, where);
   mode.peakBytes = requiredNumber(object, {"peak_bytes", "median"}, where);
   mode.throughputRatio = optionalNumber(object, {"ratio", "samples_per_s"});
@@ -287,6 +294,8 @@ const RatioMetric kPeakMemory{"peak memory", &ModeResult::peakBytesRatio, &ModeR
 
 std::optional<double> ratio(const ModelResult& model, const ModeResult& mode,
                             const RatioMetric& metric, const std::string& baseline) {
+  if (mode.infeasible)
+    return std::nullopt;
   if (mode.*metric.ratio)
     return mode.*metric.ratio;
   const auto base = std::find_if(model.modes.begin(), model.modes.end(),
@@ -401,6 +410,8 @@ QChart* lossChart(const ModelResult& model, int warmup) {
   chart->addAxis(y, Qt::AlignLeft);
   size_t steps = 0;
   for (const ModeResult& mode : model.modes) {
+    if (mode.infeasible)
+      continue;
     QLineSeries* series = lossSeries(mode);
     chart->addSeries(series);
     series->attachAxis(x);
@@ -410,6 +421,95 @@ QChart* lossChart(const ModelResult& model, int warmup) {
   x->setRange(0, std::max<qreal>(static_cast<qreal>(steps) - 1, 1));
   const auto [low, high] = lossRange(model);
   y->setRange(low, high);
+  y->applyNiceNumbers();
+  return chart;
+}
+
+// The budget F of a "remat:F" mode; nullopt for any other mode.
+std::optional<double> rematBudget(const std::string& mode) {
+  const std::string prefix = "remat:";
+  if (mode.rfind(prefix, 0) != 0)
+    return std::nullopt;
+  double value = 0;
+  const char* first = mode.data() + prefix.size();
+  const char* last = mode.data() + mode.size();
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (error != std::errc() || end != last)
+    return std::nullopt;
+  return value;
+}
+
+bool hasRematModes(const ModelResult& model) {
+  return std::any_of(model.modes.begin(), model.modes.end(),
+                     [](const ModeResult& m) { return rematBudget(m.mode).has_value(); });
+}
+
+// The time-memory curve of `symtune-bench --budgets`: each remat:F mode's throughput over its
+// peak memory (both over the baseline), joined in order of F, with full checkpointing and the
+// baseline as points of their own. Budgets no plan fitted are named in the title.
+QChart* curveChart(const ModelResult& model, const std::string& baseline) {
+  std::vector<std::pair<double, const ModeResult*>> budgets;
+  QStringList infeasible;
+  for (const ModeResult& mode : model.modes) {
+    if (const auto f = rematBudget(mode.mode)) {
+      if (mode.infeasible)
+        infeasible << QString::number(*f);
+      else
+        budgets.emplace_back(*f, &mode);
+    }
+  }
+  std::sort(budgets.begin(), budgets.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  QString title = QString::fromStdString(model.model) +
+                  QStringLiteral(" — throughput against peak memory ÷ ") +
+                  QString::fromStdString(baseline.empty() ? "baseline" : baseline);
+  if (!infeasible.isEmpty())
+    title += QStringLiteral(" (no plan fits ") + infeasible.join(QStringLiteral(", ")) + ")";
+  QChart* chart = newChart(title);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  auto* x = new QValueAxis;
+  x->setTitleText(QStringLiteral("peak memory ÷ baseline"));
+  chart->addAxis(x, Qt::AlignBottom);
+  auto* y = new QValueAxis;
+  y->setTitleText(QStringLiteral("throughput ÷ baseline"));
+  chart->addAxis(y, Qt::AlignLeft);
+  qreal top = 1.0;
+  const auto point = [&](const ModeResult& mode) -> std::optional<QPointF> {
+    const auto m = ratio(model, mode, kPeakMemory, baseline);
+    const auto t = ratio(model, mode, kThroughput, baseline);
+    if (!m || !t)
+      return std::nullopt;
+    top = std::max<qreal>(top, *t);
+    return QPointF(*m, *t);
+  };
+  auto* curve = new QLineSeries;
+  curve->setName(QStringLiteral("remat:F (F = budget ÷ plain peak)"));
+  curve->setPointsVisible(true);
+  for (const auto& [f, mode] : budgets) {
+    if (const auto p = point(*mode))
+      curve->append(*p);
+  }
+  std::vector<QLineSeries*> series{curve};
+  for (const ModeResult& mode : model.modes) {
+    if (rematBudget(mode.mode) || (mode.mode != "checkpoint" && mode.mode != baseline))
+      continue;
+    if (const auto p = point(mode)) {
+      auto* single = new QLineSeries;
+      single->setName(QString::fromStdString(mode.mode));
+      single->setPointsVisible(true);
+      single->append(*p);
+      series.push_back(single);
+    }
+  }
+  for (QLineSeries* s : series) {
+    chart->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+  x->setRange(0, 1.1);
+  x->setTickCount(12);  // every 0.1
+  x->setLabelFormat(QStringLiteral("%.1f"));
+  y->setRange(0, top * 1.1);
   y->applyNiceNumbers();
   return chart;
 }
@@ -451,13 +551,16 @@ std::unique_ptr<QWidget> chartPage(const BenchResults& results, int width) {
   title->setFont(font);
   title->setAlignment(Qt::AlignCenter);
   title->setFixedHeight(kTitleHeight);
-  grid->addWidget(title, 0, 0, 1, 3);
+  const bool curves = std::any_of(results.models.begin(), results.models.end(), hasRematModes);
+  grid->addWidget(title, 0, 0, 1, curves ? 4 : 3);
 
   int row = 1;
   for (const ModelResult& model : results.models) {
     grid->addWidget(chartView(ratioChart(model, kThroughput, results.baseline)), row, 0);
     grid->addWidget(chartView(ratioChart(model, kPeakMemory, results.baseline)), row, 1);
     grid->addWidget(chartView(lossChart(model, results.warmup)), row, 2);
+    if (hasRematModes(model))
+      grid->addWidget(chartView(curveChart(model, results.baseline)), row, 3);
     grid->setRowStretch(row, 1);
     ++row;
   }

@@ -385,6 +385,49 @@ class TestBatch : public QObject {
              (QJsonArray{QJsonObject{{"rule", "tanh_gelu"}, {"sites", 1}}}));
   }
 
+  void batchRunUnderAMemoryBudget() {
+    // Transformer-XL held to 60 % of its plain peak: the report shows each step's budget and
+    // peak (the first runs plain to measure it), and no step over its budget.
+    QTemporaryDir dir;
+    const QString session =
+        writeFile(dir, "s.json",
+                  R"({"format": "symtune-session", "version": 1, "name": "remat",
+             "model": {"zoo": "transformer_xl", "preset": "ci"}, "run": {"steps": 6},
+             "binding": {"enabled": false}, "remat": {"budget_fraction": 0.6}})");
+    const QString reportPath = dir.filePath("r.json");
+    const Result r = run({"--batch", session, "--report", reportPath});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QFile f(reportPath);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject remat = QJsonDocument::fromJson(f.readAll()).object()["remat"].toObject();
+    const QJsonArray steps = remat["steps"].toArray();
+    QCOMPARE(steps.size(), 6);
+    QVERIFY(steps[0].toObject()["limit_bytes"].isNull());  // the calibration step
+    for (int i = 1; i < steps.size(); ++i) {
+      const QJsonObject step = steps[i].toObject();
+      QVERIFY2(step["peak_bytes"].toDouble() <= step["limit_bytes"].toDouble(),
+               qPrintable(QString("step %1").arg(i)));
+    }
+    QVERIFY(remat["plans_made"].toInt() + remat["cache_hits"].toInt() >= 4);
+    QCOMPARE(remat["buckets"].toInt(), 1);
+
+    // A budget no plan fits: the run fails at its first step and the report says the smallest.
+    const QString tight = writeFile(dir, "t.json",
+                                    R"({"format": "symtune-session", "version": 1, "name": "tight",
+             "model": {"zoo": "dynamic_tagger", "preset": "ci"}, "run": {"steps": 6},
+             "binding": {"enabled": false}, "remat": {"budget_mb": 0.01}})");
+    const QString tightReport = dir.filePath("t.report.json");
+    const Result t = run({"--batch", tight, "--report", tightReport});
+    QCOMPARE(t.exitCode, 1);
+    QFile g(tightReport);
+    QVERIFY(g.open(QIODevice::ReadOnly));
+    const QJsonObject failed = QJsonDocument::fromJson(g.readAll()).object();
+    QCOMPARE(failed["status"].toString(), QString("failed"));
+    QVERIFY2(failed["error"].toString().startsWith("step 0: remat: ") &&
+                 failed["error"].toString().contains("the smallest feasible budget"),
+             qPrintable(failed["error"].toString()));
+  }
+
   void rulesCheckValidatesRewriteIr() {
     // symtune hands a file with rewrites to symtune-runner, whose engine parses the IR.
     const Result ok = run(

@@ -78,6 +78,22 @@ std::string toJson(const RunReport& r) {
       {"wall_time_s", r.wallSeconds},
       {"started_at", r.startedAt},
   };
+  if (r.remat) {
+    json steps = json::array();
+    int64_t again = 0;
+    for (const auto& step : r.remat->steps) {
+      steps.push_back({{"limit_bytes", step.limitBytes ? json(*step.limitBytes) : json(nullptr)},
+                       {"peak_bytes", step.peakBytes},
+                       {"recomputed", step.recomputed},
+                       {"attempts", step.attempts}});
+      again += step.attempts > 1;
+    }
+    out["remat"] = {{"buckets", r.remat->buckets},      {"plans_made", r.remat->plansMade},
+                    {"cache_hits", r.remat->cacheHits}, {"back_offs", r.remat->backOffs},
+                    {"steps_run_again", again},         {"steps", steps}};
+  } else {
+    out["remat"] = nullptr;
+  }
   if (r.bindings) {
     int64_t measured = 0;
     for (int64_t n : r.bindingMeasurements)

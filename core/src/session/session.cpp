@@ -19,6 +19,13 @@ using detail::JsonFields;
 
 constexpr const char* kFormatName = "symtune-session";
 
+// 0.5, 256, 1e-06: a number as the session would write it.
+std::string numberText(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
 std::string inQuotes(const std::string& s) {
   return "\"" + s + "\"";
 }
@@ -139,8 +146,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                             " (this Symtune reads version " +
                             std::to_string(Session::kFormatVersion) + ")");
   }
-  top.rejectUnknown(
-      {"format", "version", "name", "model", "data", "optimizer", "run", "rules", "binding"});
+  top.rejectUnknown({"format", "version", "name", "model", "data", "optimizer", "run", "rules",
+                     "binding", "remat"});
 
   Session s;
   s.path = origin;
@@ -312,6 +319,38 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     s.binding.save = binding.boolean("save", s.binding.save);
     s.binding.exact = binding.boolean("exact", s.binding.exact);
   }
+  // remat
+  if (top.has("remat")) {
+    const JsonFields remat = top.object("remat");
+    remat.rejectUnknown({"budget_mb", "budget_fraction", "strategy", "calibration_steps"});
+    s.remat.enabled = true;
+    s.remat.strategy = remat.string("strategy", s.remat.strategy);
+    if (s.remat.strategy != "plan" && s.remat.strategy != "checkpoint")
+      remat.fail("strategy",
+                 "expected \"plan\" or \"checkpoint\", found " + inQuotes(s.remat.strategy));
+    if (remat.has("budget_mb")) {
+      const double mb = remat.number("budget_mb", 0);
+      if (!(mb > 0))
+        remat.fail("budget_mb", "expected a number of MB above 0, found " + numberText(mb));
+      s.remat.budgetMb = mb;
+    }
+    if (remat.has("budget_fraction")) {
+      const double share = remat.number("budget_fraction", 0);
+      if (!(share > 0 && share <= 1))
+        remat.fail("budget_fraction",
+                   "expected a share of the plain peak in (0, 1], found " + numberText(share));
+      s.remat.budgetFraction = share;
+    }
+    const int64_t calibration = remat.integer("calibration_steps", s.remat.calibrationSteps);
+    if (calibration < 1 || calibration > 1000)
+      remat.fail("calibration_steps",
+                 "expected an integer in [1, 1000], found " + std::to_string(calibration));
+    s.remat.calibrationSteps = static_cast<int>(calibration);
+    if (s.remat.budgetMb && s.remat.budgetFraction)
+      remat.fail("budget_fraction", "give budget_mb or budget_fraction, not both");
+    if (s.remat.strategy == "plan" && !s.remat.budgetMb && !s.remat.budgetFraction)
+      remat.fail("budget_mb", "the planner needs a budget: budget_mb or budget_fraction");
+  }
   return s;
 }
 
@@ -375,6 +414,15 @@ std::string sessionJson(const Session& s) {
       {"table",
        s.binding.useTable ? nlohmann::json(s.binding.table.string()) : nlohmann::json(nullptr)},
       {"save", s.binding.save}};
+  if (s.remat.enabled) {
+    nlohmann::json remat = {{"strategy", s.remat.strategy},
+                            {"calibration_steps", s.remat.calibrationSteps}};
+    if (s.remat.budgetMb)
+      remat["budget_mb"] = *s.remat.budgetMb;
+    if (s.remat.budgetFraction)
+      remat["budget_fraction"] = *s.remat.budgetFraction;
+    out["remat"] = remat;
+  }
   return out.dump(2) + "\n";
 }
 

@@ -17,10 +17,16 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
   ForwardOptions options;
   options.plan = &plan_;
   options.record = request.record;
-  options.binder = binder_.get();
+  // Under a plan that recomputes a loop trip by trip the op sites run as written (setBinder).
+  const std::vector<std::string>& loops = gen_.loopSpans();
+  const bool loopsRecomputed = std::any_of(loops.begin(), loops.end(), [&](const std::string& l) {
+    return plan_.recompute.count(l) > 0;
+  });
+  binding::Binder* binder = loopsRecomputed ? nullptr : binder_.get();
+  options.binder = binder;
   std::optional<std::vector<torch::jit::IValue>> bound;
-  if (binder_ != nullptr) {
-    bound = binder_->bindInputs(inputs, [this] {
+  if (binder != nullptr) {
+    bound = binder->bindInputs(inputs, [this] {
       binding::ModelReplay model;
       model.forward = [this](const std::vector<torch::jit::IValue>& in) {
         return forwardOutput(gen_.forward(in, ForwardOptions{}).output);

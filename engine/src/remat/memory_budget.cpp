@@ -8,12 +8,17 @@
 
 namespace symtune::remat {
 
-ScopedCpuBudget::ScopedCpuBudget(int64_t bytes) {
+ScopedCpuBudget::ScopedCpuBudget(int64_t bytes)
+    : ScopedCpuBudget(
+          bytes, CpuAllocationCounter::active() ? CpuAllocationCounter::counters().current : 0) {
+}
+
+ScopedCpuBudget::ScopedCpuBudget(int64_t bytes, int64_t base) {
   TORCH_CHECK(bytes >= 0, "ScopedCpuBudget: the budget must be at least 0 bytes, got ", bytes);
   TORCH_CHECK(CpuAllocationCounter::active(),
               "ScopedCpuBudget: LibTorch's CPU allocator is not Symtune's counting one (another "
               "was installed with a higher priority), so no budget can hold");
-  base_ = CpuAllocationCounter::counters().current;
+  base_ = base;
   outer_ = CpuAllocationCounter::limit();
   limit_ = outer_ ? std::min(*outer_, base_ + bytes) : base_ + bytes;
   CpuAllocationCounter::setLimit(limit_);

@@ -8,37 +8,56 @@ MemoryPredictor::MemoryPredictor(size_t window) : window_(window) {
   TORCH_CHECK(window_ >= 1, "MemoryPredictor: the window must hold at least one step");
 }
 
-void MemoryPredictor::observe(double savedBytes, double peakBytes) {
-  TORCH_CHECK(savedBytes >= 0 && peakBytes >= 0,
-              "MemoryPredictor: saved and peak bytes cannot be negative, got ", savedBytes, " and ",
-              peakBytes);
-  seen_.emplace_back(savedBytes, peakBytes);
+void MemoryPredictor::observe(double savedBytes, double peakBytes, double recomputedBytes) {
+  TORCH_CHECK(savedBytes >= 0 && peakBytes >= 0 && recomputedBytes >= 0,
+              "MemoryPredictor: saved, peak and recomputed bytes cannot be negative, got ",
+              savedBytes, ", ", peakBytes, " and ", recomputedBytes);
+  seen_.push_back({savedBytes, peakBytes, recomputedBytes});
   if (seen_.size() > window_)
     seen_.pop_front();
 }
 
-std::optional<double> MemoryPredictor::predict(double savedBytes) const {
+std::optional<double> MemoryPredictor::predict(double savedBytes, double recomputedBytes) const {
+  const auto f = fit();
+  if (!f)
+    return std::nullopt;
+  return f->intercept + f->slope * savedBytes + f->recomputedSlope * recomputedBytes;
+}
+
+std::optional<MemoryPredictor::Fit> MemoryPredictor::fit() const {
   if (seen_.empty())
     return std::nullopt;
   const double n = static_cast<double>(seen_.size());
-  double sx = 0, sy = 0;
-  for (const auto& [x, y] : seen_) {
-    sx += x;
-    sy += y;
+  double mx = 0, mr = 0, my = 0;
+  for (const auto& s : seen_) {
+    mx += s.saved / n;
+    mr += s.recomputed / n;
+    my += s.peak / n;
   }
-  const double mx = sx / n, my = sy / n;
-  double sxx = 0, sxy = 0;
-  for (const auto& [x, y] : seen_) {
-    sxx += (x - mx) * (x - mx);
-    sxy += (x - mx) * (y - my);
+  double sxx = 0, srr = 0, sxr = 0, sxy = 0, sry = 0;
+  for (const auto& s : seen_) {
+    const double x = s.saved - mx, r = s.recomputed - mr, y = s.peak - my;
+    sxx += x * x;
+    srr += r * r;
+    sxr += x * r;
+    sxy += x * y;
+    sry += r * y;
   }
-  // Distinct sizes and a rising fit: the line. Else the mean ratio of peak to saved bytes (or
-  // the mean peak, when the templates saw nothing saved).
+  // Both terms, when the steps tell them apart and neither comes out negative.
+  const double det = sxx * srr - sxr * sxr;
+  if (seen_.size() >= 3 && det > 1e-6 * sxx * srr && sxx > 0 && srr > 0) {
+    const double b = (sxy * srr - sry * sxr) / det;
+    const double c = (sry * sxx - sxy * sxr) / det;
+    if (b >= 0 && c >= 0)
+      return Fit{my - b * mx - c * mr, b, c};
+  }
+  // The kept bytes alone: distinct sizes and a rising fit give the line. Else the mean ratio of
+  // peak to saved bytes (or the mean peak, when the templates saw nothing saved).
   if (sxx > 1e-9 * mx * mx && sxy > 0) {
     const double slope = sxy / sxx;
-    return my + slope * (savedBytes - mx);
+    return Fit{my - slope * mx, slope, 0};
   }
-  return mx > 0 ? my / mx * savedBytes : my;
+  return mx > 0 ? Fit{0, my / mx, 0} : Fit{my, 0, 0};
 }
 
 }  // namespace symtune::remat

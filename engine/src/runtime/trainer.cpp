@@ -185,6 +185,7 @@ Trainer::Trainer(const Session& session) : session_(session) {
     }
   }
   setUpBinding();
+  setUpRemat();
   executor_->setTraining(true);
   optimizer_ = std::make_unique<MetaOptimizer>(makeOptimizer(session_.optimizer, params));
   namedParameters_ = executor_->namedParameters();
@@ -408,7 +409,8 @@ StepResult Trainer::runStep(Graph* capture) {
   ForwardRequest request;  // Note [The execution seam]
   request.attributeOps = perNode;
   request.record = capture;
-  const MetaStepStats stats = optimizer_->step([&] {
+  std::optional<StepResult::Remat> rematStep;
+  const auto pass = [&] {
     const auto tf = Clock::now();
     torch::Tensor loss;
     {
@@ -428,6 +430,10 @@ StepResult Trainer::runStep(Graph* capture) {
     timings.backward = secondsSince(tb);
     if (measured)
       broker_->afterBackward();
+    return loss;
+  };
+  const MetaStepStats stats = optimizer_->step([&] {
+    torch::Tensor loss = remat_ ? runRemat(batch.inputs, pass, rematStep) : pass();
     if (updateRatio)
       broker_->beforeUpdate();  // the closure ends right before the update
     return loss;
@@ -440,6 +446,7 @@ StepResult Trainer::runStep(Graph* capture) {
   r.skipped = stats.skipped;
   r.rulesInForce = std::move(lastRules_.inForce);
   r.rulesFired = std::move(lastRules_.fired);
+  r.remat = std::move(rematStep);
   r.loss = stats.loss.item<double>();  // synchronises with the device: step time is real
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.closureSeconds = stats.closureSeconds;

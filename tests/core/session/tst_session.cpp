@@ -54,7 +54,25 @@ std::vector<RejectedSession> rejectedSessions() {
       {"unknown top-level field",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "stepz": 3)"),
        "stepz: unknown field (known here: format, version, name, model, data, optimizer, run, "
-       "rules, binding)"},
+       "rules, binding, remat)"},
+      {"remat without a budget",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "remat": {})"),
+       "remat.budget_mb: the planner needs a budget: budget_mb or budget_fraction"},
+      {"remat fraction above one",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                   R"(, "remat": {"budget_fraction": 1.5})"),
+       "remat.budget_fraction: expected a share of the plain peak in (0, 1], found 1.5"},
+      {"remat budget zero",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "remat": {"budget_mb": 0})"),
+       "remat.budget_mb: expected a number of MB above 0, found 0"},
+      {"remat both budgets",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                   R"(, "remat": {"budget_mb": 10, "budget_fraction": 0.5})"),
+       "remat.budget_fraction: give budget_mb or budget_fraction, not both"},
+      {"remat unknown strategy",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                   R"(, "remat": {"budget_fraction": 0.5, "strategy": "dtr"})"),
+       "remat.strategy: expected \"plan\" or \"checkpoint\", found \"dtr\""},
       {"binding budget negative",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"budget": -1})"),
        "binding.budget: expected a non-negative integer or null, found -1"},
@@ -147,6 +165,36 @@ TEST_CASE("binding: on by default, its table beside the session unless it says o
             .empty());
   // Parsed from text, without a file: nowhere to keep a table.
   CHECK(symtune::bindingTablePath(symtune::parseSession(sessionText(), "")).empty());
+}
+
+TEST_CASE("remat: off unless the session has the block, which needs a budget for the planner") {
+  const Session plain = symtune::parseSession(sessionText(), kOrigin);
+  CHECK_FALSE(plain.remat.enabled);
+  CHECK(symtune::parseSession(symtune::sessionJson(plain), kOrigin).remat.enabled == false);
+
+  const Session share = symtune::parseSession(sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                                                          R"(, "remat": {"budget_fraction": 0.5})"),
+                                              kOrigin);
+  CHECK(share.remat.enabled);
+  CHECK(share.remat.strategy == "plan");
+  REQUIRE(share.remat.budgetFraction.has_value());
+  CHECK(*share.remat.budgetFraction == doctest::Approx(0.5));
+  CHECK_FALSE(share.remat.budgetMb.has_value());
+  const Session again = symtune::parseSession(symtune::sessionJson(share), kOrigin);
+  CHECK(again.remat.enabled);
+  CHECK(*again.remat.budgetFraction == doctest::Approx(0.5));
+
+  const Session bytes = symtune::parseSession(
+      sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                  R"(, "remat": {"budget_mb": 256, "strategy": "checkpoint"})"),
+      kOrigin);
+  CHECK(*bytes.remat.budgetMb == doctest::Approx(256));
+  CHECK(bytes.remat.strategy == "checkpoint");
+  const Session blocks =
+      symtune::parseSession(sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                                        R"(, "remat": {"strategy": "checkpoint"})"),
+                            kOrigin);
+  CHECK_FALSE(blocks.remat.budgetMb.has_value());
 }
 
 TEST_CASE("a file model session resolves its paths against the session file") {

@@ -1,7 +1,8 @@
 // The memory predictor (Note [Memory predictor] in symtune/remat/memory_predictor.h): nothing
 // before a step is seen; one step, or steps of one size, scale by the ratio; a line through
 // steps of several sizes, fitted by least squares, predicts the sizes between and beyond; the
-// window forgets the oldest steps; a falling fit gives way to the ratio; bad input is refused.
+// window forgets the oldest steps; a falling fit gives way to the ratio; bad input is refused; a
+// second term for the largest recomputed block once the steps tell it apart.
 // And on a model: the templates' saved bytes of a forward grow with the batch, and the predictor
 // fed a few steps of an MLP predicts the next batch size's measured peak.
 
@@ -55,6 +56,27 @@ TEST_CASE("the window keeps the last steps; a falling fit gives way to the ratio
   CHECK_THROWS(MemoryPredictor(0));
   CHECK_THROWS(p.observe(-1, 10));
   CHECK_THROWS(p.observe(10, -1));
+}
+
+TEST_CASE("a recomputed block's term is fitted once the steps tell it apart, never negative") {
+  MemoryPredictor p;
+  p.observe(1000, 600);                  // plain: peak = 100 + 0.5·kept
+  p.observe(100, 250, 800);              // everything recomputed: + 0.125·recomputed
+  CHECK(p.fit()->recomputedSlope == 0);  // two steps: the kept bytes' line alone
+  p.observe(500, 400, 400);
+  p.observe(300, 275, 200);
+  const auto fit = *p.fit();
+  CHECK(fit.intercept == doctest::Approx(100));
+  CHECK(fit.slope == doctest::Approx(0.5));
+  CHECK(fit.recomputedSlope == doctest::Approx(0.125));
+  CHECK(*p.predict(200, 600) == doctest::Approx(100 + 100 + 75));
+
+  MemoryPredictor negative;  // a recomputed block that would lower the peak: noise, line alone
+  negative.observe(1000, 600);
+  negative.observe(100, 150, 800);
+  negative.observe(500, 350, 400);
+  CHECK(negative.fit()->recomputedSlope == 0);
+  CHECK_THROWS(negative.observe(10, 10, -1));
 }
 
 TEST_CASE("on a model, the saved bytes follow the batch and the predictor the measured peak") {

@@ -64,6 +64,22 @@ struct RunReport {
   std::string bindingNote;
   std::string bindingTableFile;
 
+  // Remat (docs/remat.md), when the session has a `remat` block: per completed step the budget
+  // it was held to (none: a calibration step), its peak above what was live when it began, the
+  // units it recomputed and how many times it ran (more than once: it overran and ran again);
+  // and the rematerializer's counts over the run.
+  struct RematStep {
+    std::optional<int64_t> limitBytes;
+    double peakBytes = 0;
+    int64_t recomputed = 0;
+    int attempts = 1;
+  };
+  struct Remat {
+    std::vector<RematStep> steps;
+    int64_t buckets = 0, plansMade = 0, cacheHits = 0, backOffs = 0;
+  };
+  std::optional<Remat> remat;
+
   int64_t stepsCompleted() const { return static_cast<int64_t>(loss.size()); }
   // Samples per second over all completed steps (0 when none).
   double samplesPerSecond() const;

@@ -100,6 +100,20 @@ struct BindingSpec {
   bool save = true;      // write the table after the run
 };
 
+// Rematerialization under a memory budget (docs/remat.md; docs/session-format.md, "remat").
+struct RematSpec {
+  // The step's peak above what is live when it begins, in MB (10^6 bytes), enforced; or a share
+  // of the plain step's predicted peak. At most one; the planner needs one of them.
+  std::optional<double> budgetMb;
+  std::optional<double> budgetFraction;
+  // "plan": the planner's cheapest units under the budget; "checkpoint": every top-level block.
+  std::string strategy = "plan";
+  // With budget_fraction: the first steps, run plain and unenforced, whose largest peak the
+  // fraction is of.
+  int calibrationSteps = 1;
+  bool enabled = false;  // the session has a `remat` block
+};
+
 struct Session {
   static constexpr int kFormatVersion = 1;
 
@@ -111,6 +125,7 @@ struct Session {
   RunSpec run;
   RulesSpec rules;
   BindingSpec binding;
+  RematSpec remat;
 };
 
 // Where `session`'s binding table is read and written (BindingSpec::table); empty: no file.

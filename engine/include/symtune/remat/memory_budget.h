@@ -23,6 +23,9 @@ class ScopedCpuBudget {
   // `bytes` >= 0. Throws when LibTorch's CPU allocator is not the counting one (another allocator
   // was installed with a higher priority): the budget could not hold.
   explicit ScopedCpuBudget(int64_t bytes);
+  // `bytes` above `base` live bytes rather than those live now (a retry held to the budget of the
+  // attempt before it).
+  ScopedCpuBudget(int64_t bytes, int64_t base);
   ~ScopedCpuBudget();
   ScopedCpuBudget(const ScopedCpuBudget&) = delete;
   ScopedCpuBudget& operator=(const ScopedCpuBudget&) = delete;

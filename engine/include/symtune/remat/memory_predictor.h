@@ -15,12 +15,19 @@
 // buffers) in `a` and the template's over- or under-counting in `b`. With one step seen, or all
 // steps at one size, it scales that step's peak by the saved bytes (b = peak / saved, a = 0). A
 // fit whose slope comes out negative (noise over too narrow a range) falls back to that ratio.
+//
+// Under a remat plan a step keeps less, but a recomputed block's activations live again while
+// its backward runs: how much of them adds to the peak depends on what else is alive then (on
+// Transformer-XL little, the vocabulary's logits and their gradient being gone by then). So the
+// predictor takes a second term, the largest recomputed block's saved bytes r, and fits
+// peak ≈ a + b · kept + c · r by least squares once its steps tell the terms apart (three or more
+// steps not on one plane through them, b and c not negative); until then c = 0 and the line
+// above holds on the kept bytes.
 
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <optional>
-#include <utility>
 
 namespace symtune::remat {
 
@@ -28,16 +35,25 @@ class MemoryPredictor {
  public:
   explicit MemoryPredictor(size_t window = 64);
 
-  // A measured step: the forward's saved bytes by the templates, and the step's peak above what
-  // was live when it began.
-  void observe(double savedBytes, double peakBytes);
-  // The predicted peak of a step whose forward saves `savedBytes`; nullopt before any step.
-  std::optional<double> predict(double savedBytes) const;
+  // A measured step: the bytes its forward kept for backward by the templates, its peak above
+  // what was live when it began, and the largest recomputed block's saved bytes (0: none).
+  void observe(double savedBytes, double peakBytes, double recomputedBytes = 0);
+  // The predicted peak of a step that keeps `savedBytes` (and recomputes a block of at most
+  // `recomputedBytes`); nullopt before any step.
+  std::optional<double> predict(double savedBytes, double recomputedBytes = 0) const;
+  // What predict() follows: peak = intercept + slope * saved + recomputedSlope * recomputed.
+  struct Fit {
+    double intercept = 0, slope = 0, recomputedSlope = 0;
+  };
+  std::optional<Fit> fit() const;
   size_t observations() const { return seen_.size(); }
 
  private:
   size_t window_;
-  std::deque<std::pair<double, double>> seen_;  // (saved, peak), oldest first
+  struct Seen {
+    double saved, peak, recomputed;
+  };
+  std::deque<Seen> seen_;  // oldest first
 };
 
 }  // namespace symtune::remat

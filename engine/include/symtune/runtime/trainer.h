@@ -17,6 +17,7 @@
 #include "symtune/data/data_source.h"
 #include "symtune/exec/executor.h"
 #include "symtune/graph/symugen.h"
+#include "symtune/remat/rematerializer.h"
 #include "symtune/rules/rule_engine.h"
 #include "symtune/rules/rule_rewrite.h"
 #include "symtune/runtime/meta_optimizer.h"
@@ -65,6 +66,14 @@ struct StepResult {
   // `skip step` held the update back.
   std::vector<std::string> rulesInForce, rulesFired;
   bool skipped = false;
+  // Under a memory budget (the session's `remat` block): the plan the step ran with (the retry's,
+  // when it overran and ran again) and its peak above what was live when its forward began.
+  struct Remat {
+    remat::StepPlan plan;
+    double peakBytes = 0;
+    int attempts = 1;
+  };
+  std::optional<Remat> remat;
 };
 
 class Trainer {
@@ -129,6 +138,8 @@ class Trainer {
   // What the session's rewrite rules changed in the model when the trainer was built (one report
   // per rewrite rule, in the session's order).
   const std::vector<rules::RewriteReport>& rewrites() const { return rewrites_; }
+  // The rematerializer when the session has a `remat` block (docs/remat.md); null otherwise.
+  remat::Rematerializer* rematerializer() { return remat_.get(); }
 
   // Runs the model through `executor` from the next step on (e.g. a SegmentExecutor). It must run
   // this trainer's model: the same parameter tensors, which the optimizer updates.
@@ -144,6 +155,12 @@ class Trainer {
   SyMuGen& graphOfModel();  // the executor's; throws c10::Error when its model has no IR
   void setUpRules();        // the session's rules, before the model first runs
   void setUpBinding();      // the session's binding block, once the model is ready
+  void setUpRemat();        // the session's remat block, after the binding
+  // Runs `pass` (forward and backward) under the rematerializer's plan for `inputs`, held to its
+  // budget, again with more recomputed when it overruns (Note [Planning per batch]).
+  torch::Tensor runRemat(const std::vector<c10::IValue>& inputs,
+                         const std::function<torch::Tensor()>& pass,
+                         std::optional<StepResult::Remat>& out);
   bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
 
   Session session_;
@@ -164,6 +181,7 @@ class Trainer {
   GpuRecords keptGpu_;
   std::optional<std::string> gpuTraceNote_;
   std::optional<std::string> bindingNote_;
+  std::unique_ptr<remat::Rematerializer> remat_;
   int64_t parameterCount_ = 0;
   std::string description_;
 };

@@ -1,0 +1,172 @@
+#pragma once
+// Runs a model's steps under a memory budget, batch by batch (docs/remat.md, "Running under a
+// budget"): before each step it chooses which units to recompute for the batch, from the
+// batch's shape bucket, the templates' saved bytes and the predictor's fit of the steps before;
+// after it, it learns from the step's measured peak. The trainer drives it (the session's
+// `remat` block):
+//
+//   remat::Rematerializer remat(options, buffers);
+//   remat::StepPlan plan = remat.prepare(gen, batch.inputs);  // gen: the executor's SyMuGen
+//   executor.setPlan(plan.segments);
+//   ... the step, held to plan.limitBytes (ScopedCpuBudget) ...
+//   remat.observe(plan, peakBytes);           // or, on c10::OutOfMemoryError:
+//   plan = remat.backOff(plan);               // and run the step again
+//
+// Note [Planning per batch]
+// A batch's bucket (its inputs' shapes, each dimension rounded up to a power of two, as the
+// binder's buckets) is met first with a forward that counts the templates (grad mode off, the
+// random state and the model's buffers put back): what each unit saves for backward and what it
+// costs to run again. That profile stands for every batch of the bucket (the branches a later
+// batch takes may differ: the margin and the back-off below cover it). The plain step's peak is the
+// predictor's fit at the profile's saved bytes. The budget is bytes: the session's, or its
+// fraction of the plain peak — of the larger of the first steps' (they run plain and unenforced
+// to measure it) and the batch's own, predicted.
+// The planner (Note [Remat planner]) picks the cheapest units to recompute so that the prediction
+// with them fits the budget less a margin. A recomputed block's activations live again while its
+// backward runs, so the prediction has a term for the largest of them (Note [Memory predictor]):
+// the planner plans again with what that term adds taken off the target until the plan fits with
+// it, and plans a second time with every block that holds loops left to its loops (recomputed a
+// trip at a time, they never come back whole), keeping the cheaper plan that fits. The plan is kept
+// for the bucket and reused while the plain prediction it was made from holds within 2 %; a new
+// bucket, a moved prediction or an overrun plans anew.
+//
+// The predictor learns from every step what it kept, and the largest block it recomputed. The
+// first step held to the budget recomputes everything it can (the plan that frees most: per
+// top-level unit the block or its loops, whichever holds less with the block coming back), which
+// fits if anything does and gives the fit a second size. A step that overruns its budget raises
+// LibTorch's out-of-memory error inside it; backOff() gives the plan to run it again with (the
+// plans that may hold least, in turn: the templates' least, every top-level block, the step as
+// written, which on a small model may hold less) and widens the bucket's margin, so no step is
+// lost. When none fits, or the prediction says none does before the step, the run stops with
+// RematInfeasible, which names the smallest budget that fits.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <ATen/core/ivalue.h>
+
+#include "symtune/graph/symugen.h"
+#include "symtune/remat/memory_predictor.h"
+#include "symtune/remat/planner.h"
+
+namespace symtune::remat {
+
+enum class Strategy {
+  Plan,        // the planner's cheapest units under the budget
+  Checkpoint,  // every top-level block recomputed (full activation checkpointing)
+};
+
+struct RematOptions {
+  // The step's peak above what is live when it begins, enforced (ScopedCpuBudget on the CPU).
+  std::optional<int64_t> budgetBytes;
+  // Or: this share of the plain peak, in (0, 1]: of the larger of the first `calibrationSteps`
+  // steps' largest peak (they run plain and unenforced to measure it) and the step's own plain
+  // peak as its bucket's profile predicts it (a larger batch is allowed more).
+  std::optional<double> budgetFraction;
+  int calibrationSteps = 1;
+  Strategy strategy = Strategy::Plan;
+  double margin = 0.05;  // plans aim this share under the budget
+  // What running a unit again costs: seconds per FLOP and per byte moved. 0: measured on the
+  // batch's device at the first step (a matmul and a copy).
+  double secondsPerFlop = 0, secondsPerByte = 0;
+};
+
+// The budget cannot be met: even with every unit recomputed the step needs more.
+class RematInfeasible : public std::runtime_error {
+ public:
+  RematInfeasible(const std::string& what, double smallestBytes)
+      : std::runtime_error(what), smallestBytes_(smallestBytes) {}
+  double smallestFeasibleBytes() const { return smallestBytes_; }
+
+ private:
+  double smallestBytes_;
+};
+
+// How one step runs.
+struct StepPlan {
+  SegmentPlan segments;                  // the units it recomputes
+  std::optional<int64_t> limitBytes;     // the budget to hold it to; none: unenforced
+  std::optional<double> predictedPeak;   // with the plan; none before the predictor saw a step
+  std::optional<double> predictedPlain;  // the plain step's
+  std::string bucket;
+  bool cached = false;       // the bucket's plan, reused
+  bool mostFreeing = false;  // one of the plans that hold least (Rematerializer::backOff)
+  bool backedOff = false;    // the retry of a step that overran
+  bool calibrating = false;  // a plain step measuring the peak budgetFraction is of
+  // What the predictor learns from (template bytes): what the step keeps for backward, and the
+  // largest recomputed block's saved bytes, which live again while its backward runs.
+  double keptSavedBytes = 0, recomputedBytes = 0;
+  double cost = 0;  // the plan's recompute cost (seconds, by the templates)
+};
+
+struct RematStats {
+  int64_t steps = 0, buckets = 0, plansMade = 0, cacheHits = 0, backOffs = 0;
+};
+
+class Rematerializer {
+ public:
+  // `buffers`: the model's buffers (batch norm statistics), which the counting forward of a new
+  // bucket must leave as they were. Throws c10::Error for options without a budget under the
+  // planning strategy, or with both or a fraction outside (0, 1].
+  Rematerializer(RematOptions options, std::vector<at::Tensor> buffers);
+
+  // The plan for the step on `inputs`. `gen` is the executor's graph of the model. Throws
+  // RematInfeasible when the predicted smallest feasible peak is above the budget.
+  StepPlan prepare(SyMuGen& gen, const std::vector<c10::IValue>& inputs);
+  // The step ran under `plan`; `peakBytes` its peak above what was live when it began.
+  void observe(const StepPlan& plan, double peakBytes);
+  // The step overran its budget under `plan`: the plan to run it again with — the plans that
+  // may hold least in turn (per top-level unit the block or its loops; every block; the step as
+  // written, which on a small model may hold less). Throws RematInfeasible
+  // (smallestFeasibleBytes() 0: unknown) when the last of them overran.
+  StepPlan backOff(const StepPlan& plan);
+
+  const RematOptions& options() const { return options_; }
+  const RematStats& stats() const { return stats_; }
+  // The budget in bytes of a step whose plain peak is predicted at `predictedPlain`: budgetBytes,
+  // or budgetFraction of the larger of that and the calibrated plain peak; nullopt while
+  // calibrating or without a budget.
+  std::optional<int64_t> budgetFor(double predictedPlain) const;
+  const MemoryPredictor& predictor() const { return predictor_; }
+
+ private:
+  struct Bucket {
+    ForwardCost profile;
+    std::vector<RematUnit> units;  // freed bytes in template bytes
+    std::optional<StepPlan> plan;
+    double margin = 0;
+  };
+  Bucket& bucketOf(SyMuGen& gen, const std::vector<c10::IValue>& inputs, const std::string& key);
+  // The plan that holds least by the templates: per top-level unit the block or its loops.
+  SegmentPlan freeingMost(const Bucket& bucket) const;
+  // Every top-level unit: full checkpointing.
+  SegmentPlan everyBlock(const Bucket& bucket) const;
+  // The plans that may hold least, the likeliest first (by the fit, once it knows what a
+  // recomputed block adds): freeingMost, everyBlock, the step as written.
+  std::vector<SegmentPlan> leastHolding(const Bucket& bucket) const;
+  StepPlan planOfSegments(const Bucket& bucket, const std::string& key, SegmentPlan segments) const;
+  StepPlan mostFreeing(const Bucket& bucket, const std::string& key) const;
+  StepPlan planFor(Bucket& bucket, const std::string& key, const MemoryPredictor::Fit& fit);
+  // The largest recomputed block's template bytes; what the plan keeps.
+  double comesBack(const Bucket& bucket, const SegmentPlan& plan) const;
+  double keptBytes(const Bucket& bucket, const SegmentPlan& plan) const;
+  void measureRates(const std::vector<c10::IValue>& inputs);
+
+  RematOptions options_;
+  std::vector<at::Tensor> buffers_;
+  MemoryPredictor predictor_;
+  std::map<std::string, Bucket> buckets_;
+  std::vector<std::string> loops_;  // the units that are loops (recomputed a trip at a time)
+  RematStats stats_;
+  size_t plainSteps_ = 0;       // calibration steps observed
+  double calibratedPlain_ = 0;  // the largest peak among them
+};
+
+// "1.5 MB", "230 kB": bytes for a message.
+std::string formatBytes(double bytes);
+
+}  // namespace symtune::remat

@@ -1,0 +1,432 @@
+#include "symtune/remat/rematerializer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <utility>
+
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include "symtune/binding/shape_bucket.h"
+
+namespace symtune::remat {
+
+namespace {
+
+// A plan is reused while the plain peak it was made for moves by less than this share.
+constexpr double kPlanTolerance = 0.02;
+// An overrun widens the bucket's margin by this share of the budget, up to kMostMargin.
+constexpr double kMarginStep = 0.10;
+constexpr double kMostMargin = 0.50;
+
+const at::Tensor* firstTensor(const std::vector<c10::IValue>& inputs) {
+  for (const auto& in : inputs) {
+    if (in.isTensor() && in.toTensor().defined())
+      return &in.toTensor();
+  }
+  return nullptr;
+}
+
+std::string bucketOfInputs(const std::vector<c10::IValue>& inputs) {
+  const torch::jit::Stack stack(inputs.begin(), inputs.end());
+  return binding::bucketKey(stack, stack.size(), -1);
+}
+
+// The shortest of three timed runs of `fn`, after one untimed.
+double shortestSeconds(const torch::Device& device, const std::function<void()>& fn) {
+  const auto sync = [&] {
+    if (device.is_cuda())
+      torch::cuda::synchronize(device.index());
+  };
+  fn();
+  sync();
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    sync();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string formatBytes(double bytes) {
+  char text[32];
+  if (std::abs(bytes) >= 1e6)
+    std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+  else
+    std::snprintf(text, sizeof text, "%.0f kB", bytes / 1e3);
+  return text;
+}
+
+Rematerializer::Rematerializer(RematOptions options, std::vector<at::Tensor> buffers)
+    : options_(options), buffers_(std::move(buffers)) {
+  TORCH_CHECK(!(options_.budgetBytes && options_.budgetFraction),
+              "remat: a budget in bytes or a fraction of the plain peak, not both");
+  TORCH_CHECK(!options_.budgetBytes || *options_.budgetBytes > 0,
+              "remat: the budget must be more than 0 bytes, got ",
+              options_.budgetBytes.value_or(0));
+  TORCH_CHECK(
+      !options_.budgetFraction || (*options_.budgetFraction > 0 && *options_.budgetFraction <= 1),
+      "remat: the budget fraction must be in (0, 1], got ", options_.budgetFraction.value_or(0));
+  TORCH_CHECK(
+      options_.strategy != Strategy::Plan || options_.budgetBytes || options_.budgetFraction,
+      "remat: the planner needs a budget (in bytes or as a fraction of the plain peak)");
+  TORCH_CHECK(options_.calibrationSteps >= 1, "remat: at least one calibration step, got ",
+              options_.calibrationSteps);
+  TORCH_CHECK(options_.margin >= 0 && options_.margin < 1,
+              "remat: the margin must be in [0, 1), got ", options_.margin);
+}
+
+void Rematerializer::measureRates(const std::vector<c10::IValue>& inputs) {
+  if (options_.secondsPerFlop > 0 && options_.secondsPerByte > 0)
+    return;
+  const at::Tensor* first = firstTensor(inputs);
+  const torch::Device device = first != nullptr ? first->device() : torch::Device(torch::kCPU);
+  torch::NoGradGuard noGrad;
+  const auto on = torch::TensorOptions(device);
+  const int64_t n = 256;
+  auto a = torch::rand({n, n}, on), b = torch::rand({n, n}, on), c = torch::empty({n, n}, on);
+  options_.secondsPerFlop =
+      shortestSeconds(device, [&] { torch::mm_out(c, a, b); }) / (2.0 * n * n * n);
+  const int64_t elements = int64_t{1} << 22;
+  auto src = torch::ones({elements}, on), dst = torch::empty({elements}, on);
+  options_.secondsPerByte =
+      shortestSeconds(device, [&] { dst.copy_(src); }) / (2.0 * elements * sizeof(float));
+}
+
+Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
+                                                 const std::vector<c10::IValue>& inputs,
+                                                 const std::string& key) {
+  auto found = buckets_.find(key);
+  if (found != buckets_.end())
+    return found->second;
+  measureRates(inputs);
+  if (loops_.empty())
+    loops_ = gen.loopSpans();
+  // The counting forward must leave the run as it found it: the random state its dropouts draw
+  // from and the statistics its batch norms update.
+  const at::Tensor* first = firstTensor(inputs);
+  auto generator = at::globalContext().defaultGenerator(
+      first != nullptr ? first->device() : torch::Device(torch::kCPU));
+  const at::Tensor state = generator.get_state();
+  std::vector<at::Tensor> kept;
+  torch::NoGradGuard noGrad;
+  for (const auto& b : buffers_)
+    kept.push_back(b.clone());
+  ForwardOptions counting;
+  counting.countCost = true;
+  Bucket bucket;
+  bucket.profile = gen.forward(inputs, counting).cost;
+  generator.set_state(state);
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    buffers_[i].copy_(kept[i]);
+  bucket.units =
+      rematUnits(gen, bucket.profile, 1.0, options_.secondsPerFlop, options_.secondsPerByte);
+  bucket.margin = options_.margin;
+  ++stats_.buckets;
+  return buckets_.emplace(key, std::move(bucket)).first->second;
+}
+
+double Rematerializer::comesBack(const Bucket& bucket, const SegmentPlan& plan) const {
+  double most = 0;
+  for (const auto& unit : bucket.units) {
+    if (plan.recompute.count(unit.name) > 0 &&
+        std::find(loops_.begin(), loops_.end(), unit.name) == loops_.end())
+      most = std::max(most, unit.freedBytes);
+  }
+  return most;
+}
+
+double Rematerializer::keptBytes(const Bucket& bucket, const SegmentPlan& plan) const {
+  double kept = bucket.profile.savedBytes;
+  for (const auto& unit : bucket.units)
+    kept -= plan.recompute.count(unit.name) > 0 ? unit.freedBytes : 0;
+  return std::max(0.0, kept);
+}
+
+SegmentPlan Rematerializer::freeingMost(const Bucket& bucket) const {
+  std::map<std::string, std::vector<const RematUnit*>> loopsOf;
+  for (const auto& unit : bucket.units) {
+    if (!unit.parent.empty())
+      loopsOf[unit.parent].push_back(&unit);
+  }
+  const auto takeLoops = [&](SegmentPlan& plan, const std::string& block) {
+    plan.recompute.erase(block);
+    for (const RematUnit* loop : loopsOf[block]) {
+      if (loop->freedBytes > 0)
+        plan.recompute.insert(loop->name);
+    }
+  };
+  // Per top-level unit the block or its loops, whichever frees more.
+  SegmentPlan plan;
+  for (const auto& unit : bucket.units) {
+    if (!unit.parent.empty())
+      continue;
+    double loops = 0;
+    for (const RematUnit* loop : loopsOf[unit.name])
+      loops += loop->freedBytes;
+    if (loops > unit.freedBytes)
+      takeLoops(plan, unit.name);
+    else if (unit.freedBytes > 0)
+      plan.recompute.insert(unit.name);
+  }
+  // The largest block recomputed comes back whole in its backward (a model that is one block gains
+  // nothing): while that block has loops and taking them instead keeps less, take them.
+  const auto held = [&](const SegmentPlan& p) {
+    return keptBytes(bucket, p) + comesBack(bucket, p);
+  };
+  for (;;) {
+    const RematUnit* largest = nullptr;
+    for (const auto& unit : bucket.units) {
+      if (plan.recompute.count(unit.name) > 0 && loopsOf.count(unit.name) > 0 &&
+          (largest == nullptr || unit.freedBytes > largest->freedBytes))
+        largest = &unit;
+    }
+    if (largest == nullptr)
+      break;
+    SegmentPlan instead = plan;
+    takeLoops(instead, largest->name);
+    if (held(instead) >= held(plan))
+      break;
+    plan = std::move(instead);
+  }
+  return plan;
+}
+
+SegmentPlan Rematerializer::everyBlock(const Bucket& bucket) const {
+  SegmentPlan plan;
+  for (const auto& unit : bucket.units) {
+    if (unit.parent.empty() && unit.freedBytes > 0)
+      plan.recompute.insert(unit.name);
+  }
+  return plan;
+}
+
+std::vector<SegmentPlan> Rematerializer::leastHolding(const Bucket& bucket) const {
+  std::vector<SegmentPlan> plans{freeingMost(bucket)};
+  SegmentPlan blocks = everyBlock(bucket);
+  if (blocks.recompute != plans.front().recompute) {
+    // Which holds less the fit says, once it has seen recomputed blocks.
+    const auto fit = predictor_.fit();
+    const auto peakOf = [&](const SegmentPlan& p) {
+      return fit->slope * keptBytes(bucket, p) + fit->recomputedSlope * comesBack(bucket, p);
+    };
+    if (fit && fit->recomputedSlope > 0 && peakOf(blocks) < peakOf(plans.front()))
+      plans.insert(plans.begin(), std::move(blocks));
+    else
+      plans.push_back(std::move(blocks));
+  }
+  if (!plans.front().recompute.empty())
+    plans.emplace_back();  // as written: recomputing costs memory too (a span's inputs)
+  return plans;
+}
+
+StepPlan Rematerializer::planOfSegments(const Bucket& bucket, const std::string& key,
+                                        SegmentPlan segments) const {
+  StepPlan step;
+  step.bucket = key;
+  step.segments = std::move(segments);
+  for (const auto& unit : bucket.units)
+    step.cost += step.segments.recompute.count(unit.name) > 0 ? unit.cost : 0;
+  step.keptSavedBytes = keptBytes(bucket, step.segments);
+  step.recomputedBytes = comesBack(bucket, step.segments);
+  if (const auto fit = predictor_.fit()) {
+    step.predictedPlain = fit->intercept + fit->slope * bucket.profile.savedBytes;
+    step.predictedPeak = fit->intercept + fit->slope * step.keptSavedBytes +
+                         fit->recomputedSlope * step.recomputedBytes;
+  }
+  step.limitBytes = budgetFor(step.predictedPlain.value_or(0));
+  return step;
+}
+
+StepPlan Rematerializer::mostFreeing(const Bucket& bucket, const std::string& key) const {
+  StepPlan step = planOfSegments(bucket, key, leastHolding(bucket).front());
+  step.mostFreeing = true;
+  return step;
+}
+
+StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
+                                 const MemoryPredictor::Fit& fit) {
+  const auto peakOf = [&](const SegmentPlan& plan) {
+    return fit.intercept + fit.slope * keptBytes(bucket, plan) +
+           fit.recomputedSlope * comesBack(bucket, plan);
+  };
+  const double plain = fit.intercept + fit.slope * bucket.profile.savedBytes;
+  const double budget = static_cast<double>(*budgetFor(plain));
+  StepPlan step;
+  // Of the plans that may hold least, the one the fit says holds least.
+  SegmentPlan least;
+  double smallest = std::numeric_limits<double>::infinity();
+  for (auto& p : leastHolding(bucket)) {
+    if (peakOf(p) < smallest) {
+      smallest = peakOf(p);
+      least = std::move(p);
+    }
+  }
+  if (smallest > budget) {
+    std::string what = "remat: the budget of " + formatBytes(budget);
+    if (options_.budgetFraction) {
+      char share[96];
+      std::snprintf(
+          share, sizeof share, " (budget_fraction %.2f of the plain peak %s; at least %.2f fits)",
+          *options_.budgetFraction, formatBytes(std::max(calibratedPlain_, plain)).c_str(),
+          smallest / std::max(calibratedPlain_, plain));
+      what += share;
+    }
+    throw RematInfeasible(what +
+                              " is below what any plan fits: even with the plan that holds least "
+                              "the step on " +
+                              key + " is predicted to peak at " + formatBytes(smallest) +
+                              ", the smallest feasible budget",
+                          smallest);
+  }
+  const double target = budget * (1 - bucket.margin);
+  // The cheapest plan of `units` whose prediction fits `target`. The recomputed blocks'
+  // activations come back in their backward: it plans again with what the largest of them adds
+  // taken off the target until the plan fits with it (a few rounds).
+  const auto planOf = [&](std::vector<RematUnit> units) {
+    for (auto& unit : units)
+      unit.freedBytes *= fit.slope;  // as the peak sees them
+    RematPlan best;
+    double back = 0;
+    for (int round = 0; round < 4; ++round) {
+      best = planUnderBudget(units, plain, std::max(0.0, target - back));
+      const double again = fit.recomputedSlope * comesBack(bucket, best.segments);
+      if (!best.feasible || peakOf(best.segments) <= target || again <= back)
+        break;
+      back = again;
+    }
+    return best;
+  };
+  // Two tries: every unit as it is, and the blocks that hold loops left to their loops (a block
+  // that comes back whole may free less than its loops do).
+  std::vector<RematUnit> loopsOnly = bucket.units;
+  for (auto& unit : loopsOnly) {
+    for (const auto& loop : bucket.units) {
+      if (loop.parent == unit.name)
+        unit.freedBytes = 0;
+    }
+  }
+  RematPlan chosen = planOf(bucket.units);
+  const RematPlan other = planOf(loopsOnly);
+  const bool fits = peakOf(chosen.segments) <= target;
+  const bool otherFits = peakOf(other.segments) <= target;
+  if ((otherFits && (!fits || other.cost < chosen.cost)) ||
+      (!fits && !otherFits && peakOf(other.segments) < peakOf(chosen.segments)))
+    chosen = other;
+  step.segments = chosen.segments;
+  step.cost = chosen.cost;
+  if (peakOf(step.segments) > budget) {
+    step.segments = least;
+    step.cost = 0;
+    for (const auto& unit : bucket.units)
+      step.cost += step.segments.recompute.count(unit.name) > 0 ? unit.cost : 0;
+  }
+  step.bucket = key;
+  step.keptSavedBytes = keptBytes(bucket, step.segments);
+  step.recomputedBytes = comesBack(bucket, step.segments);
+  step.predictedPeak = peakOf(step.segments);
+  step.predictedPlain = plain;
+  step.limitBytes = static_cast<int64_t>(std::llround(budget));
+  step.mostFreeing = step.segments.recompute == least.recompute;
+  ++stats_.plansMade;
+  return step;
+}
+
+StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& inputs) {
+  ++stats_.steps;
+  const std::string key = bucketOfInputs(inputs);
+  Bucket& bucket = bucketOf(gen, inputs, key);
+  const auto fit = predictor_.fit();
+  if (options_.strategy == Strategy::Checkpoint) {
+    // Every top-level block, held to the budget when there is one to hold to.
+    return planOfSegments(bucket, key, everyBlock(bucket));
+  }
+  if (options_.budgetFraction && plainSteps_ < static_cast<size_t>(options_.calibrationSteps)) {
+    // The plain peak the fraction is of: measured on the first steps, run plain and unenforced.
+    StepPlan plain;
+    plain.bucket = key;
+    plain.keptSavedBytes = bucket.profile.savedBytes;
+    plain.calibrating = true;
+    return plain;
+  }
+  if (!fit || predictor_.observations() == plainSteps_) {
+    // No plan measured yet: the one that frees most, which fits surely if anything does (and
+    // gives the fit a second size).
+    StepPlan most = mostFreeing(bucket, key);
+    if (fit)
+      most.predictedPlain = fit->intercept + fit->slope * bucket.profile.savedBytes;
+    return most;
+  }
+  const double plain = fit->intercept + fit->slope * bucket.profile.savedBytes;
+  if (bucket.plan && bucket.plan->predictedPlain &&
+      std::abs(plain - *bucket.plan->predictedPlain) <= kPlanTolerance * plain) {
+    ++stats_.cacheHits;
+    StepPlan step = *bucket.plan;
+    step.cached = true;
+    return step;
+  }
+  bucket.plan = planFor(bucket, key, *fit);
+  return *bucket.plan;
+}
+
+std::optional<int64_t> Rematerializer::budgetFor(double predictedPlain) const {
+  if (options_.budgetBytes)
+    return options_.budgetBytes;
+  if (options_.budgetFraction && plainSteps_ >= static_cast<size_t>(options_.calibrationSteps)) {
+    const double plain = std::max(calibratedPlain_, predictedPlain);
+    return static_cast<int64_t>(std::llround(*options_.budgetFraction * plain));
+  }
+  return std::nullopt;
+}
+
+void Rematerializer::observe(const StepPlan& plan, double peakBytes) {
+  if (plan.calibrating) {
+    ++plainSteps_;
+    calibratedPlain_ = std::max(calibratedPlain_, peakBytes);
+  }
+  predictor_.observe(plan.keptSavedBytes, std::max(0.0, peakBytes), plan.recomputedBytes);
+}
+
+StepPlan Rematerializer::backOff(const StepPlan& plan) {
+  ++stats_.backOffs;
+  auto found = buckets_.find(plan.bucket);
+  TORCH_CHECK(found != buckets_.end(), "remat: backOff for a bucket never prepared: ", plan.bucket);
+  Bucket& bucket = found->second;
+  bucket.margin = std::min(kMostMargin, bucket.margin + kMarginStep);
+  bucket.plan.reset();  // plans anew with the wider margin
+  // The plans that hold least, in turn: after a planned step the first; after one of them the
+  // next; after the last, nothing is left.
+  const std::vector<SegmentPlan> least = leastHolding(bucket);
+  size_t next = 0;
+  if (plan.backedOff || plan.mostFreeing) {
+    const auto at = std::find_if(least.begin(), least.end(), [&](const SegmentPlan& p) {
+      return p.recompute == plan.segments.recompute;
+    });
+    next = at == least.end() ? 0 : static_cast<size_t>(at - least.begin()) + 1;
+  }
+  if (next >= least.size()) {
+    throw RematInfeasible("remat: the step on " + plan.bucket + " ran out of its budget of " +
+                              formatBytes(static_cast<double>(plan.limitBytes.value_or(0))) +
+                              " with every plan that holds least (" + std::to_string(least.size()) +
+                              " tried)",
+                          0);
+  }
+  StepPlan retry = planOfSegments(bucket, plan.bucket, least[next]);
+  retry.limitBytes = plan.limitBytes;
+  retry.predictedPlain = plan.predictedPlain;
+  retry.backedOff = true;
+  retry.mostFreeing = true;
+  return retry;
+}
+
+}  // namespace symtune::remat

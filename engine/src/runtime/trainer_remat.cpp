@@ -1,0 +1,142 @@
+// The trainer's steps under a memory budget: the session's `remat` block (docs/remat.md).
+
+#include <cmath>
+#include <optional>
+
+#include <ATen/Context.h>
+
+#include "symtune/compat/torch_compat.h"
+#include "symtune/exec/segment_executor.h"
+#include "symtune/remat/memory_budget.h"
+#include "symtune/runtime/trainer.h"
+#include "symtune/telemetry/memory_tracker.h"
+
+namespace symtune {
+
+namespace {
+
+// The live bytes on `device` now, resetting its peak to them (what a step's peak is measured
+// above), and the peak since.
+int64_t resetPeak(const torch::Device& device) {
+  if (device.is_cuda()) {
+    compat::cudaResetPeakStats(device.index());
+    return compat::cudaPeakAllocatedBytes(device.index()).value_or(0);
+  }
+  CpuAllocationCounter::resetPeak();
+  return CpuAllocationCounter::counters().current;
+}
+
+int64_t peakSinceReset(const torch::Device& device, int64_t live) {
+  const int64_t peak = device.is_cuda()
+                           ? compat::cudaPeakAllocatedBytes(device.index()).value_or(live)
+                           : CpuAllocationCounter::counters().peak;
+  return std::max<int64_t>(peak - live, 0);
+}
+
+// A backward that failed midway leaves the gradients it had not yet passed on in this thread's
+// ready queue of the autograd engine (on the CPU the backward runs on the calling thread), alive
+// until the engine next runs here and drops them. A backward of nothing much runs it now, so the
+// retry starts from what was live before the failed attempt.
+void releaseFailedBackward() {
+  const torch::Tensor one = torch::ones({1}, torch::requires_grad());
+  (one * 2).sum().backward();
+}
+
+}  // namespace
+
+void Trainer::setUpRemat() {
+  const RematSpec& spec = session_.remat;
+  if (!spec.enabled)
+    return;
+  torch::jit::Module* module = executor_->scriptModule();
+  if (module == nullptr)
+    throw SetupError(description_ +
+                     ": remat needs a TorchScript model (it recomputes the units "
+                     "of the model's graph)");
+  if (dynamic_cast<SegmentExecutor*>(executor_.get()) == nullptr) {
+    auto segments = std::make_unique<SegmentExecutor>(*module, session_.name);
+    segments->to(device_);
+    executor_ = std::move(segments);
+  }
+  remat::RematOptions options;
+  if (spec.budgetMb)
+    options.budgetBytes = static_cast<int64_t>(std::llround(*spec.budgetMb * 1e6));
+  options.budgetFraction = spec.budgetFraction;
+  options.calibrationSteps = spec.calibrationSteps;
+  options.strategy =
+      spec.strategy == "checkpoint" ? remat::Strategy::Checkpoint : remat::Strategy::Plan;
+  std::vector<at::Tensor> buffers;
+  for (const auto& b : executor_->scriptModule()->buffers())  // `module` went with the old one
+    buffers.push_back(b);
+  try {
+    remat_ = std::make_unique<remat::Rematerializer>(options, std::move(buffers));
+  } catch (const c10::Error& e) {
+    throw SetupError(oneLine(e));
+  }
+}
+
+torch::Tensor Trainer::runRemat(const std::vector<c10::IValue>& inputs,
+                                const std::function<torch::Tensor()>& pass,
+                                std::optional<StepResult::Remat>& out) {
+  auto* segments = dynamic_cast<SegmentExecutor*>(executor_.get());
+  TORCH_CHECK(segments != nullptr, "remat runs the model through a SegmentExecutor, not the ",
+              executor_->name(), " executor");
+  SyMuGen& gen = *segments->symugen();
+  remat::StepPlan plan = remat_->prepare(gen, inputs);
+  // A step that overruns runs again from the same random state, so it draws what it would have.
+  auto generator = at::globalContext().defaultGenerator(device_);
+  const at::Tensor state = generator.get_state();
+  const SegmentPlan before = segments->plan();
+  StepResult::Remat step;
+  // Every attempt is held to, and measured above, what was live when the first began (a failed
+  // one may leave a little behind).
+  const int64_t live = resetPeak(device_);
+  std::vector<SegmentPlan> tried;
+  for (;;) {
+    tried.push_back(plan.segments);
+    segments->setPlan(plan.segments);
+    resetPeak(device_);
+    std::optional<remat::ScopedCpuBudget> budget;
+    if (plan.limitBytes && !device_.is_cuda())
+      budget.emplace(*plan.limitBytes, live);
+    try {
+      torch::Tensor loss = pass();
+      budget.reset();
+      step.peakBytes = static_cast<double>(peakSinceReset(device_, live));
+      step.plan = plan;
+      remat_->observe(plan, step.peakBytes);
+      out = step;
+      return loss;
+    } catch (const c10::OutOfMemoryError&) {
+      budget.reset();
+      releaseFailedBackward();
+      optimizer_->inner().zero_grad();
+      generator.set_state(state);
+      ++step.attempts;
+      try {
+        plan = remat_->backOff(plan);
+      } catch (const remat::RematInfeasible& e) {
+        // Nothing left to try. To name the budget that would do, the step runs again under each
+        // plan it tried, without the budget; its gradients are thrown away.
+        double needed = 0;
+        for (const SegmentPlan& p : tried) {
+          segments->setPlan(p);
+          resetPeak(device_);
+          pass();
+          const auto peak = static_cast<double>(peakSinceReset(device_, live));
+          needed = needed > 0 ? std::min(needed, peak) : peak;
+          optimizer_->inner().zero_grad();
+          generator.set_state(state);
+        }
+        segments->setPlan(before);
+        throw remat::RematInfeasible(std::string(e.what()) + "; it needs " +
+                                         remat::formatBytes(needed) +
+                                         " (measured without the budget): the smallest feasible "
+                                         "budget",
+                                     needed);
+      }
+    }
+  }
+}
+
+}  // namespace symtune
