@@ -106,9 +106,16 @@ void Rematerializer::measureRates(const std::vector<c10::IValue>& inputs) {
 Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
                                                  const std::vector<c10::IValue>& inputs,
                                                  const std::string& key) {
+  int64_t elements = 0;
+  for (const auto& in : inputs) {
+    if (in.isTensor() && in.toTensor().defined())
+      elements += in.toTensor().numel();
+  }
   auto found = buckets_.find(key);
-  if (found != buckets_.end())
+  if (found != buckets_.end() && elements <= found->second.inputElements)
     return found->second;
+  // A new bucket, or a batch larger than the one its profile was counted on (a bucket spans up
+  // to twice the size in each dimension): the profile stands for the largest batch seen.
   measureRates(inputs);
   if (loops_.empty())
     loops_ = gen.loopSpans();
@@ -131,6 +138,13 @@ Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
     buffers_[i].copy_(kept[i]);
   bucket.units =
       rematUnits(gen, bucket.profile, 1.0, options_.secondsPerFlop, options_.secondsPerByte);
+  bucket.inputElements = elements;
+  ++stats_.profiles;
+  if (found != buckets_.end()) {
+    bucket.margin = found->second.margin;  // its plan goes: made for a smaller batch
+    found->second = std::move(bucket);
+    return found->second;
+  }
   bucket.margin = options_.margin;
   ++stats_.buckets;
   return buckets_.emplace(key, std::move(bucket)).first->second;

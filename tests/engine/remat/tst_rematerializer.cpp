@@ -213,9 +213,12 @@ def forward(self, x: Tensor):
   const auto& stats = remat.stats();
   CHECK(kept.size() == 3);  // rows up to 64, up to 128, up to 256
   CHECK(stats.buckets == 3);
+  CHECK(stats.profiles == 5);  // 64, 100, then 120 and 128 (larger), 200
   CHECK(stats.plansMade == made);
   CHECK(stats.cacheHits == reused);
-  CHECK(reused >= 4);  // 64 after 64, 120 after 100, 128, 40, 180 after 200
+  // 64 after 64, and (unless the fit moved the plain prediction by more than 2 %) 40 after 64
+  // and 180 after 200; 120 and 128 are larger than the batch their bucket was counted on.
+  CHECK(reused >= 3);
   MESSAGE(kept.size(), " buckets, ", stats.plansMade, " plans made, ", stats.cacheHits,
           " reused over ", stats.steps, " steps");
 }

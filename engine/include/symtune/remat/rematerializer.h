@@ -16,7 +16,9 @@
 // A batch's bucket (its inputs' shapes, each dimension rounded up to a power of two, as the
 // binder's buckets) is met first with a forward that counts the templates (grad mode off, the
 // random state and the model's buffers put back): what each unit saves for backward and what it
-// costs to run again. That profile stands for every batch of the bucket (the branches a later
+// costs to run again. A batch of the bucket larger than the one counted (more input elements: a
+// bucket spans up to twice the size in each dimension) is counted again, so the profile stands for
+// the largest batch seen and the plan holds for every batch of the bucket (the branches a later
 // batch takes may differ: the margin and the back-off below cover it). The plain step's peak is the
 // predictor's fit at the profile's saved bytes. The budget is bytes: the session's, or its
 // fraction of the plain peak — of the larger of the first steps' (they run plain and unenforced
@@ -105,6 +107,7 @@ struct StepPlan {
 
 struct RematStats {
   int64_t steps = 0, buckets = 0, plansMade = 0, cacheHits = 0, backOffs = 0;
+  int64_t profiles = 0;  // counting forwards: one per bucket, and one per larger batch in it
 };
 
 class Rematerializer {
@@ -139,6 +142,7 @@ class Rematerializer {
     std::vector<RematUnit> units;  // freed bytes in template bytes
     std::optional<StepPlan> plan;
     double margin = 0;
+    int64_t inputElements = 0;  // of the batch the profile was counted on: the largest seen
   };
   Bucket& bucketOf(SyMuGen& gen, const std::vector<c10::IValue>& inputs, const std::string& key);
   // The plan that holds least by the templates: per top-level unit the block or its loops.
