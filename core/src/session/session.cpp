@@ -348,6 +348,10 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     s.remat.calibrationSteps = static_cast<int>(calibration);
     if (s.remat.budgetMb && s.remat.budgetFraction)
       remat.fail("budget_fraction", "give budget_mb or budget_fraction, not both");
+    if (s.remat.strategy == "checkpoint" && s.remat.budgetFraction)
+      remat.fail("budget_fraction",
+                 "the checkpoint strategy takes budget_mb (it runs no plain step to measure what "
+                 "the fraction is of)");
     if (s.remat.strategy == "plan" && !s.remat.budgetMb && !s.remat.budgetFraction)
       remat.fail("budget_mb", "the planner needs a budget: budget_mb or budget_fraction");
   }

@@ -80,6 +80,9 @@ Rematerializer::Rematerializer(RematOptions options, std::vector<at::Tensor> buf
   TORCH_CHECK(
       options_.strategy != Strategy::Plan || options_.budgetBytes || options_.budgetFraction,
       "remat: the planner needs a budget (in bytes or as a fraction of the plain peak)");
+  TORCH_CHECK(options_.strategy != Strategy::Checkpoint || !options_.budgetFraction,
+              "remat: the checkpoint strategy takes a budget in bytes, not a fraction (it runs no "
+              "plain step to measure what the fraction is of)");
   TORCH_CHECK(options_.calibrationSteps >= 1, "remat: at least one calibration step, got ",
               options_.calibrationSteps);
   TORCH_CHECK(options_.margin >= 0 && options_.margin < 1,
@@ -239,7 +242,7 @@ std::vector<SegmentPlan> Rematerializer::leastHolding(const Bucket& bucket) cons
     else
       plans.push_back(std::move(blocks));
   }
-  if (!plans.front().recompute.empty())
+  if (std::none_of(plans.begin(), plans.end(), [](const SegmentPlan& p) { return p.empty(); }))
     plans.emplace_back();  // as written: recomputing costs memory too (a span's inputs)
   return plans;
 }
@@ -274,7 +277,7 @@ StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
     return fit.intercept + fit.slope * keptBytes(bucket, plan) +
            fit.recomputedSlope * comesBack(bucket, plan);
   };
-  const double plain = fit.intercept + fit.slope * bucket.profile.savedBytes;
+  const double plain = std::max(0.0, fit.intercept + fit.slope * bucket.profile.savedBytes);
   const double budget = static_cast<double>(*budgetFor(plain));
   StepPlan step;
   // Of the plans that may hold least, the one the fit says holds least.
@@ -373,7 +376,7 @@ StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& i
     plain.calibrating = true;
     return plain;
   }
-  if (!fit || predictor_.observations() == plainSteps_) {
+  if (!fit || !budgetedSeen_) {
     // No plan measured yet: the one that frees most, which fits surely if anything does (and
     // gives the fit a second size).
     StepPlan most = mostFreeing(bucket, key);
@@ -381,7 +384,7 @@ StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& i
       most.predictedPlain = fit->intercept + fit->slope * bucket.profile.savedBytes;
     return most;
   }
-  const double plain = fit->intercept + fit->slope * bucket.profile.savedBytes;
+  const double plain = std::max(0.0, fit->intercept + fit->slope * bucket.profile.savedBytes);
   if (bucket.plan && bucket.plan->predictedPlain &&
       std::abs(plain - *bucket.plan->predictedPlain) <= kPlanTolerance * plain) {
     ++stats_.cacheHits;
@@ -407,35 +410,35 @@ void Rematerializer::observe(const StepPlan& plan, double peakBytes) {
   if (plan.calibrating) {
     ++plainSteps_;
     calibratedPlain_ = std::max(calibratedPlain_, peakBytes);
+  } else {
+    budgetedSeen_ = true;
   }
   predictor_.observe(plan.keptSavedBytes, std::max(0.0, peakBytes), plan.recomputedBytes);
 }
 
-StepPlan Rematerializer::backOff(const StepPlan& plan) {
+StepPlan Rematerializer::backOff(const StepPlan& plan, const std::vector<SegmentPlan>& tried) {
   ++stats_.backOffs;
   auto found = buckets_.find(plan.bucket);
   TORCH_CHECK(found != buckets_.end(), "remat: backOff for a bucket never prepared: ", plan.bucket);
   Bucket& bucket = found->second;
   bucket.margin = std::min(kMostMargin, bucket.margin + kMarginStep);
   bucket.plan.reset();  // plans anew with the wider margin
-  // The plans that hold least, in turn: after a planned step the first; after one of them the
-  // next; after the last, nothing is left.
+  // The plans that may hold least, in turn: the first this step has not tried.
+  const auto wasTried = [&](const SegmentPlan& p) {
+    if (p.recompute == plan.segments.recompute)
+      return true;
+    return std::any_of(tried.begin(), tried.end(),
+                       [&](const SegmentPlan& t) { return t.recompute == p.recompute; });
+  };
   const std::vector<SegmentPlan> least = leastHolding(bucket);
-  size_t next = 0;
-  if (plan.backedOff || plan.mostFreeing) {
-    const auto at = std::find_if(least.begin(), least.end(), [&](const SegmentPlan& p) {
-      return p.recompute == plan.segments.recompute;
-    });
-    next = at == least.end() ? 0 : static_cast<size_t>(at - least.begin()) + 1;
-  }
-  if (next >= least.size()) {
+  const auto next = std::find_if_not(least.begin(), least.end(), wasTried);
+  if (next == least.end()) {
     throw RematInfeasible("remat: the step on " + plan.bucket + " ran out of its budget of " +
                               formatBytes(static_cast<double>(plan.limitBytes.value_or(0))) +
-                              " with every plan that holds least (" + std::to_string(least.size()) +
-                              " tried)",
+                              " under every plan that may hold least",
                           0);
   }
-  StepPlan retry = planOfSegments(bucket, plan.bucket, least[next]);
+  StepPlan retry = planOfSegments(bucket, plan.bucket, *next);
   retry.limitBytes = plan.limitBytes;
   retry.predictedPlain = plan.predictedPlain;
   retry.backedOff = true;

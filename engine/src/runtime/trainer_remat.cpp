@@ -83,9 +83,25 @@ torch::Tensor Trainer::runRemat(const std::vector<c10::IValue>& inputs,
               executor_->name(), " executor");
   SyMuGen& gen = *segments->symugen();
   remat::StepPlan plan = remat_->prepare(gen, inputs);
-  // A step that overruns runs again from the same random state, so it draws what it would have.
+  // A step that overruns runs again from the same random state, so it draws what it would have,
+  // and from the same buffers (batch norm's running statistics, updated by every forward).
   auto generator = at::globalContext().defaultGenerator(device_);
   const at::Tensor state = generator.get_state();
+  std::vector<at::Tensor> buffers, kept;
+  {
+    torch::NoGradGuard noGrad;
+    for (const auto& b : executor_->scriptModule()->buffers()) {
+      buffers.push_back(b);
+      kept.push_back(b.clone());
+    }
+  }
+  const auto startOver = [&] {
+    optimizer_->inner().zero_grad();
+    generator.set_state(state);
+    torch::NoGradGuard noGrad;
+    for (size_t i = 0; i < buffers.size(); ++i)
+      buffers[i].copy_(kept[i]);
+  };
   const SegmentPlan before = segments->plan();
   StepResult::Remat step;
   // Every attempt is held to, and measured above, what was live when the first began (a failed
@@ -110,23 +126,27 @@ torch::Tensor Trainer::runRemat(const std::vector<c10::IValue>& inputs,
     } catch (const c10::OutOfMemoryError&) {
       budget.reset();
       releaseFailedBackward();
-      optimizer_->inner().zero_grad();
-      generator.set_state(state);
+      startOver();
       ++step.attempts;
       try {
-        plan = remat_->backOff(plan);
+        plan = remat_->backOff(plan, tried);
       } catch (const remat::RematInfeasible& e) {
         // Nothing left to try. To name the budget that would do, the step runs again under each
         // plan it tried, without the budget; its gradients are thrown away.
+        // (On CUDA, where the budget is the device's own memory, a plan that does not fit fails
+        // again and names nothing.)
         double needed = 0;
         for (const SegmentPlan& p : tried) {
           segments->setPlan(p);
           resetPeak(device_);
-          pass();
-          const auto peak = static_cast<double>(peakSinceReset(device_, live));
-          needed = needed > 0 ? std::min(needed, peak) : peak;
-          optimizer_->inner().zero_grad();
-          generator.set_state(state);
+          try {
+            pass();
+            const auto peak = static_cast<double>(peakSinceReset(device_, live));
+            needed = needed > 0 ? std::min(needed, peak) : peak;
+          } catch (const c10::OutOfMemoryError&) {
+            releaseFailedBackward();
+          }
+          startOver();
         }
         segments->setPlan(before);
         throw remat::RematInfeasible(std::string(e.what()) + "; it needs " +

@@ -69,6 +69,11 @@ std::vector<RejectedSession> rejectedSessions() {
        sessionText(R"("model": {"zoo": "dynamic_resnet"})",
                    R"(, "remat": {"budget_mb": 10, "budget_fraction": 0.5})"),
        "remat.budget_fraction: give budget_mb or budget_fraction, not both"},
+      {"remat checkpoint with a fraction",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                   R"(, "remat": {"budget_fraction": 0.5, "strategy": "checkpoint"})"),
+       "remat.budget_fraction: the checkpoint strategy takes budget_mb (it runs no plain step to "
+       "measure what the fraction is of)"},
       {"remat unknown strategy",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})",
                    R"(, "remat": {"budget_fraction": 0.5, "strategy": "dtr"})"),

@@ -73,7 +73,7 @@ TEST_CASE("a recomputed block's term is fitted once the steps tell it apart, nev
 
   MemoryPredictor negative;  // a recomputed block that would lower the peak: noise, line alone
   negative.observe(1000, 600);
-  negative.observe(100, 150, 800);
+  negative.observe(100, 100, 800);  // exactly: 600 - 0.625 · recomputed
   negative.observe(500, 350, 400);
   CHECK(negative.fit()->recomputedSlope == 0);
   CHECK_THROWS(negative.observe(10, 10, -1));

@@ -122,11 +122,11 @@ class Rematerializer {
   StepPlan prepare(SyMuGen& gen, const std::vector<c10::IValue>& inputs);
   // The step ran under `plan`; `peakBytes` its peak above what was live when it began.
   void observe(const StepPlan& plan, double peakBytes);
-  // The step overran its budget under `plan`: the plan to run it again with — the plans that
-  // may hold least in turn (per top-level unit the block or its loops; every block; the step as
-  // written, which on a small model may hold less). Throws RematInfeasible
-  // (smallestFeasibleBytes() 0: unknown) when the last of them overran.
-  StepPlan backOff(const StepPlan& plan);
+  // The step overran its budget under `plan`, having tried `tried` before it: the plan to run
+  // it again with — the first untried of the plans that may hold least (per top-level unit the
+  // block or its loops; every block; the step as written, which on a small model may hold less).
+  // Throws RematInfeasible (smallestFeasibleBytes() 0: unknown) when all were tried.
+  StepPlan backOff(const StepPlan& plan, const std::vector<SegmentPlan>& tried = {});
 
   const RematOptions& options() const { return options_; }
   const RematStats& stats() const { return stats_; }
@@ -167,6 +167,7 @@ class Rematerializer {
   std::vector<std::string> loops_;  // the units that are loops (recomputed a trip at a time)
   RematStats stats_;
   size_t plainSteps_ = 0;       // calibration steps observed
+  bool budgetedSeen_ = false;   // a step held to the budget observed
   double calibratedPlain_ = 0;  // the largest peak among them
 };
 
