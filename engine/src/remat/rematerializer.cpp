@@ -56,6 +56,14 @@ double shortestSeconds(const torch::Device& device, const std::function<void()>&
   return best;
 }
 
+// What recomputing the units `plan` names costs.
+double costOf(const std::vector<RematUnit>& units, const SegmentPlan& plan) {
+  double cost = 0;
+  for (const auto& unit : units)
+    cost += plan.recompute.count(unit.name) > 0 ? unit.cost : 0;
+  return cost;
+}
+
 }  // namespace
 
 std::string formatBytes(double bytes) {
@@ -252,8 +260,7 @@ StepPlan Rematerializer::planOfSegments(const Bucket& bucket, const std::string&
   StepPlan step;
   step.bucket = key;
   step.segments = std::move(segments);
-  for (const auto& unit : bucket.units)
-    step.cost += step.segments.recompute.count(unit.name) > 0 ? unit.cost : 0;
+  step.cost = costOf(bucket.units, step.segments);
   step.keptSavedBytes = keptBytes(bucket, step.segments);
   step.recomputedBytes = comesBack(bucket, step.segments);
   if (const auto fit = predictor_.fit()) {
@@ -344,9 +351,7 @@ StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
   step.cost = chosen.cost;
   if (peakOf(step.segments) > budget) {
     step.segments = least;
-    step.cost = 0;
-    for (const auto& unit : bucket.units)
-      step.cost += step.segments.recompute.count(unit.name) > 0 ? unit.cost : 0;
+    step.cost = costOf(bucket.units, step.segments);
   }
   step.bucket = key;
   step.keptSavedBytes = keptBytes(bucket, step.segments);
