@@ -164,13 +164,12 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       cl.run = true;
     } else if (a == "--overlay") {
       cl.overlay = value(i);
-      static const char* const kOverlays[] = {"none",     "latency",  "memory",  "flops",
-                                              "gradnorm", "gpu-time", "kernels", "binding"};
+      static const char* const kOverlays[] = {"none",     "latency", "memory",  "flops", "gradnorm",
+                                              "gpu-time", "kernels", "binding", "remat"};
       if (std::find(std::begin(kOverlays), std::end(kOverlays), *cl.overlay) == std::end(kOverlays))
         throw std::invalid_argument(
-            "--overlay expects none, latency, memory, flops, gradnorm, gpu-time, kernels or "
-            "binding, "
-            "got \"" +
+            "--overlay expects none, latency, memory, flops, gradnorm, gpu-time, kernels, "
+            "binding or remat, got \"" +
             *cl.overlay + "\"");
     } else if (a == "--screenshot") {
       cl.screenshot = value(i);
@@ -243,7 +242,8 @@ std::string usage(const std::string& program, bool studio) {
                     program + " --attach ADDR [--token T] open the studio on a running process\n" +
                     "  " + program +
                     " --run SESSION             start SESSION in the studio (runner + attach)\n"
-                    "      [--overlay latency|memory|flops|gradnorm|gpu-time|kernels|binding]\n"
+                    "      [--overlay "
+                    "latency|memory|flops|gradnorm|gpu-time|kernels|binding|remat]\n"
                     "      [--screenshot PNG\n"
                     "       [--screenshot-after STEPS]]\n"
               : std::string()) +

@@ -46,6 +46,8 @@ symtune::graphview::Overlay overlayNamed(const std::string& name) {
     return Overlay::Kernels;
   if (name == "binding")
     return Overlay::Binding;
+  if (name == "remat")
+    return Overlay::Remat;
   return Overlay::None;
 }
 

@@ -155,6 +155,20 @@ void GraphModel::setBindings(const BindingTable* table) {
   Q_EMIT valuesChanged();
 }
 
+void GraphModel::setRemat(const attach::RematMessage* plan) {
+  rematState_.clear();
+  if (plan != nullptr) {
+    for (const attach::RematUnitState& unit : plan->units) {
+      for (int32_t node : unit.nodes) {
+        // A loop's nodes lie in its block too: recomputed when either is.
+        double& slot = rematState_.emplace(NodeId(node), 0.0).first->second;
+        slot = std::max(slot, unit.recomputed ? 1.0 : 0.0);
+      }
+    }
+  }
+  Q_EMIT valuesChanged();
+}
+
 void GraphModel::setPeakMemory(std::optional<double> bytes) {
   peakBytes_ = bytes;
 }
@@ -191,6 +205,13 @@ std::optional<double> GraphModel::value(Overlay overlay, NodeId id) const {
         return std::nullopt;
       return it->second;
     }
+    case Overlay::Remat: {
+      const GraphNode& node = graph_->node(id);
+      auto it = rematState_.find(node.side == GraphSide::Backward ? node.forward : id);
+      if (it == rematState_.end())
+        return std::nullopt;
+      return it->second;
+    }
     case Overlay::GradNorm: {
       const std::string& path = graph_->node(id).modulePath;
       if (auto it = squaredNormByParameter_.find(path); it != squaredNormByParameter_.end())
@@ -213,7 +234,7 @@ std::optional<double> GraphModel::groupValue(Overlay overlay, RegionId group) co
     if (std::find(groups.begin(), groups.end(), group) == groups.end())
       continue;
     if (auto v = value(overlay, node)) {
-      if (overlay == Overlay::GradNorm || overlay == Overlay::Binding)
+      if (takesLargest(overlay))
         total = std::max(total.value_or(0.0), *v);
       else
         total = total.value_or(0.0) + *v;

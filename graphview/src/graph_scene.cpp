@@ -86,9 +86,7 @@ void GraphScene::refreshFigures() {
         continue;
       auto [slot, fresh] = figures.emplace(item->second, *v);
       if (!fresh)
-        slot->second = overlay_ == Overlay::GradNorm || overlay_ == Overlay::Binding
-                           ? std::max(slot->second, *v)
-                           : slot->second + *v;
+        slot->second = takesLargest(overlay_) ? std::max(slot->second, *v) : slot->second + *v;
     }
     for (const auto& [item, v] : figures) {
       if (!range_)

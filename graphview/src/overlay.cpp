@@ -23,6 +23,8 @@ QString overlayName(Overlay overlay) {
       return QStringLiteral("GPU kernels");
     case Overlay::Binding:
       return QStringLiteral("Binding");
+    case Overlay::Remat:
+      return QStringLiteral("Remat plan");
   }
   return {};
 }
@@ -42,6 +44,7 @@ QString overlayUnit(Overlay overlay) {
       return QStringLiteral("× over aten");
     case Overlay::None:
     case Overlay::GradNorm:
+    case Overlay::Remat:
       break;
   }
   return {};
@@ -66,6 +69,8 @@ QString formatValue(Overlay overlay, double value, std::optional<double> peakByt
       return QString::number(value, 'g', 3);
     case Overlay::Binding:
       return QStringLiteral("%1× over aten").arg(value, 0, 'f', 2);
+    case Overlay::Remat:
+      return value >= 0.5 ? QStringLiteral("recomputed") : QStringLiteral("kept");
     case Overlay::None:
       break;
   }

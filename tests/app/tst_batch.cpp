@@ -212,11 +212,10 @@ class TestBatch : public QObject {
                                            << "--run needs a session (symtune --run SESSION)";
     QTest::addRow("run with batch") << QStringList{"--batch", "@/s.json", "--run"} << kSession << 2
                                     << "--run, --overlay and --screenshot are the studio's";
-    QTest::addRow("unknown overlay")
-        << QStringList{"--overlay", "heat"} << QByteArray() << 2
-        << "--overlay expects none, latency, memory, flops, gradnorm, gpu-time, kernels or "
-           "binding, got "
-           "\"heat\"";
+    QTest::addRow("unknown overlay") << QStringList{"--overlay", "heat"} << QByteArray() << 2
+                                     << "--overlay expects none, latency, memory, flops, gradnorm, "
+                                        "gpu-time, kernels, binding or "
+                                        "remat, got \"heat\"";
     QTest::addRow("nvtx without batch")
         << QStringList{"--nvtx"} << QByteArray() << 2 << "--nvtx only applies with --batch";
     QTest::addRow("no GPU trace without batch")

@@ -226,6 +226,36 @@ class TestGraphScene : public QObject {
     QVERIFY(!forward.value(Overlay::Binding, s_.matmul).has_value());
   }
 
+  void rematOverlayPaintsTheUnitsKeptAndRecomputed() {
+    // The plan in force: the matmul's unit recomputed, the add's kept, the relu in no unit; a
+    // loop unit inside a kept block recomputes the add too.
+    attach::RematMessage plan;
+    plan.units.push_back({"encoder", "", {s_.matmul.value()}, 4e6, true});
+    plan.units.push_back({"head", "", {s_.add.value()}, 1e6, false});
+    GraphModel forward(GraphSide::Forward);
+    forward.setGraph(graph_);
+    QSignalSpy repaint(&forward, &GraphModel::valuesChanged);
+    forward.setRemat(&plan);
+    QCOMPARE(repaint.count(), 1);
+    QCOMPARE(*forward.value(Overlay::Remat, s_.matmul), 1.0);
+    QCOMPARE(*forward.value(Overlay::Remat, s_.add), 0.0);
+    QVERIFY(!forward.value(Overlay::Remat, s_.relu).has_value());
+    QCOMPARE(*forward.groupValue(Overlay::Remat, s_.encoder), 1.0);  // any recomputed node
+    QCOMPARE(formatValue(Overlay::Remat, 1.0), QString("recomputed"));
+    QCOMPARE(formatValue(Overlay::Remat, 0.0), QString("kept"));
+
+    GraphModel backward(GraphSide::Backward);
+    backward.setGraph(graph_);
+    backward.setRemat(&plan);
+    QCOMPARE(*backward.value(Overlay::Remat, s_.addBackward), 0.0);  // its forward op's
+
+    plan.units.push_back({"head loop #9", "head", {s_.add.value()}, 5e5, true});
+    forward.setRemat(&plan);
+    QCOMPARE(*forward.value(Overlay::Remat, s_.add), 1.0);
+    forward.setRemat(nullptr);
+    QVERIFY(!forward.value(Overlay::Remat, s_.matmul).has_value());
+  }
+
   void selectingAHiddenNodeExpandsItsGroups() {
     GraphModel model(GraphSide::Forward);
     GraphScene scene(&model);

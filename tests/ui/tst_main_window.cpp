@@ -17,6 +17,8 @@
 #include "symtune/ui/graph_panel.h"
 #include "symtune/ui/live_charts.h"
 #include "symtune/ui/main_window.h"
+#include "symtune/ui/remat_dock.h"
+#include "symtune/ui/remat_plan_model.h"
 #include "symtune/ui/rule_list_model.h"
 #include "symtune/ui/rules_dock.h"
 #include "symtune/ui/run_history_model.h"
@@ -29,10 +31,30 @@ using symtune::ui::MainWindow;
 
 namespace {
 
+const QByteArray kBudgetSession =
+    "{\"format\": \"symtune-session\", \"version\": 1, \"name\": \"studio budget\",\n"
+    " \"model\": {\"zoo\": \"dynamic_resnet\", \"preset\": \"ci\"},\n"
+    " \"run\": {\"steps\": 1000000, \"threads\": 1},\n"
+    " \"remat\": {\"budget_fraction\": 0.9}}\n";
+
 const QByteArray kLongSession =
     "{\"format\": \"symtune-session\", \"version\": 1, \"name\": \"studio attach\",\n"
     " \"model\": {\"zoo\": \"dynamic_resnet\", \"preset\": \"ci\"},\n"
     " \"run\": {\"steps\": 1000000, \"threads\": 1}}\n";
+
+// symtune-runner on `session` (written into `dir`), listening on dir/ui.sock, up to its
+// "listening on" line; fails the test when it does not get there.
+void startRunner(QProcess& runner, const QTemporaryDir& dir, const QByteArray& session) {
+  QFile file(dir.filePath("s.json"));
+  QVERIFY(file.open(QIODevice::WriteOnly));
+  file.write(session);
+  file.close();
+  runner.start(QStringLiteral(SYMTUNE_BIN_DIR "/symtune-runner"),
+               {file.fileName(), "--listen", "unix:" + dir.filePath("ui.sock")});
+  QByteArray out;
+  QTRY_VERIFY_WITH_TIMEOUT((out += runner.readAllStandardOutput()).contains("listening on"),
+                           120000);
+}
 
 }  // namespace
 
@@ -150,16 +172,10 @@ class TestMainWindow : public QObject {
 
   void followsAnAttachedRunUntilItDies() {
     QTemporaryDir dir;
-    QFile session(dir.filePath("s.json"));
-    QVERIFY(session.open(QIODevice::WriteOnly));
-    session.write(kLongSession);
-    session.close();
     QProcess runner;
-    runner.start(QStringLiteral(SYMTUNE_BIN_DIR "/symtune-runner"),
-                 {session.fileName(), "--listen", "unix:" + dir.filePath("ui.sock")});
-    QByteArray out;
-    QTRY_VERIFY_WITH_TIMEOUT((out += runner.readAllStandardOutput()).contains("listening on"),
-                             120000);
+    startRunner(runner, dir, kLongSession);
+    if (QTest::currentTestFailed())
+      return;
 
     MainWindow w;
     w.show();
@@ -176,6 +192,62 @@ class TestMainWindow : public QObject {
     QVERIFY2(sinceKill.elapsed() < 1000, qPrintable(QString::number(sinceKill.elapsed())));
     QCOMPARE(w.attachStatus(), QString("The run ended: the server closed the connection"));
     runner.waitForFinished();
+  }
+
+  // A run held to a memory budget: the Memory budget dock shows its plan, the Remat plan overlay
+  // paints the units kept and recomputed, the memory chart gains the budget and the prediction,
+  // and a budget typed in the dock holds on the running job from the step its ack names.
+  void showsTheBudgetsPlanAndChangesTheBudget() {
+    QTemporaryDir dir;
+    QProcess runner;
+    startRunner(runner, dir, kBudgetSession);
+    if (QTest::currentTestFailed())
+      return;
+    struct KillAtExit {
+      QProcess& p;
+      ~KillAtExit() {
+        p.kill();
+        p.waitForFinished();
+      }
+    } guard{runner};
+
+    MainWindow w;
+    w.show();
+    w.attachTo("unix:" + dir.filePath("ui.sock"));
+    symtune::ui::RematDock* dock = w.rematDock();
+    QVERIFY(w.dock("rematDock") != nullptr);
+    symtune::ui::RematPlanModel* plan = dock->model();
+    QTRY_VERIFY_WITH_TIMEOUT(plan->rowCount() > 0 && plan->lastStep().has_value() &&
+                                 plan->lastStep()->budgetBytes.has_value(),
+                             120000);
+    int recomputed = 0;
+    for (int r = 0; r < plan->rowCount(); ++r)
+      recomputed += plan->index(r, 0).data(symtune::ui::RematPlanModel::RecomputedRole).toBool();
+    QVERIFY(recomputed > 0);
+    QVERIFY2(dock->summary().startsWith("Budget 0.9 of the plain peak · step "),
+             qPrintable(dock->summary()));
+
+    auto* panel = w.graphPanel();
+    QTRY_VERIFY_WITH_TIMEOUT(panel->forwardScene()->drawnNodes() > 0, 30000);
+    panel->setOverlay(symtune::graphview::Overlay::Remat);
+    QTRY_VERIFY_WITH_TIMEOUT(panel->forwardScene()->overlayRange().has_value(), 30000);
+    QCOMPARE(panel->forwardScene()->overlayRange()->second, 1.0);  // a recomputed unit shows
+
+    w.liveCharts()->flush();
+    QVERIFY(w.liveCharts()->budgetSeries(0) != nullptr);
+    QVERIFY(w.liveCharts()->budgetedPeakSeries(0) != nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        (w.liveCharts()->flush(), w.liveCharts()->predictedSeries(0) != nullptr), 30000);
+
+    dock->setBudget(symtune::ui::RematDock::Unit::Megabytes, 8);
+    dock->apply();
+    QTRY_VERIFY_WITH_TIMEOUT(dock->status().startsWith("Applied from step "), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(plan->plan()->budgetMb == 8.0, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(plan->lastStep()->budgetBytes == 8e6, 30000);
+    dock->setBudget(symtune::ui::RematDock::Unit::Megabytes, 0.001);
+    dock->apply();
+    QTRY_VERIFY_WITH_TIMEOUT(dock->status().startsWith("Refused: "), 30000);
+    QVERIFY2(dock->status().contains("smallest feasible budget"), qPrintable(dock->status()));
   }
 
   void refusesABadSessionAndKeepsTheCurrentOne() {

@@ -76,27 +76,51 @@ class TestRunHistoryModel : public QObject {
                "\"features\": {\"samples_per_s\": 1600, \"peak_memory_bytes\": 3145728, "
                "\"grad_global_norm\": 0.75}, \"rules\": {\"in_force\": [], \"fired\": []}, "
                "\"skipped\": false}")
-        << Values{12, 2.5, 1600, 3, 0.75} << QStringList{"12", "2.5", "1600.0", "3.00", "0.75"};
+        << Values{12, 2.5, 1600, 3, 0.75, kNaN, kNaN, kNaN}
+        << QStringList{"12", "2.5", "1600.0", "3.00", "0.75", "—", "—", "—"};
     QTest::addRow("null features are NaN")
         << QByteArray(
                "{\"type\": \"step\", \"step\": 3, \"loss\": 0.125, \"seconds\": 0.02, "
                "\"features\": {\"samples_per_s\": null, \"peak_memory_bytes\": null, "
                "\"grad_global_norm\": null}, \"rules\": {\"in_force\": [], \"fired\": []}, "
                "\"skipped\": false}")
-        << Values{3, 0.125, kNaN, kNaN, kNaN} << QStringList{"3", "0.125", "—", "—", "—"};
+        << Values{3, 0.125, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}
+        << QStringList{"3", "0.125", "—", "—", "—", "—", "—", "—"};
     QTest::addRow("null loss, missing features")
         << QByteArray(
                "{\"type\": \"step\", \"step\": 7, \"loss\": null, \"seconds\": 0.02, "
                "\"features\": {}, \"rules\": {\"in_force\": [], \"fired\": []}, "
                "\"skipped\": false}")
-        << Values{7, kNaN, kNaN, kNaN, kNaN} << QStringList{"7", "—", "—", "—", "—"};
+        << Values{7, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}
+        << QStringList{"7", "—", "—", "—", "—", "—", "—", "—"};
     QTest::addRow("peak memory in MiB")
         << QByteArray(
                "{\"type\": \"step\", \"step\": 0, \"loss\": 1, \"seconds\": 0.02, "
                "\"features\": {\"peak_memory_bytes\": 524288, \"samples_per_s\": 12.25, "
                "\"grad_global_norm\": 1e-7}, \"rules\": {\"in_force\": [], \"fired\": []}, "
                "\"skipped\": false}")
-        << Values{0, 1, 12.25, 0.5, 1e-7} << QStringList{"0", "1", "12.3", "0.50", "1e-07"};
+        << Values{0, 1, 12.25, 0.5, 1e-7, kNaN, kNaN, kNaN}
+        << QStringList{"0", "1", "12.3", "0.50", "1e-07", "—", "—", "—"};
+    // A step held to a memory budget: its budget and predicted peak, as MiB.
+    QTest::addRow("under a memory budget")
+        << QByteArray(
+               "{\"type\": \"step\", \"step\": 5, \"loss\": 1, \"seconds\": 0.02, "
+               "\"features\": {\"peak_memory_bytes\": 1048576}, "
+               "\"rules\": {\"in_force\": [], \"fired\": []}, \"skipped\": false, "
+               "\"remat\": {\"budget_bytes\": 2097152, \"predicted_peak\": 1572864, "
+               "\"peak\": 1048576, \"recomputed\": [\"layer1.0\"], \"attempts\": 0, "
+               "\"cached\": true}}")
+        << Values{5, 1, kNaN, 1, kNaN, 2, 1.5, 1}
+        << QStringList{"5", "1", "—", "1.00", "—", "2.00", "1.50", "1.00"};
+    QTest::addRow("calibrating: no budget, no prediction")
+        << QByteArray(
+               "{\"type\": \"step\", \"step\": 0, \"loss\": 1, \"seconds\": 0.02, "
+               "\"features\": {}, \"rules\": {\"in_force\": [], \"fired\": []}, "
+               "\"skipped\": false, \"remat\": {\"budget_bytes\": null, "
+               "\"predicted_peak\": null, \"peak\": 1048576, \"recomputed\": [], "
+               "\"attempts\": 0, \"cached\": false}}")
+        << Values{0, 1, kNaN, kNaN, kNaN, kNaN, kNaN, 1}
+        << QStringList{"0", "1", "—", "—", "—", "—", "—", "1.00"};
   }
 
   void stepMessagesBecomeRows() {
@@ -126,7 +150,8 @@ class TestRunHistoryModel : public QObject {
     for (int c = 0; c < model.columnCount(); ++c)
       headers << model.headerData(c, Qt::Horizontal).toString();
     QCOMPARE(headers,
-             (QStringList{"Step", "Loss", "Samples/s", "Peak memory (MiB)", "Gradient norm"}));
+             (QStringList{"Step", "Loss", "Samples/s", "Peak memory (MiB)", "Gradient norm",
+                          "Budget (MiB)", "Predicted peak (MiB)", "Budgeted peak (MiB)"}));
   }
 
   void capacityDropsTheOldest_data() {
@@ -285,6 +310,48 @@ class TestRunHistoryModel : public QObject {
     }  // a destroyed model leaves the charts
     QCOMPARE(charts.runCount(), 1);
     QCOMPARE(charts.chart(LiveCharts::GradientNormChart)->series().size(), 1);
+  }
+
+  void aBudgetedRunDrawsItsBudgetAndPrediction() {
+    // Without a budget the memory chart has one line per run; a run held to one adds its budget,
+    // predicted peak and budgeted peak once they have points, named after the run.
+    RunHistoryModel plain, held;
+    plain.setRunName("plain");
+    held.setRunName("held");
+    LiveCharts charts;
+    charts.addRun(&plain);
+    charts.addRun(&held);
+    plain.appendStep(stepMessage(0, 1.0));
+    QCOMPARE(charts.chart(LiveCharts::MemoryChart)->series().size(), 2);
+    QVERIFY(charts.budgetSeries(1) == nullptr && charts.predictedSeries(1) == nullptr);
+    for (int s = 0; s < 4; ++s) {
+      symtune::attach::StepMessage m = stepMessage(s, 1.0, 100.0, 1024.0 * 1024 * (3 + s));
+      symtune::attach::StepRemat remat;
+      remat.budgetBytes = 8.0 * 1024 * 1024;
+      if (s > 0)  // the first step's peak is not predicted
+        remat.predictedPeak = 1024.0 * 1024 * (3.5 + s);
+      remat.peakBytes = m.features[symtune::Feature::PeakMemory];
+      m.remat = remat;
+      held.appendStep(m);
+    }
+    charts.flush();
+    QCOMPARE(charts.chart(LiveCharts::MemoryChart)->series().size(), 5);
+    QCOMPARE(charts.chart(LiveCharts::LossChart)->series().size(), 2);
+    QVERIFY(charts.budgetSeries(0) == nullptr);
+    QCOMPARE(charts.budgetSeries(1)->name(), QString("held budget"));
+    QCOMPARE(charts.predictedSeries(1)->name(), QString("held predicted"));
+    QCOMPARE(charts.budgetSeries(1)->count(), 4);
+    QCOMPARE(charts.predictedSeries(1)->points().first(), QPointF(1, 4.5));
+    QCOMPARE(charts.budgetedPeakSeries(1)->points().last(), QPointF(3, 6.0));
+    QCOMPARE(charts.budgetSeries(1)->pen().style(), Qt::DashLine);
+    QCOMPARE(charts.budgetSeries(1)->color(), charts.series(LiveCharts::MemoryChart, 1)->color());
+    auto* y =
+        qobject_cast<QValueAxis*>(charts.chart(LiveCharts::MemoryChart)->axes(Qt::Vertical)[0]);
+    QVERIFY(y->max() >= 8.0);  // the budget is in view
+    held.setRunName("tuned");
+    QCOMPARE(charts.budgetSeries(1)->name(), QString("tuned budget"));
+    charts.removeRun(&held);
+    QCOMPARE(charts.chart(LiveCharts::MemoryChart)->series().size(), 1);
   }
 
   void renamedRunRenamesItsLines() {

@@ -219,6 +219,11 @@ void GraphPanel::setBindings(const BindingTable* table) {
   backwardModel_->setBindings(table);
 }
 
+void GraphPanel::setRemat(const attach::RematMessage* plan) {
+  forwardModel_->setRemat(plan);
+  backwardModel_->setRemat(plan);
+}
+
 int GraphPanel::findNext(const QString& text) {
   GraphView* view = focusedView();
   GraphScene* scene = view->graphScene();

@@ -28,9 +28,26 @@ namespace symtune::ui {
 
 namespace {
 
-constexpr std::array<RunHistoryModel::Column, LiveCharts::ChartCount> kColumns = {
-    RunHistoryModel::Loss, RunHistoryModel::SamplesPerSecond, RunHistoryModel::PeakMemoryMiB,
-    RunHistoryModel::GradientNorm};
+// The lines a run draws: one per chart, then the memory budget's three — the budget, the peak
+// predicted and the peak held, of the forward and backward the budget holds — drawn dashed and
+// only once the run has a point for them (a run held to a budget: docs/remat.md).
+struct LineSpec {
+  int chart;
+  RunHistoryModel::Column column;
+  Qt::PenStyle style;
+  const char* suffix;  // after the run's name in the legend
+};
+constexpr std::array<LineSpec, LiveCharts::ChartCount + 3> kLines = {{
+    {LiveCharts::LossChart, RunHistoryModel::Loss, Qt::SolidLine, ""},
+    {LiveCharts::SamplesChart, RunHistoryModel::SamplesPerSecond, Qt::SolidLine, ""},
+    {LiveCharts::MemoryChart, RunHistoryModel::PeakMemoryMiB, Qt::SolidLine, ""},
+    {LiveCharts::GradientNormChart, RunHistoryModel::GradientNorm, Qt::SolidLine, ""},
+    {LiveCharts::MemoryChart, RunHistoryModel::BudgetMiB, Qt::DashLine, " budget"},
+    {LiveCharts::MemoryChart, RunHistoryModel::PredictedPeakMiB, Qt::DotLine, " predicted"},
+    {LiveCharts::MemoryChart, RunHistoryModel::BudgetedPeakMiB, Qt::DashDotLine, " budgeted peak"},
+}};
+constexpr size_t kBudgetLine = LiveCharts::ChartCount, kPredictedLine = kBudgetLine + 1,
+                 kBudgetedPeakLine = kBudgetLine + 2;
 
 // Distinct on light and dark backgrounds (Tableau 10).
 constexpr std::array<QRgb, 10> kRunColours = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
@@ -58,8 +75,9 @@ struct LiveCharts::Run {
   QPointer<RunHistoryModel> model;
   RunHistoryModel* key = nullptr;  // the model's address, valid as a key after it is destroyed
   QColor colour;
-  std::array<QLineSeries*, ChartCount> series{};
-  std::array<QList<QPointF>, ChartCount> points;
+  // Per line of kLines; the budget's lines have no series until they have a point.
+  std::array<QLineSeries*, kLines.size()> series{};
+  std::array<QList<QPointF>, kLines.size()> points;
   bool dirty = false;
   bool rebuildAfterRemoval = false;
   std::vector<QMetaObject::Connection> connections;
@@ -127,18 +145,8 @@ void LiveCharts::addRun(RunHistoryModel* model) {
   run.model = model;
   run.key = model;
   run.colour = freeColour();
-  for (int i = 0; i < ChartCount; ++i) {
-    auto* s = new QLineSeries;
-    s->setName(model->runName());
-    QPen pen(run.colour);
-    pen.setWidthF(1.5);
-    s->setPen(pen);
-    QChart* c = chart(i);
-    c->addSeries(s);
-    s->attachAxis(xAxes_[i]);
-    s->attachAxis(yAxes_[i]);
-    run.series[i] = s;
-  }
+  for (size_t line = 0; line < static_cast<size_t>(ChartCount); ++line)
+    addLine(run, line);
   // Connections find the run by model address: runs_ may reallocate.
   run.connections.push_back(connect(model, &QAbstractItemModel::rowsInserted, this,
                                     [this, model](const QModelIndex&, int first, int last) {
@@ -161,8 +169,10 @@ void LiveCharts::addRun(RunHistoryModel* model) {
   run.connections.push_back(
       connect(model, &RunHistoryModel::runNameChanged, this, [this, model](const QString& name) {
         if (Run* r = find(model)) {
-          for (QLineSeries* s : r->series)
-            s->setName(name);
+          for (size_t line = 0; line < kLines.size(); ++line) {
+            if (r->series[line] != nullptr)
+              r->series[line]->setName(name + QString::fromLatin1(kLines[line].suffix));
+          }
         }
       }));
   run.connections.push_back(
@@ -172,9 +182,27 @@ void LiveCharts::addRun(RunHistoryModel* model) {
   updateLegends();
 }
 
+void LiveCharts::addLine(Run& run, size_t line) {
+  const LineSpec& spec = kLines[line];
+  auto* s = new QLineSeries;
+  s->setName(run.model->runName() + QString::fromLatin1(spec.suffix));
+  QPen pen(run.colour);
+  pen.setWidthF(1.5);
+  pen.setStyle(spec.style);
+  s->setPen(pen);
+  QChart* c = chart(spec.chart);
+  c->addSeries(s);
+  s->attachAxis(xAxes_[spec.chart]);
+  s->attachAxis(yAxes_[spec.chart]);
+  run.series[line] = s;
+  if (line >= static_cast<size_t>(ChartCount))
+    updateLegends();  // a budget's line is named, even for one run
+}
+
 void LiveCharts::updateLegends() {
   for (int i = 0; i < ChartCount; ++i)
-    chart(i)->legend()->setVisible(runs_.size() > 1);
+    chart(i)->legend()->setVisible(runs_.size() > 1 ||
+                                   static_cast<int>(chart(i)->series().size()) > runCount());
 }
 
 void LiveCharts::removeRun(RunHistoryModel* model) {
@@ -183,9 +211,11 @@ void LiveCharts::removeRun(RunHistoryModel* model) {
     return;
   for (const auto& c : it->connections)
     disconnect(c);
-  for (int i = 0; i < ChartCount; ++i) {
-    chart(i)->removeSeries(it->series[i]);
-    delete it->series[i];
+  for (size_t line = 0; line < kLines.size(); ++line) {
+    if (it->series[line] == nullptr)
+      continue;
+    chart(kLines[line].chart)->removeSeries(it->series[line]);
+    delete it->series[line];
   }
   runs_.erase(it);
   updateLegends();
@@ -193,12 +223,14 @@ void LiveCharts::removeRun(RunHistoryModel* model) {
 }
 
 void LiveCharts::rowsInserted(Run& run, int first, int last) {
-  for (int i = 0; i < ChartCount; ++i) {
+  for (size_t line = 0; line < kLines.size(); ++line) {
     for (int row = first; row <= last; ++row) {
-      const QPointF p = point(*run.model, row, kColumns[i]);
+      const QPointF p = point(*run.model, row, kLines[line].column);
       if (drawable(p))
-        run.points[i].append(p);
+        run.points[line].append(p);
     }
+    if (run.series[line] == nullptr && !run.points[line].isEmpty())
+      addLine(run, line);
   }
   run.dirty = true;
   scheduleRefresh();
@@ -209,11 +241,11 @@ void LiveCharts::rowsAboutToBeRemoved(Run& run, int first, int last) {
     run.rebuildAfterRemoval = true;
     return;
   }
-  for (int i = 0; i < ChartCount; ++i) {
+  for (size_t line = 0; line < kLines.size(); ++line) {
     qsizetype drop = 0;
     for (int row = first; row <= last; ++row)
-      drop += drawable(point(*run.model, row, kColumns[i])) ? 1 : 0;
-    run.points[i].remove(0, std::min(drop, run.points[i].size()));
+      drop += drawable(point(*run.model, row, kLines[line].column)) ? 1 : 0;
+    run.points[line].remove(0, std::min(drop, run.points[line].size()));
   }
   run.dirty = true;
   scheduleRefresh();
@@ -239,19 +271,25 @@ void LiveCharts::flush() {
   for (Run& run : runs_) {
     if (!run.dirty)
       continue;
-    for (int i = 0; i < ChartCount; ++i)
-      run.series[i]->replace(run.points[i]);
+    for (size_t line = 0; line < kLines.size(); ++line) {
+      if (run.series[line] != nullptr)
+        run.series[line]->replace(run.points[line]);
+    }
     run.dirty = false;
   }
   for (int i = 0; i < ChartCount; ++i) {
     double xLo = std::numeric_limits<double>::infinity(), xHi = -xLo;
     double yLo = xLo, yHi = -xLo;
     for (const Run& run : runs_) {
-      for (const QPointF& p : run.points[i]) {
-        xLo = std::min(xLo, p.x());
-        xHi = std::max(xHi, p.x());
-        yLo = std::min(yLo, p.y());
-        yHi = std::max(yHi, p.y());
+      for (size_t line = 0; line < kLines.size(); ++line) {
+        if (kLines[line].chart != i)
+          continue;
+        for (const QPointF& p : run.points[line]) {
+          xLo = std::min(xLo, p.x());
+          xHi = std::max(xHi, p.x());
+          yLo = std::min(yLo, p.y());
+          yHi = std::max(yHi, p.y());
+        }
       }
     }
     if (xLo > xHi)  // no points
@@ -282,7 +320,22 @@ QChart* LiveCharts::chart(int i) const {
 QLineSeries* LiveCharts::series(int chartIndex, int run) const {
   Q_ASSERT(chartIndex >= 0 && chartIndex < ChartCount);
   Q_ASSERT(run >= 0 && run < runCount());
-  return runs_[static_cast<size_t>(run)].series[chartIndex];
+  return runs_[static_cast<size_t>(run)].series[static_cast<size_t>(chartIndex)];
+}
+
+QLineSeries* LiveCharts::budgetSeries(int run) const {
+  Q_ASSERT(run >= 0 && run < runCount());
+  return runs_[static_cast<size_t>(run)].series[kBudgetLine];
+}
+
+QLineSeries* LiveCharts::predictedSeries(int run) const {
+  Q_ASSERT(run >= 0 && run < runCount());
+  return runs_[static_cast<size_t>(run)].series[kPredictedLine];
+}
+
+QLineSeries* LiveCharts::budgetedPeakSeries(int run) const {
+  Q_ASSERT(run >= 0 && run < runCount());
+  return runs_[static_cast<size_t>(run)].series[kBudgetedPeakLine];
 }
 
 void LiveCharts::changeEvent(QEvent* event) {
@@ -300,9 +353,14 @@ void LiveCharts::applyTheme() {
       continue;
     c->setTheme(theme);  // resets the series' pens: give the runs their colours back
     for (const Run& run : runs_) {
-      QPen pen(run.colour);
-      pen.setWidthF(1.5);
-      run.series[i]->setPen(pen);
+      for (size_t line = 0; line < kLines.size(); ++line) {
+        if (kLines[line].chart != i || run.series[line] == nullptr)
+          continue;
+        QPen pen(run.colour);
+        pen.setWidthF(1.5);
+        pen.setStyle(kLines[line].style);
+        run.series[line]->setPen(pen);
+      }
     }
   }
 }

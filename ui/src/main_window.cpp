@@ -36,6 +36,8 @@
 #include "symtune/ui/new_session_dialog.h"
 #include "symtune/ui/node_inspector.h"
 #include "symtune/ui/node_inspector_model.h"
+#include "symtune/ui/remat_dock.h"
+#include "symtune/ui/remat_plan_model.h"
 #include "symtune/ui/rule_list_model.h"
 #include "symtune/ui/rules_dock.h"
 #include "symtune/ui/run_history_model.h"
@@ -80,6 +82,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   bindings_ = new BindingsDock(this);
   tabifyDockWidget(dock("rulesDock"),
                    addDock(tr("Bindings"), "bindingsDock", bindings_, Qt::RightDockWidgetArea));
+  remat_ = new RematDock(this);
+  tabifyDockWidget(dock("bindingsDock"),
+                   addDock(tr("Memory budget"), "rematDock", remat_, Qt::RightDockWidgetArea));
   dock("rulesDock")->raise();
 
   sessionModel_ = new SessionModel(this);
@@ -104,6 +109,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   connect(graphPanel_, &GraphPanel::nodeSelected, inspector_, &NodeInspector::showNode);
   connect(bindings_, &BindingsDock::siteSelected, graphPanel_, &GraphPanel::showForwardNode);
+  connect(remat_, &RematDock::unitSelected, graphPanel_, &GraphPanel::showForwardNode);
+  connect(remat_, &RematDock::budgetRequested, this, [this](RematDock::Unit unit, double value) {
+    sendCommand(unit == RematDock::Unit::Megabytes
+                    ? attach::Command::setBudget(value, std::nullopt)
+                    : attach::Command::setBudget(std::nullopt, value));
+  });
   connect(rules_, &RulesDock::toggleRequested, this, [this](const QString& name, bool on) {
     sendCommand(attach::Command::toggleRule(name.toStdString(), on));
   });
@@ -365,6 +376,9 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       for (int i = 0; i + kOverlaidRuns < runs.size(); ++i)
         delete runs[i];  // the charts forget a destroyed run themselves
       rules_->setRunAttached(true);
+      remat_->model()->setPlan(std::nullopt);  // the new run says whether it holds a budget
+      graphPanel_->setRemat(nullptr);
+      remat_->setRunAttached(true);
       if (samplingOnAttach_ >= 0) {
         setSampling(samplingOnAttach_);
         samplingOnAttach_ = -1;
@@ -378,6 +392,7 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       setConnection(tr("Run ended"), false);
       runStateLabel_->setText(tr("%1 — ended: %2").arg(runName_, reason));
       rules_->setRunAttached(false);
+      remat_->setRunAttached(false);
       pending_.clear();
       Q_EMIT attachEnded(reason);
     });
@@ -391,6 +406,9 @@ void MainWindow::onMessage(const attach::ServerMessage& message) {
   if (const auto* step = std::get_if<attach::StepMessage>(&message)) {
     if (currentRun_ != nullptr)
       currentRun_->appendStep(*step);
+    remat_->model()->addStep(*step);
+    if (step->remat && !step->remat->note.empty())
+      statusBar()->showMessage(QString::fromStdString(step->remat->note), 8000);
     const double peak = step->features[Feature::PeakMemory];
     if (std::isfinite(peak))
       graphPanel_->setPeakMemory(peak);
@@ -414,6 +432,9 @@ void MainWindow::onMessage(const attach::ServerMessage& message) {
       statusBar()->showMessage(QString::fromStdString(bindings->error), 8000);
     bindings_->model()->setTable(bindings->table);
     graphPanel_->setBindings(bindings->table.get());
+  } else if (const auto* remat = std::get_if<attach::RematMessage>(&message)) {
+    remat_->model()->setPlan(*remat);
+    graphPanel_->setRemat(&*remat_->model()->plan());
   } else if (const auto* state = std::get_if<attach::StateMessage>(&message)) {
     runState_ = QString::fromStdString(state->state);
     runStateLabel_->setText(tr("%1 — %2").arg(runName_, runState_));
@@ -441,7 +462,10 @@ int MainWindow::sendCommand(const attach::Command& command) {
   const QString name = QString::fromStdString(command.name);
   const int id = attach_ != nullptr ? attach_->sendCommand(command) : 0;
   if (id == 0) {
-    rules_->commandFinished(name, false, tr("No run is attached"));
+    if (name == "set_budget")
+      remat_->commandFinished(false, tr("No run is attached"));
+    else
+      rules_->commandFinished(name, false, tr("No run is attached"));
     statusBar()->showMessage(tr("%1: no run is attached").arg(name), 5000);
     return 0;
   }
@@ -461,6 +485,8 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
     message = tr("Node statistics every %1 steps").arg(result.value("every", int64_t{0}));
   if (name == "toggle_rule" || name == "add_rule" || name == "remove_rule")
     rules_->commandFinished(name, reply.ok, message);
+  if (name == "set_budget")
+    remat_->commandFinished(reply.ok, message);
   if (id == snapshotId_) {
     snapshotId_ = 0;
     QString error;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace symtune::ui {
 
@@ -30,6 +31,11 @@ void RunHistoryModel::appendStep(const attach::StepMessage& step) {
   row[SamplesPerSecond] = f[Feature::SamplesPerSecond];
   row[PeakMemoryMiB] = f[Feature::PeakMemory] / kMiB;
   row[GradientNorm] = f[Feature::GradGlobalNorm];
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  row[BudgetMiB] = step.remat && step.remat->budgetBytes ? *step.remat->budgetBytes / kMiB : kNaN;
+  row[PredictedPeakMiB] =
+      step.remat && step.remat->predictedPeak ? *step.remat->predictedPeak / kMiB : kNaN;
+  row[BudgetedPeakMiB] = step.remat ? step.remat->peakBytes / kMiB : kNaN;
 
   if (static_cast<int>(rows_.size()) >= capacity_) {
     beginRemoveRows({}, 0, 0);
@@ -79,6 +85,9 @@ QVariant RunHistoryModel::data(const QModelIndex& index, int role) const {
         case SamplesPerSecond:
           return QString::number(v, 'f', 1);
         case PeakMemoryMiB:
+        case BudgetMiB:
+        case PredictedPeakMiB:
+        case BudgetedPeakMiB:
           return QString::number(v, 'f', 2);
         default:
           return QString::number(v, 'g', 6);
@@ -107,6 +116,12 @@ QVariant RunHistoryModel::headerData(int section, Qt::Orientation orientation, i
       return tr("Peak memory (MiB)");
     case GradientNorm:
       return tr("Gradient norm");
+    case BudgetMiB:
+      return tr("Budget (MiB)");
+    case PredictedPeakMiB:
+      return tr("Predicted peak (MiB)");
+    case BudgetedPeakMiB:
+      return tr("Budgeted peak (MiB)");
     case ColumnCount:
       break;
   }

@@ -67,6 +67,12 @@ struct Reader {
       fail(std::string("\"") + key + "\" must be an object");
     return v;
   }
+  // A number; none when the key is absent or null.
+  std::optional<double> optionalNumber(const json& object, const char* key) const {
+    if (!object.contains(key) || object.at(key).is_null())
+      return std::nullopt;
+    return number(object, key);
+  }
   std::vector<std::string> strings(const json& object, const char* key) const {
     std::vector<std::string> out;
     for (const json& item : array(object, key)) {
@@ -101,7 +107,47 @@ StepMessage decodeStep(const Reader& r) {
   s.skipped = r.boolean(m, "skipped");
   if (m.contains("coalesced"))
     s.coalesced = r.integer(m, "coalesced");
+  if (m.contains("remat")) {
+    const json& p = r.object(m, "remat");
+    StepRemat remat;
+    remat.budgetBytes = r.optionalNumber(p, "budget_bytes");
+    remat.predictedPeak = r.optionalNumber(p, "predicted_peak");
+    remat.peakBytes = r.number(p, "peak");
+    remat.recomputed = r.strings(p, "recomputed");
+    remat.attempts = r.integer(p, "attempts");
+    remat.cached = r.boolean(p, "cached");
+    if (p.contains("note"))
+      remat.note = r.string(p, "note");
+    s.remat = std::move(remat);
+  }
   return s;
+}
+
+RematMessage decodeRemat(const Reader& r) {
+  const json& p = r.object(r.message, "remat");
+  RematMessage out;
+  out.step = r.integer(p, "step");
+  out.strategy = r.string(p, "strategy");
+  out.budgetBytes = r.optionalNumber(p, "budget_bytes");
+  out.budgetMb = r.optionalNumber(p, "budget_mb");
+  out.budgetFraction = r.optionalNumber(p, "budget_fraction");
+  for (const json& item : r.array(p, "units")) {
+    if (!item.is_object())
+      r.fail("\"units\" must hold objects");
+    RematUnitState u;
+    u.name = r.string(item, "name");
+    u.parent = r.string(item, "parent");
+    for (const json& node : r.array(item, "nodes")) {
+      if (!node.is_number_integer() || node.get<int64_t>() < 0 ||
+          node.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        r.fail("\"nodes\" must hold node ids");
+      u.nodes.push_back(node.get<int32_t>());
+    }
+    u.savedBytes = r.number(item, "saved_bytes");
+    u.recomputed = r.boolean(item, "recomputed");
+    out.units.push_back(std::move(u));
+  }
+  return out;
 }
 
 NodesMessage decodeNodes(const Reader& r) {
@@ -233,6 +279,8 @@ ServerMessage decodeServerMessage(const json& message) {
     }
     return out;
   }
+  if (type == "remat")
+    return decodeRemat(r);
   if (type == "state")
     return StateMessage{r.string(message, "state")};
   if (type == "dropped")
@@ -263,6 +311,17 @@ json encode(const StepMessage& m) {
       {"skipped", m.skipped}};
   if (m.coalesced > 0)
     out["coalesced"] = m.coalesced;
+  if (m.remat) {
+    const StepRemat& r = *m.remat;
+    out["remat"] = {{"budget_bytes", r.budgetBytes ? json(*r.budgetBytes) : json(nullptr)},
+                    {"predicted_peak", r.predictedPeak ? number(*r.predictedPeak) : json(nullptr)},
+                    {"peak", r.peakBytes},
+                    {"recomputed", r.recomputed},
+                    {"attempts", r.attempts},
+                    {"cached", r.cached}};
+    if (!r.note.empty())
+      out["remat"]["note"] = r.note;
+  }
   return out;
 }
 
@@ -329,6 +388,28 @@ json encode(const RulesMessage& m) {
 
 json encode(const BindingTable& table) {
   return {{"type", "bindings"}, {"bindings", json::parse(table.toJson())}};
+}
+
+json encode(const RematMessage& m) {
+  const auto optional = [](const std::optional<double>& v) {
+    return v ? number(*v) : json(nullptr);
+  };
+  json units = json::array();
+  for (const auto& u : m.units) {
+    units.push_back({{"name", u.name},
+                     {"parent", u.parent},
+                     {"nodes", u.nodes},
+                     {"saved_bytes", u.savedBytes},
+                     {"recomputed", u.recomputed}});
+  }
+  return {{"type", "remat"},
+          {"remat",
+           {{"step", m.step},
+            {"strategy", m.strategy},
+            {"budget_bytes", optional(m.budgetBytes)},
+            {"budget_mb", optional(m.budgetMb)},
+            {"budget_fraction", optional(m.budgetFraction)},
+            {"units", std::move(units)}}}};
 }
 
 }  // namespace symtune::attach

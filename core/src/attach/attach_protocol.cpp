@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -107,10 +108,25 @@ Command parseCommand(const nlohmann::json& message) {
     c.every = integerField(message, "every");
     if (c.every < 0)
       throw ProtocolError("\"every\" must be 0 (off) or a positive number of steps");
+  } else if (c.name == "set_budget") {
+    const auto positive = [&](const char* key) -> std::optional<double> {
+      if (!message.contains(key) || message.at(key).is_null())
+        return std::nullopt;
+      const auto& v = message.at(key);
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
+        throw ProtocolError(std::string("\"") + key + "\" must be a number above 0");
+      return v.get<double>();
+    };
+    c.budgetMb = positive("budget_mb");
+    c.budgetFraction = positive("budget_fraction");
+    if (c.budgetMb.has_value() == c.budgetFraction.has_value())
+      throw ProtocolError("set_budget takes one of \"budget_mb\" and \"budget_fraction\"");
+    if (c.budgetFraction && *c.budgetFraction > 1)
+      throw ProtocolError("\"budget_fraction\" must be in (0, 1]");
   } else if (c.name != "pause" && c.name != "resume" && c.name != "snapshot" && c.name != "stop") {
     throw ProtocolError("unknown command \"" + c.name +
-                        "\" (toggle_rule, add_rule, remove_rule, set_sampling, pause, resume, "
-                        "snapshot, stop)");
+                        "\" (toggle_rule, add_rule, remove_rule, set_sampling, set_budget, pause, "
+                        "resume, snapshot, stop)");
   }
   return c;
 }
@@ -140,6 +156,13 @@ Command Command::setSampling(int64_t every) {
   return c;
 }
 
+Command Command::setBudget(std::optional<double> megabytes, std::optional<double> fraction) {
+  Command c = named("set_budget");
+  c.budgetMb = megabytes;
+  c.budgetFraction = fraction;
+  return c;
+}
+
 Command Command::named(std::string name) {
   Command c;
   c.name = std::move(name);
@@ -157,6 +180,11 @@ nlohmann::json encodeCommand(const Command& c) {
     out["source"] = c.source;
   } else if (c.name == "set_sampling") {
     out["every"] = c.every;
+  } else if (c.name == "set_budget") {
+    if (c.budgetMb)
+      out["budget_mb"] = *c.budgetMb;
+    if (c.budgetFraction)
+      out["budget_fraction"] = *c.budgetFraction;
   }
   return out;
 }

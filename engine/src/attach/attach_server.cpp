@@ -81,7 +81,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   CommandHandler handler;
   // Io thread only:
   std::vector<std::shared_ptr<Connection>> connections;
-  nlohmann::json graph, rules, bindings, step;
+  nlohmann::json graph, rules, bindings, remat, step;
   std::string state = "starting";
   uint64_t nextId = 1;
   std::atomic<size_t> ready{0};
@@ -185,6 +185,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           sendControl({{"type", "rules"}, {"rules", impl.rules}});
         if (!impl.bindings.is_null())
           sendControl({{"type", "bindings"}, {"bindings", impl.bindings}});
+        if (!impl.remat.is_null())
+          sendControl({{"type", "remat"}, {"remat", impl.remat}});
         sendControl({{"type", "state"}, {"state", impl.state}});
         if (!impl.step.is_null())
           enqueueStep(impl.step);
@@ -504,6 +506,10 @@ void Server::publishGraph(nlohmann::json graph) {
 
 void Server::publishRules(nlohmann::json rules) {
   publishLatest(*impl_, &Impl::rules, "rules", "rules", std::move(rules));
+}
+
+void Server::publishRemat(nlohmann::json plan) {
+  publishLatest(*impl_, &Impl::remat, "remat", "remat", std::move(plan));
 }
 
 void Server::publishBindings(nlohmann::json table) {

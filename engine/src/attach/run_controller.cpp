@@ -17,6 +17,19 @@ StepMessage stepMessage(const StepResult& r) {
   m.rulesInForce = r.rulesInForce;
   m.rulesFired = r.rulesFired;
   m.skipped = r.skipped;
+  if (r.remat) {
+    const remat::StepPlan& plan = r.remat->plan;
+    StepRemat out;
+    if (plan.limitBytes)
+      out.budgetBytes = static_cast<double>(*plan.limitBytes);
+    out.predictedPeak = plan.predictedPeak;
+    out.peakBytes = r.remat->peakBytes;
+    out.recomputed.assign(plan.segments.recompute.begin(), plan.segments.recompute.end());
+    out.attempts = r.remat->attempts - 1;
+    out.cached = plan.cached;
+    out.note = r.remat->note;
+    m.remat = std::move(out);
+  }
   return m;
 }
 
@@ -77,6 +90,10 @@ ServerOptions listenOn(const std::string& listen) {
 namespace {
 
 class TrainerRun : public ControlledRun {
+  std::map<std::string, std::vector<NodeId>> unitNodes_;  // static: found once
+  std::optional<StepResult::Remat> lastRemat_;            // the last step's plan, and its index
+  int64_t lastStep_ = -1;
+
  public:
   explicit TrainerRun(Trainer& trainer) : trainer_(trainer) {}
   rules::RuleSet& rules() override { return trainer_.rules(); }
@@ -93,6 +110,45 @@ class TrainerRun : public ControlledRun {
   const BindingTable* bindings() override {
     const binding::Binder* binder = trainer_.binder();
     return binder != nullptr ? &binder->table() : nullptr;
+  }
+  std::optional<RematMessage> remat(const StepResult* last) override {
+    remat::Rematerializer* r = trainer_.rematerializer();
+    if (r == nullptr)
+      return std::nullopt;
+    if (unitNodes_.empty())
+      unitNodes_ = trainer_.rematUnitNodes();
+    if (last != nullptr && last->remat) {
+      lastRemat_ = *last->remat;
+      lastStep_ = last->step;
+    }
+    RematMessage m;
+    m.step = lastStep_;
+    m.strategy = r->options().strategy == remat::Strategy::Checkpoint ? "checkpoint" : "plan";
+    m.budgetMb = trainer_.session().remat.budgetMb;
+    m.budgetFraction = trainer_.session().remat.budgetFraction;
+    const StepResult::Remat* step = lastRemat_ ? &*lastRemat_ : nullptr;
+    if (step != nullptr && step->plan.limitBytes)
+      m.budgetBytes = static_cast<double>(*step->plan.limitBytes);
+    const std::vector<remat::RematUnit>* units =
+        step != nullptr ? r->unitsOf(step->plan.bucket) : nullptr;
+    if (units == nullptr)
+      return m;  // no step planned yet: nothing priced, nothing recomputed
+    for (const remat::RematUnit& unit : *units) {
+      RematUnitState u;
+      u.name = unit.name;
+      u.parent = unit.parent;
+      if (const auto found = unitNodes_.find(unit.name); found != unitNodes_.end()) {
+        for (const NodeId id : found->second)
+          u.nodes.push_back(id.value());
+      }
+      u.savedBytes = unit.freedBytes;
+      u.recomputed = step->plan.segments.recompute.count(unit.name) > 0;
+      m.units.push_back(std::move(u));
+    }
+    return m;
+  }
+  void setBudget(std::optional<double> megabytes, std::optional<double> fraction) override {
+    trainer_.setRematBudget(megabytes, fraction);
   }
 
  private:
@@ -139,6 +195,7 @@ RunController::RunController(std::unique_ptr<ControlledRun> owned, ControlledRun
   server_.publishGraph(std::move(graph));
   publishRulesIfChanged();
   publishBindingsIfChanged();
+  publishRematIfChanged(nullptr);
   server_.publishState("training");
   if (progress) {
     *progress << "listening on " << server_.endpoint().text() << std::endl;
@@ -210,13 +267,14 @@ void RunController::handle(const Command& c, Server::Reply reply) {
   } else if (c.name == "snapshot") {
     // The session as it stands: the enabled rules, registered ones by name and the others by
     // their text. Read on the training thread, like any rule change.
-    const auto session = run_.session();
-    if (!session) {
-      reply({{"error", "this run has no session to snapshot"}});
-      return;
-    }
-    run_.changeRules([this, reply, base = *session](rules::RuleSet& set) {
-      Session s = base;
+    // The session is read there too: a budget change (set_budget) writes it on that thread.
+    run_.changeRules([this, reply](rules::RuleSet& set) {
+      const auto session = run_.session();
+      if (!session) {
+        reply({{"error", "this run has no session to snapshot"}});
+        return;
+      }
+      Session s = *session;
       s.rules = {};
       auto& registry = rules::Registry::global();
       for (const auto& name : set.names()) {
@@ -230,6 +288,22 @@ void RunController::handle(const Command& c, Server::Reply reply) {
           s.rules.source += (s.rules.source.empty() ? "" : "\n") + source + "\n";
       }
       reply({{"session", nlohmann::json::parse(sessionJson(s))}, {"step", run_.stepsDone()}});
+    });
+    wake_.notify_all();
+  } else if (c.name == "set_budget") {
+    // At the step boundary, like a rule change: the next step plans for the new budget.
+    run_.changeRules([this, reply, mb = c.budgetMb, fraction = c.budgetFraction](rules::RuleSet&) {
+      nlohmann::json result;
+      try {
+        run_.setBudget(mb, fraction);
+        publishedRemat_.clear();  // the budget shows at once, before the next step ran with it
+        publishRematIfChanged(nullptr);
+        result = {{"from_step", run_.stepsDone()}};
+        result[mb ? "budget_mb" : "budget_fraction"] = mb ? *mb : *fraction;
+      } catch (const std::exception& e) {
+        result = {{"error", e.what()}};
+      }
+      reply(std::move(result));
     });
     wake_.notify_all();
   } else if (c.name == "stop") {
@@ -304,6 +378,22 @@ void RunController::publishBindingsIfChanged() {
   server_.publishBindings(encode(*table)["bindings"]);
 }
 
+void RunController::publishRematIfChanged(const StepResult* last) {
+  const std::optional<RematMessage> plan = run_.remat(last);
+  if (!plan)
+    return;
+  // What the studio shows of it: the budget as set and each unit's state (not the step).
+  // (A fraction's bytes follow each batch's predicted plain peak: they travel with the steps.)
+  std::string signature = plan->strategy + ":" + std::to_string(plan->budgetMb.value_or(0)) + ":" +
+                          std::to_string(plan->budgetFraction.value_or(0));
+  for (const auto& u : plan->units)
+    signature += (u.recomputed ? "+" : "-") + u.name + "\n";
+  if (signature == publishedRemat_)
+    return;
+  publishedRemat_ = std::move(signature);
+  server_.publishRemat(encode(*plan)["remat"]);
+}
+
 void RunController::publishGraph(const Graph& graph) {
   server_.publishGraph(nlohmann::json::parse(toJson(graph)));
 }
@@ -311,6 +401,7 @@ void RunController::publishGraph(const Graph& graph) {
 void RunController::afterStep(const StepResult& result) {
   publishRulesIfChanged();
   publishBindingsIfChanged();
+  publishRematIfChanged(&result);
   server_.publishStep(encode(stepMessage(result)));
   if (result.nodes)
     server_.publishNodes(encode(nodesMessage(*result.nodes, run_.gradientStats()))["nodes"]);

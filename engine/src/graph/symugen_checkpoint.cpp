@@ -575,6 +575,33 @@ std::vector<SyMuGen::RecomputableUnit> SyMuGen::recomputableUnits() {
   return units;
 }
 
+std::map<std::string, std::vector<NodeId>> SyMuGen::unitNodes() {
+  prepareCheckpointSpans();
+  std::map<std::string, std::vector<NodeId>> nodes;
+  std::function<void(const Node*, std::vector<NodeId>&)> collect = [&](const Node* n,
+                                                                       std::vector<NodeId>& out) {
+    if (const auto id = nodeIds_.find(n); id != nodeIds_.end())
+      out.push_back(id->second);
+    for (const Block* b : n->blocks()) {
+      for (const Node* inner : b->nodes())
+        collect(inner, out);
+    }
+  };
+  for (const auto& [first, span] : spans_) {
+    std::vector<NodeId>& out = nodes[span->block];
+    for (const Node* n = span->first;; n = n->next()) {
+      collect(n, out);
+      if (n == span->last)
+        break;
+    }
+  }
+  for (auto& [name, ids] : nodes) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  }
+  return nodes;
+}
+
 bool SyMuGen::Evaluator::runCheckpointed(const CheckpointSpan& span) {
   if (!at::GradMode::is_enabled())
     return false;

@@ -75,8 +75,9 @@ std::string formatBytes(double bytes) {
   return text;
 }
 
-Rematerializer::Rematerializer(RematOptions options, std::vector<at::Tensor> buffers)
-    : options_(options), buffers_(std::move(buffers)) {
+namespace {
+
+void checkOptions(const RematOptions& options_) {
   TORCH_CHECK(!(options_.budgetBytes && options_.budgetFraction),
               "remat: a budget in bytes or a fraction of the plain peak, not both");
   TORCH_CHECK(!options_.budgetBytes || *options_.budgetBytes > 0,
@@ -95,6 +96,54 @@ Rematerializer::Rematerializer(RematOptions options, std::vector<at::Tensor> buf
               options_.calibrationSteps);
   TORCH_CHECK(options_.margin >= 0 && options_.margin < 1,
               "remat: the margin must be in [0, 1), got ", options_.margin);
+}
+
+}  // namespace
+
+Rematerializer::Rematerializer(RematOptions options, std::vector<at::Tensor> buffers)
+    : options_(options), buffers_(std::move(buffers)) {
+  checkOptions(options_);
+}
+
+void Rematerializer::setBudget(std::optional<int64_t> bytes, std::optional<double> fraction,
+                               bool check) {
+  RematOptions next = options_;
+  next.budgetBytes = bytes;
+  next.budgetFraction = fraction;
+  checkOptions(next);
+  const auto fit = predictor_.fit();
+  // A fraction needs the plain peak: without a plain step measured (the run began with bytes),
+  // the predicted one. A run part-way through its calibration steps finishes them.
+  const bool uncalibrated = plainSteps_ == 0;
+  if (check && fit && (next.budgetBytes || next.budgetFraction)) {
+    std::swap(options_, next);
+    const size_t plainSteps = plainSteps_;
+    if (fraction && uncalibrated)
+      plainSteps_ = static_cast<size_t>(options_.calibrationSteps);
+    try {
+      for (const auto& [key, bucket] : buckets_) {
+        const double budget = static_cast<double>(*budgetFor(predictedPlain(bucket, *fit)));
+        const double smallest = leastByFit(bucket, *fit).second;
+        if (smallest > budget)
+          throw RematInfeasible("remat: the budget of " + formatBytes(budget) +
+                                    " is below what any plan fits: even with the plan that "
+                                    "holds least the step on " +
+                                    key + " is predicted to peak at " + formatBytes(smallest) +
+                                    ", the smallest feasible budget",
+                                smallest);
+      }
+    } catch (...) {
+      std::swap(options_, next);
+      plainSteps_ = plainSteps;
+      throw;
+    }
+  } else {
+    options_ = next;
+    if (fraction && uncalibrated && fit)
+      plainSteps_ = static_cast<size_t>(options_.calibrationSteps);
+  }
+  for (auto& [key, bucket] : buckets_)
+    bucket.plan.reset();
 }
 
 void Rematerializer::measureRates(const std::vector<c10::IValue>& inputs) {
@@ -278,24 +327,37 @@ StepPlan Rematerializer::mostFreeing(const Bucket& bucket, const std::string& ke
   return step;
 }
 
-StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
-                                 const MemoryPredictor::Fit& fit) {
-  const auto peakOf = [&](const SegmentPlan& plan) {
-    return fit.intercept + fit.slope * keptBytes(bucket, plan) +
-           fit.recomputedSlope * comesBack(bucket, plan);
-  };
-  const double plain = std::max(0.0, fit.intercept + fit.slope * bucket.profile.savedBytes);
-  const double budget = static_cast<double>(*budgetFor(plain));
-  StepPlan step;
-  // Of the plans that may hold least, the one the fit says holds least.
+double Rematerializer::predictedPeak(const Bucket& bucket, const SegmentPlan& plan,
+                                     const MemoryPredictor::Fit& fit) const {
+  return fit.intercept + fit.slope * keptBytes(bucket, plan) +
+         fit.recomputedSlope * comesBack(bucket, plan);
+}
+
+double Rematerializer::predictedPlain(const Bucket& bucket, const MemoryPredictor::Fit& fit) const {
+  return std::max(0.0, fit.intercept + fit.slope * bucket.profile.savedBytes);
+}
+
+std::pair<SegmentPlan, double> Rematerializer::leastByFit(const Bucket& bucket,
+                                                          const MemoryPredictor::Fit& fit) const {
   SegmentPlan least;
   double smallest = std::numeric_limits<double>::infinity();
   for (auto& p : leastHolding(bucket)) {
-    if (peakOf(p) < smallest) {
-      smallest = peakOf(p);
+    const double peak = predictedPeak(bucket, p, fit);
+    if (peak < smallest) {
+      smallest = peak;
       least = std::move(p);
     }
   }
+  return {least, smallest};
+}
+
+StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
+                                 const MemoryPredictor::Fit& fit) {
+  const auto peakOf = [&](const SegmentPlan& plan) { return predictedPeak(bucket, plan, fit); };
+  const double plain = predictedPlain(bucket, fit);
+  const double budget = static_cast<double>(*budgetFor(plain));
+  StepPlan step;
+  const auto [least, smallest] = leastByFit(bucket, fit);
   if (smallest > budget) {
     std::string what = "remat: the budget of " + formatBytes(budget);
     if (options_.budgetFraction) {
@@ -389,7 +451,7 @@ StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& i
       most.predictedPlain = fit->intercept + fit->slope * bucket.profile.savedBytes;
     return most;
   }
-  const double plain = std::max(0.0, fit->intercept + fit->slope * bucket.profile.savedBytes);
+  const double plain = predictedPlain(bucket, *fit);
   if (bucket.plan && bucket.plan->predictedPlain &&
       std::abs(plain - *bucket.plan->predictedPlain) <= kPlanTolerance * plain) {
     ++stats_.cacheHits;
@@ -399,6 +461,11 @@ StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& i
   }
   bucket.plan = planFor(bucket, key, *fit);
   return *bucket.plan;
+}
+
+const std::vector<RematUnit>* Rematerializer::unitsOf(const std::string& bucket) const {
+  const auto found = buckets_.find(bucket);
+  return found != buckets_.end() ? &found->second.units : nullptr;
 }
 
 std::optional<int64_t> Rematerializer::budgetFor(double predictedPlain) const {

@@ -1,6 +1,7 @@
 // The trainer's steps under a memory budget: the session's `remat` block (docs/remat.md).
 
 #include <cmath>
+#include <cstdio>
 #include <optional>
 
 #include <ATen/Context.h>
@@ -75,9 +76,64 @@ void Trainer::setUpRemat() {
   }
 }
 
+void Trainer::setRematBudget(std::optional<double> megabytes, std::optional<double> fraction) {
+  if (!remat_)
+    throw SetupError("this run holds no memory budget: its session has no remat block");
+  const SetBudget before{session_.remat.budgetMb, session_.remat.budgetFraction};
+  std::optional<int64_t> bytes;
+  if (megabytes)
+    bytes = static_cast<int64_t>(std::llround(*megabytes * 1e6));
+  try {
+    remat_->setBudget(bytes, fraction);
+  } catch (const c10::Error& e) {
+    throw SetupError(oneLine(e));
+  } catch (const remat::RematInfeasible& e) {
+    throw SetupError(e.what());
+  }
+  rematBefore_ = before;
+  session_.remat.budgetMb = megabytes;
+  session_.remat.budgetFraction = fraction;
+}
+
+std::map<std::string, std::vector<NodeId>> Trainer::rematUnitNodes() {
+  auto* segments = dynamic_cast<SegmentExecutor*>(executor_.get());
+  if (!remat_ || segments == nullptr)
+    return {};
+  return segments->symugen()->unitNodes();
+}
+
 torch::Tensor Trainer::runRemat(const std::vector<c10::IValue>& inputs,
                                 const std::function<torch::Tensor()>& pass,
                                 std::optional<StepResult::Remat>& out) {
+  try {
+    return runPlanned(inputs, pass, out);
+  } catch (const remat::RematInfeasible& e) {
+    if (!rematBefore_)
+      throw;
+    // A budget set on the running job that no plan fits in fact (the prediction that let it in
+    // was wrong): the step, put back as it began, runs under the budget that held before.
+    const SetBudget before = *rematBefore_;
+    rematBefore_.reset();
+    std::optional<int64_t> bytes;
+    if (before.megabytes)
+      bytes = static_cast<int64_t>(std::llround(*before.megabytes * 1e6));
+    remat_->setBudget(bytes, before.fraction, /*check=*/false);
+    session_.remat.budgetMb = before.megabytes;
+    session_.remat.budgetFraction = before.fraction;
+    torch::Tensor loss = runPlanned(inputs, pass, out);
+    char budget[64];
+    if (before.megabytes)
+      std::snprintf(budget, sizeof budget, "budget_mb %g", *before.megabytes);
+    else
+      std::snprintf(budget, sizeof budget, "budget_fraction %g", before.fraction.value_or(0));
+    out->note = std::string(e.what()) + "; back to " + budget;
+    return loss;
+  }
+}
+
+torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
+                                  const std::function<torch::Tensor()>& pass,
+                                  std::optional<StepResult::Remat>& out) {
   auto* segments = dynamic_cast<SegmentExecutor*>(executor_.get());
   TORCH_CHECK(segments != nullptr, "remat runs the model through a SegmentExecutor, not the ",
               executor_->name(), " executor");

@@ -157,6 +157,72 @@ TEST_CASE("a bindings message round-trips; a table that cannot be read is an err
   CHECK_THROWS_AS(decodeServerMessage({{"type", "bindings"}}), ProtocolError);
 }
 
+TEST_CASE("a step's remat figures and the remat plan round-trip") {
+  StepMessage m;
+  m.step = 7;
+  m.loss = 1.5;
+  m.features.values.fill(0);
+  StepRemat r;
+  r.budgetBytes = 40e6;
+  r.predictedPeak = 38.5e6;
+  r.peakBytes = 37.25e6;
+  r.recomputed = {"layer1.0", "rnn loop #8"};
+  r.attempts = 1;
+  r.cached = true;
+  r.note = "back to budget_mb 40";
+  m.remat = r;
+  const auto back = std::get<StepMessage>(decodeServerMessage(encode(m)));
+  REQUIRE(back.remat.has_value());
+  CHECK(back.remat->budgetBytes == r.budgetBytes);
+  CHECK(back.remat->predictedPeak == r.predictedPeak);
+  CHECK(back.remat->peakBytes == r.peakBytes);
+  CHECK(back.remat->recomputed == r.recomputed);
+  CHECK(back.remat->attempts == 1);
+  CHECK(back.remat->cached);
+  CHECK(back.remat->note == r.note);
+  // A calibrating step: no budget, no prediction; a step without a budget: no remat at all.
+  m.remat = StepRemat{};
+  m.remat->peakBytes = 1e6;
+  const json calibrating = encode(m);
+  CHECK(calibrating["remat"]["budget_bytes"].is_null());
+  CHECK(!calibrating["remat"].contains("note"));
+  const auto plain = std::get<StepMessage>(decodeServerMessage(calibrating));
+  CHECK(!plain.remat->budgetBytes.has_value());
+  CHECK(!plain.remat->predictedPeak.has_value());
+  m.remat.reset();
+  CHECK(!encode(m).contains("remat"));
+
+  RematMessage plan;
+  plan.step = 12;
+  plan.strategy = "plan";
+  plan.budgetBytes = 41.5e6;
+  plan.budgetFraction = 0.5;
+  plan.units = {{"rnn", "", {3, 4, 5}, 2.5e6, false}, {"rnn loop #8", "rnn", {5}, 2e6, true}};
+  const json wire = encode(plan);
+  CHECK(wire["type"] == "remat");
+  CHECK(wire["remat"]["budget_mb"].is_null());
+  const auto decoded = std::get<RematMessage>(decodeServerMessage(wire));
+  CHECK(decoded.step == 12);
+  CHECK(decoded.strategy == "plan");
+  CHECK(decoded.budgetBytes == plan.budgetBytes);
+  CHECK(!decoded.budgetMb.has_value());
+  CHECK(decoded.budgetFraction == plan.budgetFraction);
+  REQUIRE(decoded.units.size() == 2);
+  CHECK(decoded.units[1].name == "rnn loop #8");
+  CHECK(decoded.units[1].parent == "rnn");
+  CHECK(decoded.units[0].nodes == std::vector<int32_t>{3, 4, 5});
+  CHECK(decoded.units[0].savedBytes == 2.5e6);
+  CHECK(!decoded.units[0].recomputed);
+  CHECK(decoded.units[1].recomputed);
+
+  json bad = wire;
+  bad["remat"]["units"][0]["nodes"] = json::array({"3"});
+  CHECK(decodeError(bad) == R"(remat: "nodes" must hold node ids)");
+  bad = wire;
+  bad["remat"]["units"][0].erase("recomputed");
+  CHECK(decodeError(bad) == R"(remat: "recomputed" must be true or false)");
+}
+
 TEST_CASE("every message type decodes") {
   const auto hello = std::get<HelloMessage>(
       decodeServerMessage({{"type", "hello"},
@@ -263,7 +329,8 @@ TEST_CASE("a bad message is a ProtocolError naming the message and the field") {
 TEST_CASE("commands round-trip through their encoding") {
   for (Command c :
        {Command::toggleRule("nan_guard", false), Command::addRule("rule r { }"),
-        Command::removeRule("r"), Command::setSampling(5), Command::named("snapshot")}) {
+        Command::removeRule("r"), Command::setSampling(5), Command::named("snapshot"),
+        Command::setBudget(512.5, std::nullopt), Command::setBudget(std::nullopt, 0.25)}) {
     INFO(c.name);
     c.id = 9;
     const Command back = parseCommand(encodeCommand(c));
@@ -273,5 +340,7 @@ TEST_CASE("commands round-trip through their encoding") {
     CHECK(back.enabled == c.enabled);
     CHECK(back.source == c.source);
     CHECK(back.every == c.every);
+    CHECK(back.budgetMb == c.budgetMb);
+    CHECK(back.budgetFraction == c.budgetFraction);
   }
 }

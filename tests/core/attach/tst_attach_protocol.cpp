@@ -80,14 +80,28 @@ TEST_CASE("commands are checked field by field") {
       {"no id", R"({"command": "pause"})", "\"id\" must be an integer"},
       {"id a string", R"({"id": "1", "command": "pause"})", "\"id\" must be an integer"},
       {"unknown command", R"({"id": 1, "command": "explode"})",
-       "unknown command \"explode\" (toggle_rule, add_rule, remove_rule, set_sampling, pause, "
-       "resume, snapshot, stop)"},
+       "unknown command \"explode\" (toggle_rule, add_rule, remove_rule, set_sampling, set_budget, "
+       "pause, resume, snapshot, stop)"},
       {"toggle without enabled", R"({"id": 1, "command": "toggle_rule", "rule": "a"})",
        "\"enabled\" must be true or false"},
       {"add without source", R"({"id": 1, "command": "add_rule"})", "\"source\" must be a string"},
       {"negative sampling", R"({"id": 1, "command": "set_sampling", "every": -1})",
        "\"every\" must be 0 (off) or a positive number of steps"},
       {"huge id", R"({"id": 18446744073709551615, "command": "stop"})", "\"id\" is out of range"},
+      {"budget in MB", R"({"id": 1, "command": "set_budget", "budget_mb": 512})", "(no error)"},
+      {"budget as a share", R"({"id": 1, "command": "set_budget", "budget_fraction": 0.5})",
+       "(no error)"},
+      {"budget of neither", R"({"id": 1, "command": "set_budget"})",
+       "set_budget takes one of \"budget_mb\" and \"budget_fraction\""},
+      {"budget of both",
+       R"({"id": 1, "command": "set_budget", "budget_mb": 512, "budget_fraction": 0.5})",
+       "set_budget takes one of \"budget_mb\" and \"budget_fraction\""},
+      {"budget of nothing", R"({"id": 1, "command": "set_budget", "budget_mb": 0})",
+       "\"budget_mb\" must be a number above 0"},
+      {"budget in words", R"({"id": 1, "command": "set_budget", "budget_mb": "lots"})",
+       "\"budget_mb\" must be a number above 0"},
+      {"share above one", R"({"id": 1, "command": "set_budget", "budget_fraction": 1.5})",
+       "\"budget_fraction\" must be in (0, 1]"},
   };
   for (const Row& row : rows) {
     INFO(row.name);

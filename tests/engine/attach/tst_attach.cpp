@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -515,6 +516,113 @@ TEST_CASE("a plain torch::nn program behind AttachedLoop is attachable") {
   REQUIRE(program.process.waitForFinished(30s));
   CHECK(program.process.exitCode() == 0);
   CHECK(contains(program.process.standardOutput(), "stopped by a client"));
+}
+
+// A run held to a memory budget (docs/remat.md): its plan reaches the client — the units with
+// their graph nodes, kept or recomputed — its steps carry the budget, the prediction and the
+// peak, and the budget changes on the running job from the step the ack names; a budget no plan
+// fits is refused and the run goes on under the one before.
+TEST_CASE(
+    "a budget changed on the running job holds from the ack's step, an impossible one is "
+    "refused") {
+  symtune::test::TempDir dir;
+  const std::string session = dir.filePath("remat.json");
+  symtune::test::writeFile(
+      session,
+      "{\"format\": \"symtune-session\", \"version\": 1, \"name\": \"remat attach\",\n"
+      " \"model\": {\"zoo\": \"dynamic_resnet\", \"preset\": \"ci\"},\n"
+      " \"run\": {\"steps\": 1000000, \"threads\": 1},\n"
+      " \"remat\": {\"budget_fraction\": 0.9}}\n");
+  Runner runner;
+  REQUIRE(runner.start(session, "unix:" + dir.filePath("remat.sock")));
+  Client client;
+  client.connect(runner.endpoint);
+
+  // The plan once a step was held to the budget (the first one measures the plain peak, nothing
+  // recomputed): every top-level block a unit, with its nodes.
+  const auto recomputes = [](const Json& m) {
+    for (const Json& u : m["remat"]["units"]) {
+      if (u["recomputed"].get<bool>())
+        return true;
+    }
+    return false;
+  };
+  std::optional<Json> plan;
+  const auto deadline = Clock::now() + 90s;
+  while (Clock::now() < deadline) {
+    plan = until(client, "remat");
+    if (plan && !(*plan)["remat"]["budget_bytes"].is_null() && recomputes(*plan))
+      break;
+  }
+  REQUIRE(plan);
+  REQUIRE(recomputes(*plan));
+  const Json& units = (*plan)["remat"]["units"];
+  REQUIRE_FALSE(units.empty());
+  CHECK((*plan)["remat"]["budget_fraction"].get<double>() == doctest::Approx(0.9));
+  CHECK((*plan)["remat"]["strategy"].get<std::string>() == "plan");
+  int recomputed = 0;
+  for (const Json& u : units) {
+    INFO(u.dump());
+    CHECK_FALSE(u["nodes"].empty());  // the ResNet's blocks are all in the graph
+    recomputed += u["recomputed"].get<bool>() ? 1 : 0;
+  }
+  CHECK(recomputed > 0);  // 0.9 of the plain peak (its ci preset fits no less than ~0.82)
+
+  // Steps under the budget: held to it, with the prediction.
+  double lastBudget = 0;
+  for (int seen = 0; seen < 2;) {
+    const auto step = until(client, "step");
+    REQUIRE(step);
+    const Json& r = (*step)["remat"];
+    REQUIRE(r.is_object());
+    if (r["budget_bytes"].is_null())
+      continue;  // the calibration step
+    CHECK(r["peak"].get<double>() <= r["budget_bytes"].get<double>());
+    lastBudget = r["budget_bytes"].get<double>();
+    ++seen;
+  }
+
+  // A wider budget, in megabytes, from the step the ack names.
+  const double megabytes = std::ceil(2 * lastBudget / 1e6);
+  const Json wider = client.command({{"command", "set_budget"}, {"budget_mb", megabytes}});
+  REQUIRE(wider["type"].get<std::string>() == "ack");
+  CHECK(wider["budget_mb"].get<double>() == megabytes);
+  const int64_t from = wider["from_step"].get<int64_t>();
+  for (int checked = 0; checked < 2;) {
+    const auto step = until(client, "step");
+    REQUIRE(step);
+    if ((*step)["step"].get<int64_t>() < from)
+      continue;
+    const Json& r = (*step)["remat"];
+    CHECK(r["budget_bytes"].get<double>() == megabytes * 1e6);
+    CHECK(r["peak"].get<double>() <= r["budget_bytes"].get<double>());
+    ++checked;
+  }
+  const Json snapshot = client.command({{"command", "snapshot"}});
+  CHECK(snapshot["session"]["remat"]["budget_mb"].get<double>() == megabytes);
+  CHECK_FALSE(snapshot["session"]["remat"].contains("budget_fraction"));
+
+  // 1 kB: below what any plan fits, refused with the smallest feasible budget; the run goes on.
+  const Json tiny = client.command({{"command", "set_budget"}, {"budget_mb", 0.001}});
+  CHECK(tiny["type"].get<std::string>() == "error");
+  CHECK(contains(tiny["reason"].get<std::string>(), "smallest feasible budget"));
+  const auto after = until(client, "step");
+  REQUIRE(after);
+  CHECK(after->at("remat")["budget_bytes"].get<double>() == megabytes * 1e6);
+
+  const Json both =
+      client.command({{"command", "set_budget"}, {"budget_mb", 10}, {"budget_fraction", 0.5}});
+  CHECK(both["reason"].get<std::string>() ==
+        "set_budget takes one of \"budget_mb\" and \"budget_fraction\"");
+  const Json above = client.command({{"command", "set_budget"}, {"budget_fraction", 1.5}});
+  CHECK(above["reason"].get<std::string>() == "\"budget_fraction\" must be in (0, 1]");
+
+  // A run without a remat block holds no budget to change.
+  Client plain;
+  plain.connect(suiteRunner().endpoint);
+  const Json none = plain.command({{"command", "set_budget"}, {"budget_mb", 100}});
+  CHECK(none["reason"].get<std::string>() ==
+        "this run holds no memory budget: its session has no remat block");
 }
 
 // Last: it kills the suite's runner.

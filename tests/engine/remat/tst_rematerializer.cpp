@@ -300,3 +300,80 @@ TEST_CASE("options without a budget, with two, or out of range are refused") {
   checkpoint.strategy = symtune::remat::Strategy::Checkpoint;
   CHECK_NOTHROW(make(checkpoint));  // every block: no budget needed
 }
+
+// The studio's set_budget (docs/remat.md, "The studio"): a budget changed between steps holds
+// from the next one, a budget no plan is predicted to fit is refused and the old one stays, and
+// a run without a remat block has no budget to change.
+TEST_CASE_FIXTURE(TwoThreads, "a budget changed between steps holds from the next one") {
+  // The ResNet's ci preset fits 0.9 of its plain peak and no less than about 0.82.
+  symtune::Trainer t(underBudget("dynamic_resnet", 0.9));
+  double before = 0;
+  for (int i = 0; i < 3; ++i) {
+    const symtune::StepResult r = t.step();
+    REQUIRE(r.remat.has_value());
+    if (r.remat->plan.limitBytes)
+      before = static_cast<double>(*r.remat->plan.limitBytes);
+  }
+  REQUIRE(before > 0);
+
+  t.setRematBudget(std::nullopt, 1.0);
+  CHECK(t.session().remat.budgetFraction == 1.0);
+  symtune::StepResult wider = t.step();
+  REQUIRE(wider.remat.has_value());
+  REQUIRE(wider.remat->plan.limitBytes.has_value());
+  const auto widerLimit = static_cast<double>(*wider.remat->plan.limitBytes);
+  CHECK(widerLimit > 1.05 * before);  // 1.0 / 0.9 of the same plain peak
+  CHECK(wider.remat->peakBytes <= widerLimit);
+  CHECK_FALSE(wider.remat->plan.cached);  // planned anew for the new budget
+
+  // 1 kB: refused before any step runs under it, naming the smallest feasible budget.
+  try {
+    t.setRematBudget(0.001, std::nullopt);
+    FAIL("a 1 kB budget was accepted");
+  } catch (const symtune::SetupError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("smallest feasible budget") != std::string::npos);
+  }
+  CHECK(t.session().remat.budgetFraction == 1.0);
+  CHECK_FALSE(t.session().remat.budgetMb.has_value());
+  const symtune::StepResult still = t.step();
+  REQUIRE(still.remat->plan.limitBytes.has_value());
+  CHECK(static_cast<double>(*still.remat->plan.limitBytes) ==
+        doctest::Approx(widerLimit).epsilon(0.05));
+  CHECK_THROWS_AS(t.setRematBudget(std::nullopt, 1.5), symtune::SetupError);
+  CHECK_THROWS_AS(t.setRematBudget(10.0, 0.5), symtune::SetupError);
+
+  // Megabytes: exactly that many bytes.
+  t.setRematBudget(std::ceil(widerLimit / 1e6), std::nullopt);
+  const symtune::StepResult bytes = t.step();
+  CHECK(*bytes.remat->plan.limitBytes ==
+        static_cast<int64_t>(std::llround(std::ceil(widerLimit / 1e6) * 1e6)));
+
+  symtune::Trainer plain(sessionFor("dynamic_resnet"));
+  CHECK_THROWS_WITH_AS(plain.setRematBudget(100.0, std::nullopt),
+                       "this run holds no memory budget: its session has no remat block",
+                       symtune::SetupError);
+}
+
+TEST_CASE_FIXTURE(TwoThreads, "every recomputable unit names its nodes in the static graph") {
+  symtune::Trainer t(underBudget("dynamic_tagger", 0.6));
+  const auto nodes = t.rematUnitNodes();
+  auto* segments = dynamic_cast<symtune::SegmentExecutor*>(&t.executor());
+  REQUIRE(segments != nullptr);
+  const symtune::Graph& graph = segments->symugen()->staticGraph();
+  for (const auto& unit : segments->symugen()->recomputableUnits()) {
+    INFO(unit.name);
+    const auto found = nodes.find(unit.name);
+    REQUIRE(found != nodes.end());
+    CHECK_FALSE(found->second.empty());
+    for (const symtune::NodeId id : found->second)
+      CHECK((graph.node(id).side == symtune::GraphSide::Forward));
+    if (!unit.parent.empty()) {
+      // A loop's recomputed ops lie in its block: its nodes are among the block's.
+      const auto& block = nodes.at(unit.parent);
+      for (const symtune::NodeId id : found->second)
+        CHECK(std::find(block.begin(), block.end(), id) != block.end());
+    }
+  }
+}

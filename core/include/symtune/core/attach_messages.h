@@ -51,6 +51,18 @@ struct StateMessage {
   std::string state;  // training, paused, finished, stopped
 };
 
+// A step held to a memory budget (docs/remat.md): what the rematerializer planned and what the
+// step held. Bytes above what was live when the step began.
+struct StepRemat {
+  std::optional<double> budgetBytes;    // none: not enforced (a calibrating step)
+  std::optional<double> predictedPeak;  // with the plan; none before the predictor saw a step
+  double peakBytes = 0;
+  std::vector<std::string> recomputed;  // the units the step recomputed
+  int64_t attempts = 0;                 // retries after running out of the budget
+  bool cached = false;                  // the bucket's plan, reused
+  std::string note;  // what the run did about the budget, when it had to (a budget it gave up)
+};
+
 struct StepMessage {
   int64_t step = 0;
   double loss = 0;  // NaN when the loss was not finite
@@ -58,7 +70,8 @@ struct StepMessage {
   StepFeatures features;  // NaN where the run sent null
   std::vector<std::string> rulesInForce, rulesFired;
   bool skipped = false;
-  int64_t coalesced = 0;  // earlier steps this one stands for (the client fell behind)
+  int64_t coalesced = 0;           // earlier steps this one stands for (the client fell behind)
+  std::optional<StepRemat> remat;  // runs held to a memory budget
 };
 
 // One name of GPU activity a node launched (a kernel, "Memcpy HtoD", "Memset").
@@ -101,6 +114,24 @@ struct BindingsMessage {
   std::string error;
 };
 
+// The rematerializer's plan in force (docs/remat.md, "The studio"): each unit a plan can
+// recompute, the graph nodes it covers and whether the plan recomputes it, and the budget.
+struct RematUnitState {
+  std::string name;
+  std::string parent;          // the top-level block a loop lies in; "" for a block
+  std::vector<int32_t> nodes;  // its nodes in the graph (forward ids)
+  double savedBytes = 0;       // what it saves for backward by the templates (the last bucket's)
+  bool recomputed = false;
+};
+struct RematMessage {
+  int64_t step = 0;                      // the step the plan was last used on
+  std::string strategy;                  // "plan" or "checkpoint"
+  std::optional<double> budgetBytes;     // the last step's budget (none while calibrating)
+  std::optional<double> budgetMb;        // as set: in megabytes (10^6 bytes) ...
+  std::optional<double> budgetFraction;  // ... or as a share of the plain peak
+  std::vector<RematUnitState> units;
+};
+
 struct DroppedMessage {
   int64_t nodes = 0;  // per-node updates this client lost
 };
@@ -116,7 +147,7 @@ struct ReplyMessage {
 
 using ServerMessage =
     std::variant<HelloMessage, GraphMessage, RulesMessage, StateMessage, StepMessage, NodesMessage,
-                 BindingsMessage, DroppedMessage, ReplyMessage>;
+                 BindingsMessage, RematMessage, DroppedMessage, ReplyMessage>;
 
 // Decodes one server message. Throws ProtocolError naming the message type and the field that is
 // missing or of the wrong type, and for a type this protocol version does not have; a graph that
@@ -128,5 +159,6 @@ nlohmann::json encode(const StepMessage& m);
 nlohmann::json encode(const NodesMessage& m);
 nlohmann::json encode(const RulesMessage& m);
 nlohmann::json encode(const BindingTable& table);  // a "bindings" message
+nlohmann::json encode(const RematMessage& m);
 
 }  // namespace symtune::attach

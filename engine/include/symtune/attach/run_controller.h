@@ -36,6 +36,14 @@ class ControlledRun {
   // DynaCompiler's binding table as it stands (on the training thread); none when the run binds
   // no op sites.
   virtual const BindingTable* bindings() { return nullptr; }
+  // The memory budget (a Trainer's `remat` block, docs/remat.md), on the training thread: the
+  // plan in force as the `remat` message — after `last`, the step it ran on, or before any —
+  // none when the run holds no budget; and the set_budget command, which throws (with the
+  // reason to send back) when the run refuses it.
+  virtual std::optional<RematMessage> remat(const StepResult* /*last*/) { return std::nullopt; }
+  virtual void setBudget(std::optional<double> /*megabytes*/, std::optional<double> /*fraction*/) {
+    throw std::runtime_error("this run holds no memory budget");
+  }
 };
 
 class RunController {
@@ -75,6 +83,8 @@ class RunController {
   nlohmann::json publishRules();    // the rule state, published and returned
   void publishRulesIfChanged();     // after rules changed on the training thread itself
   void publishBindingsIfChanged();  // after a step measured or predicted new bindings
+  // The remat plan, when it or the budget changed (the first time: whatever it is).
+  void publishRematIfChanged(const StepResult* last);
   void applyChangesWhileIdle();
 
   std::unique_ptr<ControlledRun> owned_;  // the Trainer adapter
@@ -86,9 +96,11 @@ class RunController {
   std::atomic<int64_t> samplingEvery_{0};
   std::string publishedSignature_;  // of the rule state last published (training thread)
   size_t publishedBindings_ = 0;    // entries of the binding table last published, + 1
+  std::string publishedRemat_;      // the remat plan last published: budget and recomputed units
 };
 
-// A step as the protocol's message (docs/protocol.md, "step").
+// A step as the protocol's message (docs/protocol.md, "step"), with its remat figures when it
+// ran under a budget.
 StepMessage stepMessage(const StepResult& result);
 // A step's per-node statistics (docs/protocol.md, "nodes"), with each parameter's gradient norm
 // when `gradients` is given.

@@ -135,6 +135,10 @@ class SyMuGen {
     std::string name, parent;
   };
   std::vector<RecomputableUnit> recomputableUnits();
+  // The nodes of the static graph each unit recomputes (a loop's: the ops of its body's spans,
+  // not the views that lead them), by unit name; a unit whose ops the graph does not show has
+  // none.
+  std::map<std::string, std::vector<NodeId>> unitNodes();
 
   // A plain torch::nn::Module has no IR: its graph is the module tree, one node per module, with
   // its parameters as outputs.

@@ -47,6 +47,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
@@ -128,6 +129,15 @@ class Rematerializer {
   // Throws RematInfeasible (smallestFeasibleBytes() 0: unknown) when all were tried.
   StepPlan backOff(const StepPlan& plan, const std::vector<SegmentPlan>& tried = {});
 
+  // Changes the budget from the next step on (the studio's set_budget, docs/protocol.md): bytes,
+  // or a fraction of the plain peak — of the peak as predicted when no plain step was measured
+  // (the run began with bytes), as soon as the predictor has seen a step. Plans made for the old
+  // budget go. Throws c10::Error for a budget the options refuse (both, neither, a fraction out of
+  // (0, 1], a fraction under the checkpoint strategy) and, when `check`, RematInfeasible when the
+  // predictor says the plans that hold least go over it on a bucket met so far; either way the
+  // budget stays as it was.
+  void setBudget(std::optional<int64_t> bytes, std::optional<double> fraction, bool check = true);
+
   const RematOptions& options() const { return options_; }
   const RematStats& stats() const { return stats_; }
   // The budget in bytes of a step whose plain peak is predicted at `predictedPlain`: budgetBytes,
@@ -135,6 +145,9 @@ class Rematerializer {
   // calibrating or without a budget.
   std::optional<int64_t> budgetFor(double predictedPlain) const;
   const MemoryPredictor& predictor() const { return predictor_; }
+  // The units as the profile of `bucket` prices them (freed bytes: template bytes saved); null
+  // for a bucket never prepared.
+  const std::vector<RematUnit>* unitsOf(const std::string& bucket) const;
 
  private:
   struct Bucket {
@@ -155,6 +168,13 @@ class Rematerializer {
   StepPlan planOfSegments(const Bucket& bucket, const std::string& key, SegmentPlan segments) const;
   StepPlan mostFreeing(const Bucket& bucket, const std::string& key) const;
   StepPlan planFor(Bucket& bucket, const std::string& key, const MemoryPredictor::Fit& fit);
+  // The peak the fit predicts for the bucket's step under `plan`; the plain step's.
+  double predictedPeak(const Bucket& bucket, const SegmentPlan& plan,
+                       const MemoryPredictor::Fit& fit) const;
+  double predictedPlain(const Bucket& bucket, const MemoryPredictor::Fit& fit) const;
+  // Of the plans that may hold least, the one the fit says holds least, and its peak.
+  std::pair<SegmentPlan, double> leastByFit(const Bucket& bucket,
+                                            const MemoryPredictor::Fit& fit) const;
   // The largest recomputed block's template bytes; what the plan keeps.
   double comesBack(const Bucket& bucket, const SegmentPlan& plan) const;
   double keptBytes(const Bucket& bucket, const SegmentPlan& plan) const;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -72,6 +73,7 @@ struct StepResult {
     remat::StepPlan plan;
     double peakBytes = 0;
     int attempts = 1;
+    std::string note;  // a budget set on the running job that no plan met, and what ran instead
   };
   std::optional<Remat> remat;
 };
@@ -140,6 +142,16 @@ class Trainer {
   const std::vector<rules::RewriteReport>& rewrites() const { return rewrites_; }
   // The rematerializer when the session has a `remat` block (docs/remat.md); null otherwise.
   remat::Rematerializer* rematerializer() { return remat_.get(); }
+  // Changes the memory budget from the next step on (the attach protocol's set_budget), on the
+  // training thread: in megabytes (10^6 bytes) or as a share of the plain peak, one of the two.
+  // The session (snapshot) follows. Throws SetupError when the run holds no budget or the
+  // rematerializer refuses it (a bad value, or below what any plan is predicted to fit); the
+  // budget then stays. While it is in force, a step that finds in fact that no plan fits it runs
+  // under the budget in force before it, which is put back (StepResult::Remat::note says so).
+  void setRematBudget(std::optional<double> megabytes, std::optional<double> fraction);
+  // The recomputable units' nodes in the static graph (SyMuGen::unitNodes()); empty without a
+  // rematerializer.
+  std::map<std::string, std::vector<NodeId>> rematUnitNodes();
 
   // Runs the model through `executor` from the next step on (e.g. a SegmentExecutor). It must run
   // this trainer's model: the same parameter tensors, which the optimizer updates.
@@ -161,6 +173,9 @@ class Trainer {
   torch::Tensor runRemat(const std::vector<c10::IValue>& inputs,
                          const std::function<torch::Tensor()>& pass,
                          std::optional<StepResult::Remat>& out);
+  torch::Tensor runPlanned(const std::vector<c10::IValue>& inputs,
+                           const std::function<torch::Tensor()>& pass,
+                           std::optional<StepResult::Remat>& out);
   bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
 
   Session session_;
@@ -182,6 +197,12 @@ class Trainer {
   std::optional<std::string> gpuTraceNote_;
   std::optional<std::string> bindingNote_;
   std::unique_ptr<remat::Rematerializer> remat_;
+  // The budget before the last set_budget (the session's values), to go back to when no plan
+  // fits the new one.
+  struct SetBudget {
+    std::optional<double> megabytes, fraction;
+  };
+  std::optional<SetBudget> rematBefore_;
   int64_t parameterCount_ = 0;
   std::string description_;
 };

@@ -61,6 +61,8 @@ class GraphModel : public QObject {
   // DynaCompiler's binding table (the `bindings` message; null clears): each site's speedup for
   // the Binding overlay. Only repaints follow.
   void setBindings(const BindingTable* table);
+  // The memory budget's plan (the `remat` message; null clears), for the Remat overlay.
+  void setRemat(const attach::RematMessage* plan);
   // A node's figure for `overlay`, or none when the run has not measured it.
   std::optional<double> value(Overlay overlay, NodeId node) const;
   // A collapsed group's: the sum over its nodes (latency, memory, FLOPs), the largest (gradient
@@ -89,6 +91,7 @@ class GraphModel : public QObject {
   std::optional<double> peakBytes_;
   int64_t statsStep_ = -1;
   std::unordered_map<NodeId, double> bindingSpeedup_;  // forward site → speedup over aten
+  std::unordered_map<NodeId, double> rematState_;      // forward node → 1 recomputed, 0 kept
 };
 
 }  // namespace symtune::graphview

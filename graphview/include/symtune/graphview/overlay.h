@@ -20,10 +20,17 @@ enum class Overlay {
   // (the largest over its shape buckets; 1 where it kept the ATen op). Backward nodes show their
   // forward op's.
   Binding,
+  // The memory budget's plan in force (docs/remat.md): 1 on the nodes of a unit it recomputes,
+  // 0 on those of a unit it keeps; none outside the units. Backward nodes show their forward op's.
+  Remat,
 };
 inline constexpr Overlay kOverlays[] = {Overlay::None,    Overlay::Latency,  Overlay::Memory,
                                         Overlay::Flops,   Overlay::GradNorm, Overlay::GpuTime,
-                                        Overlay::Kernels, Overlay::Binding};
+                                        Overlay::Kernels, Overlay::Binding,  Overlay::Remat};
+// Overlays whose group figure is the largest of its nodes' rather than their sum.
+inline bool takesLargest(Overlay overlay) {
+  return overlay == Overlay::GradNorm || overlay == Overlay::Binding || overlay == Overlay::Remat;
+}
 
 QString overlayName(Overlay overlay);  // "Latency", ...
 QString overlayUnit(Overlay overlay);  // "ms", "MiB", "GFLOP", ""

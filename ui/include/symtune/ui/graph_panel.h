@@ -41,6 +41,8 @@ class GraphPanel : public QWidget {
 
   // DynaCompiler's binding table (null clears), for the Binding overlay.
   void setBindings(const BindingTable* table);
+  // The memory budget's plan in force (null clears), for the Remat plan overlay.
+  void setRemat(const attach::RematMessage* plan);
   // Selects forward op `node` (expanding the groups that hide it) and centres it.
   void showForwardNode(NodeId node);
 

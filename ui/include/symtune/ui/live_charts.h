@@ -1,10 +1,14 @@
 #pragma once
 // The Charts dock: loss, samples/s, peak memory and gradient norm against the step, one line per
-// run, several runs overlaid. Fed by RunHistoryModel; see Note [Live chart updates].
+// run, several runs overlaid. A run held to a memory budget adds three lines to the memory chart:
+// the budget (dashed), the peak its plan was predicted to reach (dotted) and the peak it held
+// (dash-dot), of the forward and backward the budget holds — the solid line is the whole step's,
+// the update's too. Fed by RunHistoryModel; see Note [Live chart updates].
 
 #include <QWidget>
 
 #include <array>
+#include <cstddef>
 #include <vector>
 
 class QChart;
@@ -40,6 +44,11 @@ class LiveCharts : public QWidget {
   int pointCount(int chart, int run) const;
   QChart* chart(int i) const;
   QLineSeries* series(int chart, int run) const;
+  // The memory chart's budget, predicted-peak and budgeted-peak lines of run `run`; null until it
+  // has a point.
+  QLineSeries* budgetSeries(int run) const;
+  QLineSeries* predictedSeries(int run) const;
+  QLineSeries* budgetedPeakSeries(int run) const;
   // Draws pending points and rescales now, instead of at the next refresh.
   void flush();
 
@@ -50,6 +59,7 @@ class LiveCharts : public QWidget {
   struct Run;
 
   Run* find(RunHistoryModel* model);
+  void addLine(Run& run, size_t line);  // line: an index into the lines a run draws
   void rowsInserted(Run& run, int first, int last);
   void rowsAboutToBeRemoved(Run& run, int first, int last);
   void rebuild(Run& run);

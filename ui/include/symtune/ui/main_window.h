@@ -29,6 +29,7 @@ class BindingsDock;
 class GraphPanel;
 class LiveCharts;
 class NodeInspector;
+class RematDock;
 class RulesDock;
 class RunHistoryModel;
 class RunnerLauncher;
@@ -74,6 +75,7 @@ class MainWindow : public QMainWindow {
   LiveCharts* liveCharts() const { return charts_; }
   RulesDock* rulesDock() const { return rules_; }
   BindingsDock* bindingsDock() const { return bindings_; }
+  RematDock* rematDock() const { return remat_; }
   NodeInspector* nodeInspector() const { return inspector_; }
   RunHistoryModel* currentRun() const { return currentRun_; }
   QDockWidget* dock(const QString& objectName) const;
@@ -125,6 +127,7 @@ class MainWindow : public QMainWindow {
   LiveCharts* charts_ = nullptr;
   RulesDock* rules_ = nullptr;
   BindingsDock* bindings_ = nullptr;
+  RematDock* remat_ = nullptr;
   NodeInspector* inspector_ = nullptr;
   RunHistoryModel* currentRun_ = nullptr;
   SessionModel* sessionModel_ = nullptr;

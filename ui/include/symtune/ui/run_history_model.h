@@ -16,7 +16,20 @@ class RunHistoryModel : public QAbstractTableModel {
   Q_OBJECT
 
  public:
-  enum Column { Step, Loss, SamplesPerSecond, PeakMemoryMiB, GradientNorm, ColumnCount };
+  // BudgetMiB, PredictedPeakMiB, BudgetedPeakMiB: a run held to a memory budget (the step's
+  // `remat` figures): the budget, the peak its plan was predicted to reach and the peak it held —
+  // of the forward and backward, which the budget holds (PeakMemoryMiB covers the update too).
+  enum Column {
+    Step,
+    Loss,
+    SamplesPerSecond,
+    PeakMemoryMiB,
+    GradientNorm,
+    BudgetMiB,
+    PredictedPeakMiB,
+    BudgetedPeakMiB,
+    ColumnCount
+  };
 
   static constexpr int kDefaultCapacity = 20000;
 
@@ -27,8 +40,9 @@ class RunHistoryModel : public QAbstractTableModel {
   void setRunName(const QString& name);
   int capacity() const { return capacity_; }
 
-  // A `step` message: its step, loss, samples per second, peak memory (as MiB) and global
-  // gradient norm (NaN where the run sent none). Drops the oldest row when the model is full.
+  // A `step` message: its step, loss, samples per second, peak memory (as MiB), global gradient
+  // norm, and under a memory budget the budget, the predicted and the budgeted peak (NaN where
+  // the run sent none). Drops the oldest row when the model is full.
   void appendStep(const attach::StepMessage& step);
   void clear();
 
