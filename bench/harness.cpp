@@ -409,9 +409,10 @@ std::string telemetryName(Telemetry level) {
   return "?";
 }
 
-// "remat:F": the planner under a budget of F times the plain step's predicted peak.
+// "remat:F": the planner under a budget of F times the plain step's predicted peak; "bind+remat:F"
+// the same with DynaCompiler binding the op sites (measured outside the budget).
 std::optional<double> rematFraction(const std::string& name) {
-  const std::string prefix = "remat:";
+  const std::string prefix = name.rfind("bind+", 0) == 0 ? "bind+remat:" : "remat:";
   if (name.rfind(prefix, 0) != 0)
     return std::nullopt;
   const std::string text = name.substr(prefix.size());
@@ -442,17 +443,20 @@ const Mode* findMode(const std::string& name) {
       return &m;
   }
   const double f = *fraction;
+  const bool bind = name.rfind("bind+", 0) == 0;
   remat.push_back({name,
-                   "remat's planner: the cheapest units recomputed, per batch, to keep the step "
-                   "under " +
-                       name.substr(6) + " of its plain peak (predicted), enforced",
+                   std::string(bind ? "DynaCompiler's binding and " : "") +
+                       "remat's planner: the cheapest units recomputed, per batch, to keep the "
+                       "step under " +
+                       name.substr(name.find(':') + 1) + " of its plain peak (predicted), enforced",
                    {},
                    {},
                    {},
-                   [f](Session& session) {
+                   [f, bind](Session& session) {
                      session.remat.enabled = true;
                      session.remat.strategy = "plan";
                      session.remat.budgetFraction = f;
+                     session.binding.enabled = bind;
                    }});
   return &remat.back();
 }

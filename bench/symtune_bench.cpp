@@ -55,7 +55,8 @@ tanh_gelu rewrite: exact GELU to its tanh approximation), fused-optim (the optim
 fused (the fused step and the built-in fusion rewrites: fused_bias_gelu, fused_bias_dropout_add),
 bind+fused (those and DynaCompiler's binding), remat:F for F in (0, 1] (remat's planner: per
 batch, the cheapest units recomputed to keep the step under F times its predicted plain peak,
-the budget enforced)
+the budget enforced), bind+remat:F (the same with DynaCompiler's binding, measured outside the
+budget)
 )";
 
 std::vector<std::string> split(const std::string& list) {

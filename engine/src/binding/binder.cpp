@@ -16,6 +16,7 @@
 #include "symtune/binding/cuda_graph.h"
 #include "symtune/binding/shape_bucket.h"
 #include "symtune/compat/torch_compat.h"
+#include "symtune/remat/memory_budget.h"
 #include "symtune/telemetry/node_context.h"
 
 namespace symtune::binding {
@@ -150,6 +151,9 @@ std::optional<std::vector<c10::IValue>> Binder::bindInputs(
 
 Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const ModelReplay& model,
                                    const std::string& bucket) {
+  // Measuring is not the step's work: a memory budget the step is held to (docs/remat.md, "With
+  // the binder") would count the replays against it and refuse a candidate that ran out for good.
+  const remat::ScopedCpuBudgetSuspension unbudgeted;
   CurrentNodeScope unattributed{NodeId()};
   auto generator = at::detail::getDefaultCPUGenerator();
   const at::Tensor rngState = generator.get_state();
@@ -533,6 +537,9 @@ void Binder::noteMember(const void* key, NodeId id) {
 
 Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                         int64_t trips) {
+  // Measuring is not the step's work: a memory budget the step is held to (docs/remat.md, "With
+  // the binder") would count the replays against it and refuse a candidate that ran out for good.
+  const remat::ScopedCpuBudgetSuspension unbudgeted;
   const OpSite& site = s.site;
   const size_t n = siteArity(site);
   torch::jit::Stack inputs(stack.end() - static_cast<std::ptrdiff_t>(n), stack.end());

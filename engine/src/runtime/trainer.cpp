@@ -197,13 +197,6 @@ void Trainer::setUpBinding() {
   torch::jit::Module* module = executor_->scriptModule();
   if (!session_.binding.enabled || module == nullptr)
     return;
-  if (session_.remat.enabled) {
-    // A binder measures its candidates inside the step, which a remat budget holds: an overrun
-    // there would refuse a candidate for good or fail the step (docs/remat.md, "With the
-    // binder").
-    bindingNote_ = "binding off: the session's remat block holds each step to a budget";
-    return;
-  }
   auto segments = std::make_unique<SegmentExecutor>(*module, session_.name);
   binding::BinderOptions options;
   options.repetitions = session_.binding.repetitions;

@@ -1,6 +1,8 @@
 // The enforced CPU memory budget (symtune/remat/memory_budget.h): allocations past it raise
 // c10::OutOfMemoryError and allocate nothing; what fits runs; budgets nest and put back the
-// limit they found; threads allocating at once never take the live bytes past it together; a
+// limit they found; a suspension lifts it for work that is not the step's (the binder's
+// measurements) and forgets that work's peak; threads allocating at once never take the live
+// bytes past it together; a
 // training step that needs more than its budget fails, one that needs less completes under it.
 
 #include "doctest_torch.h"
@@ -75,6 +77,24 @@ TEST_CASE("budgets nest: the tighter limit holds inside, each puts back the one 
     CHECK_NOTHROW(mebibytes(8));
   }
   CHECK(CpuAllocationCounter::limit() == outer.limit());
+}
+
+TEST_CASE("a suspension lifts the budget for work that is not the step's, and forgets its peak") {
+  REQUIRE(CpuAllocationCounter::active());
+  ScopedCpuBudget budget(4 * kMiB);
+  torch::Tensor kept;
+  {
+    symtune::remat::ScopedCpuBudgetSuspension measuring;
+    CHECK_FALSE(CpuAllocationCounter::limit().has_value());
+    const torch::Tensor replay = mebibytes(16);  // past the budget: allowed, not the step's
+    kept = mebibytes(1);
+  }
+  CHECK(CpuAllocationCounter::limit() == budget.limit());
+  // The peak counts on from what is live now: the replay's 16 MiB are not in it.
+  CHECK(CpuAllocationCounter::counters().peak < budget.base() + 4 * kMiB);
+  // What it kept still counts against the budget.
+  CHECK_THROWS_AS(mebibytes(4), c10::OutOfMemoryError);
+  CHECK_NOTHROW(mebibytes(2));
 }
 
 TEST_CASE("threads allocating at once never take the live bytes past the budget") {

@@ -377,3 +377,41 @@ TEST_CASE_FIXTURE(TwoThreads, "every recomputable unit names its nodes in the st
     }
   }
 }
+
+// The binder measures its candidates inside the step, outside the budget (docs/remat.md, "With the
+// binder"): a bound run under a budget binds its sites, refuses none for running out, and holds
+// every step to its budget.
+TEST_CASE_FIXTURE(TwoThreads, "a bound run under a budget measures outside it and stays under it") {
+  for (const char* model : {"dynamic_resnet", "dynamic_tagger"}) {
+    INFO(std::string(model));
+    symtune::Session s = underBudget(model, std::nullopt);
+    s.binding.enabled = true;
+    // Half again the smallest budget the unbound run fits: room for the plan, not for the
+    // candidates' replays.
+    symtune::Trainer probe(underBudget(model, std::nullopt, 1e-3));
+    double smallest = 0;
+    try {
+      probe.step();
+    } catch (const symtune::remat::RematInfeasible& e) {
+      smallest = e.smallestFeasibleBytes();
+    }
+    REQUIRE(smallest > 0);
+    s.remat.budgetMb = 1.5 * smallest / 1e6;
+    symtune::Trainer t(s);
+    REQUIRE(t.binder() != nullptr);
+    for (int i = 0; i < 4; ++i) {
+      const symtune::StepResult r = t.step();
+      REQUIRE(r.remat.has_value());
+      REQUIRE(r.remat->plan.limitBytes.has_value());
+      CHECK(std::isfinite(r.loss));
+      CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
+    }
+    CHECK(t.binder()->measurements() > 0);
+    for (const auto& b : t.binder()->table().bindings) {
+      for (const auto& c : b.candidates) {
+        INFO(b.site, " ", c.name, ": ", c.refused);
+        CHECK(c.refused.find("failed") == std::string::npos);
+      }
+    }
+  }
+}
