@@ -444,19 +444,29 @@ const Mode* findMode(const std::string& name) {
   }
   const double f = *fraction;
   const bool bind = name.rfind("bind+", 0) == 0;
+  // A session with a remat block runs unbound (docs/remat.md, "With the binder"): bind+remat
+  // gives the trainer's executor a binder of its own, which measures outside the budget.
+  std::function<void(Trainer&)> attachBinder;
+  if (bind) {
+    attachBinder = [](Trainer& trainer) {
+      auto* segments = dynamic_cast<SegmentExecutor*>(&trainer.executor());
+      TORCH_CHECK(segments != nullptr, "bind+remat: the remat block runs a SegmentExecutor");
+      segments->setBinder(std::make_shared<binding::Binder>(
+          segments->symugen()->staticGraph(), binding::currentMachine(trainer.device())));
+    };
+  }
   remat.push_back({name,
                    std::string(bind ? "DynaCompiler's binding and " : "") +
                        "remat's planner: the cheapest units recomputed, per batch, to keep the "
                        "step under " +
                        name.substr(name.find(':') + 1) + " of its plain peak (predicted), enforced",
+                   attachBinder,
                    {},
                    {},
-                   {},
-                   [f, bind](Session& session) {
+                   [f](Session& session) {
                      session.remat.enabled = true;
                      session.remat.strategy = "plan";
                      session.remat.budgetFraction = f;
-                     session.binding.enabled = bind;
                    }});
   return &remat.back();
 }

@@ -4,6 +4,7 @@
 # the screen itself once the run has done STEPS steps and per-node figures are painted, stops the
 # run and quits.
 #   scripts/screenshot.sh [OUTPUT.png] [SESSION] [STEPS]
+# OVERLAY (latency, memory, flops, gradnorm, gpu-time, kernels, binding, remat) picks the overlay.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 APT_PACKAGES+=(xvfb x11-utils)
 ensure_deps
@@ -27,6 +28,6 @@ session=${2:-$scratch/session.json}
 JSON
 for _ in $(seq 50); do xdpyinfo -display "$display" >/dev/null 2>&1 && break; sleep 0.1; done
 DISPLAY=$display QT_QPA_PLATFORM=xcb XDG_CONFIG_HOME=$scratch/config XDG_DATA_HOME=$scratch/data \
-  timeout 600 "$SYMTUNE_BUILD_DIR/bin/symtune" --run "$session" --overlay latency \
+  timeout 600 "$SYMTUNE_BUILD_DIR/bin/symtune" --run "$session" --overlay "${OVERLAY:-latency}" \
   --screenshot "$out" --screenshot-after "$steps"
 log "wrote $out"

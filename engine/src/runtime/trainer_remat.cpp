@@ -6,6 +6,7 @@
 
 #include <ATen/Context.h>
 
+#include "symtune/binding/binder.h"
 #include "symtune/compat/torch_compat.h"
 #include "symtune/exec/segment_executor.h"
 #include "symtune/remat/memory_budget.h"
@@ -164,9 +165,12 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   // one may leave a little behind).
   const int64_t live = resetPeak(device_);
   std::vector<SegmentPlan> tried;
+  const binding::Binder* binder = this->binder();
+  const remat::StepPlan first = plan;
   for (;;) {
     tried.push_back(plan.segments);
     segments->setPlan(plan.segments);
+    const int64_t measured = binder != nullptr ? binder->measurements() : 0;
     resetPeak(device_);
     std::optional<remat::ScopedCpuBudget> budget;
     if (plan.limitBytes && !device_.is_cuda())
@@ -184,9 +188,27 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
       releaseFailedBackward();
       startOver();
       ++step.attempts;
+      // The binder measured sites of a new bucket in the attempt: outside the budget, but what
+      // it notes for them on the way (a loop's trips' inputs) is the step's. Those sites are
+      // bound now: the same plan again, until an attempt measures nothing new.
+      if (binder != nullptr && binder->measurements() > measured)
+        continue;
       try {
         plan = remat_->backOff(plan, tried);
       } catch (const remat::RematInfeasible& e) {
+        if (binder != nullptr) {
+          // Bound, no plan fitted: what the binder holds while it first meets a shape bucket
+          // (the inputs it notes for its measurements) is the step's and can take it past the
+          // budget. The run goes on unbound, as a session without binding: the binder goes,
+          // with what it held, and the step starts over from its first plan.
+          segments->setBinder(nullptr);
+          binder = nullptr;
+          bindingNote_ = "binding off from step " + std::to_string(optimizer_->stepCount()) +
+                         ": bound, no plan fitted the remat budget (" + e.what() + ")";
+          plan = first;
+          tried.clear();
+          continue;
+        }
         // Nothing left to try. To name the budget that would do, the step runs again under each
         // plan it tried, without the budget; its gradients are thrown away.
         // (On CUDA, where the budget is the device's own memory, a plan that does not fit fails
