@@ -87,6 +87,9 @@ QString GraphView::legendText() const {
   if (overlay == Overlay::None)
     return {};
   const auto range = scene_->overlayRange();
+  if (overlay == Overlay::Remat)  // two states, not a scale: what each end of it means
+    return range ? tr("Remat plan: kept – recomputed")
+                 : tr("Remat plan: no unit of the plan drawn here");
   if (!range)
     return tr("%1: not measured yet").arg(graphview::overlayName(overlay));
   const auto peak = scene_->model()->peakMemory();

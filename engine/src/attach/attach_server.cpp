@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <iostream>
@@ -81,6 +82,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   CommandHandler handler;
   // Io thread only:
   std::vector<std::shared_ptr<Connection>> connections;
+  std::unique_ptr<asio::steady_timer> stopTimer;  // stop(): the deadline for the last frames
   nlohmann::json graph, rules, bindings, remat, step;
   std::string state = "starting";
   uint64_t nextId = 1;
@@ -252,6 +254,15 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         close(reason);
     }
     bool closeAfterWrite = false;
+    std::string closeReason = "refused";
+
+    // Closes once what is queued is written (the ack of a stop, the final state).
+    void closeWhenWritten(const std::string& reason) {
+      closeAfterWrite = true;
+      closeReason = reason;
+      if (!isWriting)
+        write();
+    }
 
     void sendControl(const nlohmann::json& message) {
       if (closed)
@@ -309,7 +320,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       }
       if (queue.empty()) {
         if (closeAfterWrite)
-          close("refused");
+          close(closeReason);
         return;
       }
       Outgoing next = std::move(queue.front());
@@ -349,6 +360,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       queue.clear();
       auto& all = impl.connections;
       all.erase(std::remove(all.begin(), all.end(), shared_from_this()), all.end());
+      if (impl.stopTimer && all.empty())
+        impl.stopTimer->cancel();  // stopping, and the last client has had its frames
     }
   };
 
@@ -459,9 +472,20 @@ void Server::stop() {
     asio::error_code ignored;
     if (impl.acceptor)
       impl.acceptor->close(ignored);
+    // What is queued for each client goes out first — the ack of the command that stopped the
+    // run, the final state — then the connection closes; a client that does not take it within
+    // a second is closed anyway.
+    impl.stopTimer = std::make_unique<asio::steady_timer>(impl.io, std::chrono::seconds(1));
+    impl.stopTimer->async_wait([&impl](const asio::error_code&) {
+      auto left = impl.connections;
+      for (auto& c : left)
+        c->close("the server stopped");
+    });
     auto connections = impl.connections;
     for (auto& c : connections)
-      c->close("the server stopped");
+      c->closeWhenWritten("the server stopped");
+    if (impl.connections.empty())
+      impl.stopTimer->cancel();
     impl.work.reset();
   });
   impl.thread.join();

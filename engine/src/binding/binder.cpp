@@ -16,7 +16,7 @@
 #include "symtune/binding/cuda_graph.h"
 #include "symtune/binding/shape_bucket.h"
 #include "symtune/compat/torch_compat.h"
-#include "symtune/remat/memory_budget.h"
+#include "symtune/telemetry/allocation_limit.h"
 #include "symtune/telemetry/node_context.h"
 
 namespace symtune::binding {
@@ -153,7 +153,7 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
                                    const std::string& bucket) {
   // Measuring is not the step's work: a memory budget the step is held to (docs/remat.md, "With
   // the binder") would count the replays against it and refuse a candidate that ran out for good.
-  const remat::ScopedCpuBudgetSuspension unbudgeted;
+  const ScopedAllocationLimitLift unbudgeted;
   CurrentNodeScope unattributed{NodeId()};
   auto generator = at::detail::getDefaultCPUGenerator();
   const at::Tensor rngState = generator.get_state();
@@ -539,7 +539,7 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
                         int64_t trips) {
   // Measuring is not the step's work: a memory budget the step is held to (docs/remat.md, "With
   // the binder") would count the replays against it and refuse a candidate that ran out for good.
-  const remat::ScopedCpuBudgetSuspension unbudgeted;
+  const ScopedAllocationLimitLift unbudgeted;
   const OpSite& site = s.site;
   const size_t n = siteArity(site);
   torch::jit::Stack inputs(stack.end() - static_cast<std::ptrdiff_t>(n), stack.end());

@@ -10,7 +10,7 @@
 #include "measurement.h"
 #include "symtune/binding/binder.h"
 #include "symtune/binding/shape_bucket.h"
-#include "symtune/remat/memory_budget.h"
+#include "symtune/telemetry/allocation_limit.h"
 #include "symtune/telemetry/node_context.h"
 
 namespace symtune::binding {
@@ -95,7 +95,7 @@ int64_t Binder::chooseRows(SiteState& s, const at::Tensor& entry, int64_t trips)
 Binding Binder::measureRows(SiteState& s, const std::string& bucket, int64_t trips) {
   // Measuring is not the step's work: a memory budget the step is held to (docs/remat.md, "With
   // the binder") would count the replays against it and refuse a candidate that ran out for good.
-  const remat::ScopedCpuBudgetSuspension unbudgeted;
+  const ScopedAllocationLimitLift unbudgeted;
   CarriedRows& group = *s.site.rows;
   const int64_t dim = group.dim;
   // Leaves: the loop's initial value (the read tensor) and the rows each write wrote, as they

@@ -28,16 +28,4 @@ ScopedCpuBudget::~ScopedCpuBudget() {
   CpuAllocationCounter::setLimit(outer_);
 }
 
-ScopedCpuBudgetSuspension::ScopedCpuBudgetSuspension() : limit_(CpuAllocationCounter::limit()) {
-  if (limit_)
-    CpuAllocationCounter::setLimit(std::nullopt);
-}
-
-ScopedCpuBudgetSuspension::~ScopedCpuBudgetSuspension() {
-  if (limit_)
-    CpuAllocationCounter::setLimit(limit_);
-  // The peak is the step's again: counted on from what is live now, not from the replays'.
-  CpuAllocationCounter::resetPeak();
-}
-
 }  // namespace symtune::remat

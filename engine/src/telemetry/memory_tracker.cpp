@@ -1,5 +1,7 @@
 #include "symtune/telemetry/memory_tracker.h"
 
+#include "symtune/telemetry/allocation_limit.h"
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -197,6 +199,18 @@ void CpuAllocationCounter::setLimit(std::optional<int64_t> bytes) {
 std::optional<int64_t> CpuAllocationCounter::limit() {
   const int64_t limit = gCpuLimit.load();
   return limit >= 0 ? std::optional<int64_t>(limit) : std::nullopt;
+}
+
+ScopedAllocationLimitLift::ScopedAllocationLimitLift() : limit_(CpuAllocationCounter::limit()) {
+  if (limit_)
+    CpuAllocationCounter::setLimit(std::nullopt);
+}
+
+ScopedAllocationLimitLift::~ScopedAllocationLimitLift() {
+  if (limit_)
+    CpuAllocationCounter::setLimit(limit_);
+  // The peak is the step's again: counted on from what is live now, not from the lifted work's.
+  CpuAllocationCounter::resetPeak();
 }
 
 void CpuAllocationCounter::resetPeak() {

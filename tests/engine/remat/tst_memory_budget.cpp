@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "symtune/remat/memory_budget.h"
+#include "symtune/telemetry/allocation_limit.h"
 #include "symtune/telemetry/memory_tracker.h"
 
 namespace {
@@ -84,7 +85,7 @@ TEST_CASE("a suspension lifts the budget for work that is not the step's, and fo
   ScopedCpuBudget budget(4 * kMiB);
   torch::Tensor kept;
   {
-    symtune::remat::ScopedCpuBudgetSuspension measuring;
+    symtune::ScopedAllocationLimitLift measuring;
     CHECK_FALSE(CpuAllocationCounter::limit().has_value());
     const torch::Tensor replay = mebibytes(16);  // past the budget: allowed, not the step's
     kept = mebibytes(1);

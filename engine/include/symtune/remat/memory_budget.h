@@ -41,22 +41,4 @@ class ScopedCpuBudget {
   std::optional<int64_t> outer_;
 };
 
-// Lifts whatever budget holds the process while it lives, and puts it back when it ends: for work
-// done inside a step that is not the step's own — the binder measuring its candidates on the
-// step's inputs (docs/remat.md, "With the binder"), whose allocations would otherwise count
-// against the budget and fail a candidate for good. What it allocates and keeps still counts once
-// the budget is back; the peak it reached does not (the peak counts on from what is live when it
-// ends: a step's peak before it — in a forward, at most the temporaries of the op before — is
-// forgotten with it), so a step that measured peaks as one that did not.
-class ScopedCpuBudgetSuspension {
- public:
-  ScopedCpuBudgetSuspension();
-  ~ScopedCpuBudgetSuspension();
-  ScopedCpuBudgetSuspension(const ScopedCpuBudgetSuspension&) = delete;
-  ScopedCpuBudgetSuspension& operator=(const ScopedCpuBudgetSuspension&) = delete;
-
- private:
-  std::optional<int64_t> limit_;
-};
-
 }  // namespace symtune::remat
