@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <thread>
