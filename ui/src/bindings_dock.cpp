@@ -1,12 +1,12 @@
 #include "symtune/ui/bindings_dock.h"
 
-#include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "read_only_table.h"
 #include "symtune/ui/binding_table_model.h"
 
 namespace symtune::ui {
@@ -39,12 +39,7 @@ BindingsDock::BindingsDock(QWidget* parent)
   view_->setModel(sorted_);
   view_->setObjectName("bindingsView");
   view_->setSortingEnabled(true);
-  view_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  view_->setSelectionMode(QAbstractItemView::SingleSelection);
-  view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  view_->verticalHeader()->hide();
-  view_->horizontalHeader()->setStretchLastSection(true);
-  view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  setUpReadOnlyTable(view_);
   summary_->setWordWrap(true);
   summary_->setText(tr("No op sites bound yet"));
   auto* layout = new QVBoxLayout(this);

@@ -3,7 +3,6 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
-#include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
@@ -11,6 +10,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "read_only_table.h"
 #include "symtune/ui/remat_plan_model.h"
 
 namespace symtune::ui {
@@ -26,12 +26,7 @@ RematDock::RematDock(QWidget* parent)
       apply_(new QPushButton(tr("Apply"), this)) {
   view_->setModel(model_);
   view_->setObjectName("rematView");
-  view_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  view_->setSelectionMode(QAbstractItemView::SingleSelection);
-  view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  view_->verticalHeader()->hide();
-  view_->horizontalHeader()->setStretchLastSection(true);
-  view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  setUpReadOnlyTable(view_);
   summary_->setWordWrap(true);
   summary_->setText(tr("No memory budget: the run's session has no remat block"));
   status_->setWordWrap(true);
