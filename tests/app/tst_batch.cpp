@@ -408,7 +408,9 @@ class TestBatch : public QObject {
                qPrintable(QString("step %1").arg(i)));
     }
     QVERIFY(remat["plans_made"].toInt() + remat["cache_hits"].toInt() >= 4);
-    QCOMPARE(remat["buckets"].toInt(), 1);
+    // Buckets by the tokens' shape and the segment and memory lengths (ints), each rounded up to
+    // a power of two: at least one, and no more than one a step.
+    QVERIFY(remat["buckets"].toInt() >= 1 && remat["buckets"].toInt() <= 6);
 
     // A budget no plan fits: the run fails at its first step and the report says the smallest.
     const QString tight = writeFile(dir, "t.json",

@@ -17,12 +17,14 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
   ForwardOptions options;
   options.plan = &plan_;
   options.record = request.record;
-  // Under a plan that recomputes a loop trip by trip the op sites run as written (setBinder).
-  const std::vector<std::string>& loops = gen_.loopSpans();
-  const bool loopsRecomputed = std::any_of(loops.begin(), loops.end(), [&](const std::string& l) {
-    return plan_.recompute.count(l) > 0;
-  });
-  binding::Binder* binder = loopsRecomputed ? nullptr : binder_.get();
+  // Under a plan that recomputes a loop trip by trip, or a run of ops, the op sites run as
+  // written (setBinder).
+  const auto named = [&](const std::vector<std::string>& units) {
+    return std::any_of(units.begin(), units.end(),
+                       [&](const std::string& u) { return plan_.recompute.count(u) > 0; });
+  };
+  const bool piecesRecomputed = named(gen_.loopSpans()) || named(gen_.opRuns());
+  binding::Binder* binder = piecesRecomputed ? nullptr : binder_.get();
   options.binder = binder;
   std::optional<std::vector<torch::jit::IValue>> bound;
   if (binder != nullptr) {
@@ -50,10 +52,13 @@ void SegmentExecutor::setPlan(SegmentPlan plan) {
   std::vector<std::string> known = segments();
   const std::vector<std::string>& loops = gen_.loopSpans();
   known.insert(known.end(), loops.begin(), loops.end());
+  const std::vector<std::string>& runs = gen_.opRuns();
   for (const auto& block : plan.recompute) {
-    TORCH_CHECK(std::find(known.begin(), known.end(), block) != known.end(), "SegmentPlan: \"",
-                block, "\" is not a segment of the model (its top-level blocks and loops are ",
-                c10::Join(", ", known), ")");
+    TORCH_CHECK(std::find(known.begin(), known.end(), block) != known.end() ||
+                    std::find(runs.begin(), runs.end(), block) != runs.end(),
+                "SegmentPlan: \"", block,
+                "\" is not a segment of the model (its top-level blocks and loops are ",
+                c10::Join(", ", known), ", and it has ", runs.size(), " runs of ops)");
   }
   plan_ = std::move(plan);
 }

@@ -9,6 +9,8 @@
 
 #include <ATen/SequenceNumber.h>
 
+#include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -39,7 +41,21 @@ struct SyMuGen::CheckpointSpan {
   // Whether a node of it may draw random numbers (Note [Checkpoint RNG]): only then does its
   // forward keep the generators' states.
   bool draws = true;
+  // Whether it reads a tensor attribute (a parameter): one that does not, and whose inputs need
+  // no gradient either (a mask, positions), runs as usual — checkpointed, its outputs would need
+  // one.
+  bool readsAttributes = true;
 };
+
+// What an op saves for its backward, read from its cost template's "saved for backward"
+// expression: the operands it names whole (`bytes(in0) + bytes(out0)`) and the rest of the sum
+// (`numel(in0)`: a dropout's mask, a cell's gates), which the op allocates itself.
+struct SavedOperands {
+  bool known = false;                          // a template that says what it saves
+  std::vector<std::pair<bool, size_t>> whole;  // (an output?, its index)
+  std::string rest;                            // "" when the sum is only whole operands
+};
+const SavedOperands& savedOperandsOf(const Node* node);  // symugen_checkpoint.cpp
 
 namespace detail {
 
@@ -96,7 +112,13 @@ class SyMuGen::Evaluator {
     env_[params[0]] = gen_.module_._ivalue();
     for (size_t i = 0; i < inputs.size(); ++i)
       env_[params[i + 1]] = inputs[i];
+    if (countCost_) {
+      for (const auto& in : inputs)
+        storagesOf(in, keptAnyway_);  // the caller holds the batch
+    }
     runBlock(gen_.ir_->block());
+    if (countCost_)
+      chargeRunInputs();
     return valueOf(gen_.ir_->outputs()[0]);
   }
 
@@ -160,17 +182,26 @@ class SyMuGen::Evaluator {
          node = node->next()) {
       const auto span = gen_.spans_.find(node);
       const bool starts = span != gen_.spans_.end();
+      const auto run = gen_.runSpans_.find(node);
+      const bool runStarts = run != gen_.runSpans_.end();
       if (countCost_ && starts) {
         units_.push_back(&span->second->block);
         unitEnds.push_back(span->second->last);
       }
       if (plan_ != nullptr && starts && plan_->recompute.count(span->second->block) > 0 &&
-          runCheckpointed(*span->second)) {
+          runCheckpointed(span->second)) {
         node = span->second->last;
+      } else if (plan_ != nullptr && runStarts && plan_->recompute.count(run->second->block) > 0 &&
+                 runCheckpointed(run->second)) {
+        node = run->second->last;
       } else {
+        if (countCost_ && runStarts)
+          openRun(*run->second);  // its ops run here, one by one
         runNode(node);
         dropDead(node);
       }
+      if (openRun_ && openRun_->span->last == node)
+        closeRun();
       while (!unitEnds.empty() && unitEnds.back() == node) {
         unitEnds.pop_back();
         units_.pop_back();
@@ -351,6 +382,8 @@ class SyMuGen::Evaluator {
       tensors = tensors || v.type == "Tensor";
     if (!tensors)
       return;  // int arithmetic, list and shape bookkeeping: no tensor work
+    if (!gen_.runSpans_.empty())
+      noteSaved(node, inputs);
     const OpCost cost = evaluateCost(node->kind().toQualString(), in, out);
     if (!cost.known || !cost.flops) {
       ++cost_.opsWithoutCost;
@@ -359,7 +392,7 @@ class SyMuGen::Evaluator {
     cost_.flops += *cost.flops;
     cost_.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
     cost_.savedBytes += cost.savedBytes.value_or(0);
-    // Each unit open around the node, once (a loop's runs share the loop's name).
+    // Each unit open around the node, once (a loop body's spans share the loop's name).
     const std::string* counted = nullptr;
     for (const std::string* unit : units_) {
       if (counted != nullptr && *counted == *unit)
@@ -370,6 +403,141 @@ class SyMuGen::Evaluator {
       u.savedBytes += cost.savedBytes.value_or(0);
       counted = unit;
     }
+    if (openRun_) {
+      ForwardCost::Unit& u = cost_.units[openRun_->span->block];
+      u.flops += *cost.flops;
+      u.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
+      countRunSaved(node, inputs, in, out, cost);
+    }
+  }
+
+  // Note [Counting a run's saved bytes]
+  // What recomputing a run of ops frees is what its ops save for backward of the tensors the run
+  // makes itself and does not hand on: not its inputs (kept for the recompute), not its outputs
+  // (read after it, and saved by their readers when they need them), not the parameters. The
+  // run's ops report the operands their templates save (SavedOperands); at the run's end the
+  // storages of those that are none of those are counted, each once, in bytes (a tensor two ops
+  // save is freed once), with the rest of each template's sum (what the op allocates itself).
+  // And what it keeps that nothing kept before is charged to it: an input that no op of the
+  // forward saves (the scores a scale reads, which die with the plain forward's next op) is held
+  // until the run's backward when the run is recomputed. At the forward's end, each run's inputs
+  // whose storage no op saved (and that are not the batch) are taken off what it frees, each
+  // storage once per run (a loop's run reads the same tensor from outside every trip), which may
+  // leave nothing. Every storage seen is held until it is counted, so none is freed and reused at
+  // the same address meanwhile (a forward without grad frees each value after its last reader):
+  // the counting forward holds what a training forward holds.
+  struct OpenRun {
+    const CheckpointSpan* span = nullptr;
+    std::vector<c10::Storage> kept;    // inputs, parameters, outputs
+    std::vector<c10::Storage> inputs;  // its inputs' (also in `kept`)
+    std::vector<c10::Storage> saved;   // what its ops save
+    double own = 0;                    // the templates' rest
+  };
+
+  static void storagesOf(const c10::IValue& value, std::vector<c10::Storage>& out) {
+    if (value.isTensor()) {
+      const at::Tensor& t = value.toTensor();
+      if (t.defined() && t.has_storage())
+        out.push_back(t.storage());
+    } else if (value.isTuple()) {
+      for (const auto& item : value.toTupleRef().elements())
+        storagesOf(item, out);
+    } else if (value.isList()) {
+      for (const auto& item : value.toListRef())
+        storagesOf(item, out);
+    }
+  }
+
+  void openRun(const CheckpointSpan& span) {
+    openRun_.emplace();
+    openRun_->span = &span;
+    for (const Value* v : span.inputs)
+      storagesOf(valueOf(v), openRun_->inputs);
+    openRun_->kept = openRun_->inputs;
+    if (parameterStorages_.empty()) {
+      for (const auto& p : gen_.module_.parameters())
+        storagesOf(p, parameterStorages_);
+      for (const auto& b : gen_.module_.buffers())
+        storagesOf(b, parameterStorages_);
+    }
+  }
+
+  void countRunSaved(const Node* node, const std::vector<c10::IValue>& inputs,
+                     const std::vector<ValueInfo>& in, const std::vector<ValueInfo>& out,
+                     const OpCost& cost) {
+    const SavedOperands& saved = savedOperandsOf(node);
+    if (!saved.known)
+      return;
+    for (const auto& [output, index] : saved.whole) {
+      const c10::IValue* value = nullptr;
+      if (output && index < node->outputs().size())
+        value = &valueOf(node->outputs()[index]);
+      else if (!output && index < inputs.size())
+        value = &inputs[index];
+      if (value == nullptr || !value->isTensor() || !value->toTensor().defined() ||
+          !value->toTensor().has_storage())
+        continue;
+      openRun_->saved.push_back(value->toTensor().storage());
+    }
+    if (!saved.rest.empty()) {
+      if (const auto rest = evaluateCostExpression(saved.rest, in, out))
+        openRun_->own += *rest;
+    } else if (saved.whole.empty()) {
+      openRun_->own += cost.savedBytes.value_or(0);
+    }
+  }
+
+  // Every op's saved operands, for chargeRunInputs.
+  void noteSaved(const Node* node, const std::vector<c10::IValue>& inputs) {
+    const SavedOperands& saved = savedOperandsOf(node);
+    for (const auto& [output, index] : saved.whole) {
+      if (output && index < node->outputs().size())
+        storagesOf(valueOf(node->outputs()[index]), keptAnyway_);
+      else if (!output && index < inputs.size())
+        storagesOf(inputs[index], keptAnyway_);
+    }
+  }
+
+  void chargeRunInputs() {
+    std::unordered_set<const c10::StorageImpl*> kept;
+    for (const auto& s : keptAnyway_)
+      kept.insert(s.unsafeGetStorageImpl());
+    for (const auto& s : parameterStorages_)
+      kept.insert(s.unsafeGetStorageImpl());
+    // Each storage once per run: a loop's run reads the same tensor from outside every trip.
+    std::map<std::string, std::unordered_set<const c10::StorageImpl*>> charged;
+    for (const auto& [name, inputs] : runInputs_) {
+      double& freed = cost_.units[*name].savedBytes;
+      auto& once = charged[*name];
+      for (const auto& s : inputs) {
+        if (kept.count(s.unsafeGetStorageImpl()) == 0 &&
+            once.insert(s.unsafeGetStorageImpl()).second)
+          freed -= static_cast<double>(s.nbytes());
+      }
+    }
+    for (const auto& [name, storages] : charged)
+      cost_.units[name].savedBytes = std::max(0.0, cost_.units[name].savedBytes);
+    runInputs_.clear();
+    keptAnyway_.clear();
+  }
+
+  void closeRun() {
+    OpenRun& run = *openRun_;
+    runInputs_.emplace_back(&run.span->block, run.inputs);
+    for (const Value* v : run.span->outputs)
+      storagesOf(valueOf(v), run.kept);
+    std::unordered_set<const c10::StorageImpl*> kept;
+    for (const auto& s : run.kept)
+      kept.insert(s.unsafeGetStorageImpl());
+    for (const auto& s : parameterStorages_)
+      kept.insert(s.unsafeGetStorageImpl());
+    double freed = run.own;
+    for (const auto& storage : run.saved) {
+      if (kept.insert(storage.unsafeGetStorageImpl()).second)  // each storage once
+        freed += static_cast<double>(storage.nbytes());
+    }
+    cost_.units[run.span->block].savedBytes += freed;
+    openRun_.reset();
   }
 
   void dropDead(const Node* node) {
@@ -381,9 +549,10 @@ class SyMuGen::Evaluator {
   }
 
   // Runs `span` through a checkpoint function (symugen_checkpoint.cpp) and binds its outputs.
-  // False when the span cannot be checkpointed here (no grad mode, or a list input holding tensors
-  // that require grad): the caller then runs it as usual.
-  bool runCheckpointed(const CheckpointSpan& span);
+  // False when the span cannot be checkpointed here (no grad mode, a list input holding tensors
+  // that require grad) or need not be (it reads no parameter and no input that needs a
+  // gradient): the caller then runs it as usual.
+  bool runCheckpointed(const std::shared_ptr<const CheckpointSpan>& span);
 
   void markTaken(const Block* branch) { taken_.insert(gen_.blockRegions_.at(branch)); }
 
@@ -414,6 +583,12 @@ class SyMuGen::Evaluator {
   int64_t recomputed_ = 0;
   bool countCost_ = false;
   std::vector<const std::string*> units_;  // the units open around the running node (countCost_)
+  std::optional<OpenRun> openRun_;         // the run of ops open around it (countCost_)
+  std::vector<c10::Storage> parameterStorages_;
+  // What the forward's ops save and the batch (kept whatever the plan), and each run execution's
+  // inputs (Note [Counting a run's saved bytes]).
+  std::vector<c10::Storage> keptAnyway_;
+  std::vector<std::pair<const std::string*, std::vector<c10::Storage>>> runInputs_;
   ForwardCost cost_;
   OpBinder* binder_ = nullptr;
   std::unordered_map<const Node*, bool> bound_;  // binder_->binds(), per node

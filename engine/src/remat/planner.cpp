@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -54,6 +55,34 @@ void makeMonotone(Covers& table) {
   }
 }
 
+// The least cost of covering each j with a cover from `a` and one from `b` together.
+Covers addUp(const Covers& a, const Covers& b) {
+  Covers sum;
+  std::vector<std::pair<int, int>> from(kSteps + 1, {0, 0});
+  for (int i = 0; i <= kSteps; ++i) {
+    if (a.cost[i] == kNever)
+      continue;
+    for (int k = 0; k <= kSteps; ++k) {
+      if (b.cost[k] == kNever)
+        continue;
+      const int j = std::min(kSteps, i + k);
+      if (a.cost[i] + b.cost[k] < sum.cost[j]) {
+        sum.cost[j] = a.cost[i] + b.cost[k];
+        from[j] = {i, k};
+      }
+    }
+  }
+  for (int j = 0; j <= kSteps; ++j) {
+    if (sum.cost[j] == kNever)
+      continue;
+    sum.chosen[j] = a.chosen[static_cast<size_t>(from[j].first)];
+    const auto& more = b.chosen[static_cast<size_t>(from[j].second)];
+    sum.chosen[j].insert(sum.chosen[j].end(), more.begin(), more.end());
+  }
+  makeMonotone(sum);
+  return sum;
+}
+
 }  // namespace
 
 std::vector<RematUnit> rematUnits(SyMuGen& gen, const ForwardCost& cost, double bytesPerSavedByte,
@@ -83,130 +112,110 @@ RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedP
     TORCH_CHECK(byName.emplace(u.name, &u).second, "planUnderBudget: unit \"", u.name,
                 "\" is listed twice");
   }
-  // Groups: each top-level unit with its children.
+  // The tree: each unit's children (a block's loops and runs, a loop's runs).
   std::map<std::string, std::vector<const RematUnit*>> children;
+  std::vector<const RematUnit*> roots;
   for (const auto& u : units) {
-    if (u.parent.empty())
+    if (u.parent.empty()) {
+      roots.push_back(&u);
       continue;
-    const auto parent = byName.find(u.parent);
-    TORCH_CHECK(parent != byName.end() && parent->second->parent.empty(),
-                "planUnderBudget: unit \"", u.name, "\" lies in \"", u.parent,
-                "\", which is not a top-level unit");
+    }
+    TORCH_CHECK(byName.count(u.parent) > 0, "planUnderBudget: unit \"", u.name, "\" lies in \"",
+                u.parent, "\", which is not a unit");
+    // Up the parents to a top-level unit, in fewer steps than there are units.
+    const RematUnit* up = &u;
+    for (size_t steps = 0; !up->parent.empty(); ++steps) {
+      TORCH_CHECK(steps < units.size(), "planUnderBudget: unit \"", u.name,
+                  "\" lies in itself through its parents");
+      const auto parent = byName.find(up->parent);
+      TORCH_CHECK(parent != byName.end(), "planUnderBudget: unit \"", up->name, "\" lies in \"",
+                  up->parent, "\", which is not a unit");
+      up = parent->second;
+    }
     children[u.parent].push_back(&u);
   }
 
-  // What a block's children free together, and the most a plan frees: per group the block or
-  // all its children, whichever frees more.
-  std::map<std::string, double> kidsFree;
-  double most = 0;
-  for (const auto& u : units) {
-    if (!u.parent.empty())
-      continue;
-    double& kids = kidsFree[u.name];
+  // The most each unit's subtree frees: the unit, or the most of each child, whichever is more.
+  std::map<std::string, double> mostOf;
+  std::function<double(const RematUnit&)> most = [&](const RematUnit& u) {
+    double kids = 0;
     for (const RematUnit* c : children[u.name])
-      kids += c->freedBytes;
-    most += std::max(u.freedBytes, kids);
-  }
+      kids += most(*c);
+    return mostOf[u.name] = std::max(u.freedBytes, kids);
+  };
+  double mostOfAll = 0;
+  for (const RematUnit* r : roots)
+    mostOfAll += most(*r);
   RematPlan plan;
   plan.predictedPeak = predictedPeak;
-  plan.smallestFeasibleBudget = std::max(0.0, predictedPeak - most);
+  plan.smallestFeasibleBudget = std::max(0.0, predictedPeak - mostOfAll);
   const double need = predictedPeak - budget;
   if (need <= 0)
     return plan;  // fits as it is
-  // The plan that frees the most: per group the block or all its children, whichever frees more.
-  const auto takeMost = [&] {
-    plan.segments.recompute.clear();
-    plan.freedBytes = plan.cost = 0;
-    for (const auto& u : units) {
-      if (!u.parent.empty())
-        continue;
-      std::vector<const RematUnit*> taken;
-      if (kidsFree[u.name] > u.freedBytes)
-        taken = children[u.name];
-      else if (u.freedBytes > 0)
-        taken = {&u};
-      for (const RematUnit* t : taken) {
-        plan.segments.recompute.insert(t->name);
-        plan.freedBytes += t->freedBytes;
-        plan.cost += t->cost;
-      }
+  const auto take = [&](const RematUnit& u) {
+    plan.segments.recompute.insert(u.name);
+    plan.freedBytes += u.freedBytes;
+    plan.cost += u.cost;
+  };
+  // The plan that frees the most: per unit the unit itself or its children's, whichever frees more.
+  std::function<void(const RematUnit&)> takeMost = [&](const RematUnit& u) {
+    double kids = 0;
+    for (const RematUnit* c : children[u.name])
+      kids += mostOf[c->name];
+    if (kids > u.freedBytes) {
+      for (const RematUnit* c : children[u.name])
+        takeMost(*c);
+    } else if (u.freedBytes > 0) {
+      take(u);
     }
   };
-  if (most < need) {
+  const auto takeMostOfAll = [&] {
+    plan.segments.recompute.clear();
+    plan.freedBytes = plan.cost = 0;
+    for (const RematUnit* r : roots)
+      takeMost(*r);
+  };
+  if (mostOfAll < need) {
     plan.feasible = false;
-    takeMost();
+    takeMostOfAll();
     plan.predictedPeak = predictedPeak - plan.freedBytes;
     return plan;
   }
 
+  // Per unit, the cheapest cover of each j: the unit alone or a cover among its children, whose
+  // covers add up (each child's the same choice, down the tree); across the top-level units the
+  // covers add up too.
   const double part = need / kSteps;
-  // Per group (a top-level unit and its children), the cheapest cover of each j: the block alone
-  // or a cover among its children, whichever is cheaper. Across groups the covers add: `best`
-  // holds the least cost of covering j with the groups so far, `from` which j each group took.
-  std::vector<Covers> groups;
-  std::vector<std::vector<int>> from;  // per group, per j: the parts that group covered
-  std::vector<double> best(kSteps + 1, kNever);
-  best[0] = 0;
-  for (const auto& u : units) {
-    if (!u.parent.empty())
-      continue;
-    Covers kids, alone;
-    for (const RematUnit* c : children[u.name])
-      addItem(kids, *c, part);
+  std::function<Covers(const RematUnit&)> coverOf = [&](const RematUnit& u) {
+    Covers alone, kids;
     addItem(alone, u, part);
-    makeMonotone(kids);
     makeMonotone(alone);
-    Covers group;
+    for (const RematUnit* c : children[u.name]) {
+      if (const auto grand = children.find(c->name);
+          grand == children.end() || grand->second.empty())
+        addItem(kids, *c, part);
+      else
+        kids = addUp(kids, coverOf(*c));
+    }
+    makeMonotone(kids);
     for (int j = 0; j <= kSteps; ++j) {
-      const bool block = alone.cost[j] < kids.cost[j];
-      group.cost[j] = block ? alone.cost[j] : kids.cost[j];
-      group.chosen[j] = block ? alone.chosen[j] : kids.chosen[j];
-    }
-    std::vector<double> next(kSteps + 1, kNever);
-    std::vector<int> took(kSteps + 1, 0);
-    for (int a = 0; a <= kSteps; ++a) {
-      if (best[a] == kNever)
-        continue;
-      for (int b = 0; b <= kSteps; ++b) {
-        if (group.cost[b] == kNever)
-          continue;
-        const int j = std::min(kSteps, a + b);
-        if (best[a] + group.cost[b] < next[j]) {
-          next[j] = best[a] + group.cost[b];
-          took[j] = b;
-        }
+      if (kids.cost[j] < alone.cost[j]) {
+        alone.cost[j] = kids.cost[j];
+        alone.chosen[j] = std::move(kids.chosen[j]);
       }
     }
-    // Covering: at least j parts, so a cheaper cover of more parts serves j too.
-    for (int j = kSteps - 1; j >= 0; --j) {
-      if (next[j + 1] < next[j]) {
-        next[j] = next[j + 1];
-        took[j] = -(j + 1) - 1;  // "as for j + 1", which covers j too
-      }
-    }
-    groups.push_back(std::move(group));
-    from.push_back(std::move(took));
-    best = std::move(next);
-  }
-  if (best[kSteps] != kNever) {
-    // Back from the last group: each took b parts of the j left (or did as for a larger j).
-    int j = kSteps;
-    for (size_t g = groups.size(); g-- > 0;) {
-      int at = j;
-      while (from[g][at] < 0)
-        at = -from[g][at] - 1;
-      const int b = from[g][at];
-      for (const RematUnit* u : groups[g].chosen[b]) {
-        plan.segments.recompute.insert(u->name);
-        plan.freedBytes += u->freedBytes;
-        plan.cost += u->cost;
-      }
-      j = std::max(0, at - b);
-    }
+    return alone;
+  };
+  Covers all;
+  for (const RematUnit* r : roots)
+    all = addUp(all, coverOf(*r));
+  if (all.cost[kSteps] != kNever) {
+    for (const RematUnit* u : all.chosen[kSteps])
+      take(*u);
   } else {
     // Rounding each unit down to whole parts lost every cover (one exists, within a part per unit
     // of the need): the plan that frees the most, which covers it.
-    takeMost();
+    takeMostOfAll();
   }
   plan.predictedPeak = predictedPeak - plan.freedBytes;
   return plan;

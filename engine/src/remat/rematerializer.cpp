@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <utility>
@@ -32,9 +33,28 @@ const at::Tensor* firstTensor(const std::vector<c10::IValue>& inputs) {
   return nullptr;
 }
 
+// The inputs' shapes bucketed, and each int input rounded up to a power of two: an int can set
+// the step's shapes as much as a tensor (Transformer-XL's memory length).
 std::string bucketOfInputs(const std::vector<c10::IValue>& inputs) {
   const torch::jit::Stack stack(inputs.begin(), inputs.end());
-  return binding::bucketKey(stack, stack.size(), -1);
+  std::string key = binding::bucketKey(stack, stack.size(), -1);
+  for (const auto& in : inputs) {
+    if (!in.isInt())
+      continue;
+    const int64_t bound = binding::bucketDim(in.toInt());
+    key += (bound != in.toInt() || bound > 2 ? " <=" : " ") + std::to_string(bound);
+  }
+  return key;
+}
+
+// The ints among `inputs`, in order.
+std::vector<int64_t> intsOf(const std::vector<c10::IValue>& inputs) {
+  std::vector<int64_t> ints;
+  for (const auto& in : inputs) {
+    if (in.isInt())
+      ints.push_back(in.toInt());
+  }
+  return ints;
 }
 
 // The shortest of three timed runs of `fn`, after one untimed.
@@ -171,14 +191,25 @@ Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
     if (in.isTensor() && in.toTensor().defined())
       elements += in.toTensor().numel();
   }
+  const std::vector<int64_t> ints = intsOf(inputs);
   auto found = buckets_.find(key);
-  if (found != buckets_.end() && elements <= found->second.inputElements)
-    return found->second;
+  if (found != buckets_.end() && elements <= found->second.inputElements) {
+    // Larger ints (a longer memory) count as a larger batch too.
+    bool larger = false;
+    for (size_t i = 0; i < ints.size() && i < found->second.inputInts.size(); ++i)
+      larger = larger || ints[i] > found->second.inputInts[i];
+    if (!larger)
+      return found->second;
+  }
   // A new bucket, or a batch larger than the one its profile was counted on (a bucket spans up
-  // to twice the size in each dimension): the profile stands for the largest batch seen.
+  // to twice the size in each dimension, and each int up to twice its value): the profile stands
+  // for the largest batch seen.
   measureRates(inputs);
-  if (loops_.empty())
+  if (loops_.empty()) {
     loops_ = gen.loopSpans();
+    runs_ = gen.opRuns();
+    loops_.insert(loops_.end(), runs_.begin(), runs_.end());
+  }
   // The counting forward must leave the run as it found it: the random state its dropouts draw
   // from and the statistics its batch norms update.
   const at::Tensor* first = firstTensor(inputs);
@@ -199,6 +230,19 @@ Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
   bucket.units =
       rematUnits(gen, bucket.profile, 1.0, options_.secondsPerFlop, options_.secondsPerByte);
   bucket.inputElements = elements;
+  bucket.inputInts = ints;
+  if (found != buckets_.end()) {
+    // A batch larger in one respect and smaller in another: the profile that saves more stands,
+    // for the largest of each seen (so the two do not take turns being counted; the margin and
+    // the back-off cover a batch larger in both).
+    if (found->second.profile.savedBytes > bucket.profile.savedBytes) {
+      bucket.profile = found->second.profile;
+      bucket.units = found->second.units;
+    }
+    bucket.inputElements = std::max(elements, found->second.inputElements);
+    for (size_t i = 0; i < ints.size() && i < found->second.inputInts.size(); ++i)
+      bucket.inputInts[i] = std::max(ints[i], found->second.inputInts[i]);
+  }
   ++stats_.profiles;
   if (found != buckets_.end()) {
     bucket.margin = found->second.margin;  // its plan goes: made for a smaller batch
@@ -227,48 +271,79 @@ double Rematerializer::keptBytes(const Bucket& bucket, const SegmentPlan& plan) 
   return std::max(0.0, kept);
 }
 
-SegmentPlan Rematerializer::freeingMost(const Bucket& bucket) const {
-  std::map<std::string, std::vector<const RematUnit*>> loopsOf;
+void Rematerializer::setOpRuns(bool on) {
+  if (on == opRuns_)
+    return;
+  opRuns_ = on;
+  for (auto& [key, bucket] : buckets_)
+    bucket.plan.reset();
+}
+
+std::vector<RematUnit> Rematerializer::choosable(const Bucket& bucket) const {
+  if (opRuns_)
+    return bucket.units;
+  std::vector<RematUnit> units;
   for (const auto& unit : bucket.units) {
-    if (!unit.parent.empty())
-      loopsOf[unit.parent].push_back(&unit);
+    if (std::find(runs_.begin(), runs_.end(), unit.name) == runs_.end())
+      units.push_back(unit);
   }
-  const auto takeLoops = [&](SegmentPlan& plan, const std::string& block) {
-    plan.recompute.erase(block);
-    for (const RematUnit* loop : loopsOf[block]) {
-      if (loop->freedBytes > 0)
-        plan.recompute.insert(loop->name);
+  return units;
+}
+
+SegmentPlan Rematerializer::freeingMost(const Bucket& bucket) const {
+  const std::vector<RematUnit> units = choosable(bucket);
+  std::map<std::string, std::vector<const RematUnit*>> children;
+  for (const auto& unit : units) {
+    if (!unit.parent.empty())
+      children[unit.parent].push_back(&unit);
+  }
+  // Per unit the unit itself or its children's most, whichever frees more (down the tree).
+  std::map<std::string, double> mostOf;
+  std::function<double(const RematUnit&)> most = [&](const RematUnit& unit) {
+    double kids = 0;
+    for (const RematUnit* c : children[unit.name])
+      kids += most(*c);
+    return mostOf[unit.name] = std::max(unit.freedBytes, kids);
+  };
+  std::function<void(SegmentPlan&, const RematUnit&)> takeMost = [&](SegmentPlan& plan,
+                                                                     const RematUnit& unit) {
+    double kids = 0;
+    for (const RematUnit* c : children[unit.name])
+      kids += mostOf[c->name];
+    if (kids > unit.freedBytes) {
+      for (const RematUnit* c : children[unit.name])
+        takeMost(plan, *c);
+    } else if (unit.freedBytes > 0) {
+      plan.recompute.insert(unit.name);
     }
   };
-  // Per top-level unit the block or its loops, whichever frees more.
   SegmentPlan plan;
-  for (const auto& unit : bucket.units) {
-    if (!unit.parent.empty())
-      continue;
-    double loops = 0;
-    for (const RematUnit* loop : loopsOf[unit.name])
-      loops += loop->freedBytes;
-    if (loops > unit.freedBytes)
-      takeLoops(plan, unit.name);
-    else if (unit.freedBytes > 0)
-      plan.recompute.insert(unit.name);
+  for (const auto& unit : units) {
+    if (unit.parent.empty()) {
+      most(unit);
+      takeMost(plan, unit);
+    }
   }
-  // The largest block recomputed comes back whole in its backward (a model that is one block gains
-  // nothing): while that block has loops and taking them instead keeps less, take them.
+  // The largest unit recomputed comes back whole in its backward (a model that is one block gains
+  // nothing): while that unit has children and taking theirs instead keeps less, take them.
   const auto held = [&](const SegmentPlan& p) {
     return keptBytes(bucket, p) + comesBack(bucket, p);
   };
   for (;;) {
     const RematUnit* largest = nullptr;
-    for (const auto& unit : bucket.units) {
-      if (plan.recompute.count(unit.name) > 0 && loopsOf.count(unit.name) > 0 &&
-          (largest == nullptr || unit.freedBytes > largest->freedBytes))
+    for (const auto& unit : units) {
+      const auto kids = children.find(unit.name);
+      const bool whole = std::find(loops_.begin(), loops_.end(), unit.name) == loops_.end();
+      if (plan.recompute.count(unit.name) > 0 && whole && kids != children.end() &&
+          !kids->second.empty() && (largest == nullptr || unit.freedBytes > largest->freedBytes))
         largest = &unit;
     }
     if (largest == nullptr)
       break;
     SegmentPlan instead = plan;
-    takeLoops(instead, largest->name);
+    instead.recompute.erase(largest->name);
+    for (const RematUnit* c : children[largest->name])
+      takeMost(instead, *c);
     if (held(instead) >= held(plan))
       break;
     plan = std::move(instead);
@@ -395,14 +470,15 @@ StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
   };
   // Two tries: every unit as it is, and the blocks that hold loops left to their loops (a block
   // that comes back whole may free less than its loops do).
-  std::vector<RematUnit> loopsOnly = bucket.units;
+  const std::vector<RematUnit> units = choosable(bucket);
+  std::vector<RematUnit> loopsOnly = units;
   for (auto& unit : loopsOnly) {
-    for (const auto& loop : bucket.units) {
-      if (loop.parent == unit.name)
+    for (const auto& loop : units) {
+      if (unit.parent.empty() && loop.parent == unit.name)
         unit.freedBytes = 0;
     }
   }
-  RematPlan chosen = planOf(bucket.units);
+  RematPlan chosen = planOf(units);
   const RematPlan other = planOf(loopsOnly);
   const bool fits = peakOf(chosen.segments) <= target;
   const bool otherFits = peakOf(other.segments) <= target;

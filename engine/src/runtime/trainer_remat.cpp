@@ -139,6 +139,8 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   TORCH_CHECK(segments != nullptr, "remat runs the model through a SegmentExecutor, not the ",
               executor_->name(), " executor");
   SyMuGen& gen = *segments->symugen();
+  // A bound run's plans keep to blocks and loops: a recomputed run of ops runs the step unbound.
+  remat_->setOpRuns(segments->binder() == nullptr);
   remat::StepPlan plan = remat_->prepare(gen, inputs);
   // A step that overruns runs again from the same random state, so it draws what it would have,
   // and from the same buffers (batch norm's running statistics, updated by every forward).

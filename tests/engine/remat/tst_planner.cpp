@@ -1,11 +1,13 @@
 // The remat planner (Note [Remat planner] in symtune/remat/planner.h): nothing when the step fits;
-// the cheapest cover of what the peak exceeds the budget by; a block or its loops, never both;
+// the cheapest cover of what the peak exceeds the budget by; a block or its loops, never both, and
+// down the tree to a loop's runs of ops;
 // when no plan fits, the most it can free and the smallest budget any plan meets; against a brute
 // force over small random models, a plan that always frees enough at no more than the cheapest
 // cover of a need one rounding step larger.
 
 #include "doctest_torch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -25,8 +27,31 @@ bool has(const RematPlan& p, const std::string& name) {
   return p.segments.recompute.count(name) != 0;
 }
 
-// The least cost of a valid set (no unit with its parent) freeing at least `need`; infinity when
-// none does.
+// Whether `ancestor` is `u`'s parent, or its parent's, and so on.
+bool liesIn(const std::vector<RematUnit>& units, const RematUnit& u, const std::string& ancestor) {
+  for (std::string p = u.parent; !p.empty();) {
+    if (p == ancestor)
+      return true;
+    const auto up =
+        std::find_if(units.begin(), units.end(), [&](const RematUnit& x) { return x.name == p; });
+    p = up != units.end() ? up->parent : "";
+  }
+  return false;
+}
+
+// No unit of the plan lies in another of it.
+bool validSet(const std::vector<RematUnit>& units, const RematPlan& p) {
+  for (const auto& u : units) {
+    for (const auto& other : units) {
+      if (has(p, u.name) && has(p, other.name) && liesIn(units, u, other.name))
+        return false;
+    }
+  }
+  return true;
+}
+
+// The least cost of a valid set (no unit with one it lies in) freeing at least `need`; infinity
+// when none does.
 double cheapestCover(const std::vector<RematUnit>& units, double need) {
   double best = INFINITY;
   const size_t n = units.size();
@@ -37,7 +62,7 @@ double cheapestCover(const std::vector<RematUnit>& units, double need) {
       if (!(mask & (size_t{1} << i)))
         continue;
       for (size_t k = 0; k < n; ++k) {
-        if ((mask & (size_t{1} << k)) && units[i].parent == units[k].name)
+        if ((mask & (size_t{1} << k)) && liesIn(units, units[i], units[k].name))
           valid = false;
       }
       freed += units[i].freedBytes;
@@ -134,6 +159,71 @@ TEST_CASE("against a brute force: enough freed, at no more than a slightly large
   }
 }
 
+TEST_CASE("runs of ops below loops: each unit, or its children's covers, down the tree") {
+  // A block holding a loop, whose body's runs are the loop's children, and a run of its own.
+  const std::vector<RematUnit> units{{"decoder", "", 100, 20},
+                                     {"decoder loop #31", "decoder", 80, 40},
+                                     {"decoder loop #31 run #40", "decoder loop #31", 30, 2},
+                                     {"decoder loop #31 run #52", "decoder loop #31", 35, 6},
+                                     {"decoder run #20", "decoder", 10, 9},
+                                     {"head", "", 20, 10}};
+  // 40 to free: the loop's two runs (65 for 8), not the loop (80 for 40), the block (100 for 20)
+  // or a run with the block's own (40 for 11).
+  const RematPlan runs = planUnderBudget(units, 200, 160);
+  CHECK(runs.segments.recompute ==
+        std::set<std::string>{"decoder loop #31 run #40", "decoder loop #31 run #52"});
+  CHECK(runs.cost == 8);
+  // 70: the loop's runs and the block's own (75 for 17), not the block (20).
+  const RematPlan more = planUnderBudget(units, 200, 130);
+  CHECK(more.segments.recompute == std::set<std::string>{"decoder loop #31 run #40",
+                                                         "decoder loop #31 run #52",
+                                                         "decoder run #20"});
+  // 90: the block whole (100 for 20); its loop and its run free 90 for 49.
+  const RematPlan block = planUnderBudget(units, 200, 110);
+  CHECK(block.segments.recompute == std::set<std::string>{"decoder"});
+  // 115: the block and the head; the smallest budget any plan meets is 200 - 120.
+  const RematPlan all = planUnderBudget(units, 200, 85);
+  CHECK(all.segments.recompute == std::set<std::string>{"decoder", "head"});
+  CHECK(all.smallestFeasibleBudget == doctest::Approx(80));
+  // Parents that go round in a circle are refused.
+  CHECK_THROWS(planUnderBudget({{"a", "b", 1, 1}, {"b", "a", 1, 1}}, 10, 5));
+}
+
+TEST_CASE("against a brute force, three levels deep") {
+  std::mt19937 rng(20261202);
+  std::uniform_real_distribution<double> bytes(0, 100), cost(0.1, 10);
+  for (int trial = 0; trial < 150; ++trial) {
+    std::vector<RematUnit> units;
+    for (int b = 0; b < 2 + trial % 2; ++b) {
+      const std::string block = "block" + std::to_string(b);
+      units.push_back({block, "", bytes(rng), cost(rng)});
+      const std::string loop = block + " loop #" + std::to_string(b);
+      if (trial % 3 != 0)
+        units.push_back({loop, block, bytes(rng) * 0.8, cost(rng)});
+      for (int r = 0; r < 2; ++r) {
+        const std::string in = trial % 3 != 0 && r == 0 ? loop : block;
+        units.push_back({in + " run #" + std::to_string(r), in, bytes(rng) / 3, cost(rng) / 4});
+      }
+    }
+    const double peak = 500, budget = 500 - bytes(rng) * 2;
+    const RematPlan p = planUnderBudget(units, peak, budget);
+    const double need = peak - budget;
+    INFO("trial ", trial, ": need ", need, ", freed ", p.freedBytes, ", cost ", p.cost);
+    const double exact = cheapestCover(units, need);
+    if (std::isinf(exact)) {
+      CHECK_FALSE(p.feasible);
+      continue;
+    }
+    REQUIRE(p.feasible);
+    CHECK(validSet(units, p));
+    CHECK(p.freedBytes >= need - 1e-9);
+    const double roomy = cheapestCover(units, need * (1 + static_cast<double>(units.size()) / 512));
+    if (!std::isinf(roomy))
+      CHECK(p.cost <= roomy + 1e-9);
+    CHECK(p.cost >= exact - 1e-9);
+  }
+}
+
 TEST_CASE("a model's units priced from a counted forward, planned, and run as planned") {
   symtune::Session session;
   session.name = "tagger";
@@ -159,7 +249,7 @@ TEST_CASE("a model's units priced from a counted forward, planned, and run as pl
   for (const auto& u : units) {
     if (u.name == "rnn")
       rnn = &u;
-    if (u.name.rfind("rnn loop #", 0) == 0)
+    if (u.name.rfind("rnn loop #", 0) == 0 && u.name.find(" run ") == std::string::npos)
       loop = &u;
   }
   REQUIRE(rnn != nullptr);
@@ -173,7 +263,8 @@ TEST_CASE("a model's units priced from a counted forward, planned, and run as pl
     total += u.parent.empty() ? u.freedBytes : 0;
   CHECK(total == doctest::Approx(cost.savedBytes).epsilon(0.01));  // every op lies in a block
 
-  // A budget the loop alone meets: the plan names it or its block, and runs as the plain step.
+  // A budget the loop alone meets: the plan (the loop, its block or runs of ops) runs as the
+  // plain step.
   const RematPlan plan = symtune::remat::planUnderBudget(units, total, total - loop->freedBytes);
   REQUIRE(plan.feasible);
   REQUIRE_FALSE(plan.segments.empty());

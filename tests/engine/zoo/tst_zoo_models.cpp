@@ -11,6 +11,7 @@
 #include <cmath>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -353,6 +354,86 @@ TEST_CASE_FIXTURE(TwoThreads, "each model trains the same with its loops recompu
             " spans checkpointed in the last step; peak ratios", ratios.str());
   }
   CHECK(withLoops.count("dynamic_tagger") == 1);
+}
+
+// Runs of ops recomputed (Note [Op runs]): every model trains as without, each run keeping only
+// its inputs.
+TEST_CASE_FIXTURE(TwoThreads, "each model trains the same with its runs of ops recomputed") {
+  for (const Expect& e : kModels) {
+    INFO(std::string(e.model));
+    symtune::Trainer plain(sessionFor(e)), recomputed(sessionFor(e));
+    plain.setExecutor(std::make_unique<symtune::SegmentExecutor>(*plain.executor().scriptModule()));
+    auto executor =
+        std::make_unique<symtune::SegmentExecutor>(*recomputed.executor().scriptModule());
+    auto* runs = executor.get();
+    const std::vector<std::string> names = runs->symugen()->opRuns();
+    REQUIRE_FALSE(names.empty());
+    symtune::SegmentPlan plan;
+    plan.recompute.insert(names.begin(), names.end());
+    runs->setPlan(plan);
+    recomputed.setExecutor(std::move(executor));
+    for (int i = 0; i < 3; ++i) {
+      const double a = plain.step().loss, b = recomputed.step().loss;
+      INFO("step ", i, ": ", a, " vs ", b);
+      CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
+    }
+    CHECK(runs->lastRecomputed() > 0);
+    checkSameParameters(plain, recomputed);
+    MESSAGE(std::string(e.model), ": ", names.size(), " runs of ops, ", runs->lastRecomputed(),
+            " run executions recomputed in the last step");
+  }
+}
+
+// What recomputing a run frees (Note [Counting a run's saved bytes]): the bytes its ops save of
+// tensors it makes and does not hand on — here h, sigmoid(h) and their product, which the
+// sigmoid, the product and the matmul save — less the input it keeps that nothing kept before
+// (the first matmul's output, which the add does not save); neither the batch nor the
+// parameters. A run that could free nothing is no unit.
+TEST_CASE_FIXTURE(TwoThreads, "a run of ops counts what it would free") {
+  const auto module = [] {
+    torch::manual_seed(3);
+    auto ffn = scriptedBlock("Ffn",
+                             "def forward(self, x: Tensor) -> Tensor:\n"
+                             "    h = x.mm(self.w) + self.b\n"
+                             "    return (torch.sigmoid(h) * h).mm(self.w)\n",
+                             {16, 16}, 16);
+    torch::jit::Module root("Root");
+    root.register_attribute("training", c10::BoolType::get(), true);
+    root.register_module("ffn", ffn);
+    root.define("def forward(self, x: Tensor) -> Tensor:\n    return self.ffn.forward(x)\n");
+    return root;
+  };
+  auto root = module();
+  symtune::SyMuGen gen(root, "ffn");
+  const auto x = torch::randn({8, 16});
+  std::map<std::string, std::string> parents;
+  for (const auto& u : gen.recomputableUnits())
+    parents[u.name] = u.parent;
+  // From the first matmul on: the run up to it could free nothing (it saves x and w).
+  REQUIRE(gen.opRuns().size() == size_t{1});
+  for (const auto& run : gen.opRuns())
+    CHECK(parents.at(run) == "ffn");
+  symtune::ForwardCost cost;
+  {
+    torch::NoGradGuard noGrad;
+    symtune::ForwardOptions options;
+    options.countCost = true;
+    cost = gen.forward({x}, options).cost;
+  }
+  const std::string run = gen.opRuns()[0];
+  CHECK(cost.units.at(run).savedBytes == (3 - 1) * 8 * 16 * 4.0);
+  CHECK(cost.units.at(run).flops > 2.0 * 8 * 16 * 16);
+
+  // Recomputed, the run gives the gradients of the plain forward.
+  auto plainRoot = module();
+  plainRoot.forward({x}).toTensor().sum().backward();
+  symtune::SegmentExecutor executor(root);
+  executor.setPlan(symtune::SegmentPlan{{run}});
+  executor.forward({x}).sum().backward();
+  CHECK(executor.lastRecomputed() == int64_t{1});
+  const auto p = plainRoot.parameters(), q = root.parameters();
+  for (auto pi = p.begin(), qi = q.begin(); pi != p.end(); ++pi, ++qi)
+    CHECK(torch::allclose((*pi).grad(), (*qi).grad()));
 }
 
 // Blocks checkpointing would get wrong run as usual: one that writes to its input in place (an

@@ -50,9 +50,10 @@ class SegmentExecutor final : public Executor {
 
   // DynaCompiler: the binder that runs the op sites it binds (Note [Op sites]), from the next
   // forward on; null: every op as the IR says. The executor shares it with whoever reads the
-  // table. A forward whose plan recomputes a loop's body trip by trip runs every op as written,
-  // binder or not: a recomputed trip has none of the per-loop state the binder's loop sites keep
-  // (docs/remat.md, "With the binder"). Recomputed top-level blocks bind as usual.
+  // table. A forward whose plan recomputes a loop's body trip by trip, or a run of ops, runs every
+  // op as written, binder or not: a recomputed trip has none of the per-loop state the binder's
+  // loop sites keep, and a run's edge may cut a bound region of two ops (docs/remat.md, "With the
+  // binder"). Recomputed top-level blocks bind as usual.
   void setBinder(std::shared_ptr<binding::Binder> binder) { binder_ = std::move(binder); }
   binding::Binder* binder() const { return binder_.get(); }
 

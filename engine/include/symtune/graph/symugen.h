@@ -54,7 +54,9 @@ struct ForwardCost {
   double savedBytes = 0;  // saved for backward, by the templates (symtune/remat/memory_predictor.h)
   int64_t opsWithoutCost = 0;  // tensor op executions without a template (or shapes it needs)
   // Per unit a SegmentPlan can recompute (SyMuGen::recomputableUnits()): the same sums over the
-  // ops that ran inside it (a loop's ops count for the block around it too).
+  // ops that ran inside it (a loop's ops count for the block around it too). A run of ops (Note
+  // [Op runs]) counts as saved only what it would free: the bytes its ops save of tensors it
+  // makes itself and does not hand on, less the inputs it would keep that no op saves.
   struct Unit {
     double flops = 0, bytes = 0, savedBytes = 0;
   };
@@ -70,8 +72,9 @@ struct ForwardCost {
 // each op site runs is the binder's (ForwardOptions::binder, Note [Op sites]), segment or not. A
 // segment the plan does not name runs as the IR says.
 struct SegmentPlan {
-  // Top-level blocks whose calls keep no activations and are recomputed in backward, and loops
-  // whose bodies' runs are, trip by trip (SyMuGen::loopSpans()).
+  // Top-level blocks whose calls keep no activations and are recomputed in backward, loops
+  // whose bodies' runs are, trip by trip (SyMuGen::loopSpans()), and runs of ops inside a block or
+  // a loop body (SyMuGen::opRuns()).
   std::set<std::string> recompute;
 
   bool empty() const { return recompute.empty(); }
@@ -129,8 +132,12 @@ class SyMuGen {
   // The loops whose bodies a SegmentPlan can recompute trip by trip, by the names it knows them
   // by ("rnn loop #23"; Note [Loop-body spans] in engine/src/graph/symugen_checkpoint.cpp).
   const std::vector<std::string>& loopSpans();
+  // The runs of ops a SegmentPlan can recompute inside a block or a loop body, each ending at the
+  // expensive op that closes it ("decoder loop #31 run #52"; Note [Op runs] in
+  // engine/src/graph/symugen_checkpoint.cpp).
+  const std::vector<std::string>& opRuns();
   // What a SegmentPlan can name: the top-level blocks (parent "") and the loops, each with the
-  // block it lies in ("" when none).
+  // block it lies in ("" when none), and the runs of ops, each with the block or loop it lies in.
   struct RecomputableUnit {
     std::string name, parent;
   };
@@ -167,6 +174,10 @@ class SyMuGen {
   bool spansReady_ = false;
   std::vector<std::string> loopSpans_;
   std::map<std::string, std::string> loopParents_;  // loop span name -> its top-level block
+  // Runs of ops (Note [Op runs]) by their first node, their names and what each lies in.
+  std::unordered_map<const torch::jit::Node*, std::shared_ptr<const CheckpointSpan>> runSpans_;
+  std::vector<std::string> opRuns_;
+  std::map<std::string, std::string> runParents_;
   Graph graph_;
 };
 

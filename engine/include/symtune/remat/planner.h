@@ -5,17 +5,19 @@
 // plan meets.
 //
 // Note [Remat planner]
-// A unit is what a SegmentPlan can name: a top-level block, or a loop whose body is recomputed
-// trip by trip (SyMuGen::loopSpans()). A loop inside a block is that block's child: recomputing
-// the block recomputes the loop with it, so a plan takes a block or some of its children, never
-// both. Recomputing a unit frees (about) the activations it saves for its backward — the
-// templates' saved bytes times the predictor's slope, bytes of peak per template byte — and costs
-// its forward once more. The planner minimises the total cost of the units it recomputes subject
-// to the freed bytes covering what the predicted peak exceeds the budget by: a covering knapsack,
-// solved exactly by dynamic programming over the needed bytes cut into 512 equal parts (each
-// unit's bytes rounded down to whole parts, so a plan it returns never frees less than needed). Per
-// block the choice is the block itself or the cheapest cover among its children; across blocks the
-// covers add up. Units that free nothing are never chosen.
+// A unit is what a SegmentPlan can name: a top-level block, a loop whose body is recomputed
+// trip by trip (SyMuGen::loopSpans()), or a run of ops inside either (SyMuGen::opRuns()). The units
+// form a tree: a loop inside a block is that block's child, a run its block's or its loop's.
+// Recomputing a unit recomputes its children with it, so a plan takes a unit or some of its
+// children (and theirs), never both. Recomputing a unit frees (about) the activations it saves for
+// its backward — the templates' saved bytes times the predictor's slope, bytes of peak per template
+// byte — and costs its forward once more. The planner minimises the total cost of the units it
+// recomputes subject to the freed bytes covering what the predicted peak exceeds the budget by: a
+// covering knapsack, solved exactly by dynamic programming over the needed bytes cut into 512 equal
+// parts (each unit's bytes rounded down to whole parts, so a plan it returns never frees less than
+// needed). Per unit the choice is the unit itself or the cheapest sum of its children's covers,
+// each child choosing the same way; across the top-level units the covers add up. Units that free
+// nothing are never chosen.
 
 #include <string>
 #include <vector>
@@ -26,7 +28,7 @@ namespace symtune::remat {
 
 struct RematUnit {
   std::string name;       // as a SegmentPlan names it
-  std::string parent;     // the block it lies in ("": a top-level block, or a loop in none)
+  std::string parent;     // the unit it lies in ("": a top-level block, or a loop in none)
   double freedBytes = 0;  // what recomputing it frees at the step's peak
   double cost = 0;        // what recomputing it costs (seconds, or FLOPs: one scale for all)
 };
@@ -49,7 +51,8 @@ std::vector<RematUnit> rematUnits(SyMuGen& gen, const ForwardCost& cost, double 
                                   double secondsPerFlop, double secondsPerByte);
 
 // The cheapest plan that brings `predictedPeak` (the plain step's) to at most `budget` bytes.
-// Throws for negative sizes or costs and for a unit whose parent is not a unit.
+// Throws for negative sizes or costs, for a unit whose parent is not a unit, and for parents that
+// go round in a circle.
 RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedPeak, double budget);
 
 }  // namespace symtune::remat

@@ -14,21 +14,22 @@
 //
 // Note [Planning per batch]
 // A batch's bucket (its inputs' shapes, each dimension rounded up to a power of two, as the
-// binder's buckets) is met first with a forward that counts the templates (grad mode off, the
-// random state and the model's buffers put back): what each unit saves for backward and what it
-// costs to run again. A batch of the bucket larger than the one counted (more input elements: a
-// bucket spans up to twice the size in each dimension) is counted again, so the profile stands for
-// the largest batch seen and the plan holds for every batch of the bucket (the branches a later
-// batch takes may differ: the margin and the back-off below cover it). The plain step's peak is the
-// predictor's fit at the profile's saved bytes. The budget is bytes: the session's, or its
-// fraction of the plain peak — of the larger of the first steps' (they run plain and unenforced
-// to measure it) and the batch's own, predicted.
+// binder's buckets, and its int inputs rounded up the same way) is met first with a forward that
+// counts the templates (grad mode off, the random state and the model's buffers put back): what
+// each unit saves for backward and what it costs to run again. A batch of the bucket larger than
+// the one counted (more input elements, or a larger int: a bucket spans up to twice the size in
+// each dimension) is counted again, so the profile stands for the largest batch seen and the plan
+// holds for every batch of the bucket (the branches a later batch takes may differ: the margin and
+// the back-off below cover it). The plain step's peak is the predictor's fit at the profile's saved
+// bytes. The budget is bytes: the session's, or its fraction of the plain peak — of the larger of
+// the first steps' (they run plain and unenforced to measure it) and the batch's own, predicted.
 // The planner (Note [Remat planner]) picks the cheapest units to recompute so that the prediction
 // with them fits the budget less a margin. A recomputed block's activations live again while its
 // backward runs, so the prediction has a term for the largest of them (Note [Memory predictor]):
 // the planner plans again with what that term adds taken off the target until the plan fits with
-// it, and plans a second time with every block that holds loops left to its loops (recomputed a
-// trip at a time, they never come back whole), keeping the cheaper plan that fits. The plan is kept
+// it, and plans a second time with every block that holds loops or runs of ops left to them
+// (recomputed a trip or a run at a time, they never come back whole), keeping the cheaper plan
+// that fits. The plan is kept
 // for the bucket and reused while the plain prediction it was made from holds within 2 %; a new
 // bucket, a moved prediction or an overrun plans anew.
 //
@@ -148,6 +149,10 @@ class Rematerializer {
   // The units as the profile of `bucket` prices them (freed bytes: template bytes saved); null
   // for a bucket never prepared.
   const std::vector<RematUnit>* unitsOf(const std::string& bucket) const;
+  // Whether plans may name runs of ops (SyMuGen::opRuns()); on by default. Off while a binder runs
+  // the op sites: a step that recomputes a run runs unbound (SegmentExecutor::setBinder).
+  // Plans made the other way go.
+  void setOpRuns(bool on);
 
  private:
   struct Bucket {
@@ -155,10 +160,13 @@ class Rematerializer {
     std::vector<RematUnit> units;  // freed bytes in template bytes
     std::optional<StepPlan> plan;
     double margin = 0;
-    int64_t inputElements = 0;  // of the batch the profile was counted on: the largest seen
+    int64_t inputElements = 0;       // of the batch the profile was counted on: the largest seen
+    std::vector<int64_t> inputInts;  // its int inputs: each the largest seen
   };
   Bucket& bucketOf(SyMuGen& gen, const std::vector<c10::IValue>& inputs, const std::string& key);
-  // The plan that holds least by the templates: per top-level unit the block or its loops.
+  // The bucket's units a plan may name (runs of ops only when opRuns_).
+  std::vector<RematUnit> choosable(const Bucket& bucket) const;
+  // The plan that holds least by the templates: per unit the unit or its children, down the tree.
   SegmentPlan freeingMost(const Bucket& bucket) const;
   // Every top-level unit: full checkpointing.
   SegmentPlan everyBlock(const Bucket& bucket) const;
@@ -184,7 +192,10 @@ class Rematerializer {
   std::vector<at::Tensor> buffers_;
   MemoryPredictor predictor_;
   std::map<std::string, Bucket> buckets_;
-  std::vector<std::string> loops_;  // the units that are loops (recomputed a trip at a time)
+  // The units that never come back whole: loops (recomputed a trip at a time) and runs of ops.
+  std::vector<std::string> loops_;
+  std::vector<std::string> runs_;  // the runs of ops
+  bool opRuns_ = true;
   RematStats stats_;
   size_t plainSteps_ = 0;       // calibration steps observed
   bool budgetedSeen_ = false;   // a step held to the budget observed
