@@ -187,6 +187,7 @@ class SyMuGen::Evaluator {
       if (countCost_ && starts) {
         units_.push_back(&span->second->block);
         unitEnds.push_back(span->second->last);
+        ++cost_.units[span->second->block].executions;
       }
       if (plan_ != nullptr && starts && plan_->recompute.count(span->second->block) > 0 &&
           runCheckpointed(span->second)) {
@@ -449,6 +450,7 @@ class SyMuGen::Evaluator {
   }
 
   void openRun(const CheckpointSpan& span) {
+    ++cost_.units[span.block].executions;
     openRun_.emplace();
     openRun_->span = &span;
     for (const Value* v : span.inputs)

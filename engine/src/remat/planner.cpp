@@ -86,7 +86,8 @@ Covers addUp(const Covers& a, const Covers& b) {
 }  // namespace
 
 std::vector<RematUnit> rematUnits(SyMuGen& gen, const ForwardCost& cost, double bytesPerSavedByte,
-                                  double secondsPerFlop, double secondsPerByte) {
+                                  double secondsPerFlop, double secondsPerByte,
+                                  double secondsPerSpan) {
   std::vector<RematUnit> units;
   for (const auto& u : gen.recomputableUnits()) {
     RematUnit unit{u.name, u.parent, 0, 0};
@@ -94,6 +95,8 @@ std::vector<RematUnit> rematUnits(SyMuGen& gen, const ForwardCost& cost, double 
     if (counted != cost.units.end()) {
       unit.freedBytes = bytesPerSavedByte * counted->second.savedBytes;
       unit.cost = secondsPerFlop * counted->second.flops + secondsPerByte * counted->second.bytes;
+      unit.executions = std::max<int64_t>(1, counted->second.executions);
+      unit.cost += secondsPerSpan * static_cast<double>(counted->second.executions);
     }
     units.push_back(std::move(unit));
   }

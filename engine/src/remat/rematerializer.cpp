@@ -10,6 +10,7 @@
 #include <utility>
 
 #include <ATen/Context.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
@@ -166,21 +167,55 @@ void Rematerializer::setBudget(std::optional<int64_t> bytes, std::optional<doubl
     bucket.plan.reset();
 }
 
+namespace {
+
+// What a checkpointed span costs beyond its ops: an autograd function that keeps its input and
+// whose backward runs the op again in a nested backward.
+struct SpanProbe : torch::autograd::Function<SpanProbe> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x) {
+    ctx->save_for_backward({x});
+    return {x.detach() * 2};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    {
+      at::AutoGradMode grad(true);
+      torch::autograd::backward({x * 2}, {grads[0]});
+    }
+    return {x.grad()};
+  }
+};
+
+}  // namespace
+
 void Rematerializer::measureRates(const std::vector<c10::IValue>& inputs) {
-  if (options_.secondsPerFlop > 0 && options_.secondsPerByte > 0)
+  if (options_.secondsPerFlop > 0 && options_.secondsPerByte > 0 && options_.secondsPerSpan > 0)
     return;
   const at::Tensor* first = firstTensor(inputs);
   const torch::Device device = first != nullptr ? first->device() : torch::Device(torch::kCPU);
   torch::NoGradGuard noGrad;
   const auto on = torch::TensorOptions(device);
-  const int64_t n = 256;
-  auto a = torch::rand({n, n}, on), b = torch::rand({n, n}, on), c = torch::empty({n, n}, on);
-  options_.secondsPerFlop =
-      shortestSeconds(device, [&] { torch::mm_out(c, a, b); }) / (2.0 * n * n * n);
-  const int64_t elements = int64_t{1} << 22;
-  auto src = torch::ones({elements}, on), dst = torch::empty({elements}, on);
-  options_.secondsPerByte =
-      shortestSeconds(device, [&] { dst.copy_(src); }) / (2.0 * elements * sizeof(float));
+  if (options_.secondsPerFlop <= 0) {
+    const int64_t n = 256;
+    auto a = torch::rand({n, n}, on), b = torch::rand({n, n}, on), c = torch::empty({n, n}, on);
+    options_.secondsPerFlop =
+        shortestSeconds(device, [&] { torch::mm_out(c, a, b); }) / (2.0 * n * n * n);
+  }
+  if (options_.secondsPerByte <= 0) {
+    const int64_t elements = int64_t{1} << 22;
+    auto src = torch::ones({elements}, on), dst = torch::empty({elements}, on);
+    options_.secondsPerByte =
+        shortestSeconds(device, [&] { dst.copy_(src); }) / (2.0 * elements * sizeof(float));
+  }
+  if (options_.secondsPerSpan <= 0) {
+    auto x = torch::ones({1}, on.requires_grad(true));
+    options_.secondsPerSpan = shortestSeconds(device, [&] {
+      at::AutoGradMode grad(true);
+      SpanProbe::apply(x)[0].sum().backward();
+    });
+  }
 }
 
 Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
@@ -227,8 +262,8 @@ Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
   generator.set_state(state);
   for (size_t i = 0; i < buffers_.size(); ++i)
     buffers_[i].copy_(kept[i]);
-  bucket.units =
-      rematUnits(gen, bucket.profile, 1.0, options_.secondsPerFlop, options_.secondsPerByte);
+  bucket.units = rematUnits(gen, bucket.profile, 1.0, options_.secondsPerFlop,
+                            options_.secondsPerByte, options_.secondsPerSpan);
   bucket.inputElements = elements;
   bucket.inputInts = ints;
   if (found != buckets_.end()) {
@@ -259,7 +294,8 @@ double Rematerializer::comesBack(const Bucket& bucket, const SegmentPlan& plan) 
   for (const auto& unit : bucket.units) {
     if (plan.recompute.count(unit.name) > 0 &&
         std::find(loops_.begin(), loops_.end(), unit.name) == loops_.end())
-      most = std::max(most, unit.freedBytes);
+      most = std::max(most,
+                      unit.freedBytes / static_cast<double>(std::max<int64_t>(1, unit.executions)));
   }
   return most;
 }
@@ -416,7 +452,17 @@ std::pair<SegmentPlan, double> Rematerializer::leastByFit(const Bucket& bucket,
                                                           const MemoryPredictor::Fit& fit) const {
   SegmentPlan least;
   double smallest = std::numeric_limits<double>::infinity();
-  for (auto& p : leastHolding(bucket)) {
+  std::vector<SegmentPlan> plans = leastHolding(bucket);
+  // A plan that overran on this bucket is passed over while another is left (the fit learns
+  // only from the steps that fit, so it would predict the same again).
+  if (std::any_of(plans.begin(), plans.end(),
+                  [&](const SegmentPlan& p) { return bucket.overran.count(p.recompute) == 0; })) {
+    plans.erase(std::remove_if(
+                    plans.begin(), plans.end(),
+                    [&](const SegmentPlan& p) { return bucket.overran.count(p.recompute) != 0; }),
+                plans.end());
+  }
+  for (auto& p : plans) {
     const double peak = predictedPeak(bucket, p, fit);
     if (peak < smallest) {
       smallest = peak;
@@ -487,7 +533,11 @@ StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
     chosen = other;
   step.segments = chosen.segments;
   step.cost = chosen.cost;
-  if (peakOf(step.segments) > budget) {
+  // No plan within the margin, or one that overran here before: the one that holds least, which
+  // has the most room under the budget (a plan predicted just under it overruns as often as not).
+  if ((peakOf(step.segments) > target && smallest < peakOf(step.segments)) ||
+      (bucket.overran.count(step.segments.recompute) != 0 &&
+       bucket.overran.count(least.recompute) == 0)) {
     step.segments = least;
     step.cost = costOf(bucket.units, step.segments);
   }
@@ -570,7 +620,8 @@ StepPlan Rematerializer::backOff(const StepPlan& plan, const std::vector<Segment
   TORCH_CHECK(found != buckets_.end(), "remat: backOff for a bucket never prepared: ", plan.bucket);
   Bucket& bucket = found->second;
   bucket.margin = std::min(kMostMargin, bucket.margin + kMarginStep);
-  bucket.plan.reset();  // plans anew with the wider margin
+  bucket.plan.reset();                             // plans anew with the wider margin
+  bucket.overran.insert(plan.segments.recompute);  // and not with this plan again
   // The plans that may hold least, in turn: the first this step has not tried.
   const auto wasTried = [&](const SegmentPlan& p) {
     if (p.recompute == plan.segments.recompute)

@@ -275,3 +275,33 @@ TEST_CASE("a model's units priced from a counted forward, planned, and run as pl
   }
   CHECK(executor.lastRecomputed() > 0);
 }
+
+// A block called in a loop (Transformer-XL's decoder, once a segment): its calls are counted, and
+// what it brings back in its backward is one call's saved bytes at a time.
+TEST_CASE("a block called in a loop counts its calls") {
+  symtune::Session session;
+  session.name = "txl";
+  session.model.zoo = "transformer_xl";
+  session.model.preset = "ci";
+  session.binding.enabled = false;
+  symtune::Trainer trainer(session);
+  symtune::SegmentExecutor executor(*trainer.executor().scriptModule());
+  const auto inputs = trainer.batch(0).inputs;
+  symtune::ForwardCost cost;
+  {
+    torch::NoGradGuard noGrad;
+    symtune::ForwardOptions options;
+    options.countCost = true;
+    cost = executor.symugen()->forward(inputs, options).cost;
+  }
+  const int64_t segments = inputs.at(0).toTensor().size(1) / inputs.at(1).toInt();
+  REQUIRE(segments > 1);
+  CHECK(cost.units.at("decoder").executions == segments);
+  const auto units = symtune::remat::rematUnits(*executor.symugen(), cost, 1.0, 1e-11, 1e-10);
+  const auto decoder = std::find_if(units.begin(), units.end(),
+                                    [](const RematUnit& u) { return u.name == "decoder"; });
+  REQUIRE(decoder != units.end());
+  CHECK(decoder->executions == segments);
+  for (const auto& u : units)
+    CHECK(u.executions >= 1);
+}

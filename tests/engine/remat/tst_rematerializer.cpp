@@ -238,15 +238,24 @@ def forward(self, x: Tensor):
           " reused over ", stats.steps, " steps");
 }
 
-TEST_CASE("a step that overran backs off to everything recomputed, then as written, then stops") {
-  symtune::Session s = sessionFor("dynamic_tagger");
-  symtune::Trainer trainer(s);
-  auto owned = std::make_unique<symtune::SegmentExecutor>(*trainer.executor().scriptModule());
+// The tagger's ci preset, its graph and a rematerializer holding it to a gigabyte.
+struct GigabyteTagger {
+  static symtune::remat::RematOptions gigabyte() {
+    symtune::remat::RematOptions options;
+    options.budgetBytes = 1 << 30;
+    return options;
+  }
+  symtune::Trainer trainer{sessionFor("dynamic_tagger")};
+  std::unique_ptr<symtune::SegmentExecutor> owned =
+      std::make_unique<symtune::SegmentExecutor>(*trainer.executor().scriptModule());
   symtune::SyMuGen& gen = *owned->symugen();
-  symtune::remat::RematOptions options;
-  options.budgetBytes = 1 << 30;
-  symtune::remat::Rematerializer remat(options, {});
-  const auto inputs = trainer.batch(0).inputs;
+  symtune::remat::Rematerializer remat{gigabyte(), {}};
+  std::vector<c10::IValue> inputs = trainer.batch(0).inputs;
+};
+
+TEST_CASE_FIXTURE(
+    GigabyteTagger,
+    "a step that overran backs off to everything recomputed, then as written, then stops") {
   const symtune::remat::StepPlan first = remat.prepare(gen, inputs);
   CHECK(first.mostFreeing);  // nothing seen yet: all it can
   CHECK_FALSE(first.segments.empty());
@@ -282,6 +291,20 @@ TEST_CASE("a step that overran backs off to everything recomputed, then as writt
   const symtune::remat::StepPlan other = remat.backOff(plainLeast, {plainLeast.segments});
   CHECK_FALSE(other.segments.empty());
   CHECK(remat.stats().backOffs == static_cast<int64_t>(tried.size()) + 2);
+}
+
+// The fit learns only from the steps that fit, so it would predict a plan that overran the same
+// again: on its bucket the plan that overran gives way to the one that holds least.
+TEST_CASE_FIXTURE(GigabyteTagger, "a plan that overran is not planned again on its bucket") {
+  const symtune::remat::StepPlan first = remat.prepare(gen, inputs);
+  remat.observe(first, 1e6);
+  const symtune::remat::StepPlan second = remat.prepare(gen, inputs);
+  REQUIRE(second.segments.empty());  // a gigabyte fits the step as it is
+  const symtune::remat::StepPlan again = remat.backOff(second, {second.segments});
+  remat.observe(again, 1e6);
+  const symtune::remat::StepPlan third = remat.prepare(gen, inputs);
+  CHECK_FALSE(third.segments.empty());  // not the step as written, which overran
+  CHECK(third.mostFreeing);             // but the plan the fit says holds least
 }
 
 TEST_CASE("options without a budget, with two, or out of range are refused") {

@@ -423,6 +423,8 @@ TEST_CASE_FIXTURE(TwoThreads, "a run of ops counts what it would free") {
   const std::string run = gen.opRuns()[0];
   CHECK(cost.units.at(run).savedBytes == (3 - 1) * 8 * 16 * 4.0);
   CHECK(cost.units.at(run).flops > 2.0 * 8 * 16 * 16);
+  CHECK(cost.units.at(run).executions == 1);
+  CHECK(cost.units.at("ffn").executions == 1);
 
   // Recomputed, the run gives the gradients of the plain forward.
   auto plainRoot = module();

@@ -59,6 +59,9 @@ struct ForwardCost {
   // makes itself and does not hand on, less the inputs it would keep that no op saves.
   struct Unit {
     double flops = 0, bytes = 0, savedBytes = 0;
+    // How many times a span of it began: a block's calls, a loop body's spans over its trips, a
+    // run's trips. A recomputed block's backward brings back one call's activations at a time.
+    int64_t executions = 0;
   };
   std::map<std::string, Unit> units;
 };

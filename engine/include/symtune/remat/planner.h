@@ -31,6 +31,9 @@ struct RematUnit {
   std::string parent;     // the unit it lies in ("": a top-level block, or a loop in none)
   double freedBytes = 0;  // what recomputing it frees at the step's peak
   double cost = 0;        // what recomputing it costs (seconds, or FLOPs: one scale for all)
+  // Its spans run in a step (a block's calls): a recomputed block brings back what one call
+  // saved, about freedBytes / executions, at a time.
+  int64_t executions = 1;
 };
 
 struct RematPlan {
@@ -45,10 +48,14 @@ struct RematPlan {
 // A model's units (SyMuGen::recomputableUnits()) priced from a counted forward (ForwardOptions::
 // countCost; ForwardCost::units): each frees `bytesPerSavedByte` times the bytes its ops save for
 // backward (the predictor's slope: bytes of peak per template byte) and costs its forward once
-// more, `secondsPerFlop` a FLOP and `secondsPerByte` a byte moved. A unit the forward did not
+// more, `secondsPerFlop` a FLOP and `secondsPerByte` a byte moved, and `secondsPerSpan` each time
+// one of its spans runs (a checkpointed span's own work: its autograd function and the nested
+// backward that runs it again — what makes a loop recomputed trip by trip dearer than the block
+// around it, whose FLOPs are the same). A unit the forward did not
 // run frees nothing.
 std::vector<RematUnit> rematUnits(SyMuGen& gen, const ForwardCost& cost, double bytesPerSavedByte,
-                                  double secondsPerFlop, double secondsPerByte);
+                                  double secondsPerFlop, double secondsPerByte,
+                                  double secondsPerSpan = 0);
 
 // The cheapest plan that brings `predictedPeak` (the plain step's) to at most `budget` bytes.
 // Throws for negative sizes or costs, for a unit whose parent is not a unit, and for parents that

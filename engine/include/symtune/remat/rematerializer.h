@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -74,9 +75,10 @@ struct RematOptions {
   int calibrationSteps = 1;
   Strategy strategy = Strategy::Plan;
   double margin = 0.05;  // plans aim this share under the budget
-  // What running a unit again costs: seconds per FLOP and per byte moved. 0: measured on the
-  // batch's device at the first step (a matmul and a copy).
-  double secondsPerFlop = 0, secondsPerByte = 0;
+  // What running a unit again costs: seconds per FLOP and per byte moved, and per execution of
+  // one of its spans (an autograd function whose backward runs a nested backward). 0: measured on
+  // the batch's device at the first step (a matmul, a copy, and such a function on one element).
+  double secondsPerFlop = 0, secondsPerByte = 0, secondsPerSpan = 0;
 };
 
 // The budget cannot be met: even with every unit recomputed the step needs more.
@@ -102,7 +104,7 @@ struct StepPlan {
   bool backedOff = false;    // the retry of a step that overran
   bool calibrating = false;  // a plain step measuring the peak budgetFraction is of
   // What the predictor learns from (template bytes): what the step keeps for backward, and the
-  // largest recomputed block's saved bytes, which live again while its backward runs.
+  // largest recomputed block's saved bytes of one call, which live again while its backward runs.
   double keptSavedBytes = 0, recomputedBytes = 0;
   double cost = 0;  // the plan's recompute cost (seconds, by the templates)
 };
@@ -160,6 +162,7 @@ class Rematerializer {
     std::vector<RematUnit> units;  // freed bytes in template bytes
     std::optional<StepPlan> plan;
     double margin = 0;
+    std::set<std::set<std::string>> overran;  // plans that ran out of the budget here
     int64_t inputElements = 0;       // of the batch the profile was counted on: the largest seen
     std::vector<int64_t> inputInts;  // its int inputs: each the largest seen
   };
@@ -183,7 +186,8 @@ class Rematerializer {
   // Of the plans that may hold least, the one the fit says holds least, and its peak.
   std::pair<SegmentPlan, double> leastByFit(const Bucket& bucket,
                                             const MemoryPredictor::Fit& fit) const;
-  // The largest recomputed block's template bytes; what the plan keeps.
+  // The largest recomputed block's template bytes of one call (a block called in a loop comes
+  // back a call at a time); what the plan keeps.
   double comesBack(const Bucket& bucket, const SegmentPlan& plan) const;
   double keptBytes(const Bucket& bucket, const SegmentPlan& plan) const;
   void measureRates(const std::vector<c10::IValue>& inputs);
