@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -55,7 +56,26 @@ struct SavedOperands {
   std::vector<std::pair<bool, size_t>> whole;  // (an output?, its index)
   std::string rest;                            // "" when the sum is only whole operands
 };
-const SavedOperands& savedOperandsOf(const Node* node);  // symugen_checkpoint.cpp
+const SavedOperands& savedOperandsOf(const Node* node);  // symugen_runs.cpp
+
+namespace detail {
+
+// A node that computes nothing: a view of a tensor, a shape query, a constant or list building.
+bool isViewOrShape(const Node* node);
+// The span of `owner`'s nodes first..last named `name`, with what it reads from before it and what
+// is read after it; null when checkpointing would get it wrong (symugen_checkpoint.cpp).
+std::shared_ptr<SyMuGen::CheckpointSpan> makeSpan(const Block* owner, const Node* first,
+                                                  const Node* last, std::string name);
+// The runs of ops of every span in `spans` (Note [Op runs] in symugen_runs.cpp): by their first
+// node into `runs`, their names in the order of the graph's nodes into `names`, and the span each
+// lies in into `parents`.
+void cutOpRuns(
+    const std::unordered_map<const Node*, std::shared_ptr<const SyMuGen::CheckpointSpan>>& spans,
+    const std::unordered_map<const Node*, NodeId>& nodeIds,
+    std::unordered_map<const Node*, std::shared_ptr<const SyMuGen::CheckpointSpan>>& runs,
+    std::vector<std::string>& names, std::map<std::string, std::string>& parents);
+
+}  // namespace detail
 
 namespace detail {
 

@@ -58,81 +58,7 @@ namespace symtune {
 // generator's state is a few kilobytes, per execution of the span — per trip of a loop-body
 // span.
 
-// Note [Op runs]
-// A block or a loop body recomputed whole brings back all its activations at once, and costs its
-// whole forward again; selective recomputation keeps what is expensive to make and recomputes what
-// is cheap. Every span (a block's, a loop body's) is cut into runs of ops, each closed by an
-// expensive op (a matmul, a convolution, a recurrent cell: closesRun) or cut short by control flow
-// (an If or a Loop node stays outside every run, an If's branches are cut the same way); each run
-// that computes and may free something is a unit of its own ("decoder loop #31 run #52": the span's
-// name and the run's first node), which a SegmentPlan names like a block or a loop: the run's
-// forward keeps only its inputs — the previous expensive op's output, the tensors read from before
-// — and runs again in backward, trip by trip in a loop. Recomputing the run that ends at a
-// transformer's second feed-forward matmul frees the GELU's input and output for one matmul, less
-// the first matmul's output it then keeps. What a run frees is counted on the batch (Note [Counting
-// a run's saved bytes] in evaluator.h); what it costs is its ops' templates. A run's parent is its
-// span's unit: the planner takes a block, or some of its loops and runs, never both (Note [Remat
-// planner]).
-
-SavedOperands parseSaved(const std::string& kind) {
-  SavedOperands saved;
-  const CostTemplate* t = findCostTemplate(kind);
-  if (t == nullptr || t->savedBytes.empty())
-    return saved;
-  saved.known = true;
-  // The sum's terms at the top level.
-  std::vector<std::string> terms;
-  int depth = 0;
-  std::string term;
-  for (const char c : t->savedBytes) {
-    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
-    if (c == '+' && depth == 0) {
-      terms.push_back(term);
-      term.clear();
-    } else if (c != ' ') {
-      term += c;
-    }
-  }
-  terms.push_back(term);
-  for (const auto& x : terms) {
-    size_t index = 0;
-    if (x == "0")
-      continue;
-    if (x.rfind("bytes(in", 0) == 0 && x.back() == ')' &&
-        std::sscanf(x.c_str(), "bytes(in%zu)", &index) == 1) {
-      saved.whole.emplace_back(false, index);
-    } else if (x.rfind("bytes(out", 0) == 0 && x.back() == ')' &&
-               std::sscanf(x.c_str(), "bytes(out%zu)", &index) == 1) {
-      saved.whole.emplace_back(true, index);
-    } else {
-      saved.rest += (saved.rest.empty() ? "" : " + ") + x;
-    }
-  }
-  return saved;
-}
-
-const SavedOperands& savedOperandsOf(const Node* node) {
-  static std::mutex mutex;
-  static std::unordered_map<c10::Symbol, SavedOperands> parsed;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = parsed.find(node->kind());
-  if (it == parsed.end())
-    it = parsed.emplace(node->kind(), parseSaved(node->kind().toQualString())).first;
-  return it->second;
-}
-
 namespace {
-
-// The ops that close a run (Note [Op runs]): what is expensive to run again.
-bool closesRun(const Node* node) {
-  static const std::unordered_set<c10::Symbol> kinds{
-      c10::aten::matmul,       c10::aten::mm,        c10::aten::bmm,
-      c10::aten::addmm,        c10::aten::linear,    c10::aten::conv1d,
-      c10::aten::conv2d,       c10::aten::conv3d,    c10::aten::convolution,
-      c10::aten::_convolution, c10::aten::einsum,    c10::aten::scaled_dot_product_attention,
-      c10::aten::gru_cell,     c10::aten::lstm_cell, c10::aten::rnn_tanh_cell};
-  return kinds.count(node->kind()) != 0;
-}
 
 constexpr int kNoBlock = -1;
 constexpr int kAnyBlock = -2;  // constants: belong to whichever span surrounds them
@@ -200,8 +126,10 @@ bool writesTo(const Node* node, const std::unordered_set<const Value*>& inputs) 
   return false;
 }
 
+}  // namespace
+
 // A node that computes nothing: a view of a tensor, a shape query, a constant or list building.
-bool isViewOrShape(const Node* node) {
+bool detail::isViewOrShape(const Node* node) {
   static const std::unordered_set<c10::Symbol> kinds{
       c10::aten::select,        c10::aten::slice,
       c10::aten::view,          c10::aten::reshape,
@@ -215,6 +143,8 @@ bool isViewOrShape(const Node* node) {
       c10::prim::NumToTensor};
   return kinds.count(node->kind()) != 0;
 }
+
+namespace {
 
 bool holdsGradTensor(const c10::IValue& value) {
   if (value.isTensor())
@@ -430,12 +360,14 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   }
 };
 
+}  // namespace
+
 // The span of `owner`'s nodes first..last named `name`, with what it reads from before it and
 // what is read after it; null when checkpointing would get it wrong: an output whose tensors are
 // nested (a tuple holding a tuple, an Optional) would lose its gradient, and a span that writes to
 // its own input (an in-place ReLU block) cannot be recomputed from it.
-std::shared_ptr<SyMuGen::CheckpointSpan> makeSpan(const Block* owner, const Node* first,
-                                                  const Node* last, std::string name) {
+std::shared_ptr<SyMuGen::CheckpointSpan> detail::makeSpan(const Block* owner, const Node* first,
+                                                          const Node* last, std::string name) {
   auto span = std::make_shared<SyMuGen::CheckpointSpan>();
   span->block = std::move(name);
   span->first = first;
@@ -500,8 +432,6 @@ std::shared_ptr<SyMuGen::CheckpointSpan> makeSpan(const Block* owner, const Node
   return span;
 }
 
-}  // namespace
-
 std::vector<std::string> SyMuGen::segmentBlocks() const {
   std::vector<std::string> blocks;
   for (const auto& child : module_.named_children()) {
@@ -532,7 +462,7 @@ void SyMuGen::prepareCheckpointSpans() {
     return kNoBlock;
   };
   auto addSpan = [&](const Block* owner, const Node* first, const Node* last, int block) {
-    if (auto span = makeSpan(owner, first, last, blocks[static_cast<size_t>(block)]))
+    if (auto span = detail::makeSpan(owner, first, last, blocks[static_cast<size_t>(block)]))
       spans_[first] = std::move(span);
   };
   auto addLoopSpan = [&](const Block* body, const Node* first, const Node* last,
@@ -540,12 +470,13 @@ void SyMuGen::prepareCheckpointSpans() {
     // Leading views and shape queries stay outside: a view of a tensor from outside the loop
     // (`gi_all[:, t]`) is then the span's input and gets the gradient of its own size, where the
     // whole tensor as the input would get a zero-filled gradient of its whole size every trip.
-    while (first != last && isViewOrShape(first))
+    while (first != last && detail::isViewOrShape(first))
       first = first->next();
     bool computes = false;
     for (const Node* n = first;; n = n->next()) {
-      computes = computes || (n->kind().is_aten() && !isViewOrShape(n) && n->outputs().size() > 0 &&
-                              n->output(0)->type()->kind() == c10::TypeKind::TensorType);
+      computes = computes ||
+                 (n->kind().is_aten() && !detail::isViewOrShape(n) && n->outputs().size() > 0 &&
+                  n->output(0)->type()->kind() == c10::TypeKind::TensorType);
       if (n == last)
         break;
     }
@@ -645,113 +576,7 @@ void SyMuGen::prepareCheckpointSpans() {
       addLoopSpan(body, first, last, name);
   }
 
-  // Runs of ops inside every span (Note [Op runs]).
-  std::vector<std::pair<const Node*, std::shared_ptr<CheckpointSpan>>> runs;
-  const auto addRun = [&](const Node* first, const Node* last, const CheckpointSpan& in) {
-    while (first != last && isViewOrShape(first))
-      first = first->next();
-    if (first == in.first && last == in.last)
-      return;  // the whole span: its unit already
-    std::unordered_set<const Value*> defined;
-    bool computes = false, frees = false;
-    for (const Node* n = first;; n = n->next()) {
-      computes = computes || (n->kind().is_aten() && !isViewOrShape(n) && n->outputs().size() > 0 &&
-                              n->output(0)->type()->kind() == c10::TypeKind::TensorType);
-      // Whether it may free anything: an op that saves a tensor made in the run, or allocates
-      // what it saves.
-      const SavedOperands& saved = savedOperandsOf(n);
-      frees = frees || (saved.known && !saved.rest.empty());
-      for (const auto& [output, index] : saved.whole) {
-        if (index >= (output ? n->outputs().size() : n->inputs().size()))
-          continue;
-        const Value* v = output ? n->outputs()[index] : n->inputs()[index];
-        // A parameter read in the run is not the run's to free.
-        frees = frees || output ||
-                (defined.count(v) > 0 && v->node()->kind() != c10::prim::GetAttr &&
-                 v->node()->kind() != c10::prim::Constant);
-      }
-      for (const Value* v : n->outputs())
-        defined.insert(v);
-      if (n == last)
-        break;
-    }
-    if (!computes || !frees)
-      return;
-    // Named after its first node the static graph shows (a parameter's read is not one).
-    std::string name = in.block + " run k" + std::to_string(runs.size());
-    for (const Node* n = first;; n = n->next()) {
-      if (const auto id = nodeIds_.find(n); id != nodeIds_.end()) {
-        name = in.block + " run #" + std::to_string(id->second.value());
-        break;
-      }
-      if (n == last)
-        break;
-    }
-    if (auto run = makeSpan(first->owningBlock(), first, last, name)) {
-      runParents_[name] = in.block;
-      runs.emplace_back(first, std::move(run));
-    }
-  };
-  // The runs of first..last (nodes of one block) in span `in`; the branches of an `if` among them
-  // are cut the same way (a loop's body is its own span's, when it is one).
-  std::function<void(const Node*, const Node*, const CheckpointSpan&)> cut =
-      [&](const Node* from, const Node* to, const CheckpointSpan& in) {
-        const Node* first = nullptr;
-        const Node* last = nullptr;
-        for (const Node* n = from;; n = n->next()) {
-          if (!n->blocks().empty()) {
-            if (first != nullptr)
-              addRun(first, last, in);
-            first = last = nullptr;
-            if (n->kind() == c10::prim::If) {
-              for (const Block* branch : n->blocks()) {
-                if (branch->nodes().begin() != branch->nodes().end())
-                  cut(branch->nodes().front(), branch->return_node()->prev(), in);
-              }
-            }
-          } else {
-            if (first == nullptr)
-              first = n;
-            last = n;
-            if (closesRun(n)) {
-              addRun(first, last, in);
-              first = last = nullptr;
-            }
-          }
-          if (n == to)
-            break;
-        }
-        if (first != nullptr)
-          addRun(first, last, in);
-      };
-  // In the order of the spans' names and first nodes, so that the names of runs no node of the
-  // graph shows ("run k3") are the same in every SyMuGen of the module.
-  std::vector<const CheckpointSpan*> ordered;
-  for (const auto& [start, span] : spans_)
-    ordered.push_back(span.get());
-  const auto firstId = [&](const CheckpointSpan* span) {
-    const auto id = nodeIds_.find(span->first);
-    return id != nodeIds_.end() ? static_cast<int64_t>(id->second.value()) : int64_t{-1};
-  };
-  std::sort(ordered.begin(), ordered.end(), [&](const auto* a, const auto* b) {
-    return a->block != b->block ? a->block < b->block : firstId(a) < firstId(b);
-  });
-  for (const CheckpointSpan* span : ordered)
-    cut(span->first, span->last, *span);
-  // In the order of the graph's nodes (a run's name carries its first shown node's id).
-  const auto idOf = [](const std::string& name) {
-    const size_t hash = name.rfind(" run #");
-    return hash == std::string::npos ? int64_t{-1}
-                                     : static_cast<int64_t>(std::stoll(name.substr(hash + 6)));
-  };
-  std::sort(runs.begin(), runs.end(), [&](const auto& a, const auto& b) {
-    const int64_t va = idOf(a.second->block), vb = idOf(b.second->block);
-    return va != vb ? va < vb : a.second->block < b.second->block;
-  });
-  for (auto& [first, run] : runs) {
-    opRuns_.push_back(run->block);
-    runSpans_[first] = std::move(run);
-  }
+  detail::cutOpRuns(spans_, nodeIds_, runSpans_, opRuns_, runParents_);
 }
 
 const std::vector<std::string>& SyMuGen::opRuns() {

@@ -137,7 +137,7 @@ class SyMuGen {
   const std::vector<std::string>& loopSpans();
   // The runs of ops a SegmentPlan can recompute inside a block or a loop body, each ending at the
   // expensive op that closes it ("decoder loop #31 run #52"; Note [Op runs] in
-  // engine/src/graph/symugen_checkpoint.cpp).
+  // engine/src/graph/symugen_runs.cpp).
   const std::vector<std::string>& opRuns();
   // What a SegmentPlan can name: the top-level blocks (parent "") and the loops, each with the
   // block it lies in ("" when none), and the runs of ops, each with the block or loop it lies in.
