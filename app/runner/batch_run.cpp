@@ -219,6 +219,14 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
                                        static_cast<int64_t>(plan.segments.recompute.size()),
                                        r.remat->attempts});
       }
+      report.microbatches.push_back(r.microbatches);
+      if (!r.splitNote.empty()) {
+        report.splits.emplace_back(r.step, r.splitNote);
+        if (options.progress != nullptr)
+          *options.progress << "step " << r.step << ": " << r.splitNote << std::endl;
+      }
+      if (r.optimizeRequired)
+        report.optimizeRequired.emplace_back(r.step, r.optimizeRequired->reasons);
       report.stepSeconds.push_back(r.seconds);
       report.trainSeconds += r.seconds;
       report.rulesInForce = r.rulesInForce;

@@ -9,7 +9,7 @@
 #   protocol only.
 # - docs/architecture.md's layer diagram lists the same layers in the same order.
 
-set(SYMTUNE_LAYERS compat profiling telemetry graph binding remat rules exec data zoo runtime attach)
+set(SYMTUNE_LAYERS compat profiling telemetry graph binding remat rules exec data zoo control runtime attach)
 
 set(torch_include "^[ \t]*#[ \t]*include[ \t]*<(torch|ATen|c10|caffe2)/")
 set(qt_include "^[ \t]*#[ \t]*include[ \t]*[<\"](Q[A-Za-z]+|Qt[A-Za-z]*/)")

@@ -94,6 +94,15 @@ std::string toJson(const RunReport& r) {
   } else {
     out["remat"] = nullptr;
   }
+  {
+    json splits = json::array(), required = json::array();
+    for (const auto& [step, why] : r.splits)
+      splits.push_back({{"step", step}, {"why", why}});
+    for (const auto& [step, reasons] : r.optimizeRequired)
+      required.push_back({{"step", step}, {"reasons", reasons}});
+    out["control"] = {
+        {"microbatches", r.microbatches}, {"splits", splits}, {"optimize_required", required}};
+  }
   if (r.bindings) {
     int64_t measured = 0;
     for (int64_t n : r.bindingMeasurements)

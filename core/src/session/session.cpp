@@ -147,7 +147,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                             std::to_string(Session::kFormatVersion) + ")");
   }
   top.rejectUnknown({"format", "version", "name", "model", "data", "optimizer", "run", "rules",
-                     "binding", "remat"});
+                     "binding", "remat", "control"});
 
   Session s;
   s.path = origin;
@@ -355,6 +355,19 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     if (s.remat.strategy == "plan" && !s.remat.budgetMb && !s.remat.budgetFraction)
       remat.fail("budget_mb", "the planner needs a budget: budget_mb or budget_fraction");
   }
+
+  // control
+  if (top.has("control")) {
+    const JsonFields control = top.object("control");
+    control.rejectUnknown({"microbatches", "split_on_overrun"});
+    s.control.enabled = true;
+    const int64_t parts = control.integer("microbatches", s.control.microbatches);
+    if (parts < 1 || parts > 1024)
+      control.fail("microbatches", "expected a number of micro-batches from 1 to 1024, found " +
+                                       std::to_string(parts));
+    s.control.microbatches = static_cast<int>(parts);
+    s.control.splitOnOverrun = control.boolean("split_on_overrun", s.control.splitOnOverrun);
+  }
   return s;
 }
 
@@ -427,6 +440,9 @@ std::string sessionJson(const Session& s) {
       remat["budget_fraction"] = *s.remat.budgetFraction;
     out["remat"] = remat;
   }
+  if (s.control.enabled)
+    out["control"] = {{"microbatches", s.control.microbatches},
+                      {"split_on_overrun", s.control.splitOnOverrun}};
   return out.dump(2) + "\n";
 }
 

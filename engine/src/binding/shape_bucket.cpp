@@ -29,6 +29,18 @@ void appendDim(std::string& key, int64_t size) {
 
 }  // namespace
 
+std::string inputsBucketKey(const std::vector<c10::IValue>& inputs) {
+  const torch::jit::Stack stack(inputs.begin(), inputs.end());
+  std::string key = bucketKey(stack, stack.size(), -1);
+  for (const auto& in : inputs) {
+    if (!in.isInt())
+      continue;
+    const int64_t bound = bucketDim(in.toInt());
+    key += (bound != in.toInt() || bound > 2 ? " <=" : " ") + std::to_string(bound);
+  }
+  return key;
+}
+
 std::string bucketKey(const torch::jit::Stack& stack, size_t count, int64_t trips) {
   std::string key;
   std::string shapes;

@@ -2,7 +2,60 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <sstream>
+
 namespace symtune {
+
+std::vector<Batch> DataSource::split(const Batch& batch, int64_t parts) const {
+  return splitBySample(batch, parts);
+}
+
+std::vector<Batch> splitBySample(const Batch& batch, int64_t parts) {
+  if (parts < 1)
+    throw SplitError("a batch splits into at least one part, not " + std::to_string(parts));
+  if (batch.size < parts)
+    throw SplitError("a batch of " + std::to_string(batch.size) + " samples cannot be split into " +
+                     std::to_string(parts) + " micro-batches");
+  for (size_t i = 0; i < batch.inputs.size(); ++i) {
+    const auto& in = batch.inputs[i];
+    if (!in.isTensor())
+      continue;
+    const torch::Tensor& t = in.toTensor();
+    if (t.dim() == 0 || t.size(0) != batch.size) {
+      std::ostringstream shape;
+      shape << t.sizes();
+      throw SplitError("input " + std::to_string(i) + " of shape " + shape.str() +
+                       " is not laid out by sample (its first dimension is not the batch's " +
+                       std::to_string(batch.size) + ")");
+    }
+  }
+  if (batch.target.numel() % batch.size != 0)
+    throw SplitError("the target's " + std::to_string(batch.target.numel()) +
+                     " entries are not the same number per sample for " +
+                     std::to_string(batch.size) + " samples");
+  // A target laid out by sample ([batch, ...]) keeps its shape; one flattened over the positions
+  // ([batch * positions]) is cut into whole samples and stays flat.
+  const bool bySample = batch.target.dim() >= 1 && batch.target.size(0) == batch.size;
+  const torch::Tensor target = bySample ? batch.target : batch.target.reshape({batch.size, -1});
+  std::vector<Batch> micro;
+  int64_t start = 0;
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t size = batch.size / parts + (p < batch.size % parts ? 1 : 0);
+    Batch m;
+    for (const auto& in : batch.inputs)
+      m.inputs.push_back(in.isTensor() ? c10::IValue(in.toTensor().narrow(0, start, size)) : in);
+    m.target =
+        bySample ? target.narrow(0, start, size) : target.narrow(0, start, size).reshape({-1});
+    m.size = size;
+    micro.push_back(std::move(m));
+    start += size;
+  }
+  return micro;
+}
+
+int64_t countedTargets(const torch::Tensor& target) {
+  return target.ne(-100).sum().item<int64_t>();
+}
 
 at::Generator batchGenerator(uint64_t seed, int64_t index) {
   // SplitMix64 of (seed, index): neighbouring indices get unrelated streams.

@@ -28,6 +28,7 @@ ForwardResult ScriptModuleExecutor::run(const std::vector<torch::jit::IValue>& i
   EvaluatorRun run = symugen()->forward(inputs, options);
   result.output = forwardOutput(run.output);
   result.owners = std::move(run.owners);
+  result.branches = std::move(run.branches);
   return result;
 }
 

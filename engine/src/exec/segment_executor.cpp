@@ -45,6 +45,7 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
   result.output = forwardOutput(run.output);
   result.owners = std::move(run.owners);
   result.recomputed = run.recomputed;
+  result.branches = std::move(run.branches);
   return result;
 }
 

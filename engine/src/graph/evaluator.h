@@ -148,6 +148,12 @@ class SyMuGen::Evaluator {
 
   int64_t executed() const { return executed_; }
   bool ran(RegionId branch) const { return taken_.count(branch) > 0; }
+  // The branches that ran, in id order: the step's branch pattern.
+  std::vector<RegionId> branchesRun() const {
+    std::vector<RegionId> ids(taken_.begin(), taken_.end());
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
   int64_t trips(RegionId loop) const {
     auto it = trips_.find(loop);
     return it == trips_.end() ? 0 : it->second;

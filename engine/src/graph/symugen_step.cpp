@@ -86,6 +86,7 @@ EvaluatorRun SyMuGen::forward(const std::vector<c10::IValue>& inputs,
   run.nodesExecuted = eval.executed();
   run.recomputed = eval.recomputed();
   run.cost = eval.cost();
+  run.branches = eval.branchesRun();
   if (options.record != nullptr) {
     // Branches and loops of the step.
     for (size_t i = 0; i < g.regions().size(); ++i) {

@@ -34,20 +34,6 @@ const at::Tensor* firstTensor(const std::vector<c10::IValue>& inputs) {
   return nullptr;
 }
 
-// The inputs' shapes bucketed, and each int input rounded up to a power of two: an int can set
-// the step's shapes as much as a tensor (Transformer-XL's memory length).
-std::string bucketOfInputs(const std::vector<c10::IValue>& inputs) {
-  const torch::jit::Stack stack(inputs.begin(), inputs.end());
-  std::string key = binding::bucketKey(stack, stack.size(), -1);
-  for (const auto& in : inputs) {
-    if (!in.isInt())
-      continue;
-    const int64_t bound = binding::bucketDim(in.toInt());
-    key += (bound != in.toInt() || bound > 2 ? " <=" : " ") + std::to_string(bound);
-  }
-  return key;
-}
-
 // The ints among `inputs`, in order.
 std::vector<int64_t> intsOf(const std::vector<c10::IValue>& inputs) {
   std::vector<int64_t> ints;
@@ -428,7 +414,7 @@ StepPlan Rematerializer::planOfSegments(const Bucket& bucket, const std::string&
     step.predictedPeak = fit->intercept + fit->slope * step.keptSavedBytes +
                          fit->recomputedSlope * step.recomputedBytes;
   }
-  step.limitBytes = budgetFor(step.predictedPlain.value_or(0));
+  step.limitBytes = limitFor(step.predictedPlain.value_or(0));
   return step;
 }
 
@@ -476,7 +462,7 @@ StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
                                  const MemoryPredictor::Fit& fit) {
   const auto peakOf = [&](const SegmentPlan& plan) { return predictedPeak(bucket, plan, fit); };
   const double plain = predictedPlain(bucket, fit);
-  const double budget = static_cast<double>(*budgetFor(plain));
+  const double budget = static_cast<double>(*limitFor(plain));
   StepPlan step;
   const auto [least, smallest] = leastByFit(bucket, fit);
   if (smallest > budget) {
@@ -552,9 +538,11 @@ StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
   return step;
 }
 
-StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& inputs) {
+StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& inputs,
+                                 int64_t reserved) {
   ++stats_.steps;
-  const std::string key = bucketOfInputs(inputs);
+  reserved_ = std::max<int64_t>(reserved, 0);
+  const std::string key = binding::inputsBucketKey(inputs);
   Bucket& bucket = bucketOf(gen, inputs, key);
   const auto fit = predictor_.fit();
   if (options_.strategy == Strategy::Checkpoint) {
@@ -579,7 +567,8 @@ StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& i
   }
   const double plain = predictedPlain(bucket, *fit);
   if (bucket.plan && bucket.plan->predictedPlain &&
-      std::abs(plain - *bucket.plan->predictedPlain) <= kPlanTolerance * plain) {
+      std::abs(plain - *bucket.plan->predictedPlain) <= kPlanTolerance * plain &&
+      bucket.plan->limitBytes == limitFor(*bucket.plan->predictedPlain)) {
     ++stats_.cacheHits;
     StepPlan step = *bucket.plan;
     step.cached = true;
@@ -604,10 +593,26 @@ std::optional<int64_t> Rematerializer::budgetFor(double predictedPlain) const {
   return std::nullopt;
 }
 
-void Rematerializer::observe(const StepPlan& plan, double peakBytes) {
-  if (plan.calibrating) {
+std::optional<int64_t> Rematerializer::limitFor(double predictedPlain) const {
+  const std::optional<int64_t> budget = budgetFor(predictedPlain);
+  if (!budget)
+    return budget;
+  return std::max<int64_t>(*budget - reserved_, 0);
+}
+
+void Rematerializer::endStep() {
+  if (calibratedThisStep_)
     ++plainSteps_;
-    calibratedPlain_ = std::max(calibratedPlain_, peakBytes);
+  calibratedThisStep_ = false;
+}
+
+void Rematerializer::observe(const StepPlan& plan, double peakBytes, double reserved) {
+  if (plan.calibrating) {
+    if (stepwise_)
+      calibratedThisStep_ = true;
+    else
+      ++plainSteps_;
+    calibratedPlain_ = std::max(calibratedPlain_, peakBytes + reserved);
   } else {
     budgetedSeen_ = true;
   }

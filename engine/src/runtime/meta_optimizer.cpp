@@ -1,6 +1,7 @@
 #include "symtune/runtime/meta_optimizer.h"
 
 #include <chrono>
+#include <utility>
 
 #include "symtune/profiling/nvtx.h"
 
@@ -19,25 +20,74 @@ MetaOptimizer::MetaOptimizer(std::unique_ptr<torch::optim::Optimizer> inner,
   TORCH_CHECK(inner_ != nullptr, "MetaOptimizer needs an optimizer to wrap");
 }
 
+MetaStepStats MetaOptimizer::step(const std::function<torch::Tensor()>& closure,
+                                  const control::BatchFacts& facts) {
+  std::vector<std::string> broken = guards_.admit(facts);
+  if (!broken.empty()) {
+    control::OptimizeRequired required{steps_, std::move(broken)};
+    if (replan_)
+      replan_(required);
+    if (options_.raiseOptimizeRequired) {
+      required_.push_back(required);
+      throw control::OptimizeRequiredError(std::move(required));
+    }
+    broken_ = std::move(required.reasons);
+  }
+  return step(closure);
+}
+
+void MetaOptimizer::noteBranches(const std::vector<RegionId>& taken,
+                                 const std::function<std::string(RegionId)>& name) {
+  noteBroken(guards_.admitBranches(taken, name));
+}
+
+void MetaOptimizer::noteFacts(const control::BatchFacts& facts) {
+  noteBroken(guards_.admit(facts));
+}
+
+void MetaOptimizer::noteBroken(std::vector<std::string> broken) {
+  if (broken.empty())
+    return;
+  if (replan_)
+    replan_(control::OptimizeRequired{steps_, broken});
+  broken_.insert(broken_.end(), broken.begin(), broken.end());
+}
+
 MetaStepStats MetaOptimizer::step(const std::function<torch::Tensor()>& closure) {
   MetaStepStats stats;
   stats.step = steps_;
   if (options_.zeroGradBeforeClosure) {
     inner_->zero_grad();
   }
-  auto t0 = Clock::now();
-  torch::Tensor loss = closure();
-  TORCH_CHECK(loss.defined(), "the MetaOptimizer closure returned an undefined tensor");
-  stats.closureSeconds = secondsSince(t0);
+  // Whatever ends the step — its update, or an error on the way — what it broke is on record
+  // (re-planned for, even when the step did not complete), and not carried to the next step.
+  struct Record {
+    MetaOptimizer& self;
+    MetaStepStats& stats;
+    ~Record() {
+      if (self.broken_.empty())
+        return;
+      self.required_.push_back(
+          control::OptimizeRequired{self.steps_, std::exchange(self.broken_, {})});
+      stats.optimizeRequired = self.required_.back();
+    }
+  };
   {
-    nvtx::Range range("update");  // the rules' gate and the optimizer's step
-    stats.skipped = gate_ && !gate_(loss);
-    t0 = Clock::now();
-    if (!stats.skipped)
-      inner_->step();
-    stats.updateSeconds = secondsSince(t0);
+    Record record{*this, stats};
+    auto t0 = Clock::now();
+    const torch::Tensor loss = closure();
+    TORCH_CHECK(loss.defined(), "the MetaOptimizer closure returned an undefined tensor");
+    stats.closureSeconds = secondsSince(t0);
+    {
+      nvtx::Range range("update");  // the rules' gate and the optimizer's step
+      stats.skipped = gate_ && !gate_(loss);
+      t0 = Clock::now();
+      if (!stats.skipped)
+        inner_->step();
+      stats.updateSeconds = secondsSince(t0);
+    }
+    stats.loss = loss.detach();
   }
-  stats.loss = loss.detach();
   ++steps_;
   return stats;
 }

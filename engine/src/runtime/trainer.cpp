@@ -3,10 +3,12 @@
 #include "symtune/kernels/fused_optimizers.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
 #include "symtune/binding/binder.h"
+#include "symtune/binding/shape_bucket.h"
 #include "symtune/core/binding_table.h"
 #include "symtune/exec/segment_executor.h"
 #include "symtune/profiling/gpu_activity_tracer.h"
@@ -101,6 +103,7 @@ Trainer::Trainer(const Session& session) : session_(session) {
   if (session_.run.threads > 0) {
     at::set_num_threads(session_.run.threads);
   }
+  threadsAtStart_ = at::get_num_threads();
   device_ = pickDevice(session_.run.device);
   torch::manual_seed(session_.data.seed);
   if (session_.run.nvtx) {
@@ -187,10 +190,12 @@ Trainer::Trainer(const Session& session) : session_(session) {
   setUpBinding();
   setUpRemat();
   executor_->setTraining(true);
+  trainable_ = params;
   optimizer_ = std::make_unique<MetaOptimizer>(makeOptimizer(session_.optimizer, params));
   namedParameters_ = executor_->namedParameters();
   broker_ = std::make_unique<MetaInfoBroker>(namedParameters_);
   optimizer_->setUpdateGate([this](const torch::Tensor& loss) { return applyRules(loss); });
+  setUpControl();
 }
 
 void Trainer::setUpBinding() {
@@ -356,6 +361,54 @@ Batch Trainer::batch(int64_t index) {
   return b;
 }
 
+std::vector<std::pair<Batch, double>> Trainer::microBatches(const Batch& whole, int parts) {
+  std::vector<std::pair<Batch, double>> out;
+  if (parts <= 1) {
+    out.emplace_back(whole, 1.0);
+  } else {
+    std::vector<Batch> split = data_->split(whole, parts);
+    const auto counted = static_cast<double>(countedTargets(whole.target));
+    for (Batch& b : split) {
+      if (counted == 0) {  // nothing counts: as the batch, whose mean loss is of nothing
+        out.emplace_back(std::move(b), 1.0 / static_cast<double>(split.size()));
+        continue;
+      }
+      // A micro-batch none of whose targets counts adds nothing (its mean loss would be 0/0).
+      const auto own = static_cast<double>(countedTargets(b.target));
+      if (own > 0)
+        out.emplace_back(std::move(b), own / counted);
+    }
+  }
+  for (auto& [b, weight] : out) {
+    inputsTo(b.inputs, device_, /*nonBlocking=*/true);
+    b.target = b.target.to(device_, /*non_blocking=*/true);
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> Trainer::takeGradients() {
+  std::vector<torch::Tensor> held;
+  held.reserve(trainable_.size());
+  for (auto& p : trainable_) {
+    held.push_back(p.grad());
+    p.mutable_grad().reset();
+  }
+  return held;
+}
+
+void Trainer::addGradients(const std::vector<torch::Tensor>& held) {
+  torch::NoGradGuard noGrad;
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (!held[i].defined())
+      continue;
+    torch::Tensor& grad = trainable_[i].mutable_grad();
+    if (grad.defined())
+      grad.add_(held[i]);  // the sum autograd's accumulation makes: a + b is b + a
+    else
+      grad = held[i];
+  }
+}
+
 const Graph& Trainer::staticGraph() {
   return graphOfModel().staticGraph();
 }
@@ -399,10 +452,27 @@ StepResult Trainer::runStep(Graph* capture) {
   std::optional<nvtx::Range> stepRange;
   if (nvtx::enabled())
     stepRange.emplace("step " + std::to_string(optimizer_->stepCount()));
-  Batch batch = data_->batch(optimizer_->stepCount());
-  inputsTo(batch.inputs, device_, /*nonBlocking=*/true);
-  const torch::Tensor target = batch.target.to(device_, /*non_blocking=*/true);
-  auto lossOf = [&](const torch::Tensor& logits) {
+  const Batch whole = data_->batch(optimizer_->stepCount());  // on the CPU
+  std::vector<std::pair<Batch, double>> parts = microBatches(whole, microbatches_);
+  // What the optimizers plan for (Note [Guards]): each forward's bucket, the budget, the device.
+  const auto factsOf = [&](const std::vector<std::pair<Batch, double>>& forwards) {
+    control::BatchFacts facts;
+    for (const auto& [part, weight] : forwards)
+      facts.shapeBuckets.push_back(binding::inputsBucketKey(part.inputs));
+    if (remat_ && (session_.remat.budgetMb || session_.remat.budgetFraction)) {
+      char budget[64];
+      if (session_.remat.budgetMb)
+        std::snprintf(budget, sizeof budget, "budget_mb %g", *session_.remat.budgetMb);
+      else
+        std::snprintf(budget, sizeof budget, "budget_fraction %g",
+                      rematBudget_.value_or(*session_.remat.budgetFraction));
+      facts.budget = budget;
+    }
+    facts.device = device_.str();
+    return facts;
+  };
+  const control::BatchFacts facts = factsOf(parts);
+  auto lossOf = [&](const torch::Tensor& logits, const torch::Tensor& target) {
     // With binding on, the loss is a site of its own (ATen's or kernels' fused cross-entropy).
     // Asked each time: a step under a remat budget may turn binding off between attempts.
     binding::Binder* lossBinder = binder();
@@ -414,39 +484,175 @@ StepResult Trainer::runStep(Graph* capture) {
   timings.data = secondsSince(t0);
   const bool updateRatio = measured && broker_->wantsUpdateRatio();
   SequenceOwners owners;
+  std::vector<std::vector<RegionId>> patterns;  // each forward's branches, when the executor sees
 
   ForwardRequest request;  // Note [The execution seam]
   request.attributeOps = perNode;
-  request.record = capture;
   std::optional<StepResult::Remat> rematStep;
-  const auto pass = [&] {
+  std::string splitNote;
+  int attemptsBefore = 0;  // of the tries before the step was split again
+  // One micro-batch's forward, loss and backward (the whole batch's when it runs whole); an
+  // attempt that overruns its budget runs it again, so each attempt times itself.
+  double forwardSeconds = 0, backwardSeconds = 0;
+  std::optional<std::vector<RegionId>> branches;
+  const auto passOf = [&](const Batch& part, double weight, bool first) {
     const auto tf = Clock::now();
     torch::Tensor loss;
     {
       nvtx::Range range("forward");
-      ForwardResult forward = executor_->run(batch.inputs, request);
-      loss = lossOf(forward.output);
-      if (capture != nullptr)
+      request.record = first ? capture : nullptr;  // a capture records the first micro-batch
+      ForwardResult forward = executor_->run(part.inputs, request);
+      loss = lossOf(forward.output, part.target);
+      if (weight != 1.0)
+        loss = loss * weight;
+      if (request.record != nullptr)
         graphOfModel().joinBackward(*capture, loss, forward.owners);
-      owners = std::move(forward.owners);
+      owners.merge(forward.owners);
+      branches = std::move(forward.branches);
     }
-    timings.forward = secondsSince(tf);
+    forwardSeconds = secondsSince(tf);
     const auto tb = Clock::now();
     {
       nvtx::Range range("backward");
       loss.backward();
     }
-    timings.backward = secondsSince(tb);
-    if (measured)
-      broker_->afterBackward();
+    backwardSeconds = secondsSince(tb);
     return loss;
   };
-  const MetaStepStats stats = optimizer_->step([&] {
-    torch::Tensor loss = remat_ ? runRemat(batch.inputs, pass, rematStep) : pass();
-    if (updateRatio)
-      broker_->beforeUpdate();  // the closure ends right before the update
-    return loss;
-  });
+  // The micro-batches in turn, their gradients adding up (Note [Micro-batches]). Under a budget,
+  // where a micro-batch may run again, the gradients of those before it wait aside.
+  const auto runParts = [&] {
+    torch::Tensor total;
+    for (size_t j = 0; j < parts.size(); ++j) {
+      const Batch& part = parts[j].first;
+      const double weight = parts[j].second;
+      const std::vector<torch::Tensor> held =
+          j > 0 && remat_ ? takeGradients() : std::vector<torch::Tensor>{};
+      std::optional<StepResult::Remat> partRemat;
+      const auto pass = [&, first = j == 0] { return passOf(part, weight, first); };
+      torch::Tensor loss = remat_ ? runRemat(part.inputs, pass, partRemat) : pass();
+      addGradients(held);
+      timings.forward += forwardSeconds;
+      timings.backward += backwardSeconds;
+      if (branches)
+        patterns.push_back(std::move(*branches));
+      if (parts.size() == 1) {
+        rematStep = std::move(partRemat);
+        return loss;
+      }
+      total = total.defined() ? total + loss.detach() : loss.detach();
+      if (partRemat) {
+        // The step's record is its micro-batch that came closest to the budget; attempts add up.
+        const int attempts = (rematStep ? rematStep->attempts : 1) + partRemat->attempts - 1;
+        const auto share = [](const StepResult::Remat& m) {
+          return m.plan.limitBytes && *m.plan.limitBytes > 0
+                     ? m.peakBytes / static_cast<double>(*m.plan.limitBytes)
+                     : m.peakBytes;
+        };
+        if (!rematStep || share(*partRemat) > share(*rematStep)) {
+          const std::string note = rematStep ? rematStep->note : std::string();
+          rematStep = std::move(partRemat);
+          if (rematStep->note.empty())
+            rematStep->note = note;
+        }
+        rematStep->attempts = attempts;
+      }
+    }
+    return total;
+  };
+  // Under an enforced budget no plan fits the step as it is split: it runs again from the start
+  // in twice as many micro-batches, and the run goes on so split.
+  const bool splits = remat_ && session_.control.enabled && session_.control.splitOnOverrun &&
+                      !unsplittable().has_value();
+  const int microbatchesBefore = microbatches_;
+  struct Reset {  // whatever ends the step
+    Trainer& self;
+    bool completed = false;
+    int microbatches;
+    ~Reset() {
+      self.splitting_ = false;
+      self.stepLive_.reset();
+      if (!completed)
+        self.microbatches_ = microbatches;  // a step that failed split nothing
+    }
+  } reset{*this, false, microbatchesBefore};
+  if (remat_)
+    remat_->beginStep();
+  const MetaStepStats stats = optimizer_->step(
+      [&] {
+        std::optional<at::Tensor> rngState;
+        std::vector<at::Tensor> buffers, kept;
+        if (splits) {
+          rngState = at::globalContext().defaultGenerator(device_).get_state();
+          torch::NoGradGuard noGrad;
+          for (const auto& b : executor_->scriptModule()->buffers()) {
+            buffers.push_back(b);
+            kept.push_back(b.clone());
+          }
+        }
+        torch::Tensor loss;
+        for (;;) {
+          const int more = static_cast<int>(parts.size()) * 2;
+          splitting_ = splits && more <= whole.size;
+          stepLive_.reset();
+          if (remat_ && parts.size() > 1)
+            stepLive_ = liveNow();
+          try {
+            loss = runParts();
+            break;
+          } catch (const remat::RematInfeasible& e) {
+            if (!splitting_)
+              throw;
+            std::vector<std::pair<Batch, double>> smaller;
+            try {
+              smaller = microBatches(whole, more);
+            } catch (const SplitError&) {
+              throw e;  // what the user needs to know is the budget
+            }
+            optimizer_->inner().zero_grad();
+            auto generator = at::globalContext().defaultGenerator(device_);
+            generator.set_state(*rngState);
+            {
+              torch::NoGradGuard noGrad;
+              for (size_t i = 0; i < buffers.size(); ++i)
+                buffers[i].copy_(kept[i]);
+            }
+            splitNote += (splitNote.empty() ? "" : "; ") + std::string(e.what()) + ": split into " +
+                         std::to_string(more) + " micro-batches";
+            microbatches_ = more;
+            parts = std::move(smaller);
+            optimizer_->noteFacts(factsOf(parts));
+            timings.forward = timings.backward = 0;
+            owners = SequenceOwners{};
+            patterns.clear();
+            if (rematStep)
+              attemptsBefore += rematStep->attempts;
+            rematStep.reset();
+          }
+        }
+        if (rematStep)
+          rematStep->attempts += attemptsBefore;
+        if (measured)
+          broker_->afterBackward(/*accumulated=*/parts.size() > 1);
+        for (const auto& pattern : patterns) {
+          optimizer_->noteBranches(pattern, [this](RegionId id) {
+            const Graph& graph = staticGraph();
+            const GraphRegion& region = graph.region(id);
+            const GraphNode& owner = graph.node(region.owner);
+            return std::string(region.kind == RegionKind::IfThen ? "then" : "else") +
+                   " of the if at " +
+                   (owner.modulePath.empty() ? std::string("the root") : owner.modulePath) +
+                   (owner.source.known() ? ":" + std::to_string(owner.source.line) : "");
+          });
+        }
+        if (updateRatio)
+          broker_->beforeUpdate();  // the closure ends right before the update
+        return loss;
+      },
+      facts);
+  reset.completed = true;
+  if (remat_)
+    remat_->endStep();
   if (updateRatio)
     broker_->afterUpdate();
 
@@ -456,6 +662,9 @@ StepResult Trainer::runStep(Graph* capture) {
   r.rulesInForce = std::move(lastRules_.inForce);
   r.rulesFired = std::move(lastRules_.fired);
   r.remat = std::move(rematStep);
+  r.microbatches = static_cast<int>(parts.size());
+  r.splitNote = std::move(splitNote);
+  r.optimizeRequired = stats.optimizeRequired;
   r.loss = stats.loss.item<double>();  // synchronises with the device: step time is real
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   r.closureSeconds = stats.closureSeconds;
@@ -465,7 +674,7 @@ StepResult Trainer::runStep(Graph* capture) {
   r.timings = timings;
   if (!measured)
     return r;
-  const auto& first = batch.inputs.front().toTensor();
+  const auto& first = whole.inputs.front().toTensor();
   const int64_t sequence = first.dim() == 2 || first.dim() == 3 ? first.size(1) : 0;
   const double lr = optimizer_->inner().param_groups().front().options().get_lr();
   if (perNode) {
@@ -489,7 +698,7 @@ StepResult Trainer::runStep(Graph* capture) {
     }
     r.nodes = profile;
   }
-  r.features = broker_->endStep(timings, r.loss, lr, batch.size, sequence);
+  r.features = broker_->endStep(timings, r.loss, lr, whole.size, sequence);
   return r;
 }
 

@@ -94,6 +94,11 @@ void Trainer::setRematBudget(std::optional<double> megabytes, std::optional<doub
   rematBefore_ = before;
   session_.remat.budgetMb = megabytes;
   session_.remat.budgetFraction = fraction;
+  rematBudget_.reset();  // the new budget is the session's
+}
+
+int64_t Trainer::liveNow() {
+  return resetPeak(device_);
 }
 
 std::map<std::string, std::vector<NodeId>> Trainer::rematUnitNodes() {
@@ -121,6 +126,7 @@ torch::Tensor Trainer::runRemat(const std::vector<c10::IValue>& inputs,
     remat_->setBudget(bytes, before.fraction, /*check=*/false);
     session_.remat.budgetMb = before.megabytes;
     session_.remat.budgetFraction = before.fraction;
+    rematBudget_.reset();
     torch::Tensor loss = runPlanned(inputs, pass, out);
     char budget[64];
     if (before.megabytes)
@@ -141,7 +147,11 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   SyMuGen& gen = *segments->symugen();
   // A bound run's plans keep to blocks and loops: a recomputed run of ops runs the step unbound.
   remat_->setOpRuns(segments->binder() == nullptr);
-  remat::StepPlan plan = remat_->prepare(gen, inputs);
+  // A micro-batch after the first begins with the gradients of those before it held: the
+  // step's budget holds them too (Note [Micro-batches]).
+  const int64_t carried =
+      stepLive_ ? std::max<int64_t>(resetPeak(device_) - *stepLive_, 0) : int64_t{0};
+  remat::StepPlan plan = remat_->prepare(gen, inputs, carried);
   // A step that overruns runs again from the same random state, so it draws what it would have,
   // and from the same buffers (batch norm's running statistics, updated by every forward).
   auto generator = at::globalContext().defaultGenerator(device_);
@@ -180,9 +190,13 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
     try {
       torch::Tensor loss = pass();
       budget.reset();
-      step.peakBytes = static_cast<double>(peakSinceReset(device_, live));
+      const auto peak = static_cast<double>(peakSinceReset(device_, live));
+      remat_->observe(plan, peak, static_cast<double>(carried));
+      // Reported above what was live when the step began, as its budget is.
+      step.peakBytes = peak + static_cast<double>(carried);
       step.plan = plan;
-      remat_->observe(plan, step.peakBytes);
+      if (step.plan.limitBytes)
+        *step.plan.limitBytes += carried;
       out = step;
       return loss;
     } catch (const c10::OutOfMemoryError&) {
@@ -211,7 +225,13 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
           tried.clear();
           continue;
         }
-        // Nothing left to try. To name the budget that would do, the step runs again under each
+        // Nothing left to try. When the trainer splits the batch next (Note [Micro-batches]),
+        // the split names nothing: it runs.
+        if (splitting_) {
+          segments->setPlan(before);
+          throw;
+        }
+        // To name the budget that would do, the step runs again under each
         // plan it tried, without the budget; its gradients are thrown away.
         // (On CUDA, where the budget is the device's own memory, a plan that does not fit fails
         // again and names nothing.)

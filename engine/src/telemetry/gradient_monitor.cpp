@@ -40,6 +40,15 @@ void GradientMonitor::setEnabled(bool on) {
   }
 }
 
+void GradientMonitor::readAccumulated() {
+  if (!enabled())
+    return;
+  for (size_t slot = 0; slot < params_.size(); ++slot) {
+    if (params_[slot].grad().defined())
+      pending_[slot] = params_[slot].grad().detach();
+  }
+}
+
 const std::vector<ParameterStats>& GradientMonitor::stats() const {
   // Results grouped by device, each group read back with one copy.
   std::vector<std::pair<c10::Device, std::vector<size_t>>> groups;

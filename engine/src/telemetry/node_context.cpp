@@ -29,6 +29,11 @@ void SequenceOwners::add(uint64_t begin, uint64_t end, NodeId node) {
   ranges_.emplace(at, begin, end, node);  // the evaluator's ranges come in order: at == end()
 }
 
+void SequenceOwners::merge(const SequenceOwners& other) {
+  for (const auto& [begin, end, node] : other.ranges_)
+    add(begin, end, node);
+}
+
 NodeId SequenceOwners::ownerOf(uint64_t sequenceNr) const {
   auto it =
       std::upper_bound(ranges_.begin(), ranges_.end(), sequenceNr,

@@ -98,6 +98,17 @@ Batch TaggedSentences::batch(int64_t index) {
   return b;
 }
 
+std::vector<Batch> TaggedSentences::split(const Batch& batch, int64_t parts) const {
+  std::vector<Batch> micro = splitBySample(batch, parts);
+  for (Batch& m : micro) {
+    const torch::Tensor tokens = m.inputs[0].toTensor();
+    const int64_t longest = m.inputs[1].toTensor().max().item<int64_t>();
+    m.inputs[0] = tokens.narrow(1, 0, longest);
+    m.target = m.target.view({m.size, tokens.size(1)}).narrow(1, 0, longest).reshape({-1});
+  }
+  return micro;
+}
+
 ClusteredTokens::ClusteredTokens(int64_t dim, int64_t clusters, int64_t classes, int64_t batchSize,
                                  int64_t tokens, uint64_t seed)
     : dim_(dim),
@@ -212,6 +223,63 @@ Batch RandomTrees::batch(int64_t index) {
   b.target = longTensor(labels);
   b.size = batchSize_;
   return b;
+}
+
+std::vector<Batch> RandomTrees::split(const Batch& batch, int64_t parts) const {
+  if (parts < 1 || batch.size < parts)
+    return splitBySample(batch, parts);  // refused with its message
+  TORCH_CHECK(batch.inputs.size() == 6, "RandomTrees::split: not a batch of trees");
+  const auto vec = [](const c10::IValue& v) {
+    const torch::Tensor t = v.toTensor().contiguous();
+    return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+  };
+  const std::vector<int64_t> token = vec(batch.inputs[0]), left = vec(batch.inputs[1]),
+                             right = vec(batch.inputs[2]), order = vec(batch.inputs[3]),
+                             roots = vec(batch.inputs[5]), labels = vec(batch.target);
+  const std::vector<int64_t> levels = batch.inputs[4].toIntVector();
+  std::vector<Batch> micro;
+  int64_t first = 0;  // the part's first tree
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t trees = batch.size / parts + (p < batch.size % parts ? 1 : 0);
+    // A tree's nodes are consecutive, ending at its root.
+    const int64_t lo = first == 0 ? 0 : roots[first - 1] + 1, hi = roots[first + trees - 1];
+    std::vector<int64_t> t, l, r, o, lv, ro, y;
+    for (int64_t n = lo; n <= hi; ++n) {
+      const bool inner = token[n] == 0;
+      t.push_back(token[n]);
+      l.push_back(inner ? left[n] - lo : 0);
+      r.push_back(inner ? right[n] - lo : 0);
+    }
+    size_t start = 0;
+    for (int64_t count : levels) {  // the part's inner nodes of each height, in the batch's order
+      int64_t kept = 0;
+      for (size_t i = start; i < start + static_cast<size_t>(count); ++i) {
+        if (order[i] >= lo && order[i] <= hi) {
+          o.push_back(order[i] - lo);
+          ++kept;
+        }
+      }
+      start += static_cast<size_t>(count);
+      if (kept > 0)  // heights are consecutive: the part's tallest tree ends its levels
+        lv.push_back(kept);
+    }
+    for (int64_t i = first; i < first + trees; ++i) {
+      ro.push_back(roots[i] - lo);
+      y.push_back(labels[i]);
+    }
+    Batch m;
+    m.inputs = {longTensor(t),
+                longTensor(l),
+                longTensor(r),
+                longTensor(o),
+                c10::IValue(c10::List<int64_t>(lv)),
+                longTensor(ro)};
+    m.target = longTensor(y);
+    m.size = trees;
+    micro.push_back(std::move(m));
+    first += trees;
+  }
+  return micro;
 }
 
 }  // namespace symtune

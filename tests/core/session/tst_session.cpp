@@ -54,7 +54,7 @@ std::vector<RejectedSession> rejectedSessions() {
       {"unknown top-level field",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "stepz": 3)"),
        "stepz: unknown field (known here: format, version, name, model, data, optimizer, run, "
-       "rules, binding, remat)"},
+       "rules, binding, remat, control)"},
       {"remat without a budget",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "remat": {})"),
        "remat.budget_mb: the planner needs a budget: budget_mb or budget_fraction"},
@@ -78,6 +78,12 @@ std::vector<RejectedSession> rejectedSessions() {
        sessionText(R"("model": {"zoo": "dynamic_resnet"})",
                    R"(, "remat": {"budget_fraction": 0.5, "strategy": "dtr"})"),
        "remat.strategy: expected \"plan\" or \"checkpoint\", found \"dtr\""},
+      {"control micro-batches zero",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"microbatches": 0})"),
+       "control.microbatches: expected a number of micro-batches from 1 to 1024, found 0"},
+      {"control unknown field",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"mode": "online"})"),
+       "control.mode: unknown field (known here: microbatches, split_on_overrun)"},
       {"binding budget negative",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"budget": -1})"),
        "binding.budget: expected a non-negative integer or null, found -1"},
@@ -170,6 +176,28 @@ TEST_CASE("binding: on by default, its table beside the session unless it says o
             .empty());
   // Parsed from text, without a file: nowhere to keep a table.
   CHECK(symtune::bindingTablePath(symtune::parseSession(sessionText(), "")).empty());
+}
+
+TEST_CASE("control: off unless the session has the block; written back as read") {
+  const Session plain = symtune::parseSession(sessionText(), kOrigin);
+  CHECK_FALSE(plain.control.enabled);
+  CHECK(plain.control.microbatches == 1);
+  CHECK_FALSE(symtune::parseSession(symtune::sessionJson(plain), kOrigin).control.enabled);
+  const Session split = symtune::parseSession(
+      sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                  R"(, "control": {"microbatches": 4, "split_on_overrun": false})"),
+      kOrigin);
+  CHECK(split.control.enabled);
+  CHECK(split.control.microbatches == 4);
+  CHECK_FALSE(split.control.splitOnOverrun);
+  const Session again = symtune::parseSession(symtune::sessionJson(split), kOrigin);
+  CHECK(again.control.enabled);
+  CHECK(again.control.microbatches == 4);
+  CHECK_FALSE(again.control.splitOnOverrun);
+  const Session defaults = symtune::parseSession(
+      sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {})"), kOrigin);
+  CHECK(defaults.control.enabled);
+  CHECK(defaults.control.splitOnOverrun);
 }
 
 TEST_CASE("remat: off unless the session has the block, which needs a budget for the planner") {

@@ -80,6 +80,13 @@ struct RunReport {
   };
   std::optional<Remat> remat;
 
+  // Control (docs/control.md): the micro-batches each completed step ran as, the steps split
+  // further because no remat plan fitted them whole (and why), and each OptimizeRequired: the
+  // step whose batch broke a guard and what the optimizers re-planned for.
+  std::vector<int> microbatches;
+  std::vector<std::pair<int64_t, std::string>> splits;
+  std::vector<std::pair<int64_t, std::vector<std::string>>> optimizeRequired;
+
   int64_t stepsCompleted() const { return static_cast<int64_t>(loss.size()); }
   // Samples per second over all completed steps (0 when none).
   double samplesPerSecond() const;

@@ -114,6 +114,18 @@ struct RematSpec {
   bool enabled = false;  // the session has a `remat` block
 };
 
+// How a step runs (docs/control.md). The configuration the run starts with, and what it may do
+// when a step does not fit its memory budget.
+struct ControlSpec {
+  // Each batch runs as this many micro-batches whose gradients add up to the batch's.
+  int microbatches = 1;
+  // Under the remat block's enforced budget, a step that no plan fits is split into twice as many
+  // micro-batches (again, until it fits or the batch cannot be split further), and the run goes on
+  // so split, rather than stopping. Off without a `control` block.
+  bool splitOnOverrun = true;
+  bool enabled = false;  // the session has a `control` block
+};
+
 struct Session {
   static constexpr int kFormatVersion = 1;
 
@@ -126,6 +138,7 @@ struct Session {
   RulesSpec rules;
   BindingSpec binding;
   RematSpec remat;
+  ControlSpec control;
 };
 
 // Where `session`'s binding table is read and written (BindingSpec::table); empty: no file.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/core/stack.h>
 
@@ -20,6 +21,11 @@ int64_t bucketDim(int64_t size);
 // input's bucketed shape, the loop's trip bound when `trips` >= 0, and " nograd" when no
 // gradient flows (grad mode off or no input requiring grad).
 std::string bucketKey(const torch::jit::Stack& inputs, size_t count, int64_t trips);
+
+// A batch's bucket: bucketKey of its inputs, and each int input rounded up to a power of two (an
+// int can set the step's shapes as much as a tensor: Transformer-XL's memory length). The remat
+// planner keeps its plans, and the guards their shape assumptions, under it.
+std::string inputsBucketKey(const std::vector<c10::IValue>& inputs);
 
 // How many elements a bucket's tensor inputs hold at most, times the loop's trips when the key
 // has them: the size the cost model's trend rule compares buckets by (Note [Binding cost model]).

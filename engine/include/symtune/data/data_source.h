@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -21,12 +22,34 @@ struct Batch {
   int64_t size = 0;  // samples in the batch
 };
 
+// A batch that cannot be split into micro-batches (fewer samples than parts, an input not laid out
+// by sample). what() is one line.
+class SplitError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 class DataSource {
  public:
   virtual ~DataSource() = default;
   virtual Batch batch(int64_t index) = 0;  // on the CPU
   virtual int64_t batchSize() const = 0;
+  // `batch` as `parts` micro-batches of consecutive samples, their sizes differing by at most one,
+  // whose losses and gradients add up to the batch's (Note [Micro-batches] in trainer.h). The
+  // default splits every tensor input and the target along the samples (splitBySample); a source
+  // whose inputs are laid out otherwise (trees flattened into node lists) splits its own. Throws
+  // SplitError.
+  virtual std::vector<Batch> split(const Batch& batch, int64_t parts) const;
 };
+
+// Splits a batch whose tensor inputs all have the samples as their first dimension and whose
+// target holds the same number of entries per sample (one class, or one per position); ints and
+// lists are passed to every micro-batch as they are. Throws SplitError.
+std::vector<Batch> splitBySample(const Batch& batch, int64_t parts);
+
+// How many entries of `target` a mean-reduced loss averages over: those that are not -100
+// (cross_entropy's ignore_index).
+int64_t countedTargets(const torch::Tensor& target);
 
 // Image classification whose task is learnable: class c's images are a fixed random template plus
 // Gaussian noise. With a noise range each sample's noise scale is drawn uniformly from it, so some

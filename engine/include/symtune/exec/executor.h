@@ -8,6 +8,7 @@
 //   loss.backward();                                // fwd.owners: which node made which function
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +51,9 @@ struct ForwardResult {
   torch::Tensor output;
   SequenceOwners owners;   // with a measured request: which node created which function
   int64_t recomputed = 0;  // segment calls that kept no activations
+  // The `if` branches that ran (region ids of SyMuGen's graph, in order): the batch's branch
+  // pattern. nullopt from an executor that cannot see them (TorchScript's own).
+  std::optional<std::vector<RegionId>> branches;
 };
 
 class Executor {

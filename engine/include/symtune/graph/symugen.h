@@ -104,6 +104,7 @@ struct EvaluatorRun {
   int64_t nodesExecuted = 0;
   int64_t recomputed = 0;  // segment calls that kept no activations (SegmentPlan::recompute)
   ForwardCost cost;        // with ForwardOptions::countCost
+  std::vector<RegionId> branches;  // the `if` branches that ran, in id order
 };
 
 class SyMuGen {

@@ -121,11 +121,19 @@ class Rematerializer {
   // planning strategy, or with both or a fraction outside (0, 1].
   Rematerializer(RematOptions options, std::vector<at::Tensor> buffers);
 
-  // The plan for the step on `inputs`. `gen` is the executor's graph of the model. Throws
-  // RematInfeasible when the predicted smallest feasible peak is above the budget.
-  StepPlan prepare(SyMuGen& gen, const std::vector<c10::IValue>& inputs);
-  // The step ran under `plan`; `peakBytes` its peak above what was live when it began.
-  void observe(const StepPlan& plan, double peakBytes);
+  // The plan for the step on `inputs`. `gen` is the executor's graph of the model. `reserved`:
+  // bytes the step's budget already holds when this forward begins (the gradients of the
+  // micro-batches before it, Note [Micro-batches] in trainer.h), planned for and held to the
+  // budget less them until the next prepare(). Throws RematInfeasible when the predicted smallest
+  // feasible peak is above the budget.
+  StepPlan prepare(SyMuGen& gen, const std::vector<c10::IValue>& inputs, int64_t reserved = 0);
+  // The step ran under `plan`; `peakBytes` its peak above what was live when it began, `reserved`
+  // what it held before (prepare()): a calibration step's plain peak is the two together.
+  void observe(const StepPlan& plan, double peakBytes, double reserved = 0);
+  // Between beginStep() and endStep() every forward observed belongs to one training step (its
+  // micro-batches): calibration counts steps. Without them, each observe() is a step.
+  void beginStep() { stepwise_ = true; }
+  void endStep();
   // The step overran its budget under `plan`, having tried `tried` before it: the plan to run
   // it again with — the first untried of the plans that may hold least (per top-level unit the
   // block or its loops; every block; the step as written, which on a small model may hold less).
@@ -201,7 +209,12 @@ class Rematerializer {
   std::vector<std::string> runs_;  // the runs of ops
   bool opRuns_ = true;
   RematStats stats_;
-  size_t plainSteps_ = 0;       // calibration steps observed
+  size_t plainSteps_ = 0;  // calibration steps observed
+  bool stepwise_ = false;  // beginStep() was called: endStep() counts them
+  bool calibratedThisStep_ = false;
+  int64_t reserved_ = 0;  // prepare()'s
+  // budgetFor() less what the step's budget already holds (reserved_).
+  std::optional<int64_t> limitFor(double predictedPlain) const;
   bool budgetedSeen_ = false;   // a step held to the budget observed
   double calibratedPlain_ = 0;  // the largest peak among them
 };

@@ -14,6 +14,8 @@
 
 #include <torch/torch.h>
 
+#include "symtune/control/config_space.h"
+#include "symtune/control/guards.h"
 #include "symtune/core/session.h"
 #include "symtune/data/data_source.h"
 #include "symtune/exec/executor.h"
@@ -76,7 +78,25 @@ struct StepResult {
     std::string note;  // a budget set on the running job that no plan met, and what ran instead
   };
   std::optional<Remat> remat;
+  // How many micro-batches the batch ran as (Note [Micro-batches]), and, when the step was split
+  // further because no remat plan fitted its budget whole, why.
+  int microbatches = 1;
+  std::string splitNote;
+  // The guards the batch broke (a new shape bucket or branch pattern, a new budget): what the
+  // optimizers re-planned for (Note [Guards]).
+  std::optional<control::OptimizeRequired> optimizeRequired;
 };
+
+// Note [Micro-batches]
+// A batch can run as k micro-batches of consecutive samples (DataSource::split), each forward,
+// loss and backward in turn, whose gradients add up to the batch's: each micro-batch's loss is
+// weighted by its share of the batch's counted targets (those not -100), so the sum of the
+// weighted mean losses is the batch's mean loss and the gradients are the batch's to rounding.
+// Before a micro-batch runs, the gradients of those before it are taken off the parameters and
+// added back after it (the same sum, in the same order, as autograd's accumulation), so a
+// micro-batch that overruns its budget and runs again (Note [Planning per batch]) starts from
+// nothing of its own. Not for a model that normalises over the batch (batch norm in training:
+// each micro-batch would have its own statistics); the knob says so (Trainer::configSpace).
 
 class Trainer {
  public:
@@ -153,6 +173,15 @@ class Trainer {
   // rematerializer.
   std::map<std::string, std::vector<NodeId>> rematUnitNodes();
 
+  // The configuration space of this run (docs/control.md): micro-batches, intra-op threads and,
+  // under a remat budget_fraction, the remat budget, each with its values and what limits them.
+  control::ConfigSpace configSpace();
+  // The configuration the next step runs with.
+  control::Configuration configuration() const;
+  // Takes effect from the next step. Throws SetupError for a configuration outside configSpace()
+  // or a remat budget the rematerializer refuses.
+  void configure(const control::Configuration& configuration);
+
   // Runs the model through `executor` from the next step on (e.g. a SegmentExecutor). It must run
   // this trainer's model: the same parameter tensors, which the optimizer updates.
   void setExecutor(std::unique_ptr<Executor> executor);
@@ -177,6 +206,14 @@ class Trainer {
                            const std::function<torch::Tensor()>& pass,
                            std::optional<StepResult::Remat>& out);
   bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
+  void setUpControl();                         // the session's control block, last
+  // Why the batch cannot run as micro-batches (its data cannot be split, the model normalises
+  // over the batch); nullopt when it can.
+  const std::optional<std::string>& unsplittable();
+  // `whole` as `parts` micro-batches on the device, each with its loss weight.
+  std::vector<std::pair<Batch, double>> microBatches(const Batch& whole, int parts);
+  std::vector<torch::Tensor> takeGradients();
+  void addGradients(const std::vector<torch::Tensor>& held);
 
   Session session_;
   torch::Device device_{torch::kCPU};
@@ -205,6 +242,17 @@ class Trainer {
   std::optional<SetBudget> rematBefore_;
   int64_t parameterCount_ = 0;
   std::string description_;
+  std::vector<torch::Tensor> trainable_;  // the parameters the optimizer updates
+  int microbatches_ = 1;
+  int threads_ = 0;  // set by configure(); 0: as the run began
+  int threadsAtStart_ = 1;
+  std::optional<double> rematBudget_;                       // set by configure()
+  std::optional<std::optional<std::string>> unsplittable_;  // worked out on first use
+  bool splitting_ = false;  // a step no remat plan fits is split rather than stopped
+  // What was live when a step run as micro-batches began: each micro-batch is held to the budget
+  // above it, so the gradients of those before it count (nullopt: the step runs whole).
+  std::optional<int64_t> stepLive_;
+  int64_t liveNow();  // resets the device's peak to what is live, and returns it
 };
 
 // The first line of a LibTorch error, without its C++ backtrace.

@@ -53,6 +53,9 @@ class GradientMonitor {
 
   // Clears the statistics for a new step (call before backward).
   void beginStep();
+  // The statistics are to be of each parameter's gradient as it stands (several backwards added
+  // up: micro-batches), not of what its hook saw last.
+  void readAccumulated();
   // Snapshot the weights so afterUpdate() can measure the update ratio (copies every parameter:
   // call it on sampled steps).
   void beforeUpdate();

@@ -50,8 +50,14 @@ class MetaInfoBroker {
   // memory reports are wanted (per-node telemetry); otherwise a CPU model's step memory comes
   // from the allocation counter (Note [Step memory without reports]) and the guard is empty.
   [[nodiscard]] std::unique_ptr<c10::DebugInfoGuard> beginStep(bool perOpMemory = false);
-  // Right after backward, before anything changes the gradients: their statistics.
-  void afterBackward() { gradients_.stats(); }
+  // Right after backward, before anything changes the gradients: their statistics. After
+  // several backwards whose gradients add up (micro-batches), `accumulated`: of the parameters'
+  // gradients as they stand, not of the last backward's.
+  void afterBackward(bool accumulated = false) {
+    if (accumulated)
+      gradients_.readAccumulated();
+    gradients_.stats();
+  }
   bool wantsUpdateRatio() const;  // whether to call before/afterUpdate around this step's update
   void beforeUpdate() { gradients_.beforeUpdate(); }
   void afterUpdate() { gradients_.afterUpdate(); }

@@ -35,6 +35,8 @@ class SequenceOwners {
   void add(uint64_t begin, uint64_t end, NodeId node);
   NodeId ownerOf(uint64_t sequenceNr) const;
   bool empty() const { return ranges_.empty(); }
+  // Adds another run's ranges (a later forward of the same step: its numbers come after these).
+  void merge(const SequenceOwners& other);
 
  private:
   std::vector<std::tuple<uint64_t, uint64_t, NodeId>> ranges_;  // by begin

@@ -40,6 +40,8 @@ class TaggedSentences final : public DataSource {
   TaggedSentences(int64_t vocab, int64_t tags, int64_t batchSize, SizeRange length, uint64_t seed);
   Batch batch(int64_t index) override;
   int64_t batchSize() const override { return batchSize_; }
+  // By sample, each micro-batch padded to its own longest sentence.
+  std::vector<Batch> split(const Batch& batch, int64_t parts) const override;
 
  private:
   int64_t vocab_, tags_, batchSize_;
@@ -77,6 +79,8 @@ class RandomTrees final : public DataSource {
   RandomTrees(int64_t classes, int64_t batchSize, SizeRange leaves, uint64_t seed);
   Batch batch(int64_t index) override;
   int64_t batchSize() const override { return batchSize_; }
+  // Consecutive trees, their nodes numbered from 0 again, laid out as batch() lays them out.
+  std::vector<Batch> split(const Batch& batch, int64_t parts) const override;
 
  private:
   int64_t classes_, batchSize_;
