@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -106,34 +105,6 @@ json rematSummary(const remat::Rematerializer& remat, const ModeRecord& rec, siz
            errors.empty() ? json(nullptr) : json(*std::max_element(errors.begin(), errors.end()))},
           {"steps", steps}};
 }
-
-// A step's peak bytes on top of what was live when it began, measured the same way for every
-// mode whatever its telemetry: on the CPU from the allocation counter (process-wide, Note [Step
-// memory without reports]), on CUDA from the caching allocator's peak of allocated bytes.
-class StepPeak {
- public:
-  explicit StepPeak(const torch::Device& device) : device_(device) {
-    if (device_.is_cuda()) {
-      compat::cudaResetPeakStats(device_.index());
-      live_ = compat::cudaPeakAllocatedBytes(device_.index()).value_or(0);  // the peak just reset
-    } else if (CpuAllocationCounter::active()) {
-      CpuAllocationCounter::resetPeak();
-      live_ = CpuAllocationCounter::counters().current;
-    }
-  }
-  double bytes() const {
-    int64_t peak = live_;
-    if (device_.is_cuda())
-      peak = compat::cudaPeakAllocatedBytes(device_.index()).value_or(live_);
-    else if (CpuAllocationCounter::active())
-      peak = CpuAllocationCounter::counters().peak;
-    return static_cast<double>(std::max<int64_t>(peak - live_, 0));
-  }
-
- private:
-  torch::Device device_;
-  int64_t live_ = 0;
-};
 
 // The forward's activation bytes saved for backward by SyMuGen's templates, on `inputs` with the
 // parameters as they are (grad mode off; the random state put back).
@@ -266,6 +237,25 @@ void exportForAnchor(const std::string& model, Trainer& trainer, const Session& 
 }
 
 }  // namespace
+
+StepPeak::StepPeak(const torch::Device& device) : device_(device) {
+  if (device_.is_cuda()) {
+    compat::cudaResetPeakStats(device_.index());
+    live_ = compat::cudaPeakAllocatedBytes(device_.index()).value_or(0);  // the peak just reset
+  } else if (CpuAllocationCounter::active()) {
+    CpuAllocationCounter::resetPeak();
+    live_ = CpuAllocationCounter::counters().current;
+  }
+}
+
+double StepPeak::bytes() const {
+  int64_t peak = live_;
+  if (device_.is_cuda())
+    peak = compat::cudaPeakAllocatedBytes(device_.index()).value_or(live_);
+  else if (CpuAllocationCounter::active())
+    peak = CpuAllocationCounter::counters().peak;
+  return static_cast<double>(std::max<int64_t>(peak - live_, 0));
+}
 
 const std::vector<Mode>& baselineModes() {
   static const std::vector<Mode> modes = {
@@ -409,66 +399,12 @@ std::string telemetryName(Telemetry level) {
   return "?";
 }
 
-// "remat:F": the planner under a budget of F times the plain step's predicted peak; "bind+remat:F"
-// the same with DynaCompiler binding the op sites (measured outside the budget).
-std::optional<double> rematFraction(const std::string& name) {
-  const std::string prefix = name.rfind("bind+", 0) == 0 ? "bind+remat:" : "remat:";
-  if (name.rfind(prefix, 0) != 0)
-    return std::nullopt;
-  const std::string text = name.substr(prefix.size());
-  size_t used = 0;
-  double fraction = 0;
-  try {
-    fraction = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (used != text.size() || !(fraction > 0 && fraction <= 1))
-    return std::nullopt;
-  return fraction;
-}
-
 const Mode* findMode(const std::string& name) {
   for (const auto& m : baselineModes()) {
     if (m.name == name)
       return &m;
   }
-  const auto fraction = rematFraction(name);
-  if (!fraction)
-    return nullptr;
-  // Made on first use and kept for the process (modes are handed out by address).
-  static std::deque<Mode> remat;
-  for (const auto& m : remat) {
-    if (m.name == name)
-      return &m;
-  }
-  const double f = *fraction;
-  const bool bind = name.rfind("bind+", 0) == 0;
-  // A session with a remat block runs unbound (docs/remat.md, "With the binder"): bind+remat
-  // gives the trainer's executor a binder of its own, which measures outside the budget.
-  std::function<void(Trainer&)> attachBinder;
-  if (bind) {
-    attachBinder = [](Trainer& trainer) {
-      auto* segments = dynamic_cast<SegmentExecutor*>(&trainer.executor());
-      TORCH_CHECK(segments != nullptr, "bind+remat: the remat block runs a SegmentExecutor");
-      segments->setBinder(std::make_shared<binding::Binder>(
-          segments->symugen()->staticGraph(), binding::currentMachine(trainer.device())));
-    };
-  }
-  remat.push_back({name,
-                   std::string(bind ? "DynaCompiler's binding and " : "") +
-                       "remat's planner: the cheapest units recomputed, per batch, to keep the "
-                       "step under " +
-                       name.substr(name.find(':') + 1) + " of its plain peak (predicted), enforced",
-                   attachBinder,
-                   {},
-                   {},
-                   [f](Session& session) {
-                     session.remat.enabled = true;
-                     session.remat.strategy = "plan";
-                     session.remat.budgetFraction = f;
-                   }});
-  return &remat.back();
+  return configuredMode(name);
 }
 
 Probes probeMachine(const torch::Device& device) {
@@ -542,9 +478,20 @@ json machineInfo(const torch::Device& device) {
 
 json runModel(const std::string& model, const RunConfig& config, const Probes& probes) {
   const Session session = benchSession(model, config);
+  std::vector<std::string> names = config.modes, grid;
+  double gridBudget = 0;
+  if (config.grid) {
+    grid = gridModes(model, config, &gridBudget);
+    std::cerr << "  the grid: " << grid.size() << " configurations under " << *config.grid
+              << " of the plain peak (" << gridBudget / 1e6 << " MB)\n";
+    for (const auto& name : grid) {
+      if (std::find(names.begin(), names.end(), name) == names.end())
+        names.push_back(name);
+    }
+  }
   std::vector<const Mode*> modes;
-  size_t baseline = config.modes.size();
-  for (const auto& name : config.modes) {
+  size_t baseline = names.size();
+  for (const auto& name : names) {
     const Mode* mode = findMode(name);
     if (mode == nullptr)
       throw std::runtime_error("unknown mode \"" + name + "\"");
@@ -706,6 +653,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
                  {"bytes_per_step", bytesPerStep > 0 ? json(bytesPerStep) : json(nullptr)},
                  {"ops_without_cost", counted ? cost.opsWithoutCost / counted : 0},
                  {"modes", modeResults}};
+  if (config.grid)
+    result["grid"] = gridSummary(modeResults, grid, *config.grid, gridBudget);
   if (costed != nullptr)
     result["memory_prediction"] =
         memoryPredictionSummary(records[baseline], modes[baseline]->name, 3);

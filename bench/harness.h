@@ -88,6 +88,9 @@ struct RunConfig {
   // fed the steps before) and report the predictions' errors: a forward counting template costs
   // on the step's batch runs before each of its steps, outside the timed step.
   bool memoryPrediction = false;
+  // Also run every configuration of each model's space under this share of its plain peak
+  // (gridModes), and report the grid's best (gridSummary).
+  std::optional<double> grid;
 };
 
 Telemetry parseTelemetry(const std::string& name);  // "off", "features" or "per-node"
@@ -106,6 +109,37 @@ std::string defaultSessionsDir();
 // The session a model is benchmarked with: the bundled session whose model is `model` (its
 // optimizer), with the config's preset, seed, device and threads.
 Session benchSession(const std::string& model, const RunConfig& config);
+
+// A step's peak bytes on top of what was live when it began, measured the same way for every
+// mode whatever its telemetry: on the CPU from the allocation counter (process-wide, Note [Step
+// memory without reports]), on CUDA from the caching allocator's peak of allocated bytes.
+class StepPeak {
+ public:
+  explicit StepPeak(const torch::Device& device);
+  double bytes() const;
+
+ private:
+  torch::Device device_;
+  int64_t live_ = 0;
+};
+
+// Modes named by their configuration, '+' between the parts (docs/benchmarks.md): "remat:F" (the
+// planner under F of the plain peak), "remat_mb:X" (under X MB), "bind" (with a remat budget:
+// DynaCompiler's binder too), "micro:K" (K micro-batches), "threads:T" (T intra-op threads around
+// each step), "split" (with a remat budget: a step no plan fits split rather than stopped).
+// Null for a name that is none of these.
+const Mode* configuredMode(const std::string& name);
+
+// The exhaustive grid over `model`'s configuration space (Trainer::configSpace) under a budget
+// of config.grid times the plain step's peak (measured here over the warm-up's batches, as
+// "script" runs them; *budgetBytes): one configured mode per configuration.
+std::vector<std::string> gridModes(const std::string& model, const RunConfig& config,
+                                   double* budgetBytes);
+// The grid's entry of a model's JSON: its configurations that ran within the budget, best first,
+// and those no plan fitted.
+nlohmann::ordered_json gridSummary(const nlohmann::ordered_json& modeResults,
+                                   const std::vector<std::string>& grid, double fraction,
+                                   double budgetBytes);
 
 // Runs every mode of one model and returns its entry of the JSON's "models".
 nlohmann::ordered_json runModel(const std::string& model, const RunConfig& config,

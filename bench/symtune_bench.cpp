@@ -42,6 +42,9 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
   --output FILE      the JSON (default: stdout); rewritten after every model, so a run stopped
                      midway leaves the models done ("complete": false until the end)
   --budgets LIST      also run remat:F for each F in LIST ("0.3,0.4,0.5"): the time-memory curve
+  --grid F           also run every configuration of each model's space (micro-batches, threads,
+                     remat budget: docs/control.md) under F times the plain step's peak, and report
+                     the grid's best and runner-up
   --memory-prediction on|off  predict each step's peak of the baseline mode before it runs
                      (remat's memory predictor, fed the steps before) and report the errors
                      (default: off; on adds a template-counting forward before each baseline
@@ -56,7 +59,10 @@ fused (the fused step and the built-in fusion rewrites: fused_bias_gelu, fused_b
 bind+fused (those and DynaCompiler's binding), remat:F for F in (0, 1] (remat's planner: per
 batch, the cheapest units recomputed to keep the step under F times its predicted plain peak,
 the budget enforced), bind+remat:F (the same with DynaCompiler's binding, measured outside the
-budget)
+budget); and modes named by their configuration, '+' between the parts: remat:F or remat_mb:X
+(the planner under X MB), micro:K (K micro-batches), threads:T, split (with a remat budget: a
+step no plan fits split into more micro-batches), bind (with a remat budget), e.g.
+remat:0.6+micro:2+threads:1
 )";
 
 std::vector<std::string> split(const std::string& list) {
@@ -133,6 +139,15 @@ int main(int argc, char** argv) {
       else if (arg == "--budgets") {
         for (const auto& f : split(value))
           budgets.push_back("remat:" + f);
+      } else if (arg == "--grid") {
+        double f = 0;
+        try {
+          f = std::stod(value);
+        } catch (const std::exception&) {
+        }
+        if (!(f > 0 && f <= 1))
+          throw std::invalid_argument("--grid takes a share of the plain peak in (0, 1]");
+        config.grid = f;
       } else if (arg == "--memory-prediction" && (value == "on" || value == "off"))
         config.memoryPrediction = value == "on";
       else
@@ -186,7 +201,8 @@ int main(int argc, char** argv) {
                    {"seed", config.seed},
                    {"baseline", config.baseline},
                    {"telemetry", symtune::bench::telemetryName(config.telemetry)},
-                   {"modes", config.modes}}},
+                   {"modes", config.modes},
+                   {"grid", config.grid ? json(*config.grid) : json(nullptr)}}},
                  {"probes",
                   {{"matmul_flops_per_s", probes.matmulFlopsPerSecond},
                    {"memory_bytes_per_s", probes.memoryBytesPerSecond}}},

@@ -1,0 +1,231 @@
+// Modes named by their configuration ("remat:0.5", "bind+remat:0.5", "remat_mb:12.5+micro:2+
+// threads:1") and the exhaustive grid over a model's configuration space under a memory budget
+// (docs/benchmarks.md, "The configuration grid"; docs/control.md).
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <sstream>
+
+#include <ATen/Parallel.h>
+
+#include "harness.h"
+#include "symtune/binding/binder.h"
+#include "symtune/exec/segment_executor.h"
+
+namespace symtune::bench {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::vector<std::string> parts(const std::string& name, char separator) {
+  std::vector<std::string> out;
+  std::stringstream in(name);
+  for (std::string item; std::getline(in, item, separator);)
+    out.push_back(item);
+  return out;
+}
+
+std::optional<double> number(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != text.size())
+    return std::nullopt;
+  return value;
+}
+
+// What a configured mode's name asks for.
+struct Components {
+  std::optional<double> fraction;   // remat:F
+  std::optional<double> megabytes;  // remat_mb:X
+  int microbatches = 1;             // micro:K
+  int threads = 0;                  // threads:T
+  bool bind = false;                // bind
+  bool split = false;               // split (split_on_overrun)
+};
+
+std::optional<Components> parse(const std::string& name) {
+  Components c;
+  bool any = false;
+  for (const std::string& part : parts(name, '+')) {
+    const auto colon = part.find(':');
+    const std::string key = part.substr(0, colon);
+    const std::optional<double> value =
+        colon == std::string::npos ? std::nullopt : number(part.substr(colon + 1));
+    if (key == "bind" && colon == std::string::npos) {
+      c.bind = true;
+    } else if (key == "split" && colon == std::string::npos) {
+      c.split = true;
+    } else if (key == "remat" && value && *value > 0 && *value <= 1 && !c.megabytes) {
+      c.fraction = value;
+    } else if (key == "remat_mb" && value && *value > 0 && !c.fraction) {
+      c.megabytes = value;
+    } else if (key == "micro" && value && *value >= 1 && *value <= 1024 &&
+               *value == static_cast<int>(*value)) {
+      c.microbatches = static_cast<int>(*value);
+    } else if (key == "threads" && value && *value >= 1 && *value <= 1024 &&
+               *value == static_cast<int>(*value)) {
+      c.threads = static_cast<int>(*value);
+    } else {
+      return std::nullopt;
+    }
+    any = true;
+  }
+  // "bind" alone is a baseline mode's business ("bind+fused"); here it goes with a budget.
+  if (!any || (c.bind && !c.fraction && !c.megabytes))
+    return std::nullopt;
+  if (c.split && !c.fraction && !c.megabytes)
+    return std::nullopt;  // splitting is the remat budget's back-off
+  return c;
+}
+
+std::string describe(const Components& c, const std::string& name) {
+  std::string out;
+  const auto add = [&](const std::string& text) { out += (out.empty() ? "" : "; ") + text; };
+  if (c.bind)
+    add("DynaCompiler's binding (measured outside the budget)");
+  if (c.fraction || c.megabytes) {
+    const std::string budget = name.substr(name.find(c.fraction ? "remat:" : "remat_mb:"));
+    add("remat's planner: the cheapest units recomputed, per batch, to keep the step under " +
+        (c.fraction ? budget.substr(6, budget.find('+') - 6) + " of its plain peak (predicted)"
+                    : budget.substr(9, budget.find('+') - 9) + " MB") +
+        ", enforced");
+  }
+  if (c.microbatches > 1)
+    add(std::to_string(c.microbatches) + " micro-batches, their gradients added up");
+  if (c.split)
+    add("a step no plan fits split into more micro-batches");
+  if (c.threads > 0)
+    add(std::to_string(c.threads) + " intra-op threads");
+  return out;
+}
+
+// Megabytes as a mode's name gives them: to the byte (three decimals).
+std::string megabytesText(double bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.3f", bytes / 1e6);
+  return text;
+}
+
+}  // namespace
+
+const Mode* configuredMode(const std::string& name) {
+  const std::optional<Components> parsed = parse(name);
+  if (!parsed)
+    return nullptr;
+  // Made on first use and kept for the process (modes are handed out by address).
+  static std::deque<Mode> made;
+  for (const auto& m : made) {
+    if (m.name == name)
+      return &m;
+  }
+  const Components c = *parsed;
+  Mode mode{name, describe(c, name), {}, {}, {}, {}};
+  const bool remat = c.fraction || c.megabytes;
+  if (c.bind && remat) {
+    // A session with a remat block runs unbound (docs/remat.md, "With the binder"): the mode
+    // gives the trainer's executor a binder of its own, which measures outside the budget.
+    mode.setup = [](Trainer& trainer) {
+      auto* segments = dynamic_cast<SegmentExecutor*>(&trainer.executor());
+      TORCH_CHECK(segments != nullptr, "bind+remat: the remat block runs a SegmentExecutor");
+      segments->setBinder(std::make_shared<binding::Binder>(
+          segments->symugen()->staticGraph(), binding::currentMachine(trainer.device())));
+    };
+  }
+  if (c.threads > 0) {
+    // The intra-op pool is the process's: set around each of the mode's steps.
+    auto before = std::make_shared<int>(0);
+    mode.enter = [before, threads = c.threads] {
+      *before = at::get_num_threads();
+      at::set_num_threads(threads);
+    };
+    mode.leave = [before] { at::set_num_threads(*before); };
+  }
+  mode.configure = [c, remat](Session& session) {
+    if (remat) {
+      session.remat.enabled = true;
+      session.remat.strategy = "plan";
+      session.remat.budgetFraction = c.fraction;
+      session.remat.budgetMb = c.megabytes;
+    }
+    if (c.microbatches > 1 || c.split) {
+      session.control.enabled = true;
+      session.control.microbatches = c.microbatches;
+      session.control.splitOnOverrun = c.split;
+    }
+  };
+  made.push_back(std::move(mode));
+  return &made.back();
+}
+
+std::vector<std::string> gridModes(const std::string& model, const RunConfig& config,
+                                   double* budgetBytes) {
+  TORCH_CHECK(config.grid && *config.grid > 0 && *config.grid <= 1,
+              "the grid needs a budget fraction in (0, 1]");
+  // The plain step's peak (as "script" runs it) over the warm-up's batches: the budget is
+  // config.grid of it, in bytes, for every configuration alike (a fraction of each
+  // configuration's own plain step would be of a smaller step when it splits the batch).
+  Session session = benchSession(model, config);
+  Trainer plain(session);
+  plain.setTelemetry(Telemetry::Off);
+  double peak = 0;
+  for (int i = 0; i < std::max(1, config.warmup); ++i) {
+    const StepPeak step(plain.device());
+    plain.step();
+    peak = std::max(peak, step.bytes());
+  }
+  const double budget = *config.grid * peak;
+  *budgetBytes = budget;
+  // The configuration space under that budget: the remat knob from 0.3 of the plain peak up to
+  // the budget, in the same steps as Trainer::configSpace.
+  session.remat.enabled = true;
+  session.remat.budgetFraction = *config.grid;
+  Trainer probe(session);
+  const control::ConfigSpace space = probe.configSpace();
+  std::vector<std::string> names;
+  for (const control::Configuration& c : space.grid()) {
+    const double share = c.rematBudget.value_or(*config.grid);
+    std::string name = "remat_mb:" + megabytesText(share * peak);
+    if (c.microbatches > 1)
+      name += "+micro:" + std::to_string(c.microbatches);
+    if (c.threads > 0)
+      name += "+threads:" + std::to_string(c.threads);
+    names.push_back(std::move(name));
+  }
+  return names;
+}
+
+json gridSummary(const json& modeResults, const std::vector<std::string>& grid, double fraction,
+                 double budgetBytes) {
+  json feasible = json::array(), infeasible = json::array();
+  for (const auto& m : modeResults) {
+    const std::string name = m["mode"].get<std::string>();
+    if (std::find(grid.begin(), grid.end(), name) == grid.end())
+      continue;
+    if (m.contains("infeasible")) {
+      infeasible.push_back(name);
+      continue;
+    }
+    feasible.push_back({{"mode", name},
+                        {"samples_per_s", m["samples_per_s"]["median"]},
+                        {"peak_bytes", m["peak_bytes"]["max"]}});
+  }
+  std::sort(feasible.begin(), feasible.end(), [](const json& a, const json& b) {
+    return a["samples_per_s"].get<double>() > b["samples_per_s"].get<double>();
+  });
+  return {{"budget_fraction", fraction},
+          {"budget_bytes", budgetBytes},
+          {"configurations", grid.size()},
+          {"feasible", feasible},
+          {"infeasible", infeasible},
+          {"best", feasible.empty() ? json(nullptr) : feasible[0]},
+          {"runner_up", feasible.size() < 2 ? json(nullptr) : feasible[1]}};
+}
+
+}  // namespace symtune::bench

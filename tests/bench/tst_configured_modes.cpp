@@ -1,0 +1,93 @@
+// symtune-bench's modes named by their configuration and its configuration grid
+// (bench/configured_modes.cpp).
+
+#include "doctest_torch.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "harness.h"
+
+using symtune::bench::configuredMode;
+
+TEST_CASE("a configured mode's name says how its session runs") {
+  const symtune::bench::Mode* mode = configuredMode("remat:0.5+micro:2+threads:1");
+  REQUIRE(mode != nullptr);
+  CHECK(mode == configuredMode("remat:0.5+micro:2+threads:1"));  // made once
+  symtune::Session s;
+  mode->configure(s);
+  CHECK(s.remat.enabled);
+  CHECK(s.remat.budgetFraction.value_or(0) == 0.5);
+  CHECK(s.control.enabled);
+  CHECK(s.control.microbatches == 2);
+  CHECK_FALSE(s.control.splitOnOverrun);
+  REQUIRE(mode->enter);
+  at::set_num_threads(2);
+  mode->enter();
+  CHECK(at::get_num_threads() == 1);
+  mode->leave();
+  CHECK(at::get_num_threads() == 2);
+  CHECK(mode->description ==
+        "remat's planner: the cheapest units recomputed, per batch, to keep the step under 0.5 "
+        "of its plain peak (predicted), enforced; 2 micro-batches, their gradients added up; 1 "
+        "intra-op threads");
+
+  symtune::Session mb;
+  const symtune::bench::Mode* bytes = configuredMode("remat_mb:12.5+split");
+  REQUIRE(bytes != nullptr);
+  bytes->configure(mb);
+  CHECK(mb.remat.budgetMb.value_or(0) == 12.5);
+  CHECK(mb.control.enabled);
+  CHECK(mb.control.splitOnOverrun);
+  CHECK(configuredMode("micro:4") != nullptr);
+  CHECK(configuredMode("bind+remat:0.6") != nullptr);
+
+  for (const char* wrong : {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0",
+                            "micro:2.5", "threads:x", "remat:0.5+jit", ""}) {
+    INFO(std::string(wrong));
+    CHECK(configuredMode(wrong) == nullptr);
+  }
+}
+
+TEST_CASE("the grid: every configuration of the model's space under the budget") {
+  at::set_num_threads(2);
+  symtune::bench::RunConfig config;
+  config.preset = "ci";
+  config.warmup = 1;
+  config.grid = 0.6;
+  double budget = 0;
+  const std::vector<std::string> grid =
+      symtune::bench::gridModes("dynamic_tagger", config, &budget);
+  CHECK(budget > 0);
+  // Threads: the powers of two up to the machine's hardware threads, and that number.
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  size_t threads = 0;
+  for (unsigned t = 1; t <= hardware; t *= 2)
+    ++threads;
+  threads += (hardware & (hardware - 1)) != 0;
+  // micro-batches 1..16 (the ci tagger's 16 sentences), the threads, remat 0.3..0.6
+  CHECK(grid.size() == 5 * threads * 4);
+  for (const auto& name : grid) {
+    INFO(name);
+    CHECK(configuredMode(name) != nullptr);
+    CHECK(name.rfind("remat_mb:", 0) == 0);
+  }
+  CHECK(std::find(
+            grid.begin(), grid.end(),
+            "remat_mb:" +
+                [&] {
+                  char text[32];
+                  std::snprintf(text, sizeof text, "%.3f", budget / 1e6);
+                  return std::string(text);
+                }() +
+                "+threads:" + std::to_string(hardware)) !=
+        grid.end());  // the session's own configuration, on a run of the machine's threads
+
+  // A resnet's batch cannot be split (batch norm): its grid varies threads and the budget only.
+  const auto resnet = symtune::bench::gridModes("dynamic_resnet", config, &budget);
+  CHECK(resnet.size() == threads * 4);
+  for (const auto& name : resnet)
+    CHECK(name.find("micro") == std::string::npos);
+}
