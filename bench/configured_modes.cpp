@@ -48,6 +48,7 @@ struct Components {
   int threads = 0;                  // threads:T
   bool bind = false;                // bind
   bool split = false;               // split (split_on_overrun)
+  bool online = false;              // online (the online controller)
 };
 
 std::optional<Components> parse(const std::string& name) {
@@ -62,6 +63,8 @@ std::optional<Components> parse(const std::string& name) {
       c.bind = true;
     } else if (key == "split" && colon == std::string::npos) {
       c.split = true;
+    } else if (key == "online" && colon == std::string::npos) {
+      c.online = true;
     } else if (key == "remat" && value && *value > 0 && *value <= 1 && !c.megabytes) {
       c.fraction = value;
     } else if (key == "remat_mb" && value && *value > 0 && !c.fraction) {
@@ -101,6 +104,8 @@ std::string describe(const Components& c, const std::string& name) {
     add(std::to_string(c.microbatches) + " micro-batches, their gradients added up");
   if (c.split)
     add("a step no plan fits split into more micro-batches");
+  if (c.online)
+    add("the online controller choosing each step's configuration");
   if (c.threads > 0)
     add(std::to_string(c.threads) + " intra-op threads");
   return out;
@@ -154,10 +159,11 @@ const Mode* configuredMode(const std::string& name) {
       session.remat.budgetFraction = c.fraction;
       session.remat.budgetMb = c.megabytes;
     }
-    if (c.microbatches > 1 || c.split) {
+    if (c.microbatches > 1 || c.split || c.online) {
       session.control.enabled = true;
       session.control.microbatches = c.microbatches;
       session.control.splitOnOverrun = c.split;
+      session.control.mode = c.online ? "online" : "fixed";
     }
   };
   made.push_back(std::move(mode));
@@ -168,14 +174,14 @@ std::vector<std::string> gridModes(const std::string& model, const RunConfig& co
                                    double* budgetBytes) {
   TORCH_CHECK(config.grid && *config.grid > 0 && *config.grid <= 1,
               "the grid needs a budget fraction in (0, 1]");
-  // The plain step's peak (as "script" runs it) over the warm-up's batches: the budget is
-  // config.grid of it, in bytes, for every configuration alike (a fraction of each
+  // The plain run's peak (as "script" runs it, over the batches the modes will train on): the
+  // budget is config.grid of it, in bytes, for every configuration alike (a fraction of each
   // configuration's own plain step would be of a smaller step when it splits the batch).
   Session session = benchSession(model, config);
   Trainer plain(session);
   plain.setTelemetry(Telemetry::Off);
   double peak = 0;
-  for (int i = 0; i < std::max(1, config.warmup); ++i) {
+  for (int i = 0; i < config.warmup + config.steps; ++i) {
     const StepPeak step(plain.device());
     plain.step();
     peak = std::max(peak, step.bytes());
@@ -198,16 +204,26 @@ std::vector<std::string> gridModes(const std::string& model, const RunConfig& co
       name += "+threads:" + std::to_string(c.threads);
     names.push_back(std::move(name));
   }
+  // The online controller over the same space, under the same budget (split: its first steps
+  // may choose a configuration no plan fits).
+  names.push_back("remat_mb:" + megabytesText(budget) + "+online+split");
   return names;
 }
 
 json gridSummary(const json& modeResults, const std::vector<std::string>& grid, double fraction,
                  double budgetBytes) {
-  json feasible = json::array(), infeasible = json::array();
+  json feasible = json::array(), infeasible = json::array(), online = nullptr;
   for (const auto& m : modeResults) {
     const std::string name = m["mode"].get<std::string>();
     if (std::find(grid.begin(), grid.end(), name) == grid.end())
       continue;
+    if (name.find("+online") != std::string::npos) {
+      if (!m.contains("infeasible"))
+        online = {{"mode", name},
+                  {"samples_per_s", m["samples_per_s"]["median"]},
+                  {"peak_bytes", m["peak_bytes"]["max"]}};
+      continue;
+    }
     if (m.contains("infeasible")) {
       infeasible.push_back(name);
       continue;
@@ -225,7 +241,12 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
           {"feasible", feasible},
           {"infeasible", infeasible},
           {"best", feasible.empty() ? json(nullptr) : feasible[0]},
-          {"runner_up", feasible.size() < 2 ? json(nullptr) : feasible[1]}};
+          {"runner_up", feasible.size() < 2 ? json(nullptr) : feasible[1]},
+          {"online", online},
+          {"online_to_best", online.is_null() || feasible.empty()
+                                 ? json(nullptr)
+                                 : json(online["samples_per_s"].get<double>() /
+                                        feasible[0]["samples_per_s"].get<double>())}};
 }
 
 }  // namespace symtune::bench

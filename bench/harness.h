@@ -126,13 +126,15 @@ class StepPeak {
 // Modes named by their configuration, '+' between the parts (docs/benchmarks.md): "remat:F" (the
 // planner under F of the plain peak), "remat_mb:X" (under X MB), "bind" (with a remat budget:
 // DynaCompiler's binder too), "micro:K" (K micro-batches), "threads:T" (T intra-op threads around
-// each step), "split" (with a remat budget: a step no plan fits split rather than stopped).
+// each step), "split" (with a remat budget: a step no plan fits split rather than stopped),
+// "online" (the online controller choosing each step's configuration).
 // Null for a name that is none of these.
 const Mode* configuredMode(const std::string& name);
 
 // The exhaustive grid over `model`'s configuration space (Trainer::configSpace) under a budget
-// of config.grid times the plain step's peak (measured here over the warm-up's batches, as
-// "script" runs them; *budgetBytes): one configured mode per configuration.
+// of config.grid times the plain run's peak (measured here over the run's batches, as "script"
+// runs them; *budgetBytes): one configured mode per configuration, and last the online
+// controller's mode over the same space and budget.
 std::vector<std::string> gridModes(const std::string& model, const RunConfig& config,
                                    double* budgetBytes);
 // The grid's entry of a model's JSON: its configurations that ran within the budget, best first,

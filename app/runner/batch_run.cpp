@@ -227,6 +227,17 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       }
       if (r.optimizeRequired)
         report.optimizeRequired.emplace_back(r.step, r.optimizeRequired->reasons);
+      if (r.decision) {
+        RunReport::Decision d;
+        d.step = r.step;
+        d.chosen = r.decision->chosen.text();
+        d.predictedSamplesPerSecond = r.decision->predictedSamplesPerSecond;
+        d.samplesPerSecond = r.decision->samplesPerSecond.value_or(0);
+        d.explored = r.decision->explored;
+        for (const auto& [configuration, predicted] : r.decision->alternatives)
+          d.alternatives.emplace_back(configuration.text(), predicted);
+        report.decisions.push_back(std::move(d));
+      }
       report.stepSeconds.push_back(r.seconds);
       report.trainSeconds += r.seconds;
       report.rulesInForce = r.rulesInForce;

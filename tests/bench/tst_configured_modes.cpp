@@ -42,6 +42,10 @@ TEST_CASE("a configured mode's name says how its session runs") {
   CHECK(mb.control.enabled);
   CHECK(mb.control.splitOnOverrun);
   CHECK(configuredMode("micro:4") != nullptr);
+  symtune::Session controlled;
+  configuredMode("remat_mb:3+online+split")->configure(controlled);
+  CHECK(controlled.control.mode == "online");
+  CHECK(controlled.control.splitOnOverrun);
   CHECK(configuredMode("bind+remat:0.6") != nullptr);
 
   for (const char* wrong : {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0",
@@ -68,7 +72,8 @@ TEST_CASE("the grid: every configuration of the model's space under the budget")
     ++threads;
   threads += (hardware & (hardware - 1)) != 0;
   // micro-batches 1..16 (the ci tagger's 16 sentences), the threads, remat 0.3..0.6
-  CHECK(grid.size() == 5 * threads * 4);
+  REQUIRE(grid.size() == 5 * threads * 4 + 1);
+  CHECK(grid.back().find("+online+split") != std::string::npos);  // the controller's mode
   for (const auto& name : grid) {
     INFO(name);
     CHECK(configuredMode(name) != nullptr);
@@ -87,7 +92,7 @@ TEST_CASE("the grid: every configuration of the model's space under the budget")
 
   // A resnet's batch cannot be split (batch norm): its grid varies threads and the budget only.
   const auto resnet = symtune::bench::gridModes("dynamic_resnet", config, &budget);
-  CHECK(resnet.size() == threads * 4);
+  CHECK(resnet.size() == threads * 4 + 1);
   for (const auto& name : resnet)
     CHECK(name.find("micro") == std::string::npos);
 }

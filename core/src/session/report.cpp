@@ -100,8 +100,23 @@ std::string toJson(const RunReport& r) {
       splits.push_back({{"step", step}, {"why", why}});
     for (const auto& [step, reasons] : r.optimizeRequired)
       required.push_back({{"step", step}, {"reasons", reasons}});
-    out["control"] = {
-        {"microbatches", r.microbatches}, {"splits", splits}, {"optimize_required", required}};
+    json decisions = json::array();
+    for (const auto& d : r.decisions) {
+      json alternatives = json::array();
+      for (const auto& [configuration, predicted] : d.alternatives)
+        alternatives.push_back(
+            {{"configuration", configuration}, {"predicted_samples_per_s", predicted}});
+      decisions.push_back({{"step", d.step},
+                           {"chosen", d.chosen},
+                           {"predicted_samples_per_s", d.predictedSamplesPerSecond},
+                           {"samples_per_s", d.samplesPerSecond},
+                           {"explored", d.explored},
+                           {"alternatives", alternatives}});
+    }
+    out["control"] = {{"microbatches", r.microbatches},
+                      {"splits", splits},
+                      {"optimize_required", required},
+                      {"decisions", decisions}};
   }
   if (r.bindings) {
     int64_t measured = 0;

@@ -359,8 +359,11 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // control
   if (top.has("control")) {
     const JsonFields control = top.object("control");
-    control.rejectUnknown({"microbatches", "split_on_overrun"});
+    control.rejectUnknown({"mode", "microbatches", "split_on_overrun"});
     s.control.enabled = true;
+    s.control.mode = control.string("mode", s.control.mode);
+    if (s.control.mode != "fixed" && s.control.mode != "online")
+      control.fail("mode", "expected \"fixed\" or \"online\", found " + inQuotes(s.control.mode));
     const int64_t parts = control.integer("microbatches", s.control.microbatches);
     if (parts < 1 || parts > 1024)
       control.fail("microbatches", "expected a number of micro-batches from 1 to 1024, found " +
@@ -441,7 +444,8 @@ std::string sessionJson(const Session& s) {
     out["remat"] = remat;
   }
   if (s.control.enabled)
-    out["control"] = {{"microbatches", s.control.microbatches},
+    out["control"] = {{"mode", s.control.mode},
+                      {"microbatches", s.control.microbatches},
                       {"split_on_overrun", s.control.splitOnOverrun}};
   return out.dump(2) + "\n";
 }

@@ -453,6 +453,7 @@ StepResult Trainer::runStep(Graph* capture) {
   if (nvtx::enabled())
     stepRange.emplace("step " + std::to_string(optimizer_->stepCount()));
   const Batch whole = data_->batch(optimizer_->stepCount());  // on the CPU
+  std::optional<control::Decision> decision = decide(whole);  // the online controller's
   std::vector<std::pair<Batch, double>> parts = microBatches(whole, microbatches_);
   // What the optimizers plan for (Note [Guards]): each forward's bucket, the budget, the device.
   const auto factsOf = [&](const std::vector<std::pair<Batch, double>>& forwards) {
@@ -667,6 +668,10 @@ StepResult Trainer::runStep(Graph* capture) {
   r.optimizeRequired = stats.optimizeRequired;
   r.loss = stats.loss.item<double>();  // synchronises with the device: step time is real
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (decision) {  // rewarded by the step without building its batch
+    controller_->observe(*decision, r.seconds - timings.data, whole.size);
+    r.decision = controller_->log().back();
+  }
   r.closureSeconds = stats.closureSeconds;
   r.updateSeconds = stats.updateSeconds;
   timings.optimizer = stats.updateSeconds;

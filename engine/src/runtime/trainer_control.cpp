@@ -6,6 +6,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "symtune/binding/shape_bucket.h"
 #include "symtune/remat/rematerializer.h"
 #include "symtune/runtime/trainer.h"
 
@@ -46,6 +47,26 @@ void Trainer::setUpControl() {
   } catch (const SetupError& e) {
     throw SetupError(std::string("control: ") + e.what());
   }
+  if (session_.control.mode == "online") {
+    control::ControllerOptions options;
+    options.seed = session_.data.seed;
+    controller_ = std::make_unique<control::OnlineController>(configSpace(), options);
+  }
+}
+
+std::optional<control::Decision> Trainer::decide(const Batch& whole) {
+  if (!controller_)
+    return std::nullopt;
+  control::Decision d =
+      controller_->choose(optimizer_->stepCount(), binding::inputsBucketKey(whole.inputs));
+  try {
+    configure(d.chosen);
+  } catch (const SetupError&) {
+    // A remat budget the predictor says no plan fits: the step keeps the budget it had.
+    d.chosen.rematBudget = rematBudget_;
+    configure(d.chosen);
+  }
+  return d;
 }
 
 const std::optional<std::string>& Trainer::unsplittable() {

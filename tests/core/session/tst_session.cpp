@@ -81,9 +81,12 @@ std::vector<RejectedSession> rejectedSessions() {
       {"control micro-batches zero",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"microbatches": 0})"),
        "control.microbatches: expected a number of micro-batches from 1 to 1024, found 0"},
+      {"control unknown mode",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"mode": "online!"})"),
+       "control.mode: expected \"fixed\" or \"online\", found \"online!\""},
       {"control unknown field",
-       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"mode": "online"})"),
-       "control.mode: unknown field (known here: microbatches, split_on_overrun)"},
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"modes": 1})"),
+       "control.modes: unknown field (known here: mode, microbatches, split_on_overrun)"},
       {"binding budget negative",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"budget": -1})"),
        "binding.budget: expected a non-negative integer or null, found -1"},
@@ -198,6 +201,14 @@ TEST_CASE("control: off unless the session has the block; written back as read")
       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {})"), kOrigin);
   CHECK(defaults.control.enabled);
   CHECK(defaults.control.splitOnOverrun);
+  CHECK(defaults.control.mode == "fixed");
+  const Session online =
+      symtune::parseSession(symtune::sessionJson(symtune::parseSession(
+                                sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                                            R"(, "control": {"mode": "online"})"),
+                                kOrigin)),
+                            kOrigin);
+  CHECK(online.control.mode == "online");
 }
 
 TEST_CASE("remat: off unless the session has the block, which needs a budget for the planner") {

@@ -86,6 +86,16 @@ struct RunReport {
   std::vector<int> microbatches;
   std::vector<std::pair<int64_t, std::string>> splits;
   std::vector<std::pair<int64_t, std::vector<std::string>>> optimizeRequired;
+  // Under the online controller, each step's decision: the configuration chosen, predicted and
+  // measured samples per second, whether the choice explored, and the next best by the model.
+  struct Decision {
+    int64_t step = 0;
+    std::string chosen;
+    double predictedSamplesPerSecond = 0, samplesPerSecond = 0;
+    bool explored = false;
+    std::vector<std::pair<std::string, double>> alternatives;
+  };
+  std::vector<Decision> decisions;
 
   int64_t stepsCompleted() const { return static_cast<int64_t>(loss.size()); }
   // Samples per second over all completed steps (0 when none).

@@ -117,7 +117,11 @@ struct RematSpec {
 // How a step runs (docs/control.md). The configuration the run starts with, and what it may do
 // when a step does not fit its memory budget.
 struct ControlSpec {
-  // Each batch runs as this many micro-batches whose gradients add up to the batch's.
+  // "fixed": every step as configured here; "online": the online controller chooses each step's
+  // configuration from the run's space (docs/control.md, "The online controller").
+  std::string mode = "fixed";
+  // Each batch runs as this many micro-batches whose gradients add up to the batch's (the
+  // online controller's first step starts from it).
   int microbatches = 1;
   // Under the remat block's enforced budget, a step that no plan fits is split into twice as many
   // micro-batches (again, until it fits or the batch cannot be split further), and the run goes on

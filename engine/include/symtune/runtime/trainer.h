@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "symtune/control/config_space.h"
+#include "symtune/control/controller.h"
 #include "symtune/control/guards.h"
 #include "symtune/core/session.h"
 #include "symtune/data/data_source.h"
@@ -85,6 +86,9 @@ struct StepResult {
   // The guards the batch broke (a new shape bucket or branch pattern, a new budget): what the
   // optimizers re-planned for (Note [Guards]).
   std::optional<control::OptimizeRequired> optimizeRequired;
+  // Under the online controller (the session's control.mode "online"): its decision for the
+  // step, with what the step measured.
+  std::optional<control::Decision> decision;
 };
 
 // Note [Micro-batches]
@@ -178,6 +182,8 @@ class Trainer {
   control::ConfigSpace configSpace();
   // The configuration the next step runs with.
   control::Configuration configuration() const;
+  // The online controller when the session's control.mode is "online"; null otherwise.
+  control::OnlineController* controller() { return controller_.get(); }
   // Takes effect from the next step. Throws SetupError for a configuration outside configSpace()
   // or a remat budget the rematerializer refuses.
   void configure(const control::Configuration& configuration);
@@ -249,6 +255,10 @@ class Trainer {
   std::optional<double> rematBudget_;                       // set by configure()
   std::optional<std::optional<std::string>> unsplittable_;  // worked out on first use
   bool splitting_ = false;  // a step no remat plan fits is split rather than stopped
+  std::unique_ptr<control::OnlineController> controller_;
+  // The controller's choice for the step on `whole`, applied (a remat budget the rematerializer
+  // refuses stays as it was); nullopt without a controller.
+  std::optional<control::Decision> decide(const Batch& whole);
   // What was live when a step run as micro-batches began: each micro-batch is held to the budget
   // above it, so the gradients of those before it count (nullopt: the step runs whole).
   std::optional<int64_t> stepLive_;
