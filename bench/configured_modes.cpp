@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <sstream>
 
 #include <ATen/Parallel.h>
 
+#include "bench_common.h"
 #include "harness.h"
 #include "symtune/binding/binder.h"
 #include "symtune/exec/segment_executor.h"
@@ -221,6 +223,9 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
       if (!m.contains("infeasible"))
         online = {{"mode", name},
                   {"samples_per_s", m["samples_per_s"]["median"]},
+                  {"samples_per_s_last_quarter",
+                   m.contains("controller") ? m["controller"]["samples_per_s_last_quarter"]
+                                            : json(nullptr)},
                   {"peak_bytes", m["peak_bytes"]["max"]}};
       continue;
     }
@@ -247,6 +252,32 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
                                  ? json(nullptr)
                                  : json(online["samples_per_s"].get<double>() /
                                         feasible[0]["samples_per_s"].get<double>())}};
+}
+
+json controllerSummary(const control::OnlineController& controller,
+                       const std::vector<double>& measured) {
+  std::map<std::string, int64_t> runs;
+  int64_t explored = 0;
+  for (const auto& d : controller.log()) {
+    ++runs[d.chosen.text()];
+    explored += d.explored;
+  }
+  std::vector<std::pair<int64_t, std::string>> byRuns;
+  for (const auto& [text, n] : runs)
+    byRuns.emplace_back(n, text);
+  std::sort(byRuns.rbegin(), byRuns.rend());
+  json chosen = json::array();
+  for (const auto& [n, text] : byRuns)
+    chosen.push_back({{"configuration", text}, {"steps", n}});
+  const size_t quarter = std::max<size_t>(1, measured.size() / 4);
+  const std::vector<double> last(measured.end() - static_cast<std::ptrdiff_t>(quarter),
+                                 measured.end());
+  return {{"decisions", controller.log().size()},
+          {"explored", explored},
+          {"last", controller.log().empty() ? json(nullptr)
+                                            : json(controller.log().back().chosen.text())},
+          {"samples_per_s_last_quarter", measured.empty() ? json(nullptr) : json(median(last))},
+          {"chosen", chosen}};
 }
 
 }  // namespace symtune::bench

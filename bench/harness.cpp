@@ -644,6 +644,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
       modeResults.back()["binding"] = bindingSummary(*binder, rec, config.warmup);
     if (const remat::Rematerializer* remat = trainers[m]->rematerializer())
       modeResults.back()["remat"] = rematSummary(*remat, rec, static_cast<size_t>(config.warmup));
+    if (const control::OnlineController* controller = trainers[m]->controller())
+      modeResults.back()["controller"] = controllerSummary(*controller, rec.samplesPerSecond);
   }
   json result = {{"model", model},
                  {"description", trainers[baseline]->modelDescription()},

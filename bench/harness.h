@@ -143,6 +143,12 @@ nlohmann::ordered_json gridSummary(const nlohmann::ordered_json& modeResults,
                                    const std::vector<std::string>& grid, double fraction,
                                    double budgetBytes);
 
+// A mode under the online controller: how often each configuration ran, how many choices
+// explored, and the median samples per second of the last quarter of the measured steps
+// (`measured`, in order), where it has settled.
+nlohmann::ordered_json controllerSummary(const control::OnlineController& controller,
+                                         const std::vector<double>& measured);
+
 // Runs every mode of one model and returns its entry of the JSON's "models".
 nlohmann::ordered_json runModel(const std::string& model, const RunConfig& config,
                                 const Probes& probes);
