@@ -145,12 +145,14 @@ const Mode* configuredMode(const std::string& name) {
           segments->symugen()->staticGraph(), binding::currentMachine(trainer.device())));
     };
   }
-  if (c.threads > 0) {
-    // The intra-op pool is the process's: set around each of the mode's steps.
+  if (c.threads > 0 || c.online) {
+    // The intra-op pool is the process's: set around each of the mode's steps, and put back
+    // after them (the controller sets its own choice in its steps).
     auto before = std::make_shared<int>(0);
     mode.enter = [before, threads = c.threads] {
       *before = at::get_num_threads();
-      at::set_num_threads(threads);
+      if (threads > 0)
+        at::set_num_threads(threads);
     };
     mode.leave = [before] { at::set_num_threads(*before); };
   }
@@ -220,12 +222,14 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
     if (std::find(grid.begin(), grid.end(), name) == grid.end())
       continue;
     if (name.find("+online") != std::string::npos) {
-      if (!m.contains("infeasible"))
+      if (m.contains("infeasible"))
+        online = {{"mode", name}, {"infeasible", m["infeasible"]}};
+      else
         online = {{"mode", name},
                   {"samples_per_s", m["samples_per_s"]["median"]},
-                  {"samples_per_s_last_quarter",
-                   m.contains("controller") ? m["controller"]["samples_per_s_last_quarter"]
-                                            : json(nullptr)},
+                  {"samples_per_s_last_quarter", m.contains("controller")
+                                                     ? m["controller"]["samples_per_s_last_quarter"]
+                                                     : json(nullptr)},
                   {"peak_bytes", m["peak_bytes"]["max"]}};
       continue;
     }
@@ -240,15 +244,18 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
   std::sort(feasible.begin(), feasible.end(), [](const json& a, const json& b) {
     return a["samples_per_s"].get<double>() > b["samples_per_s"].get<double>();
   });
+  const auto controllers = std::count_if(grid.begin(), grid.end(), [](const std::string& name) {
+    return name.find("+online") != std::string::npos;
+  });
   return {{"budget_fraction", fraction},
           {"budget_bytes", budgetBytes},
-          {"configurations", grid.size()},
+          {"configurations", grid.size() - static_cast<size_t>(controllers)},
           {"feasible", feasible},
           {"infeasible", infeasible},
           {"best", feasible.empty() ? json(nullptr) : feasible[0]},
           {"runner_up", feasible.size() < 2 ? json(nullptr) : feasible[1]},
           {"online", online},
-          {"online_to_best", online.is_null() || feasible.empty()
+          {"online_to_best", online.is_null() || online.contains("infeasible") || feasible.empty()
                                  ? json(nullptr)
                                  : json(online["samples_per_s"].get<double>() /
                                         feasible[0]["samples_per_s"].get<double>())}};
@@ -269,13 +276,13 @@ json controllerSummary(const control::OnlineController& controller,
   json chosen = json::array();
   for (const auto& [n, text] : byRuns)
     chosen.push_back({{"configuration", text}, {"steps", n}});
-  const size_t quarter = std::max<size_t>(1, measured.size() / 4);
+  const size_t quarter = std::min(measured.size(), std::max<size_t>(1, measured.size() / 4));
   const std::vector<double> last(measured.end() - static_cast<std::ptrdiff_t>(quarter),
                                  measured.end());
   return {{"decisions", controller.log().size()},
           {"explored", explored},
-          {"last", controller.log().empty() ? json(nullptr)
-                                            : json(controller.log().back().chosen.text())},
+          {"last",
+           controller.log().empty() ? json(nullptr) : json(controller.log().back().chosen.text())},
           {"samples_per_s_last_quarter", measured.empty() ? json(nullptr) : json(median(last))},
           {"chosen", chosen}};
 }

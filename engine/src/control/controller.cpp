@@ -117,9 +117,45 @@ std::vector<double> OnlineController::features(const Configuration& c,
   return x;
 }
 
+namespace {
+
+// Note [Posterior of the terms]
+// precision_ holds I/priorVariance + XᵀX and moment_ Xᵀy. With the noise's variance s², the
+// terms' posterior has precision I/priorVariance + XᵀX/s² and mean (that)⁻¹ Xᵀy/s²: a term no
+// step has used keeps its prior variance whatever the noise, so an untried knob value is drawn
+// as widely as the prior says (by a factor of e at variance 1) and gets tried, while a term
+// measured n times narrows to about s²/n.
+struct Posterior {
+  std::vector<double> factor;  // Cholesky factor of the posterior precision
+  std::vector<double> mean;
+};
+
+Posterior posterior(const std::vector<double>& precision, const std::vector<double>& moment,
+                    size_t n, double priorVariance, double noise) {
+  std::vector<double> a(precision.size());
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const double prior = i == j ? 1.0 / priorVariance : 0.0;
+      a[i * n + j] = prior + (precision[i * n + j] - prior) / noise;
+    }
+  }
+  std::vector<double> b(moment);
+  for (double& v : b)
+    v /= noise;
+  Posterior p;
+  p.factor = cholesky(a, n);
+  p.mean = solveLower(p.factor, n, solveLower(p.factor, n, b, false), true);
+  return p;
+}
+
+}  // namespace
+
+double OnlineController::noise() const {
+  return (2 * options_.priorNoise + residualSum_) / (2 + static_cast<double>(observations_));
+}
+
 std::vector<double> OnlineController::mean() const {
-  const std::vector<double> l = cholesky(precision_, dim_);
-  return solveLower(l, dim_, solveLower(l, dim_, moment_, false), true);
+  return posterior(precision_, moment_, dim_, options_.priorVariance, noise()).mean;
 }
 
 bool OnlineController::allowed(const Configuration& c) const {
@@ -143,17 +179,17 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket) {
   Decision d;
   d.step = step;
   d.bucket = bucket;
-  const std::vector<double> theta = mean();
-  // A draw of the terms from their posterior: mean + sigma L^-T z, with precision L L^T.
-  const double noise = (2 * options_.priorNoise + residualSum_) / (2 + observations_);
+  // A draw of the terms from their posterior (Note [Posterior of the terms]): mean + L^-T z,
+  // with the posterior precision L Lᵀ.
+  const Posterior post = posterior(precision_, moment_, dim_, options_.priorVariance, noise());
+  const std::vector<double>& theta = post.mean;
   std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<double> z(dim_);
   for (double& v : z)
     v = normal(rng_);
-  const std::vector<double> l = cholesky(precision_, dim_);
-  std::vector<double> draw = solveLower(l, dim_, z, true);
+  std::vector<double> draw = solveLower(post.factor, dim_, z, true);
   for (size_t i = 0; i < dim_; ++i)
-    draw[i] = theta[i] + std::sqrt(noise) * draw[i];
+    draw[i] += theta[i];
 
   std::vector<std::pair<double, size_t>> byMean;
   size_t best = grid_.size();
@@ -192,6 +228,7 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket) {
 }
 
 void OnlineController::observe(Decision decision, double stepSeconds, int64_t samples) {
+  // stepSeconds 0: logged, not learnt from.
   if (stepSeconds > 0 && samples > 0) {
     const double y = std::log(stepSeconds / static_cast<double>(samples));
     if (observations_ == 0)

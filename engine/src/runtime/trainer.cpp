@@ -453,6 +453,7 @@ StepResult Trainer::runStep(Graph* capture) {
   if (nvtx::enabled())
     stepRange.emplace("step " + std::to_string(optimizer_->stepCount()));
   const Batch whole = data_->batch(optimizer_->stepCount());  // on the CPU
+  const double dataSeconds = secondsSince(t0);  // building the batch; what follows is the step's
   std::optional<control::Decision> decision = decide(whole);  // the online controller's
   std::vector<std::pair<Batch, double>> parts = microBatches(whole, microbatches_);
   // What the optimizers plan for (Note [Guards]): each forward's bucket, the budget, the device.
@@ -482,7 +483,7 @@ StepResult Trainer::runStep(Graph* capture) {
                                  : torch::nn::functional::cross_entropy(scores, target);
   };
   StepTimings timings;
-  timings.data = secondsSince(t0);
+  timings.data = dataSeconds;
   const bool updateRatio = measured && broker_->wantsUpdateRatio();
   SequenceOwners owners;
   std::vector<std::vector<RegionId>> patterns;  // each forward's branches, when the executor sees
@@ -668,8 +669,15 @@ StepResult Trainer::runStep(Graph* capture) {
   r.optimizeRequired = stats.optimizeRequired;
   r.loss = stats.loss.item<double>();  // synchronises with the device: step time is real
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (decision) {  // rewarded by the step without building its batch
-    controller_->observe(*decision, r.seconds - timings.data, whole.size);
+  if (decision) {
+    // Rewarded by the step without building its batch. A step that met something new (a shape
+    // bucket, a branch pattern: measured, counted and planned on the way) or the first (TorchScript
+    // profiles it, remat calibrates) is logged, not learnt from: its one-off costs are no
+    // configuration's.
+    const double seconds = r.seconds - timings.data;
+    decision->samplesPerSecond = static_cast<double>(whole.size) / seconds;
+    const bool oneOff = r.step == 0 || r.optimizeRequired.has_value();
+    controller_->observe(*decision, oneOff ? 0.0 : seconds, whole.size);
     r.decision = controller_->log().back();
   }
   r.closureSeconds = stats.closureSeconds;

@@ -59,12 +59,16 @@ std::optional<control::Decision> Trainer::decide(const Batch& whole) {
     return std::nullopt;
   control::Decision d =
       controller_->choose(optimizer_->stepCount(), binding::inputsBucketKey(whole.inputs));
+  const control::Configuration before = configuration();
   try {
     configure(d.chosen);
   } catch (const SetupError&) {
-    // A remat budget the predictor says no plan fits: the step keeps the budget it had.
-    d.chosen.rematBudget = rematBudget_;
-    configure(d.chosen);
+    // A remat budget the predictor says no plan fits (or a value the space no longer has): the
+    // step runs as the one before it, and the decision says so.
+    configure(before);
+    d.chosen = before;
+    d.predictedSamplesPerSecond =
+        controller_->predictedSamplesPerSecond(d.chosen, binding::inputsBucketKey(whole.inputs));
   }
   return d;
 }
@@ -120,7 +124,9 @@ control::ConfigSpace Trainer::configSpace() {
                         static_cast<double>(at::get_num_threads()),
                         "at most the machine's " + std::to_string(hardware) +
                             " hardware threads; LibTorch's intra-op pool is the process's"};
-  for (const double v : {static_cast<double>(hardware), threads.current}) {
+  // The machine's count, the run's now, and the one it began with: the controller may go back.
+  for (const double v :
+       {static_cast<double>(hardware), threads.current, static_cast<double>(threadsAtStart_)}) {
     if (std::find(threads.values.begin(), threads.values.end(), v) == threads.values.end())
       threads.values.push_back(v);
   }

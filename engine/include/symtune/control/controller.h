@@ -83,6 +83,7 @@ class OnlineController {
   std::vector<double> features(const Configuration& c, const std::string& bucket) const;
   size_t bucketIndex(const std::string& bucket);  // adds a term for a new bucket
   std::vector<double> mean() const;
+  double noise() const;                        // the noise's variance, from the residuals so far
   bool allowed(const Configuration& c) const;  // by the pins
 
   ConfigSpace space_;
