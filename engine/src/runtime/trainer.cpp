@@ -453,9 +453,13 @@ StepResult Trainer::runStep(Graph* capture) {
   if (nvtx::enabled())
     stepRange.emplace("step " + std::to_string(optimizer_->stepCount()));
   const Batch whole = data_->batch(optimizer_->stepCount());  // on the CPU
-  const double dataSeconds = secondsSince(t0);  // building the batch; what follows is the step's
-  std::optional<control::Decision> decision = decide(whole);  // the online controller's
+  // The data phase: building the batch, and splitting it and moving it to the device; the online
+  // controller's decision between the two is the step's.
+  const double built = secondsSince(t0);
+  std::optional<control::Decision> decision = decide(whole);
+  const auto tMove = Clock::now();
   std::vector<std::pair<Batch, double>> parts = microBatches(whole, microbatches_);
+  const double dataSeconds = built + secondsSince(tMove);
   // What the optimizers plan for (Note [Guards]): each forward's bucket, the budget, the device.
   const auto factsOf = [&](const std::vector<std::pair<Batch, double>>& forwards) {
     control::BatchFacts facts;
