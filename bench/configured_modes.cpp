@@ -14,6 +14,7 @@
 #include "harness.h"
 #include "symtune/binding/binder.h"
 #include "symtune/exec/segment_executor.h"
+#include "symtune/runtime/tuning.h"
 
 namespace symtune::bench {
 
@@ -120,6 +121,17 @@ std::string megabytesText(double bytes) {
   return text;
 }
 
+// The grid's mode name of configuration `c`: its remat budget share (the grid's own when unset)
+// of the plain peak `peak` in MB, its micro-batches and threads.
+std::string gridName(const control::Configuration& c, double peak, double fraction) {
+  std::string name = "remat_mb:" + megabytesText(c.rematBudget.value_or(fraction) * peak);
+  if (c.microbatches > 1)
+    name += "+micro:" + std::to_string(c.microbatches);
+  if (c.threads > 0)
+    name += "+threads:" + std::to_string(c.threads);
+  return name;
+}
+
 }  // namespace
 
 const Mode* configuredMode(const std::string& name) {
@@ -199,23 +211,51 @@ std::vector<std::string> gridModes(const std::string& model, const RunConfig& co
   Trainer probe(session);
   const control::ConfigSpace space = probe.configSpace();
   std::vector<std::string> names;
-  for (const control::Configuration& c : space.grid()) {
-    const double share = c.rematBudget.value_or(*config.grid);
-    std::string name = "remat_mb:" + megabytesText(share * peak);
-    if (c.microbatches > 1)
-      name += "+micro:" + std::to_string(c.microbatches);
-    if (c.threads > 0)
-      name += "+threads:" + std::to_string(c.threads);
-    names.push_back(std::move(name));
-  }
+  for (const control::Configuration& c : space.grid())
+    names.push_back(gridName(c, peak, *config.grid));
   // The online controller over the same space, under the same budget (split: its first steps
   // may choose a configuration no plan fits).
   names.push_back("remat_mb:" + megabytesText(budget) + "+online+split");
   return names;
 }
 
+json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t configurations,
+                    double budgetBytes) {
+  Session session = benchSession(model, config);
+  session.remat.enabled = true;
+  session.remat.strategy = "plan";
+  session.remat.budgetFraction = *config.grid;
+  TuneSessionOptions options;
+  options.warmupSteps = config.warmup;
+  options.measuredSteps = config.steps;
+  options.budgetSteps =
+      static_cast<int>(std::max<size_t>(1, configurations / 4)) * (config.warmup + config.steps);
+  options.telemetry = config.telemetry;
+  options.search.seed = config.seed;
+  try {
+    const TunedSession tuned = tuneSession(session, options);
+    const control::TuneResult& r = tuned.search;
+    const control::Configuration& best = r.evaluations[*r.best].configuration;
+    int64_t failed = 0;
+    for (const auto& e : r.evaluations)
+      failed += !e.failed.empty();
+    return {{"mode", gridName(best, budgetBytes / *config.grid, *config.grid)},
+            {"configuration", best.text()},
+            {"evaluations", r.evaluations.size()},
+            {"evaluations_allowed", options.budgetSteps / (config.warmup + config.steps)},
+            {"failed", failed},
+            {"pruned", r.pruned.size()},
+            {"steps", r.steps},
+            {"seconds", r.seconds},
+            {"stopped", r.stopped},
+            {"samples_per_s_in_search", r.evaluations[*r.best].samplesPerSecond}};
+  } catch (const std::exception& e) {
+    return {{"error", e.what()}};
+  }
+}
+
 json gridSummary(const json& modeResults, const std::vector<std::string>& grid, double fraction,
-                 double budgetBytes) {
+                 double budgetBytes, json tune) {
   json feasible = json::array(), infeasible = json::array(), online = nullptr;
   for (const auto& m : modeResults) {
     const std::string name = m["mode"].get<std::string>();
@@ -247,6 +287,16 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
   const auto controllers = std::count_if(grid.begin(), grid.end(), [](const std::string& name) {
     return name.find("+online") != std::string::npos;
   });
+  // auto_tune's choice as the grid measured it.
+  std::optional<double> tuneToBest;
+  if (tune.is_object() && tune.contains("mode")) {
+    for (const auto& f : feasible) {
+      if (f["mode"] == tune["mode"]) {
+        tune["samples_per_s"] = f["samples_per_s"];
+        tuneToBest = f["samples_per_s"].get<double>() / feasible[0]["samples_per_s"].get<double>();
+      }
+    }
+  }
   return {{"budget_fraction", fraction},
           {"budget_bytes", budgetBytes},
           {"configurations", grid.size() - static_cast<size_t>(controllers)},
@@ -258,7 +308,9 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
           {"online_to_best", online.is_null() || online.contains("infeasible") || feasible.empty()
                                  ? json(nullptr)
                                  : json(online["samples_per_s"].get<double>() /
-                                        feasible[0]["samples_per_s"].get<double>())}};
+                                        feasible[0]["samples_per_s"].get<double>())},
+          {"tune", tune},
+          {"tune_to_best", tuneToBest ? json(*tuneToBest) : json(nullptr)}};
 }
 
 json controllerSummary(const control::OnlineController& controller,

@@ -655,8 +655,11 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
                  {"bytes_per_step", bytesPerStep > 0 ? json(bytesPerStep) : json(nullptr)},
                  {"ops_without_cost", counted ? cost.opsWithoutCost / counted : 0},
                  {"modes", modeResults}};
-  if (config.grid)
-    result["grid"] = gridSummary(modeResults, grid, *config.grid, gridBudget);
+  if (config.grid) {
+    std::cerr << "  auto_tune beside the grid\n";
+    result["grid"] = gridSummary(modeResults, grid, *config.grid, gridBudget,
+                                 tuneBesideGrid(model, config, grid.size() - 1, gridBudget));
+  }
   if (costed != nullptr)
     result["memory_prediction"] =
         memoryPredictionSummary(records[baseline], modes[baseline]->name, 3);

@@ -137,11 +137,18 @@ const Mode* configuredMode(const std::string& name);
 // controller's mode over the same space and budget.
 std::vector<std::string> gridModes(const std::string& model, const RunConfig& config,
                                    double* budgetBytes);
+// auto_tune (symtune::tuneSession) on the model's session under config.grid of the plain peak,
+// allowed a quarter of the grid's `configurations` as evaluations, each measured as the grid's
+// modes are (config.warmup + config.steps steps): its choice as a grid mode name, and what it
+// spent; {"error": ...} when it could not run.
+nlohmann::ordered_json tuneBesideGrid(const std::string& model, const RunConfig& config,
+                                      size_t configurations, double budgetBytes);
 // The grid's entry of a model's JSON: its configurations that ran within the budget, best first,
-// and those no plan fitted.
+// those no plan fitted, the online controller's and auto_tune's choice (`tune`, with the
+// grid's measure of it) against the best.
 nlohmann::ordered_json gridSummary(const nlohmann::ordered_json& modeResults,
                                    const std::vector<std::string>& grid, double fraction,
-                                   double budgetBytes);
+                                   double budgetBytes, nlohmann::ordered_json tune);
 
 // A mode under the online controller: how often each configuration ran, how many choices
 // explored, and the median samples per second of the last quarter of the measured steps

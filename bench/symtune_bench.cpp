@@ -44,7 +44,8 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
   --budgets LIST      also run remat:F for each F in LIST ("0.3,0.4,0.5"): the time-memory curve
   --grid F           also run every configuration of each model's space (micro-batches, threads,
                      remat budget: docs/control.md) under F times the plain step's peak, and report
-                     the grid's best and runner-up
+                     the grid's best and runner-up, and auto_tune's choice with a quarter of the
+                     grid's evaluations
   --memory-prediction on|off  predict each step's peak of the baseline mode before it runs
                      (remat's memory predictor, fed the steps before) and report the errors
                      (default: off; on adds a template-counting forward before each baseline

@@ -78,6 +78,59 @@ CommandLine parseRulesCommand(const std::vector<std::string>& args) {
   return cl;
 }
 
+// An option's value as an integer in [least, 1e6], or an error naming the option.
+int64_t count(const std::string& option, const std::string& v, int64_t least) {
+  size_t used = 0;
+  long long n = -1;
+  try {
+    n = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || n < least || n > 1000000)
+    throw std::invalid_argument(option + " expects an integer from " + std::to_string(least) +
+                                ", got \"" + v + "\"");
+  return n;
+}
+
+CommandLine parseTuneCommand(const std::vector<std::string>& args) {
+  CommandLine cl;
+  cl.mode = CommandLine::Mode::Tune;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size())
+        throw std::invalid_argument(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      cl.mode = CommandLine::Mode::Help;
+      return cl;
+    } else if (a == "--budget-steps") {
+      cl.tuneBudgetSteps = count(a, value(), 1);
+    } else if (a == "--warmup") {
+      cl.tuneWarmup = count(a, value(), 0);
+    } else if (a == "--measure") {
+      cl.tuneMeasured = count(a, value(), 1);
+    } else if (a == "--output") {
+      cl.output = value();
+    } else if (a == "--json") {
+      cl.tuneJson = true;
+    } else if (!a.empty() && a[0] == '-') {
+      throw std::invalid_argument("unknown option " + a + " for tune (see --help)");
+    } else if (cl.session.empty()) {
+      cl.session = a;
+    } else {
+      throw std::invalid_argument("unexpected argument \"" + a + "\" (see --help)");
+    }
+  }
+  if (cl.session.empty())
+    throw std::invalid_argument("tune needs a session");
+  if (cl.tuneBudgetSteps == 0)
+    throw std::invalid_argument("tune needs --budget-steps N: the training steps it may spend");
+  return cl;
+}
+
 }  // namespace
 
 CommandLine parseCommandLine(const std::vector<std::string>& args) {
@@ -95,6 +148,8 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
   }
   if (!args.empty() && args[0] == "rules")
     return parseRulesCommand(args);
+  if (!args.empty() && args[0] == "tune")
+    return parseTuneCommand(args);
   if (!args.empty() && args[0] == "bindings") {
     cl.mode = CommandLine::Mode::Bindings;
     for (size_t i = 1; i < args.size(); ++i) {
@@ -277,6 +332,14 @@ std::string usage(const std::string& program, bool studio) {
          " bindings SESSION|REPORT [--json]\n"
          "                             the op sites DynaCompiler bound, per shape bucket, with\n"
          "                             each candidate's times (docs/binding.md)\n"
+         "  " +
+         program +
+         " tune SESSION --budget-steps N [--warmup W] [--measure M] [--output FILE] [--json]\n"
+         "                             search the session's configurations (micro-batches,\n"
+         "                             threads, remat budget) with auto_tune, spending at most N\n"
+         "                             training steps (W + M per configuration, default 2 + 3),\n"
+         "                             and write the fastest into the session (or FILE) as its\n"
+         "                             control block (docs/control.md)\n"
          "  " +
          program +
          " --version | --help\n"

@@ -9,7 +9,7 @@
 namespace symtune::app {
 
 struct CommandLine {
-  enum class Mode { Studio, Batch, Graph, Rules, Bindings, Help, Version };
+  enum class Mode { Studio, Batch, Graph, Rules, Bindings, Tune, Help, Version };
   Mode mode = Mode::Studio;
   std::string session;                    // --batch SESSION, or the studio's optional SESSION
   std::optional<std::string> report;      // --report FILE
@@ -41,6 +41,10 @@ struct CommandLine {
   // bindings SESSION|REPORT|TABLE [--json]
   std::string bindingsFile;
   bool bindingsJson = false;
+  // tune SESSION --budget-steps N [--warmup N] [--measure N] [--output FILE] [--json]
+  int64_t tuneBudgetSteps = 0;
+  int64_t tuneWarmup = 2, tuneMeasured = 3;
+  bool tuneJson = false;
 };
 
 // Parses argv (without argv[0]). Throws std::invalid_argument with a one-line reason.

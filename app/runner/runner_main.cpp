@@ -20,6 +20,7 @@
 #include "symtune/rules/rule_registry.h"
 #include "symtune/rules/rule_rewrite.h"
 #include "symtune/runtime/trainer.h"
+#include "tune_run.h"
 
 namespace {
 
@@ -188,6 +189,8 @@ int main(int argc, char** argv) {
       return symtune::app::runRulesCommand(cl, &symtune::rules::validateRewrites);
     case symtune::app::CommandLine::Mode::Bindings:
       return symtune::app::runBindingsCommand(cl);
+    case symtune::app::CommandLine::Mode::Tune:
+      return symtune::app::runTuneCommand(cl);
     case symtune::app::CommandLine::Mode::Studio:
       break;
   }

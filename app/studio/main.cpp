@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
       return 0;
     case symtune::app::CommandLine::Mode::Batch:
     case symtune::app::CommandLine::Mode::Graph:
+    case symtune::app::CommandLine::Mode::Tune:
       return handOverToRunner(argv);
     case symtune::app::CommandLine::Mode::Rules:
       // A rewrite's IR needs LibTorch's parser: the runner checks such files.

@@ -311,6 +311,59 @@ class TestBatch : public QObject {
     }
   }
 
+  void tuneCommandWritesTheFastestConfiguration() {
+    // `symtune tune` searches the tagger's configurations with a budget of 12 steps (4 of 1 + 2)
+    // and writes the fastest into a copy of the session, which then trains as tuned.
+    QTemporaryDir dir;
+    const QString session = writeFile(dir, "tagger.json", R"({
+      "format": "symtune-session", "version": 1, "name": "tagger",
+      "model": {"zoo": "dynamic_tagger", "preset": "ci"}, "binding": {"enabled": false},
+      "run": {"steps": 3, "threads": 2}})");
+    const QString tunedPath = dir.filePath("tagger.tuned.json");
+    const Result tuned = run({"tune", session, "--budget-steps", "12", "--warmup", "1", "--measure",
+                              "2", "--output", tunedPath, "--json"});
+    QVERIFY2(tuned.exitCode == 0, qPrintable(tuned.err));
+    QVERIFY2(tuned.err.contains("(the session's)"), qPrintable(tuned.err));
+    const QJsonObject search = QJsonDocument::fromJson(tuned.out.toUtf8()).object();
+    QCOMPARE(search["format"].toString(), QString("symtune-tune"));
+    const QJsonArray evaluations = search["evaluations"].toArray();
+    QVERIFY(!evaluations.isEmpty());
+    QVERIFY(evaluations.size() <= 4);
+    QVERIFY(search["steps"].toInt() <= 12);
+    QCOMPARE(evaluations[0].toObject()["configuration"].toString(),
+             QString("microbatches 1, threads 2, remat_budget as the session"));
+    const QString best = search["best"].toObject()["configuration"].toString();
+    QVERIFY(!best.isEmpty());
+    double fastest = 0;
+    for (const auto& e : evaluations)
+      fastest = std::max(fastest, e.toObject()["samples_per_s"].toDouble());
+    QCOMPARE(search["best"].toObject()["samples_per_s"].toDouble(), fastest);
+    // The original is untouched; the copy holds the configuration and the search.
+    QFile original(session);
+    QVERIFY(original.open(QIODevice::ReadOnly));
+    QVERIFY(!original.readAll().contains("tuned"));
+    QFile written(tunedPath);
+    QVERIFY(written.open(QIODevice::ReadOnly));
+    const QJsonObject control =
+        QJsonDocument::fromJson(written.readAll()).object()["control"].toObject();
+    QCOMPARE(control["mode"].toString(), QString("tuned"));
+    QCOMPARE(QString("microbatches %1, threads %2, remat_budget as the session")
+                 .arg(control["microbatches"].toInt())
+                 .arg(control["threads"].toInt()),
+             best);
+    QCOMPARE(control["tuned"].toObject()["evaluations"].toInt(), evaluations.size());
+    const Result again = run({"--batch", tunedPath, "--report", dir.filePath("r.json")});
+    QVERIFY2(again.exitCode == 0, qPrintable(again.err));
+    // Bad input: a budget that buys nothing, and no budget at all.
+    const Result tooSmall = run({"tune", session, "--budget-steps", "2"});
+    QCOMPARE(tooSmall.exitCode, 2);
+    QVERIFY2(tooSmall.err.contains("a budget of 2 steps buys no evaluation (each takes 5"),
+             qPrintable(tooSmall.err));
+    const Result none = run({"tune", session});
+    QCOMPARE(none.exitCode, 2);
+    QVERIFY(none.err.contains("tune needs --budget-steps N"));
+  }
+
   void bindingsCommandErrors_data() {
     QTest::addColumn<QByteArray>("file");
     QTest::addColumn<QString>("message");

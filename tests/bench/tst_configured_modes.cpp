@@ -90,6 +90,17 @@ TEST_CASE("the grid: every configuration of the model's space under the budget")
                 "+threads:" + std::to_string(hardware)) !=
         grid.end());  // the session's own configuration, on a run of the machine's threads
 
+  // auto_tune beside it: a quarter of the grid's evaluations, its choice one of the grid's modes.
+  config.steps = 2;
+  const auto tune =
+      symtune::bench::tuneBesideGrid("dynamic_tagger", config, grid.size() - 1, budget);
+  INFO(tune.dump());
+  REQUIRE(tune.contains("mode"));
+  CHECK(std::find(grid.begin(), grid.end(), tune["mode"].get<std::string>()) != grid.end());
+  CHECK(tune["evaluations_allowed"].get<size_t>() == (grid.size() - 1) / 4);
+  CHECK(tune["evaluations"].get<size_t>() <= (grid.size() - 1) / 4);
+  CHECK(tune["steps"].get<int64_t>() <= tune["evaluations_allowed"].get<int64_t>() * 3);
+
   // A resnet's batch cannot be split (batch norm): its grid varies threads and the budget only.
   const auto resnet = symtune::bench::gridModes("dynamic_resnet", config, &budget);
   CHECK(resnet.size() == threads * 4 + 1);

@@ -359,17 +359,57 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // control
   if (top.has("control")) {
     const JsonFields control = top.object("control");
-    control.rejectUnknown({"mode", "microbatches", "split_on_overrun"});
+    control.rejectUnknown(
+        {"mode", "microbatches", "split_on_overrun", "threads", "remat_budget", "tuned"});
     s.control.enabled = true;
     s.control.mode = control.string("mode", s.control.mode);
-    if (s.control.mode != "fixed" && s.control.mode != "online")
-      control.fail("mode", "expected \"fixed\" or \"online\", found " + inQuotes(s.control.mode));
+    if (s.control.mode != "fixed" && s.control.mode != "online" && s.control.mode != "tuned")
+      control.fail(
+          "mode", "expected \"fixed\", \"online\" or \"tuned\", found " + inQuotes(s.control.mode));
     const int64_t parts = control.integer("microbatches", s.control.microbatches);
     if (parts < 1 || parts > 1024)
       control.fail("microbatches", "expected a number of micro-batches from 1 to 1024, found " +
                                        std::to_string(parts));
     s.control.microbatches = static_cast<int>(parts);
     s.control.splitOnOverrun = control.boolean("split_on_overrun", s.control.splitOnOverrun);
+    const int64_t threads = control.integer("threads", s.control.threads);
+    if (threads < 0 || threads > 1024)
+      control.fail("threads",
+                   "expected a number of threads from 0 (as run.threads) to 1024, "
+                   "found " +
+                       std::to_string(threads));
+    s.control.threads = static_cast<int>(threads);
+    if (control.has("remat_budget")) {
+      const double share = control.number("remat_budget", 0);
+      if (!(share > 0 && share <= 1))
+        control.fail("remat_budget",
+                     "expected a share of the plain peak in (0, 1], found " + numberText(share));
+      if (!s.remat.budgetFraction)
+        control.fail("remat_budget", "needs remat.budget_fraction, the run's limit it tightens");
+      if (share > *s.remat.budgetFraction + 1e-9)
+        control.fail("remat_budget", "expected at most remat.budget_fraction " +
+                                         numberText(*s.remat.budgetFraction) + ", found " +
+                                         numberText(share));
+      s.control.rematBudget = share;
+    }
+    if (control.has("tuned")) {
+      const JsonFields tuned = control.object("tuned");
+      tuned.rejectUnknown({"evaluations", "configurations", "steps", "seconds", "samples_per_s",
+                           "start", "start_samples_per_s", "runner_up", "runner_up_samples_per_s",
+                           "stopped"});
+      ControlSpec::Tuned t;
+      t.evaluations = tuned.integer("evaluations", 0);
+      t.configurations = tuned.integer("configurations", 0);
+      t.steps = tuned.integer("steps", 0);
+      t.seconds = tuned.number("seconds", 0);
+      t.samplesPerSecond = tuned.number("samples_per_s", 0);
+      t.start = tuned.string("start", "");
+      t.startSamplesPerSecond = tuned.number("start_samples_per_s", 0);
+      t.runnerUp = tuned.string("runner_up", "");
+      t.runnerUpSamplesPerSecond = tuned.number("runner_up_samples_per_s", 0);
+      t.stopped = tuned.string("stopped", "");
+      s.control.tuned = t;
+    }
   }
   return s;
 }
@@ -443,10 +483,26 @@ std::string sessionJson(const Session& s) {
       remat["budget_fraction"] = *s.remat.budgetFraction;
     out["remat"] = remat;
   }
-  if (s.control.enabled)
-    out["control"] = {{"mode", s.control.mode},
-                      {"microbatches", s.control.microbatches},
-                      {"split_on_overrun", s.control.splitOnOverrun}};
+  if (s.control.enabled) {
+    nlohmann::json control = {{"mode", s.control.mode},
+                              {"microbatches", s.control.microbatches},
+                              {"split_on_overrun", s.control.splitOnOverrun},
+                              {"threads", s.control.threads}};
+    if (s.control.rematBudget)
+      control["remat_budget"] = *s.control.rematBudget;
+    if (const auto& t = s.control.tuned)
+      control["tuned"] = {{"evaluations", t->evaluations},
+                          {"configurations", t->configurations},
+                          {"steps", t->steps},
+                          {"seconds", t->seconds},
+                          {"samples_per_s", t->samplesPerSecond},
+                          {"start", t->start},
+                          {"start_samples_per_s", t->startSamplesPerSecond},
+                          {"runner_up", t->runnerUp},
+                          {"runner_up_samples_per_s", t->runnerUpSamplesPerSecond},
+                          {"stopped", t->stopped}};
+    out["control"] = control;
+  }
   return out.dump(2) + "\n";
 }
 

@@ -27,6 +27,17 @@ std::optional<double> valueOf(const Configuration& c, const std::string& name) {
   return std::nullopt;
 }
 
+bool allows(const Knob& knob, double v) {
+  return std::any_of(knob.values.begin(), knob.values.end(),
+                     [&](double allowed) { return sameValue(allowed, v); });
+}
+
+}  // namespace
+
+double valueOf(const Configuration& c, const Knob& knob) {
+  return valueOf(c, knob.name).value_or(knob.current);
+}
+
 void setValue(Configuration& c, const std::string& name, double v) {
   if (name == "microbatches")
     c.microbatches = static_cast<int>(v);
@@ -35,13 +46,6 @@ void setValue(Configuration& c, const std::string& name, double v) {
   else if (name == "remat_budget")
     c.rematBudget = v;
 }
-
-bool allows(const Knob& knob, double v) {
-  return std::any_of(knob.values.begin(), knob.values.end(),
-                     [&](double allowed) { return std::abs(allowed - v) <= 1e-9; });
-}
-
-}  // namespace
 
 std::string Configuration::text() const {
   std::string out = "microbatches " + std::to_string(microbatches);

@@ -460,19 +460,29 @@ std::pair<SegmentPlan, double> Rematerializer::leastByFit(const Bucket& bucket,
 
 StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
                                  const MemoryPredictor::Fit& fit) {
+  StepPlan step =
+      planUnder(bucket, key, fit, static_cast<double>(*limitFor(predictedPlain(bucket, fit))));
+  ++stats_.plansMade;
+  return step;
+}
+
+StepPlan Rematerializer::planUnder(const Bucket& bucket, const std::string& key,
+                                   const MemoryPredictor::Fit& fit, double budget,
+                                   std::optional<double> fraction) const {
   const auto peakOf = [&](const SegmentPlan& plan) { return predictedPeak(bucket, plan, fit); };
   const double plain = predictedPlain(bucket, fit);
-  const double budget = static_cast<double>(*limitFor(plain));
   StepPlan step;
   const auto [least, smallest] = leastByFit(bucket, fit);
   if (smallest > budget) {
     std::string what = "remat: the budget of " + formatBytes(budget);
-    if (options_.budgetFraction) {
+    if (!fraction)
+      fraction = options_.budgetFraction;
+    if (fraction) {
       char share[96];
-      std::snprintf(
-          share, sizeof share, " (budget_fraction %.2f of the plain peak %s; at least %.2f fits)",
-          *options_.budgetFraction, formatBytes(std::max(calibratedPlain_, plain)).c_str(),
-          smallest / std::max(calibratedPlain_, plain));
+      std::snprintf(share, sizeof share,
+                    " (budget_fraction %.2f of the plain peak %s; at least %.2f fits)", *fraction,
+                    formatBytes(std::max(calibratedPlain_, plain)).c_str(),
+                    smallest / std::max(calibratedPlain_, plain));
       what += share;
     }
     throw RematInfeasible(what +
@@ -534,8 +544,29 @@ StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
   step.predictedPlain = plain;
   step.limitBytes = static_cast<int64_t>(std::llround(budget));
   step.mostFreeing = step.segments.recompute == least.recompute;
-  ++stats_.plansMade;
   return step;
+}
+
+Forecast Rematerializer::forecast(double fraction) const {
+  Forecast out;
+  const auto fit = predictor_.fit();
+  if (!fit || buckets_.empty() || plainSteps_ == 0) {
+    out.note = "remat: nothing measured yet to forecast from";
+    return out;
+  }
+  for (const auto& [key, bucket] : buckets_) {
+    const double plain = predictedPlain(bucket, *fit);
+    const double budget = fraction * std::max(calibratedPlain_, plain);
+    try {
+      const StepPlan plan = planUnder(bucket, key, *fit, budget, fraction);
+      out.costSeconds = std::max(out.costSeconds.value_or(0), plan.cost);
+    } catch (const RematInfeasible& e) {
+      out.infeasible = e.what();
+      out.costSeconds.reset();
+      return out;
+    }
+  }
+  return out;
 }
 
 StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& inputs,

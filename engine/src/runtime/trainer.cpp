@@ -458,7 +458,12 @@ StepResult Trainer::runStep(Graph* capture) {
   const double built = secondsSince(t0);
   std::optional<control::Decision> decision = decide(whole);
   const auto tMove = Clock::now();
-  std::vector<std::pair<Batch, double>> parts = microBatches(whole, microbatches_);
+  // A step calibrating the remat budget on the CPU runs the batch whole: the fraction is of the
+  // whole batch's plain peak, whatever the micro-batches (Note [Micro-batches]). On a GPU the
+  // whole batch may not fit the device: it calibrates as configured.
+  const bool calibrating = remat_ && remat_->calibrating();
+  std::vector<std::pair<Batch, double>> parts =
+      microBatches(whole, calibrating && device_.is_cpu() ? 1 : microbatches_);
   const double dataSeconds = built + secondsSince(tMove);
   // What the optimizers plan for (Note [Guards]): each forward's bucket, the budget, the device.
   const auto factsOf = [&](const std::vector<std::pair<Batch, double>>& forwards) {
@@ -599,7 +604,7 @@ StepResult Trainer::runStep(Graph* capture) {
         torch::Tensor loss;
         for (;;) {
           const int more = static_cast<int>(parts.size()) * 2;
-          splitting_ = splits && more <= whole.size;
+          splitting_ = splits && !calibrating && more <= whole.size;  // calibration is unenforced
           stepLive_.reset();
           if (remat_ && parts.size() > 1)
             stepLive_ = liveNow();
@@ -675,12 +680,12 @@ StepResult Trainer::runStep(Graph* capture) {
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (decision) {
     // Rewarded by the step without building its batch. A step that met something new (a shape
-    // bucket, a branch pattern: measured, counted and planned on the way) or the first (TorchScript
-    // profiles it, remat calibrates) is logged, not learnt from: its one-off costs are no
-    // configuration's.
+    // bucket, a branch pattern: measured, counted and planned on the way), the first (TorchScript
+    // profiles it) or one that calibrates remat (plain, perhaps whole) is logged, not learnt from:
+    // its one-off costs are no configuration's.
     const double seconds = r.seconds - timings.data;
     decision->samplesPerSecond = static_cast<double>(whole.size) / seconds;
-    const bool oneOff = r.step == 0 || r.optimizeRequired.has_value();
+    const bool oneOff = r.step == 0 || r.optimizeRequired.has_value() || calibrating;
     controller_->observe(*decision, oneOff ? 0.0 : seconds, whole.size);
     r.decision = controller_->log().back();
   }

@@ -36,6 +36,8 @@ void Trainer::setUpControl() {
     return;
   control::Configuration c = configuration();
   c.microbatches = session_.control.microbatches;
+  c.threads = session_.control.threads;
+  c.rematBudget = session_.control.rematBudget;
   if (c.microbatches > 1 && unsplittable())
     throw SetupError("control.microbatches " + std::to_string(c.microbatches) + ": " +
                      *unsplittable());

@@ -83,10 +83,22 @@ std::vector<RejectedSession> rejectedSessions() {
        "control.microbatches: expected a number of micro-batches from 1 to 1024, found 0"},
       {"control unknown mode",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"mode": "online!"})"),
-       "control.mode: expected \"fixed\" or \"online\", found \"online!\""},
+       "control.mode: expected \"fixed\", \"online\" or \"tuned\", found \"online!\""},
       {"control unknown field",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"modes": 1})"),
-       "control.modes: unknown field (known here: mode, microbatches, split_on_overrun)"},
+       "control.modes: unknown field (known here: mode, microbatches, split_on_overrun, threads, "
+       "remat_budget, tuned)"},
+      {"control remat budget without a fraction",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                   R"(, "control": {"remat_budget": 0.5})"),
+       "control.remat_budget: needs remat.budget_fraction, the run's limit it tightens"},
+      {"control remat budget above the fraction",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                   R"(, "remat": {"budget_fraction": 0.5}, "control": {"remat_budget": 0.6})"),
+       "control.remat_budget: expected at most remat.budget_fraction 0.5, found 0.6"},
+      {"control negative threads",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"threads": -1})"),
+       "control.threads: expected a number of threads from 0 (as run.threads) to 1024, found -1"},
       {"binding budget negative",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"budget": -1})"),
        "binding.budget: expected a non-negative integer or null, found -1"},
@@ -209,6 +221,35 @@ TEST_CASE("control: off unless the session has the block; written back as read")
                                 kOrigin)),
                             kOrigin);
   CHECK(online.control.mode == "online");
+  // What `symtune tune` writes: the configuration and the search's figures, read back as written.
+  const Session tuned = symtune::parseSession(
+      sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                  R"(, "remat": {"budget_fraction": 0.6}, "control": {"mode": "tuned",
+                     "microbatches": 2, "threads": 1, "remat_budget": 0.5,
+                     "tuned": {"evaluations": 12, "configurations": 48, "steps": 60,
+                               "seconds": 81.5, "samples_per_s": 912.5,
+                               "start": "microbatches 1, threads 2, remat_budget 0.6",
+                               "start_samples_per_s": 700, "runner_up": "microbatches 4",
+                               "runner_up_samples_per_s": 900, "stopped": "the budget"}})"),
+      kOrigin);
+  for (const Session& s : {tuned, symtune::parseSession(symtune::sessionJson(tuned), kOrigin)}) {
+    CHECK(s.control.mode == "tuned");
+    CHECK(s.control.microbatches == 2);
+    CHECK(s.control.threads == 1);
+    REQUIRE(s.control.rematBudget.has_value());
+    CHECK(*s.control.rematBudget == doctest::Approx(0.5));
+    REQUIRE(s.control.tuned.has_value());
+    CHECK(s.control.tuned->evaluations == 12);
+    CHECK(s.control.tuned->configurations == 48);
+    CHECK(s.control.tuned->steps == 60);
+    CHECK(s.control.tuned->seconds == doctest::Approx(81.5));
+    CHECK(s.control.tuned->samplesPerSecond == doctest::Approx(912.5));
+    CHECK(s.control.tuned->start == "microbatches 1, threads 2, remat_budget 0.6");
+    CHECK(s.control.tuned->startSamplesPerSecond == doctest::Approx(700));
+    CHECK(s.control.tuned->runnerUp == "microbatches 4");
+    CHECK(s.control.tuned->runnerUpSamplesPerSecond == doctest::Approx(900));
+    CHECK(s.control.tuned->stopped == "the budget");
+  }
 }
 
 TEST_CASE("remat: off unless the session has the block, which needs a budget for the planner") {

@@ -198,8 +198,14 @@ TEST_CASE_FIXTURE(TwoThreads, "a trainer's configuration space, and configuring 
   CHECK(at::get_num_threads() == 1);
   CHECK(t.configuration() == c);
   CHECK(t.configSpace().knob("remat_budget")->current == 0.5);
+  // The first step calibrates the budget_fraction: on the CPU the batch runs whole, plain.
+  const symtune::StepResult calibration = t.step();
+  CHECK(calibration.microbatches == 1);
+  CHECK(calibration.remat->plan.calibrating);
   const symtune::StepResult r = t.step();
   CHECK(r.microbatches == 4);
+  REQUIRE(r.remat.has_value());
+  CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
   at::set_num_threads(2);
   c.rematBudget = 0.7;  // above the session's: the run's memory budget
   CHECK_THROWS_WITH_AS(t.configure(c),

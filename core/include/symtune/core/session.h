@@ -118,7 +118,8 @@ struct RematSpec {
 // when a step does not fit its memory budget.
 struct ControlSpec {
   // "fixed": every step as configured here; "online": the online controller chooses each step's
-  // configuration from the run's space (docs/control.md, "The online controller").
+  // configuration from the run's space (docs/control.md, "The online controller"); "tuned": as
+  // "fixed", the configuration written by `symtune tune` (auto_tune), its search in `tuned`.
   std::string mode = "fixed";
   // Each batch runs as this many micro-batches whose gradients add up to the batch's (the
   // online controller's first step starts from it).
@@ -127,6 +128,23 @@ struct ControlSpec {
   // micro-batches (again, until it fits or the batch cannot be split further), and the run goes on
   // so split, rather than stopping. Off without a `control` block.
   bool splitOnOverrun = true;
+  // LibTorch's intra-op threads for the run's steps; 0: as run.threads has it.
+  int threads = 0;
+  // The remat budget as a share of the plain peak, tighter than remat.budget_fraction (which
+  // stays the run's limit, and this at most it); unset: remat.budget_fraction.
+  std::optional<double> rematBudget;
+  // What auto_tune measured when it chose the configuration above (`symtune tune`).
+  struct Tuned {
+    int64_t evaluations = 0, configurations = 0, steps = 0;
+    double seconds = 0;
+    double samplesPerSecond = 0;       // the configuration chosen, as measured
+    std::string start;                 // the configuration the search began from...
+    double startSamplesPerSecond = 0;  // ... and its measure
+    std::string runnerUp;              // the second fastest measured (empty: none)
+    double runnerUpSamplesPerSecond = 0;
+    std::string stopped;  // why the search ended
+  };
+  std::optional<Tuned> tuned;
   bool enabled = false;  // the session has a `control` block
 };
 

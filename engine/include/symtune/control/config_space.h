@@ -38,6 +38,16 @@ struct Configuration {
   bool operator!=(const Configuration& other) const { return !(*this == other); }
 };
 
+// The value `c` gives `knob`: the knob's current value when `c` leaves it as the session has it
+// (threads 0, remat_budget unset).
+double valueOf(const Configuration& c, const Knob& knob);
+// Sets knob `name` of `c` to `v` (a name Configuration does not know changes nothing).
+void setValue(Configuration& c, const std::string& name, double v);
+// Whether two knob values are the same value.
+inline bool sameValue(double a, double b) {
+  return a - b <= 1e-9 && b - a <= 1e-9;
+}
+
 class ConfigSpace {
  public:
   ConfigSpace() = default;

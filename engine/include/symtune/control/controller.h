@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "symtune/control/additive_model.h"
 #include "symtune/control/config_space.h"
 
 namespace symtune::control {
@@ -80,24 +81,12 @@ class OnlineController {
   double predictedSamplesPerSecond(const Configuration& c, const std::string& bucket) const;
 
  private:
-  std::vector<double> features(const Configuration& c, const std::string& bucket) const;
-  size_t bucketIndex(const std::string& bucket);  // adds a term for a new bucket
-  std::vector<double> mean() const;
-  double noise() const;                        // the noise's variance, from the residuals so far
   bool allowed(const Configuration& c) const;  // by the pins
 
   ConfigSpace space_;
   ControllerOptions options_;
   std::vector<Configuration> grid_;
-  std::vector<size_t> knobOffset_;  // where each knob's terms begin
-  size_t knobTerms_ = 0;
-  std::map<std::string, size_t> buckets_;
-  // Posterior of the terms: precision A (row-major, dim × dim) and b = Σ x y.
-  size_t dim_ = 0;
-  std::vector<double> precision_, moment_;
-  double residualSum_ = 0;  // of squared residuals against the mean before each observation
-  double reference_ = 0;    // the first step's log seconds per sample: what the terms add to
-  int64_t observations_ = 0;
+  AdditiveModel model_;  // the buckets are its contexts
   std::map<std::string, double> pins_;
   std::mt19937_64 rng_;
   std::vector<Decision> log_;

@@ -109,6 +109,14 @@ struct StepPlan {
   double cost = 0;  // the plan's recompute cost (seconds, by the templates)
 };
 
+// What a budget would cost, by the predictor and the templates, before any step runs under it
+// (Rematerializer::forecast).
+struct Forecast {
+  std::optional<double> costSeconds;      // the recompute cost of its plan, on the costliest bucket
+  std::optional<std::string> infeasible;  // no plan fits it on a bucket met so far, and why
+  std::string note;                       // why there is no forecast (nothing measured yet)
+};
+
 struct RematStats {
   int64_t steps = 0, buckets = 0, plansMade = 0, cacheHits = 0, backOffs = 0;
   int64_t profiles = 0;  // counting forwards: one per bucket, and one per larger batch in it
@@ -149,6 +157,18 @@ class Rematerializer {
   // budget stays as it was.
   void setBudget(std::optional<int64_t> bytes, std::optional<double> fraction, bool check = true);
 
+  // What a budget of `fraction` of the plain peak would cost on the buckets met so far: the
+  // plan the planner would make under it (its recompute cost, by the templates), or that none
+  // fits. Changes nothing.
+  Forecast forecast(double fraction) const;
+
+  // Whether the next step calibrates: runs plain and unenforced to measure the peak
+  // budgetFraction is of.
+  bool calibrating() const {
+    return options_.strategy == Strategy::Plan && options_.budgetFraction &&
+           plainSteps_ < static_cast<size_t>(options_.calibrationSteps);
+  }
+
   const RematOptions& options() const { return options_; }
   const RematStats& stats() const { return stats_; }
   // The budget in bytes of a step whose plain peak is predicted at `predictedPlain`: budgetBytes,
@@ -187,6 +207,10 @@ class Rematerializer {
   StepPlan planOfSegments(const Bucket& bucket, const std::string& key, SegmentPlan segments) const;
   StepPlan mostFreeing(const Bucket& bucket, const std::string& key) const;
   StepPlan planFor(Bucket& bucket, const std::string& key, const MemoryPredictor::Fit& fit);
+  // The cheapest plan predicted to keep the bucket's step under `budget` bytes; throws
+  // RematInfeasible (naming `fraction`, or the options', as the budget's share) when none does.
+  StepPlan planUnder(const Bucket& bucket, const std::string& key, const MemoryPredictor::Fit& fit,
+                     double budget, std::optional<double> fraction = std::nullopt) const;
   // The peak the fit predicts for the bucket's step under `plan`; the plain step's.
   double predictedPeak(const Bucket& bucket, const SegmentPlan& plan,
                        const MemoryPredictor::Fit& fit) const;

@@ -100,7 +100,10 @@ struct StepResult {
 // added back after it (the same sum, in the same order, as autograd's accumulation), so a
 // micro-batch that overruns its budget and runs again (Note [Planning per batch]) starts from
 // nothing of its own. Not for a model that normalises over the batch (batch norm in training:
-// each micro-batch would have its own statistics); the knob says so (Trainer::configSpace).
+// each micro-batch would have its own statistics); the knob says so (Trainer::configSpace). On the
+// CPU a step that calibrates a remat budget_fraction runs the batch whole, so the fraction is of
+// the whole batch's plain peak and a split step can meet a budget the whole batch cannot (on a GPU,
+// where the whole batch may not fit the device, it calibrates as configured).
 
 class Trainer {
  public:

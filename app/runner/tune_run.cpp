@@ -1,0 +1,148 @@
+#include "tune_run.h"
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "symtune/core/atomic_file.h"
+#include "symtune/core/session.h"
+#include "symtune/runtime/tuning.h"
+
+namespace symtune::app {
+
+namespace {
+
+std::string rate(double samplesPerSecond) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f samples/s", samplesPerSecond);
+  return text;
+}
+
+std::string knobsText(const control::ConfigSpace& space) {
+  std::string out;
+  for (const control::Knob& k : space.knobs()) {
+    out += (out.empty() ? "" : "; ") + k.name;
+    for (double v : k.values) {
+      char text[32];
+      std::snprintf(text, sizeof text, " %g", v);
+      out += text;
+    }
+  }
+  return out;
+}
+
+nlohmann::ordered_json searchJson(const TunedSession& tuned, const std::string& written) {
+  const control::TuneResult& r = tuned.search;
+  nlohmann::ordered_json evaluations = nlohmann::ordered_json::array();
+  for (const auto& e : r.evaluations) {
+    nlohmann::ordered_json one = {{"configuration", e.configuration.text()},
+                                  {"predicted_samples_per_s", e.predictedSamplesPerSecond},
+                                  {"samples_per_s", e.samplesPerSecond},
+                                  {"steps", e.steps},
+                                  {"seconds", e.seconds}};
+    if (!e.failed.empty())
+      one["failed"] = e.failed;
+    evaluations.push_back(one);
+  }
+  nlohmann::ordered_json pruned = nlohmann::ordered_json::array();
+  for (const auto& [c, why] : r.pruned)
+    pruned.push_back({{"configuration", c.text()}, {"why", why}});
+  const auto pick = [&](const std::optional<size_t>& i) {
+    return i ? nlohmann::ordered_json{{"configuration", r.evaluations[*i].configuration.text()},
+                                      {"samples_per_s", r.evaluations[*i].samplesPerSecond}}
+             : nlohmann::ordered_json(nullptr);
+  };
+  return {{"format", "symtune-tune"},
+          {"configurations", r.configurations},
+          {"evaluations", evaluations},
+          {"pruned", pruned},
+          {"best", pick(r.best)},
+          {"runner_up", pick(r.runnerUp)},
+          {"simulations", r.simulations},
+          {"steps", r.steps},
+          {"seconds", r.seconds},
+          {"stopped", r.stopped},
+          {"written", written}};
+}
+
+}  // namespace
+
+int runTuneCommand(const CommandLine& cl) {
+  Session session;
+  try {
+    session = loadSession(cl.session);
+  } catch (const std::exception& e) {
+    std::cerr << "symtune: " << e.what() << std::endl;
+    return 2;
+  }
+  if (cl.tuneBudgetSteps < cl.tuneWarmup + cl.tuneMeasured) {
+    std::cerr << "symtune: tune: a budget of " << cl.tuneBudgetSteps
+              << " steps buys no evaluation (each takes " << cl.tuneWarmup + cl.tuneMeasured << ": "
+              << cl.tuneWarmup << " warm-up and " << cl.tuneMeasured << " measured)" << std::endl;
+    return 2;
+  }
+  TuneSessionOptions options;
+  options.budgetSteps = static_cast<int>(cl.tuneBudgetSteps);
+  options.warmupSteps = static_cast<int>(cl.tuneWarmup);
+  options.measuredSteps = static_cast<int>(cl.tuneMeasured);
+  int done = 0;
+  options.progress = [&](const control::Evaluation& e) {
+    std::cerr << "  " << ++done << "  " << e.configuration.text() << ": "
+              << (e.failed.empty() ? rate(e.samplesPerSecond) : "failed: " + e.failed);
+    if (done > 1 && e.predictedSamplesPerSecond > 0)
+      std::cerr << " (predicted " << rate(e.predictedSamplesPerSecond) << ")";
+    if (done == 1)
+      std::cerr << " (the session's)";
+    std::cerr << std::endl;
+  };
+  std::cerr << "auto_tune: " << cl.session << ", at most " << cl.tuneBudgetSteps
+            << " training steps, " << cl.tuneWarmup << " warm-up + " << cl.tuneMeasured
+            << " measured per configuration" << std::endl;
+  TunedSession tuned;
+  try {
+    tuned = tuneSession(session, options);
+  } catch (const std::exception& e) {
+    std::cerr << "symtune: " << e.what() << std::endl;
+    return 1;
+  }
+  const std::string target = cl.output.value_or(cl.session);
+  try {
+    writeFileAtomically(target, sessionJson(tuned.session));
+  } catch (const std::exception& e) {
+    std::cerr << "symtune: " << e.what() << std::endl;
+    return 1;
+  }
+  const control::TuneResult& r = tuned.search;
+  if (cl.tuneJson) {
+    std::cout << searchJson(tuned, target).dump(2) << std::endl;
+    return 0;
+  }
+  std::cout << "space: " << r.configurations << " configurations (" << knobsText(tuned.space)
+            << ")\n";
+  for (const auto& [c, why] : r.pruned)
+    std::cout << "pruned: " << c.text() << ": " << why << "\n";
+  const auto& best = r.evaluations[*r.best];
+  const auto& start = r.evaluations.front();
+  std::cout << "best: " << best.configuration.text() << ", " << rate(best.samplesPerSecond);
+  if (start.failed.empty()) {
+    char ratio[64];
+    std::snprintf(ratio, sizeof ratio, "%.3f", best.samplesPerSecond / start.samplesPerSecond);
+    std::cout << " (" << ratio << "x the session's " << rate(start.samplesPerSecond) << ")\n";
+  } else {
+    std::cout << " (the session's own configuration failed)\n";
+  }
+  if (r.runnerUp)
+    std::cout << "runner-up: " << r.evaluations[*r.runnerUp].configuration.text() << ", "
+              << rate(r.evaluations[*r.runnerUp].samplesPerSecond) << "\n";
+  char spent[64];
+  std::snprintf(spent, sizeof spent, "%.1f s", r.seconds);
+  std::cout << "search: " << r.evaluations.size() << " evaluations, " << r.steps << " steps, "
+            << r.simulations << " tree descents, " << spent << "; stopped: " << r.stopped << "\n"
+            << "wrote " << target << " (control: mode tuned, " << best.configuration.text() << ")"
+            << std::endl;
+  return 0;
+}
+
+}  // namespace symtune::app

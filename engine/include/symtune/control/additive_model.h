@@ -1,0 +1,71 @@
+#pragma once
+// What the online controller and auto_tune know of a configuration's speed (docs/control.md):
+// the log of a step's seconds per sample as a sum of one term per knob value and one per context
+// (a shape bucket), fitted by Bayesian linear regression.
+//
+// Note [Posterior of the terms]
+// The model keeps the prior precision plus XᵀX and Xᵀy of the observations (y less the first
+// observation's, which the terms are relative to). With the noise's variance s², the terms'
+// posterior has precision I/priorVariance + XᵀX/s² and mean (that)⁻¹ Xᵀy/s²: a term no
+// observation used keeps its prior variance whatever the noise, so an untried knob value is drawn
+// as widely as the prior says (by a factor of e at variance 1) and gets tried, while a term
+// measured n times narrows to about s²/n. The noise's variance is estimated from the one-step-
+// ahead residuals (each observation against the mean before it), starting from priorNoise.
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "symtune/control/config_space.h"
+
+namespace symtune::control {
+
+// The terms' posterior at one moment.
+struct TermPosterior {
+  std::vector<double> factor;  // Cholesky factor L of the posterior precision (row-major)
+  std::vector<double> mean;
+  // A draw of the terms: mean + L⁻ᵀ z, z standard normal (as many draws from `rng` as terms).
+  std::vector<double> draw(std::mt19937_64& rng) const;
+  // The posterior variance of x · terms.
+  double variance(const std::vector<double>& x) const;
+};
+
+class AdditiveModel {
+ public:
+  AdditiveModel(const ConfigSpace& space, double priorVariance, double priorNoise);
+
+  // Adds a term for context `name` (with its prior) unless it has one.
+  void addContext(const std::string& name);
+  // The one-hot features of `c` on `context` (no context term when the context has none).
+  std::vector<double> features(const Configuration& c, const std::string& context = "") const;
+  // An observation: features `x`, `y` the log of seconds per sample (less whatever the caller's
+  // own estimate explains).
+  void observe(const std::vector<double>& x, double y);
+
+  TermPosterior posterior() const;
+  // The log seconds per sample the terms predict for features `x`.
+  double predict(const std::vector<double>& x, const std::vector<double>& terms) const;
+  // The noise's variance, from the residuals so far.
+  double noise() const;
+  int64_t observations() const { return observations_; }
+  // The first observation's y, which the terms are relative to (0 before any).
+  double reference() const { return reference_; }
+  size_t terms() const { return dim_; }
+
+ private:
+  ConfigSpace space_;
+  double priorVariance_, priorNoise_;
+  std::vector<size_t> knobOffset_;  // where each knob's terms begin
+  std::map<std::string, size_t> contexts_;
+  size_t dim_ = 0;
+  std::vector<double> precision_, moment_;  // I/priorVariance + XᵀX (row-major), Xᵀy
+  double residualSum_ = 0;
+  double reference_ = 0;  // the first observation's y: what the terms add to
+  int64_t observations_ = 0;
+};
+
+double dot(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace symtune::control

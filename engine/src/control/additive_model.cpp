@@ -1,0 +1,159 @@
+#include "symtune/control/additive_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace symtune::control {
+
+namespace {
+
+// Cholesky factor L of the symmetric positive-definite n × n matrix `a` (row-major): a = L Lᵀ.
+std::vector<double> cholesky(const std::vector<double>& a, size_t n) {
+  std::vector<double> l(n * n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j <= i; ++j) {
+      double sum = a[i * n + j];
+      for (size_t k = 0; k < j; ++k)
+        sum -= l[i * n + k] * l[j * n + k];
+      l[i * n + j] = i == j ? std::sqrt(std::max(sum, 1e-12)) : sum / l[j * n + j];
+    }
+  }
+  return l;
+}
+
+// Solves L y = v (lower), then, when `transposed`, Lᵀ x = v instead.
+std::vector<double> solveLower(const std::vector<double>& l, size_t n, std::vector<double> v,
+                               bool transposed) {
+  if (!transposed) {
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t k = 0; k < i; ++k)
+        v[i] -= l[i * n + k] * v[k];
+      v[i] /= l[i * n + i];
+    }
+  } else {
+    for (size_t i = n; i-- > 0;) {
+      for (size_t k = i + 1; k < n; ++k)
+        v[i] -= l[k * n + i] * v[k];
+      v[i] /= l[i * n + i];
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double sum = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    sum += a[i] * b[i];
+  return sum;
+}
+
+std::vector<double> TermPosterior::draw(std::mt19937_64& rng) const {
+  const size_t n = mean.size();
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> z(n);
+  for (double& v : z)
+    v = normal(rng);
+  std::vector<double> out = solveLower(factor, n, z, true);
+  for (size_t i = 0; i < n; ++i)
+    out[i] += mean[i];
+  return out;
+}
+
+double TermPosterior::variance(const std::vector<double>& x) const {
+  // xᵀ (L Lᵀ)⁻¹ x = |L⁻¹ x|².
+  const std::vector<double> y = solveLower(factor, mean.size(), x, false);
+  return dot(y, y);
+}
+
+AdditiveModel::AdditiveModel(const ConfigSpace& space, double priorVariance, double priorNoise)
+    : space_(space), priorVariance_(priorVariance), priorNoise_(priorNoise) {
+  for (const Knob& k : space_.knobs()) {
+    knobOffset_.push_back(dim_);
+    dim_ += k.values.size();
+  }
+  precision_.assign(dim_ * dim_, 0.0);
+  for (size_t i = 0; i < dim_; ++i)
+    precision_[i * dim_ + i] = 1.0 / priorVariance_;
+  moment_.assign(dim_, 0.0);
+}
+
+void AdditiveModel::addContext(const std::string& name) {
+  if (contexts_.count(name) != 0)
+    return;
+  // A new term: the precision grows by a row and a column holding only the prior.
+  const size_t n = dim_ + 1;
+  std::vector<double> grown(n * n, 0.0);
+  for (size_t i = 0; i < dim_; ++i)
+    std::copy(precision_.begin() + static_cast<std::ptrdiff_t>(i * dim_),
+              precision_.begin() + static_cast<std::ptrdiff_t>((i + 1) * dim_),
+              grown.begin() + static_cast<std::ptrdiff_t>(i * n));
+  grown[dim_ * n + dim_] = 1.0 / priorVariance_;
+  precision_ = std::move(grown);
+  moment_.push_back(0.0);
+  contexts_[name] = dim_++;
+}
+
+std::vector<double> AdditiveModel::features(const Configuration& c,
+                                            const std::string& context) const {
+  std::vector<double> x(dim_, 0.0);
+  const auto& knobs = space_.knobs();
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    const double v = valueOf(c, knobs[k]);
+    for (size_t i = 0; i < knobs[k].values.size(); ++i) {
+      if (sameValue(knobs[k].values[i], v))
+        x[knobOffset_[k] + i] = 1.0;
+    }
+  }
+  const auto found = contexts_.find(context);
+  if (found != contexts_.end())
+    x[found->second] = 1.0;
+  return x;
+}
+
+double AdditiveModel::noise() const {
+  return (2 * priorNoise_ + residualSum_) / (2 + static_cast<double>(observations_));
+}
+
+TermPosterior AdditiveModel::posterior() const {
+  const size_t n = dim_;
+  const double s2 = noise();
+  std::vector<double> a(precision_.size());
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const double prior = i == j ? 1.0 / priorVariance_ : 0.0;
+      a[i * n + j] = prior + (precision_[i * n + j] - prior) / s2;
+    }
+  }
+  std::vector<double> b(moment_);
+  for (double& v : b)
+    v /= s2;
+  TermPosterior p;
+  p.factor = cholesky(a, n);
+  p.mean = solveLower(p.factor, n, solveLower(p.factor, n, b, false), true);
+  return p;
+}
+
+double AdditiveModel::predict(const std::vector<double>& x,
+                              const std::vector<double>& terms) const {
+  return reference_ + dot(x, terms);
+}
+
+void AdditiveModel::observe(const std::vector<double>& x, double y) {
+  if (observations_ == 0)
+    reference_ = y;  // the terms are of the time relative to the first observation's
+  const double centred = y - reference_;
+  const double residual = centred - dot(x, posterior().mean);
+  residualSum_ += residual * residual;
+  for (size_t i = 0; i < dim_; ++i) {
+    if (x[i] == 0)
+      continue;
+    moment_[i] += x[i] * centred;
+    for (size_t j = 0; j < dim_; ++j)
+      precision_[i * dim_ + j] += x[i] * x[j];
+  }
+  ++observations_;
+}
+
+}  // namespace symtune::control

@@ -1,0 +1,194 @@
+#include "symtune/runtime/tuning.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <ATen/Parallel.h>
+
+#include "symtune/remat/rematerializer.h"
+
+namespace symtune {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Puts LibTorch's intra-op thread count back as it was: a configuration's threads belong to the
+// process, not to the trainer that measured it.
+class KeepThreads {
+ public:
+  KeepThreads() : threads_(at::get_num_threads()) {}
+  ~KeepThreads() {
+    if (at::get_num_threads() != threads_)
+      at::set_num_threads(threads_);
+  }
+  KeepThreads(const KeepThreads&) = delete;
+  KeepThreads& operator=(const KeepThreads&) = delete;
+
+ private:
+  int threads_;
+};
+
+}  // namespace
+
+TunedSession tuneSession(const Session& given, const TuneSessionOptions& options) {
+  if (options.warmupSteps < 0 || options.measuredSteps < 1)
+    throw SetupError("auto_tune: each evaluation needs at least one measured step");
+  // The steps that calibrate a remat budget_fraction (plain, on the CPU whole) are no
+  // configuration's: they are warm-up whatever the options say.
+  const int warmup = std::max(options.warmupSteps, given.remat.enabled && given.remat.budgetFraction
+                                                       ? given.remat.calibrationSteps
+                                                       : 0);
+  const int perEvaluation = warmup + options.measuredSteps;
+  if (options.budgetSteps < perEvaluation)
+    throw SetupError("auto_tune: a budget of " + std::to_string(options.budgetSteps) +
+                     " steps buys no evaluation (each takes " + std::to_string(perEvaluation) +
+                     ": " + std::to_string(warmup) + " warm-up and " +
+                     std::to_string(options.measuredSteps) + " measured)");
+  const KeepThreads keep;
+  const int threadsAtStart = at::get_num_threads();
+  // Each configuration measured as itself: in fixed mode (the online controller would choose
+  // its own), and a step that does not fit fails rather than splitting into more micro-batches
+  // than the configuration says.
+  Session session = given;
+  session.control.mode = "fixed";
+  session.control.splitOnOverrun = false;
+
+  // The first trainer: the session's space, and, once it has run, the cost model.
+  auto first = std::make_unique<Trainer>(session);
+  const control::ConfigSpace space = first->configSpace();
+  double firstStepSeconds = 0;  // its median step, without building the batch
+
+  const auto measure = [&](Trainer& trainer, const control::Configuration& c, double* stepSeconds) {
+    control::Measurement m;
+    std::vector<double> perSample, steps;
+    try {
+      trainer.setTelemetry(options.telemetry);
+      trainer.configure(c);
+      for (int i = 0; i < perEvaluation; ++i) {
+        const StepResult r = trainer.step();
+        ++m.steps;
+        if (i < warmup)
+          continue;
+        const double seconds = r.seconds - r.timings.data;
+        steps.push_back(seconds);
+        perSample.push_back(seconds / static_cast<double>(trainer.batchSize()));
+      }
+    } catch (const remat::RematInfeasible& e) {
+      m.failed = e.what();  // the steps it ran count
+      m.outOfMemory = true;
+      return m;
+    } catch (const c10::OutOfMemoryError& e) {
+      // The device's memory: with no remat budget in the space, fewer micro-batches need more.
+      // (Under a budget a tighter one needs less of the device: nothing follows.)
+      m.failed = oneLine(e);
+      m.outOfMemory = !session.remat.enabled;
+      return m;
+    } catch (const std::exception& e) {
+      m.failed = e.what();
+      return m;
+    }
+    m.samplesPerSecond = 1 / median(perSample);
+    if (stepSeconds != nullptr)
+      *stepSeconds = median(steps);
+    return m;
+  };
+
+  // The cost model: what the first trainer's remat planner forecasts for each budget (its
+  // recompute cost, added to the step; or that no plan fits the whole batch), taken once the
+  // first evaluation ran, before the trainer goes (its weights and memory are no other
+  // evaluation's). Micro-batches and threads it has no figure for: the search learns them by
+  // measuring.
+  std::map<double, remat::Forecast> forecasts;
+  double ownCost = 0;
+  const auto takeForecasts = [&] {
+    remat::Rematerializer* remat = first->rematerializer();
+    const control::Knob* budget = space.knob("remat_budget");
+    if (remat == nullptr || budget == nullptr)
+      return;
+    for (double v : budget->values)
+      forecasts[v] = remat->forecast(v);
+    const auto own = forecasts.find(budget->current);
+    if (own != forecasts.end())
+      ownCost = own->second.costSeconds.value_or(0);
+  };
+
+  bool firstRun = false;
+  const control::AutoTuner::Evaluator evaluate = [&](const control::Configuration& c) {
+    if (!firstRun) {
+      firstRun = true;
+      const control::Measurement m = measure(*first, c, &firstStepSeconds);
+      takeForecasts();
+      first.reset();
+      return m;
+    }
+    // A trainer begins with the threads the process began with (its space's knob keeps them).
+    at::set_num_threads(threadsAtStart);
+    std::unique_ptr<Trainer> trainer;
+    try {
+      trainer = std::make_unique<Trainer>(session);
+    } catch (const std::exception& e) {
+      return control::Measurement{0, 0, e.what()};
+    }
+    return measure(*trainer, c, nullptr);
+  };
+
+  const control::AutoTuner::Estimator estimate = [&](const control::Configuration& c) {
+    control::Estimate e;
+    const control::Knob* budget = space.knob("remat_budget");
+    if (budget == nullptr)
+      return e;
+    const auto found = forecasts.find(control::valueOf(c, *budget));
+    if (found == forecasts.end())
+      return e;
+    const remat::Forecast& f = found->second;
+    if (f.infeasible && c.microbatches == 1) {
+      e.infeasible = *f.infeasible;
+    } else if (f.costSeconds && firstStepSeconds > ownCost) {
+      const double base = firstStepSeconds - ownCost;
+      e.relativeSeconds = (base + *f.costSeconds) / firstStepSeconds;
+    }
+    return e;
+  };
+
+  control::TuneOptions search = options.search;
+  search.evaluations = options.budgetSteps / perEvaluation;
+  control::AutoTuner tuner(space, search);
+  TunedSession out{tuner.run(evaluate, estimate, options.progress), space, given};
+
+  const control::TuneResult& r = out.search;
+  if (!r.best)
+    throw SetupError("auto_tune: no configuration ran; the first: " +
+                     (r.evaluations.empty() ? std::string("none") : r.evaluations.front().failed));
+  ControlSpec& control = out.session.control;
+  control.enabled = true;
+  control.mode = "tuned";
+  const control::Configuration& best = r.evaluations[*r.best].configuration;
+  control.microbatches = best.microbatches;
+  control.threads = best.threads;
+  control.rematBudget = best.rematBudget;
+  ControlSpec::Tuned t;
+  t.evaluations = static_cast<int64_t>(r.evaluations.size());
+  t.configurations = r.configurations;
+  t.steps = r.steps;
+  t.seconds = r.seconds;
+  t.samplesPerSecond = r.evaluations[*r.best].samplesPerSecond;
+  t.start = r.evaluations.front().configuration.text();
+  t.startSamplesPerSecond = r.evaluations.front().samplesPerSecond;
+  if (r.runnerUp) {
+    t.runnerUp = r.evaluations[*r.runnerUp].configuration.text();
+    t.runnerUpSamplesPerSecond = r.evaluations[*r.runnerUp].samplesPerSecond;
+  }
+  t.stopped = r.stopped;
+  control.tuned = t;
+  return out;
+}
+
+}  // namespace symtune

@@ -1,0 +1,220 @@
+// auto_tune's search (Note [auto_tune] in symtune/control/auto_tune.h): on spaces whose times it
+// has to measure, it finds the fastest configuration with a quarter of the grid's evaluations,
+// prunes what the estimate says cannot run, survives a configuration that fails, and stops when
+// nothing unmeasured is worth measuring.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "symtune/control/auto_tune.h"
+
+using symtune::control::AutoTuner;
+using symtune::control::ConfigSpace;
+using symtune::control::Configuration;
+using symtune::control::Estimate;
+using symtune::control::Knob;
+using symtune::control::Measurement;
+using symtune::control::TuneOptions;
+using symtune::control::TuneResult;
+
+namespace {
+
+// 4 × 2 × 4 = 32 configurations; the session's is microbatches 1, threads 2, remat_budget 0.6.
+ConfigSpace threeKnobs() {
+  return ConfigSpace({Knob{"microbatches", {1, 2, 4, 8}, 1, ""}, Knob{"threads", {1, 2}, 2, ""},
+                      Knob{"remat_budget", {0.3, 0.4, 0.5, 0.6}, 0.6, ""}});
+}
+
+// Seconds per sample, without noise: a factor per knob value and an interaction the additive
+// model does not know (8 micro-batches on 1 thread is slower than its factors say). The fastest:
+// 2 micro-batches, 1 thread, budget 0.6.
+double trueSeconds(const Configuration& c) {
+  const std::map<int, double> micro{{1, 1.25}, {2, 1.0}, {4, 1.08}, {8, 1.6}};
+  const double threads = c.threads == 1 ? 1.0 : 1.12;
+  const double budget = 1.0 + (0.6 - c.rematBudget.value_or(0.6)) * 0.8;
+  const double interaction = c.microbatches == 8 && c.threads == 1 ? 1.2 : 1.0;
+  return 1e-3 * micro.at(c.microbatches) * threads * budget * interaction;
+}
+
+double bestSeconds(const ConfigSpace& space) {
+  double best = 1e9;
+  for (const auto& c : space.grid())
+    best = std::min(best, trueSeconds(c));
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("auto_tune finds the fastest within 3 % using a quarter of the grid's evaluations") {
+  const ConfigSpace space = threeKnobs();
+  const double best = bestSeconds(space);
+  int within = 0, runs = 0;
+  double evaluationsSpent = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    std::mt19937_64 noise(seed * 7919);
+    std::lognormal_distribution<double> jitter(0.0, 0.03);
+    TuneOptions options;
+    options.evaluations = static_cast<int>(space.grid().size() / 4);  // 8
+    options.seed = seed;
+    AutoTuner tuner(space, options);
+    std::set<std::string> seen;
+    const TuneResult r = tuner.run([&](const Configuration& c) {
+      // Each configuration is measured at most once.
+      CHECK(seen.insert(c.text()).second);
+      return Measurement{1 / (trueSeconds(c) * jitter(noise)), 4, ""};
+    });
+    REQUIRE(r.best.has_value());
+    CHECK(r.evaluations.size() <= 8);
+    CHECK(r.evaluations.front().configuration == space.current());
+    CHECK(r.configurations == 32);
+    CHECK(r.simulations > 0);
+    CHECK(r.steps == 4 * static_cast<int64_t>(r.evaluations.size()));
+    const double found = trueSeconds(r.evaluations[*r.best].configuration);
+    within += found <= best * 1.03;
+    evaluationsSpent += static_cast<double>(r.evaluations.size());
+    ++runs;
+    if (r.runnerUp) {
+      CHECK(r.evaluations[*r.runnerUp].samplesPerSecond <= r.evaluations[*r.best].samplesPerSecond);
+    }
+  }
+  MESSAGE("within 3 % of the best in ", within, " of ", runs, " searches, ",
+          evaluationsSpent / runs, " evaluations on average of 32 configurations");
+  // Over seeds 1 to 40 it finds it in 33 (the interaction misleads the additive model; pure
+  // expected improvement over the same model does no better).
+  CHECK(within >= 8);
+}
+
+TEST_CASE("with an exact cost model auto_tune measures little and stops converged") {
+  const ConfigSpace space = threeKnobs();
+  const Configuration first = space.current();
+  TuneOptions options;
+  options.evaluations = 8;
+  AutoTuner tuner(space, options);
+  const TuneResult r = tuner.run(
+      [&](const Configuration& c) {
+        return Measurement{1 / trueSeconds(c), 2, ""};
+      },
+      [&](const Configuration& c) {
+        return Estimate{std::nullopt, trueSeconds(c) / trueSeconds(first)};
+      });
+  REQUIRE(r.best.has_value());
+  CHECK(trueSeconds(r.evaluations[*r.best].configuration) == doctest::Approx(bestSeconds(space)));
+  MESSAGE(r.evaluations.size(), " evaluations; stopped: ", r.stopped);
+  CHECK(r.evaluations.size() < 8);
+  CHECK(r.stopped.rfind("converged", 0) == 0);
+  // What it predicted before measuring is what it measured: the estimate was exact.
+  for (size_t i = 1; i < r.evaluations.size(); ++i)
+    CHECK(r.evaluations[i].predictedSamplesPerSecond ==
+          doctest::Approx(r.evaluations[i].samplesPerSecond).epsilon(1e-6));
+}
+
+TEST_CASE("auto_tune prunes what the estimate rules out and survives a failing configuration") {
+  const ConfigSpace space = threeKnobs();
+  TuneOptions options;
+  options.evaluations = 32;
+  AutoTuner tuner(space, options);
+  int estimates = 0;
+  const TuneResult r = tuner.run(
+      [&](const Configuration& c) {
+        // The estimate ruled these out: never measured.
+        CHECK(c.rematBudget.value_or(0.6) > 0.35);
+        if (c.microbatches == 2 && c.threads == 1)
+          throw std::runtime_error("out of memory");
+        return Measurement{1 / trueSeconds(c), 1, ""};
+      },
+      [&](const Configuration& c) {
+        ++estimates;
+        if (c.rematBudget.value_or(0.6) < 0.35)
+          return Estimate{std::string("no remat plan fits 0.3 of the plain peak"), 1};
+        return Estimate{};
+      });
+  CHECK(estimates == 32);  // every configuration once, the first included
+  CHECK(r.pruned.size() == 8);
+  for (const auto& [c, why] : r.pruned)
+    CHECK(why == "no remat plan fits 0.3 of the plain peak");
+  REQUIRE(r.best.has_value());
+  const auto& best = r.evaluations[*r.best];
+  // The fastest that runs: 2 micro-batches on 1 thread failed, so 4 on 1 thread.
+  CHECK(best.configuration.microbatches == 4);
+  CHECK(best.configuration.threads == 1);
+  CHECK(best.failed.empty());
+  int failed = 0;
+  for (const auto& e : r.evaluations) {
+    if (!e.failed.empty()) {
+      ++failed;
+      CHECK(e.failed == "out of memory");
+      CHECK(e.configuration.microbatches == 2);
+      CHECK(e.configuration.threads == 1);
+    }
+  }
+  CHECK(failed >= 1);
+  CHECK(failed <= 3);
+  CHECK(r.evaluations.size() <= 24);  // never more than the feasible configurations
+}
+
+TEST_CASE("a configuration that runs out of memory prunes those that need as much") {
+  // One micro-batch runs out of memory under every budget; two fit from 0.5 up, four at any.
+  const ConfigSpace space({Knob{"microbatches", {1, 2, 4}, 1, ""},
+                           Knob{"remat_budget", {0.3, 0.4, 0.5, 0.6}, 0.6, ""}});
+  TuneOptions options;
+  options.evaluations = 12;
+  options.stopProbability = 0;
+  AutoTuner tuner(space, options);
+  const auto fits = [](const Configuration& c) {
+    return c.microbatches == 4 || (c.microbatches == 2 && *c.rematBudget >= 0.45);
+  };
+  int ranOut = 0;
+  const TuneResult r = tuner.run([&](const Configuration& c) {
+    if (!fits(c)) {
+      ++ranOut;
+      return Measurement{0, 1, "ran out of its budget", true};
+    }
+    return Measurement{100.0 / c.microbatches * (1 + *c.rematBudget), 2, "", false};
+  });
+  // The first (1 at 0.6) prunes 1 at every tighter budget; 2 at 0.4, if tried, prunes 2 at 0.3
+  // (tried first, 2 at 0.3 prunes nothing else).
+  CHECK(r.evaluations.front().failed == "ran out of its budget");
+  CHECK(ranOut <= 3);
+  for (const auto& e : r.evaluations)
+    CHECK((e.configuration.microbatches != 1 || e.configuration.rematBudget == 0.6));
+  int prunedOnes = 0;
+  for (const auto& [c, why] : r.pruned) {
+    CHECK_FALSE(fits(c));
+    prunedOnes += c.microbatches == 1;
+    CHECK(why.find("which ran out of it") != std::string::npos);
+  }
+  CHECK(prunedOnes == 3);
+  REQUIRE(r.best.has_value());
+  CHECK(r.evaluations[*r.best].configuration.text() ==
+        "microbatches 2, threads as begun, remat_budget 0.6");
+}
+
+TEST_CASE("auto_tune on a space it can measure whole stops when everything is measured") {
+  const ConfigSpace space({Knob{"microbatches", {1, 2}, 1, ""}});
+  TuneOptions options;
+  options.evaluations = 10;
+  options.stopProbability = 0;  // never converged: only the space's end stops it
+  AutoTuner tuner(space, options);
+  const TuneResult r = tuner.run([](const Configuration& c) {
+    return Measurement{c.microbatches == 2 ? 200.0 : 100.0, 3, ""};
+  });
+  CHECK(r.evaluations.size() == 2);
+  CHECK(r.stopped == "every feasible configuration measured");
+  REQUIRE(r.best.has_value());
+  CHECK(r.evaluations[*r.best].configuration.microbatches == 2);
+  REQUIRE(r.runnerUp.has_value());
+  CHECK(r.evaluations[*r.runnerUp].configuration.microbatches == 1);
+}
+
+TEST_CASE("auto_tune refuses an empty space and options out of range") {
+  CHECK_THROWS_AS(AutoTuner(ConfigSpace{}), std::invalid_argument);
+  TuneOptions none;
+  none.evaluations = 0;
+  CHECK_THROWS_AS(AutoTuner(threeKnobs(), none), std::invalid_argument);
+}
