@@ -225,6 +225,9 @@ json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t co
   session.remat.enabled = true;
   session.remat.strategy = "plan";
   session.remat.budgetFraction = *config.grid;
+  // As the harness's fractions: of the plain peak of the warm-up steps (the grid's budget is of
+  // the largest over every step it runs, which the tuner cannot know before running them).
+  session.remat.calibrationSteps = std::max(1, config.warmup);
   TuneSessionOptions options;
   options.warmupSteps = config.warmup;
   options.measuredSteps = config.steps;

@@ -31,6 +31,8 @@
 #include "symtune/ui/attach_connection.h"
 #include "symtune/ui/binding_table_model.h"
 #include "symtune/ui/bindings_dock.h"
+#include "symtune/ui/control_dock.h"
+#include "symtune/ui/control_log_model.h"
 #include "symtune/ui/graph_panel.h"
 #include "symtune/ui/live_charts.h"
 #include "symtune/ui/new_session_dialog.h"
@@ -85,6 +87,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   remat_ = new RematDock(this);
   tabifyDockWidget(dock("bindingsDock"),
                    addDock(tr("Memory budget"), "rematDock", remat_, Qt::RightDockWidgetArea));
+  control_ = new ControlDock(this);
+  tabifyDockWidget(dock("rematDock"),
+                   addDock(tr("Controller"), "controlDock", control_, Qt::RightDockWidgetArea));
   dock("rulesDock")->raise();
 
   sessionModel_ = new SessionModel(this);
@@ -115,6 +120,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                     ? attach::Command::setBudget(value, std::nullopt)
                     : attach::Command::setBudget(std::nullopt, value));
   });
+  connect(control_, &ControlDock::pinRequested, this,
+          [this](const QString& knob, std::optional<double> value) {
+            sendCommand(attach::Command::pin(knob.toStdString(), value));
+          });
   connect(rules_, &RulesDock::toggleRequested, this, [this](const QString& name, bool on) {
     sendCommand(attach::Command::toggleRule(name.toStdString(), on));
   });
@@ -379,6 +388,8 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       remat_->model()->setPlan(std::nullopt);  // the new run says whether it holds a budget
       graphPanel_->setRemat(nullptr);
       remat_->setRunAttached(true);
+      control_->model()->clear();  // the new run says whether it has a control block
+      control_->setRunAttached(true);
       if (samplingOnAttach_ >= 0) {
         setSampling(samplingOnAttach_);
         samplingOnAttach_ = -1;
@@ -393,6 +404,7 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       runStateLabel_->setText(tr("%1 — ended: %2").arg(runName_, reason));
       rules_->setRunAttached(false);
       remat_->setRunAttached(false);
+      control_->setRunAttached(false);
       pending_.clear();
       Q_EMIT attachEnded(reason);
     });
@@ -407,6 +419,7 @@ void MainWindow::onMessage(const attach::ServerMessage& message) {
     if (currentRun_ != nullptr)
       currentRun_->appendStep(*step);
     remat_->model()->addStep(*step);
+    control_->model()->addStep(*step);
     if (step->remat && !step->remat->note.empty())
       statusBar()->showMessage(QString::fromStdString(step->remat->note), 8000);
     const double peak = step->features[Feature::PeakMemory];
@@ -435,6 +448,8 @@ void MainWindow::onMessage(const attach::ServerMessage& message) {
   } else if (const auto* remat = std::get_if<attach::RematMessage>(&message)) {
     remat_->model()->setPlan(*remat);
     graphPanel_->setRemat(&*remat_->model()->plan());
+  } else if (const auto* control = std::get_if<attach::ControlMessage>(&message)) {
+    control_->model()->setControl(*control);
   } else if (const auto* state = std::get_if<attach::StateMessage>(&message)) {
     runState_ = QString::fromStdString(state->state);
     runStateLabel_->setText(tr("%1 — %2").arg(runName_, runState_));
@@ -464,6 +479,8 @@ int MainWindow::sendCommand(const attach::Command& command) {
   if (id == 0) {
     if (name == "set_budget")
       remat_->commandFinished(false, tr("No run is attached"));
+    else if (name == "pin")
+      control_->commandFinished(false, tr("No run is attached"));
     else
       rules_->commandFinished(name, false, tr("No run is attached"));
     statusBar()->showMessage(tr("%1: no run is attached").arg(name), 5000);
@@ -487,6 +504,8 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
     rules_->commandFinished(name, reply.ok, message);
   if (name == "set_budget")
     remat_->commandFinished(reply.ok, message);
+  if (name == "pin")
+    control_->commandFinished(reply.ok, message);
   if (id == snapshotId_) {
     snapshotId_ = 0;
     QString error;

@@ -120,7 +120,52 @@ StepMessage decodeStep(const Reader& r) {
       remat.note = r.string(p, "note");
     s.remat = std::move(remat);
   }
+  if (m.contains("control")) {
+    const json& p = r.object(m, "control");
+    StepControl control;
+    control.microbatches = r.integer(p, "microbatches");
+    control.configuration = r.string(p, "configuration");
+    const json& knobs = r.object(p, "knobs");
+    for (auto it = knobs.begin(); it != knobs.end(); ++it)
+      control.knobs.emplace_back(it.key(), r.number(knobs, it.key().c_str()));
+    if (p.contains("decision")) {
+      const json& d = r.object(p, "decision");
+      control.decided = true;
+      control.predictedSamplesPerSecond = r.number(d, "predicted_samples_per_s");
+      control.samplesPerSecond = r.optionalNumber(d, "samples_per_s");
+      control.explored = r.boolean(d, "explored");
+      for (const json& item : r.array(d, "alternatives")) {
+        if (!item.is_object())
+          r.fail("\"alternatives\" must hold objects");
+        control.alternatives.push_back(
+            {r.string(item, "configuration"), r.number(item, "predicted_samples_per_s")});
+      }
+    }
+    s.control = std::move(control);
+  }
   return s;
+}
+
+ControlMessage decodeControl(const Reader& r) {
+  const json& p = r.object(r.message, "control");
+  ControlMessage out;
+  out.mode = r.string(p, "mode");
+  for (const json& item : r.array(p, "knobs")) {
+    if (!item.is_object())
+      r.fail("\"knobs\" must hold objects");
+    KnobState k;
+    k.name = r.string(item, "name");
+    for (const json& v : r.array(item, "values")) {
+      if (!v.is_number())
+        r.fail("\"values\" must hold numbers");
+      k.values.push_back(v.get<double>());
+    }
+    k.current = r.number(item, "current");
+    k.constraint = r.string(item, "constraint");
+    k.pinned = r.optionalNumber(item, "pinned");
+    out.knobs.push_back(std::move(k));
+  }
+  return out;
 }
 
 RematMessage decodeRemat(const Reader& r) {
@@ -281,6 +326,8 @@ ServerMessage decodeServerMessage(const json& message) {
   }
   if (type == "remat")
     return decodeRemat(r);
+  if (type == "control")
+    return decodeControl(r);
   if (type == "state")
     return StateMessage{r.string(message, "state")};
   if (type == "dropped")
@@ -321,6 +368,25 @@ json encode(const StepMessage& m) {
                     {"cached", r.cached}};
     if (!r.note.empty())
       out["remat"]["note"] = r.note;
+  }
+  if (m.control) {
+    const StepControl& c = *m.control;
+    json knobs = json::object();
+    for (const auto& [name, value] : c.knobs)
+      knobs[name] = number(value);
+    out["control"] = {
+        {"microbatches", c.microbatches}, {"configuration", c.configuration}, {"knobs", knobs}};
+    if (c.decided) {
+      json alternatives = json::array();
+      for (const auto& a : c.alternatives)
+        alternatives.push_back({{"configuration", a.configuration},
+                                {"predicted_samples_per_s", number(a.predictedSamplesPerSecond)}});
+      out["control"]["decision"] = {
+          {"predicted_samples_per_s", number(c.predictedSamplesPerSecond)},
+          {"samples_per_s", c.samplesPerSecond ? number(*c.samplesPerSecond) : json(nullptr)},
+          {"explored", c.explored},
+          {"alternatives", alternatives}};
+    }
   }
   return out;
 }
@@ -410,6 +476,18 @@ json encode(const RematMessage& m) {
             {"budget_mb", optional(m.budgetMb)},
             {"budget_fraction", optional(m.budgetFraction)},
             {"units", std::move(units)}}}};
+}
+
+json encode(const ControlMessage& m) {
+  json knobs = json::array();
+  for (const auto& k : m.knobs) {
+    knobs.push_back({{"name", k.name},
+                     {"values", k.values},
+                     {"current", number(k.current)},
+                     {"constraint", k.constraint},
+                     {"pinned", k.pinned ? number(*k.pinned) : json(nullptr)}});
+  }
+  return {{"type", "control"}, {"control", {{"mode", m.mode}, {"knobs", knobs}}}};
 }
 
 }  // namespace symtune::attach

@@ -123,10 +123,20 @@ Command parseCommand(const nlohmann::json& message) {
       throw ProtocolError("set_budget takes one of \"budget_mb\" and \"budget_fraction\"");
     if (c.budgetFraction && *c.budgetFraction > 1)
       throw ProtocolError("\"budget_fraction\" must be in (0, 1]");
+  } else if (c.name == "pin") {
+    c.knob = stringField(message, "knob");
+    if (!message.contains("value"))
+      throw ProtocolError("\"value\" is missing (null lets the knob go)");
+    const auto& v = message.at("value");
+    if (!v.is_null()) {
+      if (!v.is_number() || !std::isfinite(v.get<double>()))
+        throw ProtocolError("\"value\" must be a number, or null to let the knob go");
+      c.value = v.get<double>();
+    }
   } else if (c.name != "pause" && c.name != "resume" && c.name != "snapshot" && c.name != "stop") {
     throw ProtocolError("unknown command \"" + c.name +
-                        "\" (toggle_rule, add_rule, remove_rule, set_sampling, set_budget, pause, "
-                        "resume, snapshot, stop)");
+                        "\" (toggle_rule, add_rule, remove_rule, set_sampling, set_budget, pin, "
+                        "pause, resume, snapshot, stop)");
   }
   return c;
 }
@@ -163,6 +173,13 @@ Command Command::setBudget(std::optional<double> megabytes, std::optional<double
   return c;
 }
 
+Command Command::pin(std::string knob, std::optional<double> value) {
+  Command c = named("pin");
+  c.knob = std::move(knob);
+  c.value = value;
+  return c;
+}
+
 Command Command::named(std::string name) {
   Command c;
   c.name = std::move(name);
@@ -185,6 +202,9 @@ nlohmann::json encodeCommand(const Command& c) {
       out["budget_mb"] = *c.budgetMb;
     if (c.budgetFraction)
       out["budget_fraction"] = *c.budgetFraction;
+  } else if (c.name == "pin") {
+    out["knob"] = c.knob;
+    out["value"] = c.value ? nlohmann::json(*c.value) : nlohmann::json(nullptr);
   }
   return out;
 }

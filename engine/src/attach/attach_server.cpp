@@ -83,7 +83,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   // Io thread only:
   std::vector<std::shared_ptr<Connection>> connections;
   std::unique_ptr<asio::steady_timer> stopTimer;  // stop(): the deadline for the last frames
-  nlohmann::json graph, rules, bindings, remat, step;
+  nlohmann::json graph, rules, bindings, remat, control, step;
   std::string state = "starting";
   uint64_t nextId = 1;
   std::atomic<size_t> ready{0};
@@ -189,6 +189,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           sendControl({{"type", "bindings"}, {"bindings", impl.bindings}});
         if (!impl.remat.is_null())
           sendControl({{"type", "remat"}, {"remat", impl.remat}});
+        if (!impl.control.is_null())
+          sendControl({{"type", "control"}, {"control", impl.control}});
         sendControl({{"type", "state"}, {"state", impl.state}});
         if (!impl.step.is_null())
           enqueueStep(impl.step);
@@ -534,6 +536,10 @@ void Server::publishRules(nlohmann::json rules) {
 
 void Server::publishRemat(nlohmann::json plan) {
   publishLatest(*impl_, &Impl::remat, "remat", "remat", std::move(plan));
+}
+
+void Server::publishControl(nlohmann::json control) {
+  publishLatest(*impl_, &Impl::control, "control", "control", std::move(control));
 }
 
 void Server::publishBindings(nlohmann::json table) {

@@ -30,6 +30,27 @@ StepMessage stepMessage(const StepResult& r) {
     out.note = r.remat->note;
     m.remat = std::move(out);
   }
+  if (r.configuration) {
+    const control::Configuration& c = *r.configuration;
+    StepControl out;
+    out.microbatches = r.microbatches;
+    out.configuration = c.text();
+    out.knobs.emplace_back("microbatches", c.microbatches);
+    if (c.threads > 0)
+      out.knobs.emplace_back("threads", c.threads);
+    if (c.rematBudget)
+      out.knobs.emplace_back("remat_budget", *c.rematBudget);
+    if (r.decision) {
+      const control::Decision& d = *r.decision;
+      out.decided = true;
+      out.predictedSamplesPerSecond = d.predictedSamplesPerSecond;
+      out.samplesPerSecond = d.samplesPerSecond;
+      out.explored = d.explored;
+      for (const auto& [alternative, predicted] : d.alternatives)
+        out.alternatives.push_back({alternative.text(), predicted});
+    }
+    m.control = std::move(out);
+  }
   return m;
 }
 
@@ -150,6 +171,41 @@ class TrainerRun : public ControlledRun {
   void setBudget(std::optional<double> megabytes, std::optional<double> fraction) override {
     trainer_.setRematBudget(megabytes, fraction);
   }
+  std::optional<ControlMessage> control() override {
+    if (!trainer_.session().control.enabled)
+      return std::nullopt;
+    ControlMessage m;
+    m.mode = trainer_.session().control.mode;
+    // Under the online controller its space, which pins are checked against; where each knob
+    // stands, the trainer's.
+    const control::OnlineController* controller = trainer_.controller();
+    const control::ConfigSpace space =
+        controller != nullptr ? controller->space() : trainer_.configSpace();
+    const control::Configuration now = trainer_.configuration();
+    for (const control::Knob& k : space.knobs()) {
+      KnobState state{k.name, k.values, control::valueOf(now, k), k.constraint, std::nullopt};
+      if (controller != nullptr) {
+        if (const auto pinned = controller->pins().find(k.name); pinned != controller->pins().end())
+          state.pinned = pinned->second;
+      }
+      m.knobs.push_back(std::move(state));
+    }
+    return m;
+  }
+  void pin(const std::string& knob, std::optional<double> value) override {
+    control::OnlineController* controller = trainer_.controller();
+    if (controller == nullptr)
+      throw std::runtime_error(
+          "this run has no online controller (control.mode is not \"online\"): its "
+          "configuration is fixed");
+    if (value) {
+      controller->pin(knob, *value);  // std::invalid_argument for a knob or value not in the space
+    } else {
+      if (controller->space().knob(knob) == nullptr)
+        throw std::invalid_argument("no knob " + knob + " in this run's configuration space");
+      controller->unpin(knob);
+    }
+  }
 
  private:
   Trainer& trainer_;
@@ -196,6 +252,7 @@ RunController::RunController(std::unique_ptr<ControlledRun> owned, ControlledRun
   publishRulesIfChanged();
   publishBindingsIfChanged();
   publishRematIfChanged(nullptr);
+  publishControlIfChanged();
   server_.publishState("training");
   if (progress) {
     *progress << "listening on " << server_.endpoint().text() << std::endl;
@@ -306,6 +363,27 @@ void RunController::handle(const Command& c, Server::Reply reply) {
       reply(std::move(result));
     });
     wake_.notify_all();
+  } else if (c.name == "pin") {
+    // At the step boundary: the next step's decision keeps to it.
+    run_.changeRules([this, reply, knob = c.knob, value = c.value](rules::RuleSet&) {
+      nlohmann::json result;
+      try {
+        run_.pin(knob, value);
+        publishControlIfChanged();
+        nlohmann::json pins = nlohmann::json::object();
+        if (const auto control = run_.control()) {
+          for (const auto& k : control->knobs) {
+            if (k.pinned)
+              pins[k.name] = *k.pinned;
+          }
+        }
+        result = {{"pins", pins}, {"from_step", run_.stepsDone()}};
+      } catch (const std::exception& e) {
+        result = {{"error", e.what()}};
+      }
+      reply(std::move(result));
+    });
+    wake_.notify_all();
   } else if (c.name == "stop") {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -394,6 +472,22 @@ void RunController::publishRematIfChanged(const StepResult* last) {
   server_.publishRemat(encode(*plan)["remat"]);
 }
 
+void RunController::publishControlIfChanged() {
+  const std::optional<ControlMessage> control = run_.control();
+  if (!control)
+    return;
+  // What changes it: the mode, the knobs' values and pins (not where the knobs stand, which each
+  // step's configuration carries).
+  ControlMessage shape = *control;
+  for (auto& k : shape.knobs)
+    k.current = 0;
+  std::string signature = encode(shape).dump();
+  if (signature == publishedControl_)
+    return;
+  publishedControl_ = std::move(signature);
+  server_.publishControl(encode(*control)["control"]);
+}
+
 void RunController::publishGraph(const Graph& graph) {
   server_.publishGraph(nlohmann::json::parse(toJson(graph)));
 }
@@ -402,6 +496,7 @@ void RunController::afterStep(const StepResult& result) {
   publishRulesIfChanged();
   publishBindingsIfChanged();
   publishRematIfChanged(&result);
+  publishControlIfChanged();
   server_.publishStep(encode(stepMessage(result)));
   if (result.nodes)
     server_.publishNodes(encode(nodesMessage(*result.nodes, run_.gradientStats()))["nodes"]);

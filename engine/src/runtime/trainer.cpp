@@ -457,6 +457,7 @@ StepResult Trainer::runStep(Graph* capture) {
   // controller's decision between the two is the step's.
   const double built = secondsSince(t0);
   std::optional<control::Decision> decision = decide(whole);
+  const control::Configuration configured = configuration();
   const auto tMove = Clock::now();
   // A step calibrating the remat budget on the CPU runs the batch whole: the fraction is of the
   // whole batch's plain peak, whatever the micro-batches (Note [Micro-batches]). On a GPU the
@@ -674,6 +675,8 @@ StepResult Trainer::runStep(Graph* capture) {
   r.rulesFired = std::move(lastRules_.fired);
   r.remat = std::move(rematStep);
   r.microbatches = static_cast<int>(parts.size());
+  if (session_.control.enabled)
+    r.configuration = configured;
   r.splitNote = std::move(splitNote);
   r.optimizeRequired = stats.optimizeRequired;
   r.loss = stats.loss.item<double>();  // synchronises with the device: step time is real

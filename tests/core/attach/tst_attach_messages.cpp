@@ -327,10 +327,10 @@ TEST_CASE("a bad message is a ProtocolError naming the message and the field") {
 
 // Commands travel typed too: what the studio encodes, the runner parses to the same command.
 TEST_CASE("commands round-trip through their encoding") {
-  for (Command c :
-       {Command::toggleRule("nan_guard", false), Command::addRule("rule r { }"),
-        Command::removeRule("r"), Command::setSampling(5), Command::named("snapshot"),
-        Command::setBudget(512.5, std::nullopt), Command::setBudget(std::nullopt, 0.25)}) {
+  for (Command c : {Command::toggleRule("nan_guard", false), Command::addRule("rule r { }"),
+                    Command::removeRule("r"), Command::setSampling(5), Command::named("snapshot"),
+                    Command::setBudget(512.5, std::nullopt), Command::setBudget(std::nullopt, 0.25),
+                    Command::pin("threads", 2.0), Command::pin("remat_budget", std::nullopt)}) {
     INFO(c.name);
     c.id = 9;
     const Command back = parseCommand(encodeCommand(c));
@@ -342,5 +342,67 @@ TEST_CASE("commands round-trip through their encoding") {
     CHECK(back.every == c.every);
     CHECK(back.budgetMb == c.budgetMb);
     CHECK(back.budgetFraction == c.budgetFraction);
+    CHECK(back.knob == c.knob);
+    CHECK(back.value == c.value);
   }
+}
+
+TEST_CASE("a step's configuration and decision, and the control message, round-trip") {
+  StepMessage m;
+  m.step = 7;
+  m.features.values.fill(0);
+  StepControl c;
+  c.microbatches = 4;
+  c.configuration = "microbatches 2, threads 1, remat_budget 0.5";
+  c.knobs = {{"microbatches", 2}, {"remat_budget", 0.5}, {"threads", 1}};  // by name
+  c.decided = true;
+  c.predictedSamplesPerSecond = 812.5;
+  c.samplesPerSecond = 790.25;
+  c.explored = true;
+  c.alternatives = {{"microbatches 1, threads 1, remat_budget 0.5", 800}};
+  m.control = c;
+  const json wire = encode(m);
+  CHECK(wire["control"]["knobs"]["threads"] == 1);
+  const auto back = std::get<StepMessage>(decodeServerMessage(wire));
+  REQUIRE(back.control.has_value());
+  CHECK(back.control->microbatches == 4);
+  CHECK(back.control->configuration == c.configuration);
+  CHECK(back.control->knobs == c.knobs);
+  CHECK(back.control->decided);
+  CHECK(back.control->predictedSamplesPerSecond == 812.5);
+  CHECK(back.control->samplesPerSecond == 790.25);
+  CHECK(back.control->explored);
+  REQUIRE(back.control->alternatives.size() == 1);
+  CHECK(back.control->alternatives[0].configuration == c.alternatives[0].configuration);
+  CHECK(back.control->alternatives[0].predictedSamplesPerSecond == 800);
+  // A fixed configuration: no decision; a step not learnt from: no measure.
+  m.control->decided = false;
+  CHECK_FALSE(encode(m)["control"].contains("decision"));
+  CHECK_FALSE(std::get<StepMessage>(decodeServerMessage(encode(m))).control->decided);
+  m.control->decided = true;
+  m.control->samplesPerSecond.reset();
+  CHECK_FALSE(std::get<StepMessage>(decodeServerMessage(encode(m))).control->samplesPerSecond);
+  m.control.reset();
+  CHECK_FALSE(encode(m).contains("control"));
+
+  ControlMessage space;
+  space.mode = "online";
+  space.knobs = {{"microbatches", {1, 2, 4}, 2, "powers of two", std::nullopt},
+                 {"threads", {1, 2}, 1, "the machine's 2", 1.0}};
+  const json sent = encode(space);
+  CHECK(sent["type"] == "control");
+  const auto decoded = std::get<ControlMessage>(decodeServerMessage(sent));
+  CHECK(decoded.mode == "online");
+  REQUIRE(decoded.knobs.size() == 2);
+  CHECK(decoded.knobs[0].values == std::vector<double>{1, 2, 4});
+  CHECK(decoded.knobs[0].current == 2);
+  CHECK(decoded.knobs[0].constraint == "powers of two");
+  CHECK_FALSE(decoded.knobs[0].pinned.has_value());
+  CHECK(decoded.knobs[1].pinned == 1.0);
+  json bad = sent;
+  bad["control"]["knobs"][0]["values"] = json::array({"one"});
+  CHECK(decodeError(bad) == R"(control: "values" must hold numbers)");
+  bad = wire;
+  bad["control"].erase("configuration");
+  CHECK(decodeError(bad) == R"(step: "configuration" must be a string)");
 }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -623,6 +624,87 @@ TEST_CASE(
   const Json none = plain.command({{"command", "set_budget"}, {"budget_mb", 100}});
   CHECK(none["reason"].get<std::string>() ==
         "this run holds no memory budget: its session has no remat block");
+}
+
+TEST_CASE("the online controller's space, decisions and pins on the attach stream") {
+  const symtune::test::TempDir dir;
+  const std::string session = dir.filePath("online.json");
+  symtune::test::writeFile(
+      session,
+      "{\"format\": \"symtune-session\", \"version\": 1, \"name\": \"online attach\",\n"
+      " \"model\": {\"zoo\": \"dynamic_tagger\", \"preset\": \"ci\"},\n"
+      " \"binding\": {\"enabled\": false},\n"
+      " \"run\": {\"steps\": 1000000, \"threads\": 1},\n"
+      " \"control\": {\"mode\": \"online\"}}\n");
+  Runner runner;
+  REQUIRE(runner.start(session, "unix:" + dir.filePath("online.sock")));
+  Client client;
+  client.connect(runner.endpoint);
+
+  // The space after the handshake: each knob with its values, none pinned.
+  const auto space = until(client, "control");
+  REQUIRE(space);
+  CHECK((*space)["control"]["mode"].get<std::string>() == "online");
+  std::map<std::string, Json> knobs;
+  for (const Json& k : (*space)["control"]["knobs"])
+    knobs[k["name"].get<std::string>()] = k;
+  REQUIRE(knobs.count("microbatches") == 1);
+  REQUIRE(knobs.count("threads") == 1);
+  CHECK(knobs["microbatches"]["values"].size() == 5);  // 1..16: the ci tagger's 16 sentences
+  CHECK(knobs["microbatches"]["pinned"].is_null());
+
+  // Every step says how it was configured and what the controller decided.
+  const auto step = until(client, "step");
+  REQUIRE(step);
+  const Json& control = (*step)["control"];
+  REQUIRE(control.is_object());
+  CHECK(control["microbatches"].get<int64_t>() >= 1);
+  CHECK(contains(control["configuration"].get<std::string>(), "microbatches "));
+  REQUIRE(control["decision"].is_object());
+  CHECK(control["decision"]["alternatives"].is_array());
+
+  // Pinned: from the ack's step on, every decision keeps to it; the space says so.
+  const Json pin = client.command({{"command", "pin"}, {"knob", "microbatches"}, {"value", 2}});
+  REQUIRE(pin["type"].get<std::string>() == "ack");
+  CHECK(pin["pins"]["microbatches"].get<double>() == 2);
+  const int64_t from = pin["from_step"].get<int64_t>();
+  std::optional<Json> pinnedSpace;
+  for (int checked = 0; checked < 3;) {
+    const auto next = client.next(30);
+    REQUIRE(next);
+    if ((*next)["type"] == "control")
+      pinnedSpace = *next;
+    if ((*next)["type"] != "step" || (*next)["step"].get<int64_t>() < from)
+      continue;
+    CHECK((*next)["control"]["knobs"]["microbatches"].get<double>() == 2);
+    ++checked;
+  }
+  REQUIRE(pinnedSpace);
+  for (const Json& k : (*pinnedSpace)["control"]["knobs"]) {
+    if (k["name"] == "microbatches")
+      CHECK(k["pinned"].get<double>() == 2);
+  }
+  // Let go; a value or a knob outside the space is refused.
+  const Json unpin =
+      client.command({{"command", "pin"}, {"knob", "microbatches"}, {"value", nullptr}});
+  CHECK(unpin["type"].get<std::string>() == "ack");
+  CHECK(unpin["pins"].empty());
+  const Json three = client.command({{"command", "pin"}, {"knob", "microbatches"}, {"value", 3}});
+  REQUIRE(three["type"].get<std::string>() == "error");
+  CHECK(contains(three["reason"].get<std::string>(), "cannot take"));
+  const Json nobody = client.command({{"command", "pin"}, {"knob", "warp"}, {"value", 1}});
+  REQUIRE(nobody["type"].get<std::string>() == "error");
+  CHECK(contains(nobody["reason"].get<std::string>(), "no knob warp"));
+  const Json letGo = client.command({{"command", "pin"}, {"knob", "warp"}, {"value", nullptr}});
+  REQUIRE(letGo["type"].get<std::string>() == "error");
+  CHECK(contains(letGo["reason"].get<std::string>(), "no knob warp"));
+
+  // A run without the online controller has nothing to pin.
+  Client plain;
+  plain.connect(suiteRunner().endpoint);
+  const Json none = plain.command({{"command", "pin"}, {"knob", "threads"}, {"value", 1}});
+  REQUIRE(none["type"].get<std::string>() == "error");
+  CHECK(contains(none["reason"].get<std::string>(), "this run has no online controller"));
 }
 
 // Last: it kills the suite's runner.

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -63,6 +64,26 @@ struct StepRemat {
   std::string note;  // what the run did about the budget, when it had to (a budget it gave up)
 };
 
+// How a step ran (docs/control.md): its configuration and, under the online controller, the
+// decision that chose it.
+struct ControlAlternative {
+  std::string configuration;
+  double predictedSamplesPerSecond = 0;
+};
+struct StepControl {
+  int64_t microbatches = 1;   // as the step ran (a split step: more than configured)
+  std::string configuration;  // "microbatches 2, threads 1, remat_budget 0.5"
+  // The configuration's knob values ("microbatches", "remat_budget", "threads": those it sets),
+  // decoded in the order of their names.
+  std::vector<std::pair<std::string, double>> knobs;
+  // Under the online controller: its decision for the step.
+  bool decided = false;
+  double predictedSamplesPerSecond = 0;    // the model's mean, before the step (0: no model yet)
+  std::optional<double> samplesPerSecond;  // measured (none: the step taught it nothing)
+  bool explored = false;
+  std::vector<ControlAlternative> alternatives;  // the next best by the model's mean
+};
+
 struct StepMessage {
   int64_t step = 0;
   double loss = 0;  // NaN when the loss was not finite
@@ -70,8 +91,23 @@ struct StepMessage {
   StepFeatures features;  // NaN where the run sent null
   std::vector<std::string> rulesInForce, rulesFired;
   bool skipped = false;
-  int64_t coalesced = 0;           // earlier steps this one stands for (the client fell behind)
-  std::optional<StepRemat> remat;  // runs held to a memory budget
+  int64_t coalesced = 0;               // earlier steps this one stands for (the client fell behind)
+  std::optional<StepRemat> remat;      // runs held to a memory budget
+  std::optional<StepControl> control;  // runs with a control block
+};
+
+// The run's configuration space and how it is controlled (docs/control.md): each knob with its
+// values, the value it is at, what limits it, and the value it is pinned at.
+struct KnobState {
+  std::string name;
+  std::vector<double> values;
+  double current = 0;
+  std::string constraint;
+  std::optional<double> pinned;
+};
+struct ControlMessage {
+  std::string mode;  // "fixed", "online", "tuned"
+  std::vector<KnobState> knobs;
 };
 
 // One name of GPU activity a node launched (a kernel, "Memcpy HtoD", "Memset").
@@ -147,7 +183,7 @@ struct ReplyMessage {
 
 using ServerMessage =
     std::variant<HelloMessage, GraphMessage, RulesMessage, StateMessage, StepMessage, NodesMessage,
-                 BindingsMessage, RematMessage, DroppedMessage, ReplyMessage>;
+                 BindingsMessage, RematMessage, ControlMessage, DroppedMessage, ReplyMessage>;
 
 // Decodes one server message. Throws ProtocolError naming the message type and the field that is
 // missing or of the wrong type, and for a type this protocol version does not have; a graph that
@@ -160,5 +196,6 @@ nlohmann::json encode(const NodesMessage& m);
 nlohmann::json encode(const RulesMessage& m);
 nlohmann::json encode(const BindingTable& table);  // a "bindings" message
 nlohmann::json encode(const RematMessage& m);
+nlohmann::json encode(const ControlMessage& m);
 
 }  // namespace symtune::attach

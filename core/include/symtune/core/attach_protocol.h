@@ -61,14 +61,17 @@ bool boolField(const nlohmann::json& message, const char* key);
 // needs, of the right types.
 struct Command {
   int64_t id = 0;        // echoed in the ack or error
-  std::string name;      // toggle_rule, add_rule, remove_rule, set_sampling, set_budget, pause,
-                         // resume, snapshot, stop
+  std::string name;      // toggle_rule, add_rule, remove_rule, set_sampling, set_budget, pin,
+                         // pause, resume, snapshot, stop
   std::string rule;      // toggle_rule, remove_rule: the rule's name
   bool enabled = false;  // toggle_rule
   std::string source;    // add_rule: rules in the rule language
   int64_t every = 0;     // set_sampling: per-node statistics every N steps (0: off)
   // set_budget: the memory budget, in megabytes (10^6 bytes) or as a share of the plain peak
   std::optional<double> budgetMb, budgetFraction;
+  // pin: the online controller keeps knob `knob` at `value` (none: lets it go)
+  std::string knob;
+  std::optional<double> value;
 
   static Command toggleRule(std::string rule, bool enabled);
   static Command addRule(std::string source);
@@ -76,6 +79,8 @@ struct Command {
   static Command setSampling(int64_t every);
   // Exactly one of the two (docs/protocol.md, "set_budget").
   static Command setBudget(std::optional<double> megabytes, std::optional<double> fraction);
+  // docs/protocol.md, "pin": `value` none unpins.
+  static Command pin(std::string knob, std::optional<double> value);
   static Command named(std::string name);  // pause, resume, snapshot, stop: no arguments
 };
 Command parseCommand(const nlohmann::json& message);  // throws ProtocolError

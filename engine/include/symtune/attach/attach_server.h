@@ -55,11 +55,12 @@ class Server {
   size_t clientCount() const;        // clients past the handshake
 
   // The training side: thread-safe, never waits for a client. A new client gets the latest
-  // graph, rules, bindings, remat plan, state and step right after its handshake.
+  // graph, rules, bindings, remat plan, control, state and step right after its handshake.
   void publishGraph(nlohmann::json graph);
   void publishRules(nlohmann::json rules);
-  void publishBindings(nlohmann::json table);  // DynaCompiler's binding table
-  void publishRemat(nlohmann::json plan);      // the remat plan in force
+  void publishBindings(nlohmann::json table);   // DynaCompiler's binding table
+  void publishRemat(nlohmann::json plan);       // the remat plan in force
+  void publishControl(nlohmann::json control);  // the configuration space and its pins
   void publishState(const std::string& state);
   void publishStep(nlohmann::json step);
   void publishNodes(nlohmann::json nodes);

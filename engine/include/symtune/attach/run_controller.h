@@ -44,6 +44,13 @@ class ControlledRun {
   virtual void setBudget(std::optional<double> /*megabytes*/, std::optional<double> /*fraction*/) {
     throw std::runtime_error("this run holds no memory budget");
   }
+  // How the run's steps are configured (a Trainer's `control` block, docs/control.md), on the
+  // training thread: the space and its pins as the `control` message, none without a control
+  // block; and the pin command (value none: unpin), which throws with the reason to send back.
+  virtual std::optional<ControlMessage> control() { return std::nullopt; }
+  virtual void pin(const std::string& /*knob*/, std::optional<double> /*value*/) {
+    throw std::runtime_error("this run has no online controller");
+  }
 };
 
 class RunController {
@@ -85,6 +92,8 @@ class RunController {
   void publishBindingsIfChanged();  // after a step measured or predicted new bindings
   // The remat plan, when it or the budget changed (the first time: whatever it is).
   void publishRematIfChanged(const StepResult* last);
+  // The configuration space and its pins, when they changed (the first time: whatever they are).
+  void publishControlIfChanged();
   void applyChangesWhileIdle();
 
   std::unique_ptr<ControlledRun> owned_;  // the Trainer adapter
@@ -97,10 +106,11 @@ class RunController {
   std::string publishedSignature_;  // of the rule state last published (training thread)
   size_t publishedBindings_ = 0;    // entries of the binding table last published, + 1
   std::string publishedRemat_;      // the remat plan last published: budget and recomputed units
+  std::string publishedControl_;    // the control message last published, less the knobs' values
 };
 
 // A step as the protocol's message (docs/protocol.md, "step"), with its remat figures when it
-// ran under a budget.
+// ran under a budget and its configuration (and the controller's decision) under a control block.
 StepMessage stepMessage(const StepResult& result);
 // A step's per-node statistics (docs/protocol.md, "nodes"), with each parameter's gradient norm
 // when `gradients` is given.

@@ -74,6 +74,7 @@ class OnlineController {
   // std::invalid_argument for a knob or value outside the space.
   void pin(const std::string& name, double value);
   void unpin(const std::string& name);
+  const std::map<std::string, double>& pins() const { return pins_; }
 
   const std::vector<Decision>& log() const { return log_; }
   const ConfigSpace& space() const { return space_; }

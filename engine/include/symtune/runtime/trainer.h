@@ -89,6 +89,9 @@ struct StepResult {
   // Under the online controller (the session's control.mode "online"): its decision for the
   // step, with what the step measured.
   std::optional<control::Decision> decision;
+  // With a control block: the configuration the step was set to run with (its micro-batches as
+  // configured; `microbatches` above is how many it ran as).
+  std::optional<control::Configuration> configuration;
 };
 
 // Note [Micro-batches]

@@ -29,6 +29,7 @@ class BindingsDock;
 class GraphPanel;
 class LiveCharts;
 class NodeInspector;
+class ControlDock;
 class RematDock;
 class RulesDock;
 class RunHistoryModel;
@@ -76,6 +77,7 @@ class MainWindow : public QMainWindow {
   RulesDock* rulesDock() const { return rules_; }
   BindingsDock* bindingsDock() const { return bindings_; }
   RematDock* rematDock() const { return remat_; }
+  ControlDock* controlDock() const { return control_; }
   NodeInspector* nodeInspector() const { return inspector_; }
   RunHistoryModel* currentRun() const { return currentRun_; }
   QDockWidget* dock(const QString& objectName) const;
@@ -128,6 +130,7 @@ class MainWindow : public QMainWindow {
   RulesDock* rules_ = nullptr;
   BindingsDock* bindings_ = nullptr;
   RematDock* remat_ = nullptr;
+  ControlDock* control_ = nullptr;
   NodeInspector* inspector_ = nullptr;
   RunHistoryModel* currentRun_ = nullptr;
   SessionModel* sessionModel_ = nullptr;

@@ -1,0 +1,178 @@
+#include "symtune/ui/control_log_model.h"
+
+#include <cmath>
+
+namespace symtune::ui {
+
+namespace {
+
+QString rate(double samplesPerSecond) {
+  return QString::number(samplesPerSecond, 'f', 1);
+}
+
+QString value(double v) {
+  return QString::number(v, 'g', 4);
+}
+
+}  // namespace
+
+ControlLogModel::ControlLogModel(QObject* parent, int capacity)
+    : QAbstractTableModel(parent), capacity_(std::max(1, capacity)) {
+}
+
+void ControlLogModel::setControl(std::optional<attach::ControlMessage> control) {
+  control_ = std::move(control);
+  Q_EMIT controlChanged();
+  Q_EMIT summaryChanged(summary());
+}
+
+void ControlLogModel::addStep(const attach::StepMessage& step) {
+  if (!step.control)
+    return;
+  if (static_cast<int>(rows_.size()) >= capacity_) {
+    // The oldest is the last row shown.
+    const int last = static_cast<int>(rows_.size()) - 1;
+    beginRemoveRows({}, last, last);
+    rows_.pop_front();
+    endRemoveRows();
+  }
+  beginInsertRows({}, 0, 0);
+  rows_.push_back({step.step, *step.control});
+  endInsertRows();
+  Q_EMIT summaryChanged(summary());
+}
+
+void ControlLogModel::clear() {
+  beginResetModel();
+  rows_.clear();
+  control_.reset();
+  endResetModel();
+  Q_EMIT controlChanged();
+  Q_EMIT summaryChanged(summary());
+}
+
+const ControlLogModel::Row& ControlLogModel::rowAt(int row) const {
+  return rows_[rows_.size() - 1 - static_cast<size_t>(row)];
+}
+
+QVector<QPointF> ControlLogModel::series(Column column) const {
+  QVector<QPointF> points;
+  for (const Row& r : rows_) {
+    double v = NAN;
+    if (column == PredictedColumn && r.control.decided && r.control.predictedSamplesPerSecond > 0)
+      v = r.control.predictedSamplesPerSecond;
+    else if (column == MeasuredColumn && r.control.samplesPerSecond)
+      v = *r.control.samplesPerSecond;
+    else if (column == MicrobatchesColumn)
+      v = static_cast<double>(r.control.microbatches);
+    if (std::isfinite(v))
+      points.append(QPointF(static_cast<double>(r.step), v));
+  }
+  return points;
+}
+
+QString ControlLogModel::summary() const {
+  if (!control_)
+    return {};
+  QString mode = control_->mode == "online"  ? tr("Online controller")
+                 : control_->mode == "tuned" ? tr("Tuned configuration (auto_tune)")
+                                             : tr("Fixed configuration");
+  int64_t configurations = 1;
+  QStringList pinned;
+  for (const auto& k : control_->knobs) {
+    configurations *= static_cast<int64_t>(std::max<size_t>(1, k.values.size()));
+    if (k.pinned)
+      pinned << QStringLiteral("%1 %2").arg(QString::fromStdString(k.name), value(*k.pinned));
+  }
+  QString text = tr("%1 · %2 knobs, %3 configurations")
+                     .arg(mode)
+                     .arg(control_->knobs.size())
+                     .arg(configurations);
+  if (!pinned.isEmpty())
+    text += tr(" · pinned: %1").arg(pinned.join(QStringLiteral(", ")));
+  if (!rows_.empty()) {
+    const Row& last = rows_.back();
+    text +=
+        tr(" · step %1: %2").arg(last.step).arg(QString::fromStdString(last.control.configuration));
+    if (last.control.explored)
+      text += tr(" (explored)");
+  }
+  return text;
+}
+
+int ControlLogModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+int ControlLogModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant ControlLogModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount())
+    return {};
+  const Row& r = rowAt(index.row());
+  const attach::StepControl& c = r.control;
+  if (role == Qt::DisplayRole) {
+    switch (index.column()) {
+      case StepColumn:
+        return QVariant::fromValue<qlonglong>(r.step);
+      case ConfigurationColumn:
+        return QString::fromStdString(c.configuration);
+      case PredictedColumn:
+        return c.decided && c.predictedSamplesPerSecond > 0 ? rate(c.predictedSamplesPerSecond)
+                                                            : QString();
+      case MeasuredColumn:
+        return c.samplesPerSecond ? rate(*c.samplesPerSecond) : QString();
+      case ExploredColumn:
+        return c.explored ? tr("explored") : QString();
+      case MicrobatchesColumn:
+        return QVariant::fromValue<qlonglong>(c.microbatches);
+      default:
+        return {};
+    }
+  }
+  if (role == Qt::ToolTipRole && index.column() == ConfigurationColumn) {
+    if (!c.decided)
+      return tr("The run's configuration (control.mode is not \"online\")");
+    QStringList lines;
+    lines << tr("Chosen: %1").arg(QString::fromStdString(c.configuration));
+    if (c.samplesPerSecond)
+      lines << tr("Measured %1 samples/s").arg(rate(*c.samplesPerSecond));
+    else
+      lines << tr("Not learnt from (a first step, a new shape, or a calibrating one)");
+    if (!c.alternatives.empty())
+      lines << tr("The next best by the model:");
+    for (const auto& a : c.alternatives)
+      lines << QStringLiteral("  %1: %2 samples/s")
+                   .arg(QString::fromStdString(a.configuration), rate(a.predictedSamplesPerSecond));
+    return lines.join('\n');
+  }
+  if (role == Qt::TextAlignmentRole && index.column() != ConfigurationColumn &&
+      index.column() != ExploredColumn)
+    return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+  return {};
+}
+
+QVariant ControlLogModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+    return {};
+  switch (section) {
+    case StepColumn:
+      return tr("Step");
+    case ConfigurationColumn:
+      return tr("Configuration");
+    case PredictedColumn:
+      return tr("Predicted (samples/s)");
+    case MeasuredColumn:
+      return tr("Measured (samples/s)");
+    case ExploredColumn:
+      return tr("Explored");
+    case MicrobatchesColumn:
+      return tr("Micro-batches run");
+    default:
+      return {};
+  }
+}
+
+}  // namespace symtune::ui
