@@ -149,6 +149,25 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         *options.progress << " " << name;
       *options.progress << std::endl;
     }
+    if (session.control.enabled) {
+      // How the steps are configured (docs/control.md).
+      *options.progress << "control: ";
+      if (const control::OnlineController* controller = trainer.controller()) {
+        *options.progress << "the online controller over " << controller->space().grid().size()
+                          << " configurations, from " << trainer.configuration().text();
+      } else {
+        *options.progress << session.control.mode << ", " << trainer.configuration().text();
+        if (const auto& t = session.control.tuned; t && t->startSamplesPerSecond > 0) {
+          char measured[160];
+          std::snprintf(measured, sizeof measured,
+                        " (auto_tune measured %.1f samples/s, %.3fx the configuration it began "
+                        "from)",
+                        t->samplesPerSecond, t->samplesPerSecond / t->startSamplesPerSecond);
+          *options.progress << measured;
+        }
+      }
+      *options.progress << std::endl;
+    }
     if (trainer.gpuTraceNote())
       *options.progress << *trainer.gpuTraceNote() << "; nodes are timed with CUDA events"
                         << std::endl;

@@ -354,6 +354,8 @@ class TestBatch : public QObject {
     QCOMPARE(control["tuned"].toObject()["evaluations"].toInt(), evaluations.size());
     const Result again = run({"--batch", tunedPath, "--report", dir.filePath("r.json")});
     QVERIFY2(again.exitCode == 0, qPrintable(again.err));
+    QVERIFY2(again.out.contains("control: tuned, " + best + " (auto_tune measured "),
+             qPrintable(again.out));
     // Bad input: a budget that buys nothing, and no budget at all.
     const Result tooSmall = run({"tune", session, "--budget-steps", "2"});
     QCOMPARE(tooSmall.exitCode, 2);
