@@ -255,6 +255,12 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         d.explored = r.decision->explored;
         for (const auto& [configuration, predicted] : r.decision->alternatives)
           d.alternatives.emplace_back(configuration.text(), predicted);
+        d.batchSignals = r.decision->batchSignals;
+        for (const auto& driver : r.decision->drivers)
+          d.drivers.emplace_back(driver.what, driver.factor);
+        d.violation = r.decision->violation;
+        if (!d.violation.empty() && options.progress != nullptr)
+          *options.progress << "step " << r.step << ": " << d.violation << std::endl;
         report.decisions.push_back(std::move(d));
       }
       report.stepSeconds.push_back(r.seconds);

@@ -55,8 +55,13 @@ StepMessage step(int64_t index, int microbatches, std::optional<double> measured
   c.predictedSamplesPerSecond = decided ? 500 : 0;
   c.samplesPerSecond = measured;
   c.explored = explored;
-  if (decided)
+  if (decided) {
     c.alternatives = {{"microbatches 1, threads 2", 450}};
+    c.batchSignals = {{"batch_size", 16}, {"sequence_length", 40}};
+    c.drivers = {{"threads 1 rather than 2", 1.11}};
+  }
+  if (index == 2)
+    c.violation = "the loss diverged (nan against its average 2.1)";
   m.control = c;
   return throughTheProtocol(m);
 }
@@ -95,6 +100,16 @@ class TestControlDock : public QObject {
                 .toString()
                 .contains("microbatches 1, threads 2: 450.0 samples/s"));
     QVERIFY(model.summary().endsWith("step 2: microbatches 2, threads 1"));
+    // Why: a broken constraint first, otherwise what drove the choice most.
+    QCOMPARE(model.data(model.index(0, ControlLogModel::WhyColumn)).toString(),
+             QString("the loss diverged (nan against its average 2.1)"));
+    QCOMPARE(model.data(model.index(1, ControlLogModel::WhyColumn)).toString(),
+             QString::fromUtf8("threads 1 rather than 2 \u00d71.11"));
+    const QString why =
+        model.data(model.index(1, ControlLogModel::ConfigurationColumn), Qt::ToolTipRole)
+            .toString();
+    QVERIFY(why.contains("The batch: batch_size 16, sequence_length 40"));
+    QVERIFY(why.contains(QString::fromUtf8("  threads 1 rather than 2 \u00d71.11")));
     // The series, oldest first: only measured steps have a reward.
     QCOMPARE(model.series(ControlLogModel::MeasuredColumn), (QVector<QPointF>{{1, 620}, {2, 640}}));
     QCOMPARE(model.series(ControlLogModel::MicrobatchesColumn),

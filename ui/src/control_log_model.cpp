@@ -1,5 +1,7 @@
 #include "symtune/ui/control_log_model.h"
 
+#include <QColor>
+
 #include <cmath>
 
 namespace symtune::ui {
@@ -12,6 +14,12 @@ QString rate(double samplesPerSecond) {
 
 QString value(double v) {
   return QString::number(v, 'g', 4);
+}
+
+// "microbatches 4 rather than 2 ×1.12"
+QString driver(const std::pair<std::string, double>& d) {
+  return QStringLiteral("%1 \u00d7%2")
+      .arg(QString::fromStdString(d.first), QString::number(d.second, 'f', 2));
 }
 
 }  // namespace
@@ -128,10 +136,16 @@ QVariant ControlLogModel::data(const QModelIndex& index, int role) const {
         return c.explored ? tr("explored") : QString();
       case MicrobatchesColumn:
         return QVariant::fromValue<qlonglong>(c.microbatches);
+      case WhyColumn:
+        if (!c.violation.empty())
+          return QString::fromStdString(c.violation);
+        return c.drivers.empty() ? QString() : driver(c.drivers.front());
       default:
         return {};
     }
   }
+  if (role == Qt::ForegroundRole && index.column() == WhyColumn && !c.violation.empty())
+    return QColor(Qt::red);
   if (role == Qt::ToolTipRole && index.column() == ConfigurationColumn) {
     if (!c.decided)
       return tr("The run's configuration (control.mode is not \"online\")");
@@ -146,6 +160,17 @@ QVariant ControlLogModel::data(const QModelIndex& index, int role) const {
     for (const auto& a : c.alternatives)
       lines << QStringLiteral("  %1: %2 samples/s")
                    .arg(QString::fromStdString(a.configuration), rate(a.predictedSamplesPerSecond));
+    if (!c.drivers.empty())
+      lines << tr("Against the first of them (factors on the predicted samples/s):");
+    for (const auto& d : c.drivers)
+      lines << QStringLiteral("  ") + driver(d);
+    QStringList batchSignals;
+    for (const auto& [name, v] : c.batchSignals)
+      batchSignals << QStringLiteral("%1 %2").arg(QString::fromStdString(name), value(v));
+    if (!batchSignals.isEmpty())
+      lines << tr("The batch: %1").arg(batchSignals.join(QStringLiteral(", ")));
+    if (!c.violation.empty())
+      lines << tr("Broke a constraint: %1").arg(QString::fromStdString(c.violation));
     return lines.join('\n');
   }
   if (role == Qt::TextAlignmentRole && index.column() != ConfigurationColumn &&
@@ -170,6 +195,8 @@ QVariant ControlLogModel::headerData(int section, Qt::Orientation orientation, i
       return tr("Explored");
     case MicrobatchesColumn:
       return tr("Micro-batches run");
+    case WhyColumn:
+      return tr("Why");
     default:
       return {};
   }

@@ -140,6 +140,20 @@ StepMessage decodeStep(const Reader& r) {
         control.alternatives.push_back(
             {r.string(item, "configuration"), r.number(item, "predicted_samples_per_s")});
       }
+      if (d.contains("signals")) {
+        const json& batchSignals = r.object(d, "signals");
+        for (auto it = batchSignals.begin(); it != batchSignals.end(); ++it)
+          control.batchSignals.emplace_back(it.key(), r.number(batchSignals, it.key().c_str()));
+      }
+      if (d.contains("drivers")) {
+        for (const json& item : r.array(d, "drivers")) {
+          if (!item.is_object())
+            r.fail("\"drivers\" must hold objects");
+          control.drivers.emplace_back(r.string(item, "what"), r.number(item, "factor"));
+        }
+      }
+      if (d.contains("violation") && !d["violation"].is_null())
+        control.violation = r.string(d, "violation");
     }
     s.control = std::move(control);
   }
@@ -386,6 +400,15 @@ json encode(const StepMessage& m) {
           {"samples_per_s", c.samplesPerSecond ? number(*c.samplesPerSecond) : json(nullptr)},
           {"explored", c.explored},
           {"alternatives", alternatives}};
+      json batchSignals = json::object(), drivers = json::array();
+      for (const auto& [name, value] : c.batchSignals)
+        batchSignals[name] = number(value);
+      for (const auto& [what, factor] : c.drivers)
+        drivers.push_back({{"what", what}, {"factor", number(factor)}});
+      out["control"]["decision"]["signals"] = batchSignals;
+      out["control"]["decision"]["drivers"] = drivers;
+      out["control"]["decision"]["violation"] =
+          c.violation.empty() ? json(nullptr) : json(c.violation);
     }
   }
   return out;

@@ -106,12 +106,20 @@ std::string toJson(const RunReport& r) {
       for (const auto& [configuration, predicted] : d.alternatives)
         alternatives.push_back(
             {{"configuration", configuration}, {"predicted_samples_per_s", predicted}});
+      json batchSignals = json::object(), drivers = json::array();
+      for (const auto& [name, value] : d.batchSignals)
+        batchSignals[name] = value;
+      for (const auto& [what, factor] : d.drivers)
+        drivers.push_back({{"what", what}, {"factor", factor}});
       decisions.push_back({{"step", d.step},
                            {"chosen", d.chosen},
                            {"predicted_samples_per_s", d.predictedSamplesPerSecond},
                            {"samples_per_s", d.samplesPerSecond},
                            {"explored", d.explored},
-                           {"alternatives", alternatives}});
+                           {"alternatives", alternatives},
+                           {"signals", batchSignals},
+                           {"drivers", drivers},
+                           {"violation", d.violation.empty() ? json(nullptr) : json(d.violation)}});
     }
     out["control"] = {{"microbatches", r.microbatches},
                       {"splits", splits},

@@ -359,8 +359,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // control
   if (top.has("control")) {
     const JsonFields control = top.object("control");
-    control.rejectUnknown(
-        {"mode", "microbatches", "split_on_overrun", "threads", "remat_budget", "tuned"});
+    control.rejectUnknown({"mode", "microbatches", "split_on_overrun", "threads", "remat_budget",
+                           "binding_explore", "tuned"});
     s.control.enabled = true;
     s.control.mode = control.string("mode", s.control.mode);
     if (s.control.mode != "fixed" && s.control.mode != "online" && s.control.mode != "tuned")
@@ -391,6 +391,13 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                                          numberText(*s.remat.budgetFraction) + ", found " +
                                          numberText(share));
       s.control.rematBudget = share;
+    }
+    if (control.has("binding_explore")) {
+      if (!s.binding.enabled || s.remat.enabled || s.binding.budget == 0)
+        control.fail("binding_explore",
+                     "needs a binder that measures: binding on, with a measuring budget, and no "
+                     "remat block (under which binding is off)");
+      s.control.bindingExplore = control.boolean("binding_explore", true);
     }
     if (control.has("tuned")) {
       const JsonFields tuned = control.object("tuned");
@@ -490,6 +497,8 @@ std::string sessionJson(const Session& s) {
                               {"threads", s.control.threads}};
     if (s.control.rematBudget)
       control["remat_budget"] = *s.control.rematBudget;
+    if (s.control.bindingExplore)
+      control["binding_explore"] = *s.control.bindingExplore;
     if (const auto& t = s.control.tuned)
       control["tuned"] = {{"evaluations", t->evaluations},
                           {"configurations", t->configurations},

@@ -40,6 +40,8 @@ StepMessage stepMessage(const StepResult& r) {
       out.knobs.emplace_back("threads", c.threads);
     if (c.rematBudget)
       out.knobs.emplace_back("remat_budget", *c.rematBudget);
+    if (c.bindingExplore)
+      out.knobs.emplace_back("binding_explore", *c.bindingExplore ? 1.0 : 0.0);
     if (r.decision) {
       const control::Decision& d = *r.decision;
       out.decided = true;
@@ -48,6 +50,10 @@ StepMessage stepMessage(const StepResult& r) {
       out.explored = d.explored;
       for (const auto& [alternative, predicted] : d.alternatives)
         out.alternatives.push_back({alternative.text(), predicted});
+      out.batchSignals = d.batchSignals;
+      for (const auto& driver : d.drivers)
+        out.drivers.emplace_back(driver.what, driver.factor);
+      out.violation = d.violation;
     }
     m.control = std::move(out);
   }

@@ -135,7 +135,7 @@ std::optional<std::vector<c10::IValue>> Binder::bindInputs(
     bool chosen = false;
     if (const Binding* known = table_.find(kImageInputs, bucket)) {
       chosen = known->winner == kChannelsLast;
-    } else if (options_.measure && (options_.budget < 0 || measurements_ < options_.budget)) {
+    } else if (mayMeasure()) {
       Binding b = measureImageFormat(inputs, model(), bucket);
       chosen = b.winner == kChannelsLast;
       table_.put(std::move(b));
@@ -254,6 +254,11 @@ std::optional<std::string> Binder::adopt(BindingTable table) {
   if (auto why = table.refusal(table_.machine, table_.model))
     return why;
   table_ = std::move(table);
+  forgetChoices();
+  return std::nullopt;
+}
+
+void Binder::forgetChoices() {
   channelsLast_.clear();
   rowsChosen_.clear();
   for (auto& [region, cell] : cells_) {
@@ -266,7 +271,28 @@ std::optional<std::string> Binder::adopt(BindingTable table) {
       state->last = nullptr;
     }
   }
-  return std::nullopt;
+  if (loss_) {
+    loss_->chosen.clear();
+    loss_->last = nullptr;
+  }
+}
+
+void Binder::setExploring(bool exploring) {
+  if (exploring && !exploring_ && deferred_) {
+    forgetChoices();  // what ran the reference for want of a measurement is decided again
+    deferred_ = false;
+  }
+  exploring_ = exploring;
+}
+
+bool Binder::mayMeasure() {
+  if (!options_.measure || (options_.budget >= 0 && measurements_ >= options_.budget))
+    return false;
+  if (!exploring_) {
+    deferred_ = true;
+    return false;
+  }
+  return true;
 }
 
 bool Binder::binds(const torch::jit::Node* node, NodeId id) {
@@ -490,7 +516,7 @@ const Candidate* Binder::decide(SiteState& s, const std::string& bucket,
     if (const Candidate* c = predict(s, bucket))
       return c;
   }
-  if (!options_.measure || (options_.budget >= 0 && measurements_ >= options_.budget))
+  if (!mayMeasure())
     return s.candidates.front();
   Binding b = measure(s, bucket, stack, trips);
   const Candidate* winner = byName(s, b.winner);

@@ -135,7 +135,7 @@ const Candidate* Binder::chooseCell(CellState& cs, const torch::jit::Stack& stac
   if (c == nullptr && options_.predict)
     c = predict(lead, bucket);
   if (c == nullptr) {
-    if (options_.measure && (options_.budget < 0 || measurements_ < options_.budget)) {
+    if (mayMeasure()) {
       // As written this time; the last node measures on what this execution notes.
       cs.pending = bucket;
       return lead.candidates.front();

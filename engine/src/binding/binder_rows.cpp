@@ -68,9 +68,7 @@ int64_t Binder::chooseRows(SiteState& s, const at::Tensor& entry, int64_t trips)
   if (winner == nullptr && options_.predict)
     winner = predict(s, bucket);
   if (winner == nullptr) {
-    const bool mayMeasure =
-        options_.measure && (options_.budget < 0 || measurements_ < options_.budget);
-    if (!mayMeasure) {
+    if (!mayMeasure()) {
       winner = s.candidates.front();
     } else if (group.recordedBucket == bucket && !group.recorded.empty()) {
       Binding b = measureRows(s, bucket, trips);

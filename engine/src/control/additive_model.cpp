@@ -67,15 +67,19 @@ double TermPosterior::variance(const std::vector<double>& x) const {
   return dot(y, y);
 }
 
-AdditiveModel::AdditiveModel(const ConfigSpace& space, double priorVariance, double priorNoise)
-    : space_(space), priorVariance_(priorVariance), priorNoise_(priorNoise) {
+AdditiveModel::AdditiveModel(const ConfigSpace& space, double priorVariance, double priorNoise,
+                             size_t signalCount, double signalVariance)
+    : space_(space), priorVariance_(priorVariance), priorNoise_(priorNoise), signals_(signalCount) {
   for (const Knob& k : space_.knobs()) {
-    knobOffset_.push_back(dim_);
-    dim_ += k.values.size();
+    knobOffset_.push_back(knobTerms_);
+    knobTerms_ += k.values.size();
   }
+  dim_ = knobTerms_ + signals_ * (knobTerms_ + 1);
+  prior_.assign(knobTerms_, 1.0 / priorVariance_);
+  prior_.resize(dim_, 1.0 / signalVariance);
   precision_.assign(dim_ * dim_, 0.0);
   for (size_t i = 0; i < dim_; ++i)
-    precision_[i * dim_ + i] = 1.0 / priorVariance_;
+    precision_[i * dim_ + i] = prior_[i];
   moment_.assign(dim_, 0.0);
 }
 
@@ -91,12 +95,13 @@ void AdditiveModel::addContext(const std::string& name) {
               grown.begin() + static_cast<std::ptrdiff_t>(i * n));
   grown[dim_ * n + dim_] = 1.0 / priorVariance_;
   precision_ = std::move(grown);
+  prior_.push_back(1.0 / priorVariance_);
   moment_.push_back(0.0);
   contexts_[name] = dim_++;
 }
 
-std::vector<double> AdditiveModel::features(const Configuration& c,
-                                            const std::string& context) const {
+std::vector<double> AdditiveModel::features(const Configuration& c, const std::string& context,
+                                            const std::vector<double>& signalValues) const {
   std::vector<double> x(dim_, 0.0);
   const auto& knobs = space_.knobs();
   for (size_t k = 0; k < knobs.size(); ++k) {
@@ -105,6 +110,12 @@ std::vector<double> AdditiveModel::features(const Configuration& c,
       if (sameValue(knobs[k].values[i], v))
         x[knobOffset_[k] + i] = 1.0;
     }
+  }
+  for (size_t j = 0; j < signals_ && j < signalValues.size(); ++j) {
+    const size_t at = interactionOffset(j);
+    x[at - 1] = signalValues[j];
+    for (size_t i = 0; i < knobTerms_; ++i)
+      x[at + i] = x[i] * signalValues[j];
   }
   const auto found = contexts_.find(context);
   if (found != contexts_.end())
@@ -122,7 +133,7 @@ TermPosterior AdditiveModel::posterior() const {
   std::vector<double> a(precision_.size());
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
-      const double prior = i == j ? 1.0 / priorVariance_ : 0.0;
+      const double prior = i == j ? prior_[i] : 0.0;
       a[i * n + j] = prior + (precision_[i * n + j] - prior) / s2;
     }
   }

@@ -16,7 +16,7 @@ std::string number(double v) {
 }
 
 // The value configuration `c` gives knob `name`; nullopt when it leaves the knob as the session
-// has it (remat_budget unset, threads 0).
+// has it (remat_budget or binding_explore unset, threads 0).
 std::optional<double> valueOf(const Configuration& c, const std::string& name) {
   if (name == "microbatches")
     return c.microbatches;
@@ -24,6 +24,8 @@ std::optional<double> valueOf(const Configuration& c, const std::string& name) {
     return c.threads > 0 ? std::optional<double>(c.threads) : std::nullopt;
   if (name == "remat_budget")
     return c.rematBudget;
+  if (name == "binding_explore" && c.bindingExplore)
+    return *c.bindingExplore ? 1.0 : 0.0;
   return std::nullopt;
 }
 
@@ -45,12 +47,16 @@ void setValue(Configuration& c, const std::string& name, double v) {
     c.threads = static_cast<int>(v);
   else if (name == "remat_budget")
     c.rematBudget = v;
+  else if (name == "binding_explore")
+    c.bindingExplore = v > 0.5;
 }
 
 std::string Configuration::text() const {
   std::string out = "microbatches " + std::to_string(microbatches);
   out += ", threads " + (threads > 0 ? std::to_string(threads) : std::string("as begun"));
   out += ", remat_budget " + (rematBudget ? number(*rematBudget) : std::string("as the session"));
+  if (bindingExplore)
+    out += std::string(", binding_explore ") + (*bindingExplore ? "1" : "0");
   return out;
 }
 
@@ -61,7 +67,7 @@ const Knob* ConfigSpace::knob(const std::string& name) const {
 }
 
 std::optional<std::string> ConfigSpace::outside(const Configuration& c) const {
-  for (const char* name : {"microbatches", "threads", "remat_budget"}) {
+  for (const char* name : {"microbatches", "threads", "remat_budget", "binding_explore"}) {
     const std::optional<double> v = valueOf(c, name);
     const Knob* k = knob(name);
     if (!v || (k == nullptr && std::string(name) == "microbatches" && *v == 1))

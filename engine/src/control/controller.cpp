@@ -2,15 +2,29 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
 namespace symtune::control {
 
+namespace {
+
+std::string number(double v) {
+  if (std::isnan(v))
+    return "nan";  // whatever its sign
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
+}  // namespace
+
 OnlineController::OnlineController(ConfigSpace space, ControllerOptions options)
     : space_(std::move(space)),
       options_(options),
-      model_(space_, options.priorVariance, options.priorNoise),
+      model_(space_, options.priorVariance, options.priorNoise, options.signalNames.size(),
+             options.signalVariance),
       rng_(options.seed) {
   grid_ = space_.grid();
   if (grid_.empty() || space_.knobs().empty())
@@ -23,21 +37,83 @@ bool OnlineController::allowed(const Configuration& c) const {
     if (k != nullptr && !sameValue(valueOf(c, *k), value))
       return false;
   }
-  return true;
+  return std::find(excluded_.begin(), excluded_.end(), c) == excluded_.end();
+}
+
+std::vector<double> OnlineController::scaled(const std::vector<double>& batchSignals) const {
+  std::vector<double> z(options_.signalNames.size(), 0.0);
+  for (size_t j = 0; j < z.size() && j < batchSignals.size() && j < signalReference_.size(); ++j) {
+    if (batchSignals[j] >= 0 && signalReference_[j] >= 0)
+      z[j] = std::log((batchSignals[j] + 1) / (signalReference_[j] + 1));
+  }
+  return z;
 }
 
 double OnlineController::predictedSamplesPerSecond(const Configuration& c,
-                                                   const std::string& bucket) const {
+                                                   const std::string& bucket,
+                                                   const std::vector<double>& batchSignals) const {
   if (model_.observations() == 0)
     return 0;
-  return std::exp(-model_.predict(model_.features(c, bucket), model_.posterior().mean));
+  return std::exp(
+      -model_.predict(model_.features(c, bucket, scaled(batchSignals)), model_.posterior().mean));
 }
 
-Decision OnlineController::choose(int64_t step, const std::string& bucket) {
+std::vector<Driver> OnlineController::drivers(const Configuration& chosen,
+                                              const Configuration& other,
+                                              const std::vector<double>& z,
+                                              const std::vector<double>& theta) const {
+  // The predicted log seconds per sample of `other` less `chosen`'s, split by term: a knob's
+  // terms where the two differ, each signal's interaction terms (the signal's own term and the
+  // context's are the same for both).
+  std::vector<Driver> out;
+  const std::vector<double> xc = model_.features(chosen, "", z);
+  const std::vector<double> xo = model_.features(other, "", z);
+  const auto& knobs = space_.knobs();
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    const double vc = valueOf(chosen, knobs[k]), vo = valueOf(other, knobs[k]);
+    if (sameValue(vc, vo))
+      continue;
+    double gain = 0;
+    for (size_t i = 0; i < knobs[k].values.size(); ++i) {
+      const size_t at = model_.knobOffset(k) + i;
+      gain += (xo[at] - xc[at]) * theta[at];
+    }
+    out.push_back(
+        {knobs[k].name + " " + number(vc) + " rather than " + number(vo), std::exp(gain)});
+  }
+  for (size_t j = 0; j < z.size(); ++j) {
+    if (z[j] == 0)
+      continue;
+    double gain = 0;
+    const size_t from = model_.interactionOffset(j);
+    for (size_t i = from; i < from + model_.knobTerms(); ++i)
+      gain += (xo[i] - xc[i]) * theta[i];
+    const double value = std::exp(z[j]) * (signalReference_[j] + 1) - 1;
+    out.push_back({options_.signalNames[j] + " " + number(std::round(value)), std::exp(gain)});
+  }
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [](const Driver& d) { return std::abs(std::log(d.factor)) < 1e-3; }),
+            out.end());
+  std::sort(out.begin(), out.end(), [](const Driver& a, const Driver& b) {
+    return std::abs(std::log(a.factor)) > std::abs(std::log(b.factor));
+  });
+  return out;
+}
+
+Decision OnlineController::choose(int64_t step, const std::string& bucket,
+                                  const std::vector<double>& batchSignals) {
   model_.addContext(bucket);
+  if (signalReference_.empty()) {
+    signalReference_.assign(options_.signalNames.size(), -1.0);
+    for (size_t j = 0; j < signalReference_.size() && j < batchSignals.size(); ++j)
+      signalReference_[j] = batchSignals[j];
+  }
+  const std::vector<double> z = scaled(batchSignals);
   Decision d;
   d.step = step;
   d.bucket = bucket;
+  for (size_t j = 0; j < options_.signalNames.size() && j < batchSignals.size(); ++j)
+    d.batchSignals.emplace_back(options_.signalNames[j], batchSignals[j]);
   // A draw of the terms from their posterior (Note [Posterior of the terms]).
   const TermPosterior post = model_.posterior();
   const std::vector<double>& theta = post.mean;
@@ -50,7 +126,7 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket) {
   for (size_t i = 0; i < grid_.size(); ++i) {
     if (!allowed(grid_[i]))
       continue;
-    const std::vector<double> x = model_.features(grid_[i], bucket);
+    const std::vector<double> x = model_.features(grid_[i], bucket, z);
     byMean.emplace_back(model_.predict(x, theta), i);
     const double drawn = dot(x, draw);
     if (drawn < bestDrawn) {
@@ -72,23 +148,78 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket) {
   d.explored = observations > 0 && byMean.front().second != best;
   if (observations > 0)
     d.predictedSamplesPerSecond =
-        std::exp(-model_.predict(model_.features(d.chosen, bucket), theta));
+        std::exp(-model_.predict(model_.features(d.chosen, bucket, z), theta));
   for (const auto& [value, i] : byMean) {
     if (d.alternatives.size() >= static_cast<size_t>(options_.alternatives))
       break;
     if (i != best && observations > 0)
       d.alternatives.emplace_back(grid_[i], std::exp(-value));
   }
+  if (!d.alternatives.empty())
+    d.drivers = drivers(d.chosen, d.alternatives.front().first, z, theta);
   return d;
 }
 
-void OnlineController::observe(Decision decision, double stepSeconds, int64_t samples) {
-  // stepSeconds 0: logged, not learnt from.
+void OnlineController::checkLoss(Decision& decision, double loss) {
+  const bool finite = std::isfinite(loss);
+  const bool diverged = !finite || (losses_ >= options_.divergenceWarmup && lossAverage_ > 0 &&
+                                    loss > options_.divergence * lossAverage_);
+  if (!diverged) {
+    lossAverage_ = losses_ == 0 ? loss : 0.9 * lossAverage_ + 0.1 * loss;
+    ++losses_;
+    lastDiverged_ = false;
+    highInARow_ = 0;
+    return;
+  }
+  decision.violation = "the loss diverged (" + number(loss) +
+                       (losses_ > 0 ? " against its average " + number(lossAverage_) : "") + ")";
+  highInARow_ = finite ? highInARow_ + 1 : 0;
+  if (highInARow_ >= options_.divergenceWarmup) {
+    // Finite and high for as many steps as the average waits for: the loss's new level, which
+    // the average starts again from.
+    decision.violation += ", " + std::to_string(highInARow_) +
+                          " steps in a row: its average starts again from the next";
+    losses_ = 0;
+    highInARow_ = 0;
+  }
+  const bool changed = !log_.empty() && log_.back().chosen != decision.chosen;
+  const bool broke = changed && !lastDiverged_;
+  lastDiverged_ = true;
+  if (!broke) {
+    decision.violation += log_.empty() ? " on the run's first step: not a change's"
+                          : changed    ? ", as on the step before: not the configuration's"
+                                       : " under the configuration that ran before: not a change's";
+    return;
+  }
+  // The step before ran another configuration, not excluded (it did not diverge): one is left.
+  excluded_.push_back(decision.chosen);
+  decision.violation += " when the configuration changed: excluded from now on";
+  if (std::none_of(grid_.begin(), grid_.end(),
+                   [&](const Configuration& c) { return allowed(c); })) {
+    // The pins held it to what is now excluded: the constraint wins.
+    std::string released;
+    for (const auto& [name, value] : pins_)
+      released += (released.empty() ? "" : ", ") + name + " " + number(value);
+    pins_.clear();
+    decision.violation += "; pins released: " + released;
+  }
+}
+
+void OnlineController::observe(Decision decision, double stepSeconds, int64_t samples,
+                               std::optional<double> loss) {
+  if (loss)
+    checkLoss(decision, *loss);
+  // stepSeconds 0: logged, not learnt from; nor is a step whose loss diverged.
   if (stepSeconds > 0 && samples > 0) {
-    model_.addContext(decision.bucket);
-    model_.observe(model_.features(decision.chosen, decision.bucket),
-                   std::log(stepSeconds / static_cast<double>(samples)));
     decision.samplesPerSecond = static_cast<double>(samples) / stepSeconds;
+    if (decision.violation.empty()) {
+      model_.addContext(decision.bucket);
+      std::vector<double> batchSignals;
+      for (const auto& [name, value] : decision.batchSignals)
+        batchSignals.push_back(value);
+      model_.observe(model_.features(decision.chosen, decision.bucket, scaled(batchSignals)),
+                     std::log(stepSeconds / static_cast<double>(samples)));
+    }
   }
   log_.push_back(std::move(decision));
 }
@@ -100,7 +231,15 @@ void OnlineController::pin(const std::string& name, double value) {
   if (std::none_of(k->values.begin(), k->values.end(),
                    [&](double allowedValue) { return sameValue(allowedValue, value); }))
     throw std::invalid_argument("knob " + name + " cannot take " + std::to_string(value));
+  std::map<std::string, double> before = pins_;
   pins_[name] = value;
+  if (std::none_of(grid_.begin(), grid_.end(),
+                   [&](const Configuration& c) { return allowed(c); })) {
+    pins_ = std::move(before);
+    throw std::invalid_argument("knob " + name + " " + number(value) +
+                                ": every configuration with it (and the other pins) broke a "
+                                "constraint");
+  }
 }
 
 void OnlineController::unpin(const std::string& name) {

@@ -458,6 +458,8 @@ StepResult Trainer::runStep(Graph* capture) {
   const double built = secondsSince(t0);
   std::optional<control::Decision> decision = decide(whole);
   const control::Configuration configured = configuration();
+  const binding::Binder* stepBinder = binder();
+  const int64_t measuredBefore = stepBinder != nullptr ? stepBinder->measurements() : 0;
   const auto tMove = Clock::now();
   // A step calibrating the remat budget on the CPU runs the batch whole: the fraction is of the
   // whole batch's plain peak, whatever the micro-batches (Note [Micro-batches]). On a GPU the
@@ -684,12 +686,15 @@ StepResult Trainer::runStep(Graph* capture) {
   if (decision) {
     // Rewarded by the step without building its batch. A step that met something new (a shape
     // bucket, a branch pattern: measured, counted and planned on the way), the first (TorchScript
-    // profiles it) or one that calibrates remat (plain, perhaps whole) is logged, not learnt from:
-    // its one-off costs are no configuration's.
+    // profiles it), one that calibrates remat (plain, perhaps whole) or one in which the binder
+    // measured (binding_explore pays for what every later step gains) is logged, not learnt
+    // from: its one-off costs are no configuration's.
     const double seconds = r.seconds - timings.data;
-    decision->samplesPerSecond = static_cast<double>(whole.size) / seconds;
-    const bool oneOff = r.step == 0 || r.optimizeRequired.has_value() || calibrating;
-    controller_->observe(*decision, oneOff ? 0.0 : seconds, whole.size);
+    const bool measuredBindings =
+        stepBinder != nullptr && stepBinder->measurements() != measuredBefore;
+    const bool oneOff =
+        r.step == 0 || r.optimizeRequired.has_value() || calibrating || measuredBindings;
+    controller_->observe(*decision, oneOff ? 0.0 : seconds, whole.size, r.loss);
     r.decision = controller_->log().back();
   }
   r.closureSeconds = stats.closureSeconds;
@@ -699,8 +704,7 @@ StepResult Trainer::runStep(Graph* capture) {
   r.timings = timings;
   if (!measured)
     return r;
-  const auto& first = whole.inputs.front().toTensor();
-  const int64_t sequence = first.dim() == 2 || first.dim() == 3 ? first.size(1) : 0;
+  const int64_t sequence = whole.sequenceLength();
   const double lr = optimizer_->inner().param_groups().front().options().get_lr();
   if (perNode) {
     std::vector<OpEvent> events = tracer_->takeEvents();

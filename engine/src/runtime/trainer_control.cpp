@@ -6,6 +6,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "symtune/binding/binder.h"
 #include "symtune/binding/shape_bucket.h"
 #include "symtune/remat/rematerializer.h"
 #include "symtune/runtime/trainer.h"
@@ -38,6 +39,7 @@ void Trainer::setUpControl() {
   c.microbatches = session_.control.microbatches;
   c.threads = session_.control.threads;
   c.rematBudget = session_.control.rematBudget;
+  c.bindingExplore = session_.control.bindingExplore;
   if (c.microbatches > 1 && unsplittable())
     throw SetupError("control.microbatches " + std::to_string(c.microbatches) + ": " +
                      *unsplittable());
@@ -59,8 +61,11 @@ void Trainer::setUpControl() {
 std::optional<control::Decision> Trainer::decide(const Batch& whole) {
   if (!controller_)
     return std::nullopt;
-  control::Decision d =
-      controller_->choose(optimizer_->stepCount(), binding::inputsBucketKey(whole.inputs));
+  // The signals, in the order of ControllerOptions::signalNames.
+  const std::vector<double> batchSignals{static_cast<double>(whole.size),
+                                         static_cast<double>(whole.sequenceLength())};
+  const std::string bucket = binding::inputsBucketKey(whole.inputs);
+  control::Decision d = controller_->choose(optimizer_->stepCount(), bucket, batchSignals);
   const control::Configuration before = configuration();
   try {
     configure(d.chosen);
@@ -70,7 +75,8 @@ std::optional<control::Decision> Trainer::decide(const Batch& whole) {
     configure(before);
     d.chosen = before;
     d.predictedSamplesPerSecond =
-        controller_->predictedSamplesPerSecond(d.chosen, binding::inputsBucketKey(whole.inputs));
+        controller_->predictedSamplesPerSecond(d.chosen, bucket, batchSignals);
+    d.drivers.clear();
   }
   return d;
 }
@@ -147,6 +153,15 @@ control::ConfigSpace Trainer::configSpace() {
     budget.constraint = text;
     knobs.push_back(std::move(budget));
   }
+
+  if (const binding::Binder* b = binder();
+      b != nullptr && b->options().measure && b->options().budget != 0) {
+    knobs.push_back({"binding_explore",
+                     {0, 1},
+                     b->exploring() ? 1.0 : 0.0,
+                     "1: the binder measures a (site, bucket) it meets unbound; 0: it binds by "
+                     "its table and cost model only, the ATen op elsewhere, until 1 again"});
+  }
   return control::ConfigSpace(std::move(knobs));
 }
 
@@ -155,6 +170,7 @@ control::Configuration Trainer::configuration() const {
   c.microbatches = microbatches_;
   c.threads = threads_;
   c.rematBudget = rematBudget_;
+  c.bindingExplore = bindingExplore_;
   return c;
 }
 
@@ -178,6 +194,12 @@ void Trainer::configure(const control::Configuration& c) {
     at::set_num_threads(threads);
   threads_ = c.threads;
   microbatches_ = c.microbatches;
+  if (c.bindingExplore != bindingExplore_) {
+    binding::Binder* b = binder();  // the space has the knob only with a binder
+    if (b != nullptr)
+      b->setExploring(c.bindingExplore.value_or(true));
+    bindingExplore_ = c.bindingExplore;
+  }
 }
 
 }  // namespace symtune

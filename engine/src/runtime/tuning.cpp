@@ -174,6 +174,7 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
   control.microbatches = best.microbatches;
   control.threads = best.threads;
   control.rematBudget = best.rematBudget;
+  control.bindingExplore = best.bindingExplore;
   ControlSpec::Tuned t;
   t.evaluations = static_cast<int64_t>(r.evaluations.size());
   t.configurations = r.configurations;

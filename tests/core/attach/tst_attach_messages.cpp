@@ -360,6 +360,9 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
   c.samplesPerSecond = 790.25;
   c.explored = true;
   c.alternatives = {{"microbatches 1, threads 1, remat_budget 0.5", 800}};
+  c.batchSignals = {{"batch_size", 32}, {"sequence_length", 512}};
+  c.drivers = {{"sequence_length 512", 1.25}, {"microbatches 2 rather than 1", 0.9}};
+  c.violation = "the loss diverged (nan against its average 2.1) when the configuration changed";
   m.control = c;
   const json wire = encode(m);
   CHECK(wire["control"]["knobs"]["threads"] == 1);
@@ -375,6 +378,9 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
   REQUIRE(back.control->alternatives.size() == 1);
   CHECK(back.control->alternatives[0].configuration == c.alternatives[0].configuration);
   CHECK(back.control->alternatives[0].predictedSamplesPerSecond == 800);
+  CHECK(back.control->batchSignals == c.batchSignals);  // by name, as the knobs
+  CHECK(back.control->drivers == c.drivers);            // largest first, as sent
+  CHECK(back.control->violation == c.violation);
   // A fixed configuration: no decision; a step not learnt from: no measure.
   m.control->decided = false;
   CHECK_FALSE(encode(m)["control"].contains("decision"));

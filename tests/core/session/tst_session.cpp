@@ -87,7 +87,17 @@ std::vector<RejectedSession> rejectedSessions() {
       {"control unknown field",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"modes": 1})"),
        "control.modes: unknown field (known here: mode, microbatches, split_on_overrun, threads, "
-       "remat_budget, tuned)"},
+       "remat_budget, binding_explore, tuned)"},
+      {"control binding_explore without binding",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                   R"(, "binding": {"enabled": false}, "control": {"binding_explore": false})"),
+       "control.binding_explore: needs a binder that measures: binding on, with a measuring "
+       "budget, and no remat block (under which binding is off)"},
+      {"control binding_explore under remat",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                   R"(, "remat": {"budget_fraction": 0.5}, "control": {"binding_explore": true})"),
+       "control.binding_explore: needs a binder that measures: binding on, with a measuring "
+       "budget, and no remat block (under which binding is off)"},
       {"control remat budget without a fraction",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})",
                    R"(, "control": {"remat_budget": 0.5})"),
@@ -238,6 +248,7 @@ TEST_CASE("control: off unless the session has the block; written back as read")
     CHECK(s.control.threads == 1);
     REQUIRE(s.control.rematBudget.has_value());
     CHECK(*s.control.rematBudget == doctest::Approx(0.5));
+    CHECK_FALSE(s.control.bindingExplore.has_value());
     REQUIRE(s.control.tuned.has_value());
     CHECK(s.control.tuned->evaluations == 12);
     CHECK(s.control.tuned->configurations == 48);
@@ -250,6 +261,13 @@ TEST_CASE("control: off unless the session has the block; written back as read")
     CHECK(s.control.tuned->runnerUpSamplesPerSecond == doctest::Approx(900));
     CHECK(s.control.tuned->stopped == "the budget");
   }
+  const Session unexplored = symtune::parseSession(
+      sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                  R"(, "control": {"mode": "tuned", "binding_explore": false})"),
+      kOrigin);
+  for (const Session& s :
+       {unexplored, symtune::parseSession(symtune::sessionJson(unexplored), kOrigin)})
+    CHECK(s.control.bindingExplore == std::optional<bool>(false));
 }
 
 TEST_CASE("remat: off unless the session has the block, which needs a budget for the planner") {

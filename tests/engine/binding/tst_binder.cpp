@@ -355,6 +355,30 @@ TEST_CASE("each site and bucket is measured once, then looked up") {
   CHECK(nograd);
 }
 
+TEST_CASE("while not exploring nothing is measured; exploring again measures what was put off") {
+  symtune::SyMuGen gen(steps(), "steps");
+  BinderOptions noPrediction;
+  noPrediction.predict = false;
+  Binder binder(gen.staticGraph(), here(), noPrediction);
+  CHECK(binder.exploring());
+  binder.setExploring(false);
+  checkSame(forwardBackward(gen, &binder, 3, 5), forwardBackward(gen, nullptr, 3, 5));
+  CHECK(binder.measurements() == 0);
+  CHECK(binder.boundExecutions() == 0);  // the ATen ops throughout
+  forwardBackward(gen, &binder, 3, 6);
+  CHECK(binder.measurements() == 0);
+  binder.setExploring(true);
+  forwardBackward(gen, &binder, 3, 6);  // the same bucket, decided again: measured now
+  const int64_t measured = binder.measurements();
+  CHECK(measured == 4);
+  // What is in the table binds whether exploring or not.
+  binder.setExploring(false);
+  forwardBackward(gen, &binder, 3, 5);
+  binder.setExploring(true);
+  forwardBackward(gen, &binder, 3, 7);
+  CHECK(binder.measurements() == measured);
+}
+
 TEST_CASE("a saved table is reused on the same kind of machine and refused on another") {
   symtune::SyMuGen gen(steps(), "steps");
   Binder first(gen.staticGraph(), here());

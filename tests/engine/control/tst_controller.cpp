@@ -100,6 +100,111 @@ TEST_CASE("a pinned knob keeps its value; a pin outside the space is refused") {
   CHECK_THROWS_AS(OnlineController(ConfigSpace{}), std::invalid_argument);
 }
 
+namespace {
+
+// Seconds per sample where the best micro-batch count depends on the sequence length: one on
+// short sequences, four on long ones (their activations outgrow the caches).
+double bySequence(int microbatches, int64_t length, std::mt19937_64& rng) {
+  const std::map<int, double> shortOnes{{1, 1.0}, {2, 1.1}, {4, 1.3}};
+  const std::map<int, double> longOnes{{1, 1.4}, {2, 1.1}, {4, 1.0}};
+  std::lognormal_distribution<double> noise(0.0, 0.03);
+  const double factor = length <= 64 ? shortOnes.at(microbatches) : longOnes.at(microbatches);
+  return static_cast<double>(length) * 1e-5 * factor * noise(rng);
+}
+
+struct Run {
+  int right = 0;  // of the last 60 steps, those that chose the fastest for their length
+  symtune::control::Decision lastLong;
+};
+
+Run alternateLengths(std::vector<std::string> signalNames) {
+  symtune::control::ControllerOptions options;
+  options.signalNames = std::move(signalNames);
+  OnlineController controller(ConfigSpace({Knob{"microbatches", {1, 2, 4}, 1, ""}}), options);
+  std::mt19937_64 rng(7);
+  Run run;
+  for (int64_t step = 0; step < 240; ++step) {
+    const int64_t length = step % 2 == 0 ? 64 : 512;
+    const auto d = controller.choose(step, "time <=" + std::to_string(length),
+                                     {32.0, static_cast<double>(length)});
+    if (step >= 180)
+      run.right += d.chosen.microbatches == (length <= 64 ? 1 : 4);
+    if (length == 512)
+      run.lastLong = d;
+    controller.observe(d, bySequence(d.chosen.microbatches, length, rng) * 32, 32);
+  }
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("the batch's signals let the controller choose by sequence length, and say so") {
+  const Run withSignals = alternateLengths({"batch_size", "sequence_length"});
+  const Run bucketsOnly = alternateLengths({});
+  MESSAGE("the fastest for the batch's length chosen in ", withSignals.right,
+          " of the last 60 steps with the signals, ", bucketsOnly.right, " with the buckets only");
+  CHECK(withSignals.right >= 50);
+  // A bucket's term scales every configuration alike: without the signals one configuration
+  // serves both lengths.
+  CHECK(bucketsOnly.right <= 40);
+  const symtune::control::Decision& d = withSignals.lastLong;
+  CHECK(d.chosen.microbatches == 4);
+  REQUIRE(d.batchSignals.size() == 2);
+  CHECK(d.batchSignals[1].first == "sequence_length");
+  CHECK(d.batchSignals[1].second == 512);
+  // Why 4 and not the next best: the sequence's length, against the knob's own term (which
+  // favours fewer micro-batches at the first batch's length).
+  REQUIRE_FALSE(d.drivers.empty());
+  bool byLength = false;
+  for (const auto& driver : d.drivers) {
+    INFO(driver.what, " x", driver.factor);
+    if (driver.what == "sequence_length 512") {
+      byLength = true;
+      CHECK(driver.factor > 1.1);
+    }
+  }
+  CHECK(byLength);
+}
+
+TEST_CASE("a configuration under which the loss diverged is excluded; the model's own is not") {
+  OnlineController controller(ConfigSpace({Knob{"microbatches", {1, 2, 4}, 1, ""}}));
+  int64_t step = 0;
+  const auto run = [&](double loss) {
+    auto d = controller.choose(step++, "b");
+    controller.observe(d, 1e-3 * (1 + d.chosen.microbatches / 10.0), 1, loss);
+    return controller.log().back();
+  };
+  controller.pin("microbatches", 1);
+  for (int i = 0; i < 8; ++i)
+    CHECK(run(2.0 - 0.05 * i).violation.empty());
+  controller.pin("microbatches", 2);
+  const auto broke = run(std::nan(""));
+  CHECK(broke.chosen.microbatches == 2);
+  CHECK(broke.violation.find("the loss diverged (nan against its average") == 0);
+  CHECK(broke.violation.find("excluded from now on; pins released: microbatches 2") !=
+        std::string::npos);
+  REQUIRE(controller.excluded().size() == 1);
+  CHECK(controller.excluded().front().microbatches == 2);
+  CHECK(controller.pins().empty());
+  CHECK_THROWS_WITH_AS(controller.pin("microbatches", 2),
+                       "knob microbatches 2: every configuration with it (and the other pins) "
+                       "broke a constraint",
+                       std::invalid_argument);
+  for (int i = 0; i < 40; ++i)
+    CHECK(run(1.5).chosen.microbatches != 2);
+  // A loss that spikes (over 3x its average) under the configuration that ran before: not a
+  // change's doing.
+  controller.pin("microbatches", 4);
+  run(1.5);
+  const auto spike = run(9.0);
+  CHECK(spike.violation.find("not a change's") != std::string::npos);
+  // Diverging again right after a change, diverged already before it: not the change's either.
+  controller.pin("microbatches", 1);
+  const auto still = run(9.0);
+  CHECK(still.violation.find("as on the step before") != std::string::npos);
+  CHECK(controller.excluded().size() == 1);
+}
+
 TEST_CASE("driving a trainer, the controller changes how steps run, not what they compute") {
   at::set_num_threads(2);
   symtune::Session s;
@@ -124,7 +229,12 @@ TEST_CASE("driving a trainer, the controller changes how steps run, not what the
     CHECK(b.decision->step == step);
     CHECK_FALSE(space.outside(b.decision->chosen).has_value());
     CHECK(b.microbatches == b.decision->chosen.microbatches);
-    CHECK(b.decision->samplesPerSecond.has_value());
+    // Measured where learnt from: not the first step, nor one that met a new bucket.
+    CHECK(b.decision->samplesPerSecond.has_value() ==
+          (step > 0 && !b.optimizeRequired.has_value()));
+    CHECK(b.decision->violation.empty());
+    REQUIRE(b.decision->batchSignals.size() == 2);
+    CHECK(b.decision->batchSignals[0].second == 16);  // the ci tagger's sentences
     CHECK(b.loss == doctest::Approx(a.loss).epsilon(1e-5));
     ++chosen[b.decision->chosen.text()];
   }

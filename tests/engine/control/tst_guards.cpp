@@ -196,4 +196,19 @@ TEST_CASE("the configuration space: its grid, its current point, and what lies o
   c.rematBudget = 0.5;
   CHECK(noRemat.outside(c).value_or("") == "remat_budget 0.5: this run has no such knob");
   CHECK(noRemat.grid().size() == 1);
+
+  // binding_explore: 0 or 1, named in the text only when set.
+  const ConfigSpace bound(
+      {Knob{"microbatches", {1}, 1, ""}, Knob{"binding_explore", {0, 1}, 1, ""}});
+  REQUIRE(bound.grid().size() == 2);
+  CHECK(bound.grid().front().text() ==
+        "microbatches 1, threads as begun, remat_budget as the session, binding_explore 0");
+  CHECK(bound.grid().back().bindingExplore == std::optional<bool>(true));
+  Configuration e;
+  CHECK(symtune::control::valueOf(e, *bound.knob("binding_explore")) == 1);  // as the run has it
+  symtune::control::setValue(e, "binding_explore", 0);
+  CHECK(e.bindingExplore == std::optional<bool>(false));
+  CHECK(symtune::control::valueOf(e, *bound.knob("binding_explore")) == 0);
+  CHECK_FALSE(bound.outside(e).has_value());
+  CHECK(noRemat.outside(e).value_or("") == "binding_explore 0: this run has no such knob");
 }

@@ -82,6 +82,11 @@ struct StepControl {
   std::optional<double> samplesPerSecond;  // measured (none: the step taught it nothing)
   bool explored = false;
   std::vector<ControlAlternative> alternatives;  // the next best by the model's mean
+  // The batch's signals (feature name, value); why the chosen beat the first alternative (what,
+  // factor on the predicted samples per second), largest first; the constraint the step broke.
+  std::vector<std::pair<std::string, double>> batchSignals;
+  std::vector<std::pair<std::string, double>> drivers;
+  std::string violation;
 };
 
 struct StepMessage {

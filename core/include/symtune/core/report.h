@@ -87,13 +87,17 @@ struct RunReport {
   std::vector<std::pair<int64_t, std::string>> splits;
   std::vector<std::pair<int64_t, std::vector<std::string>>> optimizeRequired;
   // Under the online controller, each step's decision: the configuration chosen, predicted and
-  // measured samples per second, whether the choice explored, and the next best by the model.
+  // measured samples per second, whether the choice explored, the next best by the model, the
+  // batch's signals, why the chosen beat the next best (what, factor), and the constraint the step
+  // broke (empty: none).
   struct Decision {
     int64_t step = 0;
     std::string chosen;
     double predictedSamplesPerSecond = 0, samplesPerSecond = 0;
     bool explored = false;
     std::vector<std::pair<std::string, double>> alternatives;
+    std::vector<std::pair<std::string, double>> batchSignals, drivers;
+    std::string violation;
   };
   std::vector<Decision> decisions;
 

@@ -133,6 +133,9 @@ struct ControlSpec {
   // The remat budget as a share of the plain peak, tighter than remat.budget_fraction (which
   // stays the run's limit, and this at most it); unset: remat.budget_fraction.
   std::optional<double> rematBudget;
+  // Whether the binder measures a (site, bucket) it meets unbound (true) or binds by its table and
+  // cost model only (false); unset: it measures as the binding block allows. Needs binding on.
+  std::optional<bool> bindingExplore;
   // What auto_tune measured when it chose the configuration above (`symtune tune`).
   struct Tuned {
     int64_t evaluations = 0, configurations = 0, steps = 0;

@@ -121,6 +121,11 @@ class Binder final : public OpBinder {
 
   const BindingTable& table() const { return table_; }
   const BinderOptions& options() const { return options_; }
+  // Whether a (site, bucket) that neither the table nor the cost model settles is measured when
+  // met (the configuration's binding_explore knob, docs/control.md). While not, it runs the
+  // reference; once exploring again, the choices so made are decided anew (and measured).
+  void setExploring(bool exploring);
+  bool exploring() const { return exploring_; }
   // The sites found so far (nodes executed at least once), in the order found.
   std::vector<OpSite> sites() const;
   // (site, bucket)s measured, and bound by the cost model, since construction.
@@ -159,6 +164,11 @@ class Binder final : public OpBinder {
 
   const Candidate* decide(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,
                           int64_t trips);
+  // Whether an unsettled (site, bucket) may be measured now (the options, the budget, exploring);
+  // notes one left unmeasured for want of exploring.
+  bool mayMeasure();
+  // Forgets every bucket's choice (they are looked up again, in the table first).
+  void forgetChoices();
   // One execution of a node's own site (or of its ATen op when it is only a cell's node).
   void runSite(SiteState& s, const torch::jit::Node* node, torch::jit::Stack& stack,
                LoopFrames& loops);
@@ -230,6 +240,8 @@ class Binder final : public OpBinder {
   std::unique_ptr<SiteState> loss_;  // the loss site, made on first use
   std::vector<int64_t> signature_;
   int64_t measurements_ = 0;
+  bool exploring_ = true;
+  bool deferred_ = false;  // a (site, bucket) went unmeasured for want of exploring
   int64_t predictions_ = 0;
   int64_t boundExecutions_ = 0;
   // What the last run computed for an earlier node (a region's alsoOut), until taken.

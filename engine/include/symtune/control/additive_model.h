@@ -1,14 +1,16 @@
 #pragma once
 // What the online controller and auto_tune know of a configuration's speed (docs/control.md):
 // the log of a step's seconds per sample as a sum of one term per knob value and one per context
-// (a shape bucket), fitted by Bayesian linear regression.
+// (a shape bucket), and for each signal (a number describing the batch, as the log of its ratio to
+// a reference) its value times a term of its own and a term per knob value (how the signal moves
+// that knob value's effect), fitted by Bayesian linear regression.
 //
 // Note [Posterior of the terms]
 // The model keeps the prior precision plus XᵀX and Xᵀy of the observations (y less the first
 // observation's, which the terms are relative to). With the noise's variance s², the terms'
-// posterior has precision I/priorVariance + XᵀX/s² and mean (that)⁻¹ Xᵀy/s²: a term no
-// observation used keeps its prior variance whatever the noise, so an untried knob value is drawn
-// as widely as the prior says (by a factor of e at variance 1) and gets tried, while a term
+// posterior has precision P + XᵀX/s² (P the prior precision, diagonal) and mean (that)⁻¹ Xᵀy/s²: a
+// term no observation used keeps its prior variance whatever the noise, so an untried knob value is
+// drawn as widely as the prior says (by a factor of e at variance 1) and gets tried, while a term
 // measured n times narrows to about s²/n. The noise's variance is estimated from the one-step-
 // ahead residuals (each observation against the mean before it), starting from priorNoise.
 
@@ -34,12 +36,24 @@ struct TermPosterior {
 
 class AdditiveModel {
  public:
-  AdditiveModel(const ConfigSpace& space, double priorVariance, double priorNoise);
+  // `signalCount` numbers describe a batch; their terms' prior variance is `signalVariance`.
+  AdditiveModel(const ConfigSpace& space, double priorVariance, double priorNoise,
+                size_t signalCount = 0, double signalVariance = 0.25);
 
   // Adds a term for context `name` (with its prior) unless it has one.
   void addContext(const std::string& name);
-  // The one-hot features of `c` on `context` (no context term when the context has none).
-  std::vector<double> features(const Configuration& c, const std::string& context = "") const;
+  // The features of `c` on `context` with signal values `signalValues` (one per signal, missing
+  // ones 0): a one-hot per knob, the context's (none when the context has no term), and each
+  // signal's value on its own term and on the term of each knob value `c` takes.
+  std::vector<double> features(const Configuration& c, const std::string& context = "",
+                               const std::vector<double>& signalValues = {}) const;
+  // Where the terms of knob `knob` (its index in the space) begin; those of signal `signal` on
+  // knob values begin at interactionOffset(signal), its own term one before.
+  size_t knobOffset(size_t knob) const { return knobOffset_[knob]; }
+  size_t knobTerms() const { return knobTerms_; }
+  size_t interactionOffset(size_t signal) const {
+    return knobTerms_ + signal * (knobTerms_ + 1) + 1;
+  }
   // An observation: features `x`, `y` the log of seconds per sample (less whatever the caller's
   // own estimate explains).
   void observe(const std::vector<double>& x, double y);
@@ -58,9 +72,12 @@ class AdditiveModel {
   ConfigSpace space_;
   double priorVariance_, priorNoise_;
   std::vector<size_t> knobOffset_;  // where each knob's terms begin
+  size_t knobTerms_ = 0;            // the knobs' terms; each signal's 1 + knobTerms_ follow
+  size_t signals_ = 0;
   std::map<std::string, size_t> contexts_;
   size_t dim_ = 0;
-  std::vector<double> precision_, moment_;  // I/priorVariance + XᵀX (row-major), Xᵀy
+  std::vector<double> prior_;               // each term's prior precision
+  std::vector<double> precision_, moment_;  // diag(prior_) + XᵀX (row-major), Xᵀy
   double residualSum_ = 0;
   double reference_ = 0;  // the first observation's y: what the terms add to
   int64_t observations_ = 0;

@@ -19,7 +19,7 @@ struct Knob {
   std::string constraint;
 };
 
-// How a step runs. Knob names: "microbatches", "threads", "remat_budget".
+// How a step runs. Knob names: "microbatches", "threads", "remat_budget", "binding_explore".
 struct Configuration {
   // The batch runs as this many micro-batches whose gradients add up to the batch's
   // (Note [Micro-batches] in trainer.h).
@@ -28,18 +28,22 @@ struct Configuration {
   int threads = 0;
   // The remat planner's budget as a share of the plain step's peak; nullopt: the session's.
   std::optional<double> rematBudget;
+  // Whether DynaCompiler's binder measures the candidates of a (site, bucket) it meets unbound
+  // (knob value 1) or binds by its table and cost model only (0; Binder::setExploring); nullopt:
+  // as the run has it.
+  std::optional<bool> bindingExplore;
 
-  // "microbatches 2, threads 1, remat_budget 0.5"
+  // "microbatches 2, threads 1, remat_budget 0.5" (and ", binding_explore 1" when set)
   std::string text() const;
   bool operator==(const Configuration& other) const {
     return microbatches == other.microbatches && threads == other.threads &&
-           rematBudget == other.rematBudget;
+           rematBudget == other.rematBudget && bindingExplore == other.bindingExplore;
   }
   bool operator!=(const Configuration& other) const { return !(*this == other); }
 };
 
 // The value `c` gives `knob`: the knob's current value when `c` leaves it as the session has it
-// (threads 0, remat_budget unset).
+// (threads 0, remat_budget or binding_explore unset).
 double valueOf(const Configuration& c, const Knob& knob);
 // Sets knob `name` of `c` to `v` (a name Configuration does not know changes nothing).
 void setValue(Configuration& c, const std::string& name, double v);

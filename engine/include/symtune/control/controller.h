@@ -9,10 +9,16 @@
 //   controller.observe(d, stepSeconds, samples);
 //
 // Note [Online controller]
-// A contextual bandit over the configuration space, the batch's shape bucket as the context. Its
-// model: the log of a step's seconds per sample is a sum of one term per knob value and one per
-// bucket (knobs act as factors on the time, a bucket sets its scale), fitted by Bayesian linear
-// regression (ridge prior, noise estimated from the residuals). Each step teaches it about every
+// A contextual bandit over the configuration space. Its context: the batch's shape bucket, and the
+// step features that describe the batch before it runs (the signals: batch_size and
+// sequence_length, docs/features.md); the other features are what a configuration brings about —
+// the step's time is the reward, its peak the memory constraint, the loss the divergence
+// constraint. Its model: the log of a step's seconds per sample is a sum of one term per knob value
+// and one per bucket (knobs act as factors on the time, a bucket sets its scale), plus, for each
+// signal (as the log of its ratio to the first batch's), its value times a term of its own and one
+// per knob value (a longer sequence may favour more micro-batches: what it learns on one length
+// carries to a length it has not seen), fitted by Bayesian linear regression (ridge prior, noise
+// estimated from the residuals). Each step teaches it about every
 // knob value it used, so the space's size does not multiply the exploration: a grid of 48
 // configurations (6 x 2 x 4 knob values) has 12 knob terms to learn, and one per bucket. It chooses
 // by Thompson sampling — a draw of the terms from their posterior, the configuration fastest under
@@ -21,6 +27,18 @@
 // tightens the session's, and the budget is enforced), so exploring breaks no constraint;
 // micro-batches, threads and recomputation do not change what the step computes, beyond rounding. A
 // pinned knob keeps its value.
+//
+// Note [Divergence constraint]
+// The loss must not diverge. A step's loss diverges when it is not finite or exceeds `divergence`
+// times the average of the losses before it (an exponential average, weight 0.1, of the finite
+// losses that did not diverge, from the `divergenceWarmup`-th step on). When the loss diverges
+// on a step whose configuration differs from the step before it, and that step's loss did not
+// diverge, the change is what broke it: the configuration is excluded from then on (a binding
+// explored, a rounding that grew). A loss that diverges under the configuration that ran before
+// it is the model's, not a configuration's: noted, nothing excluded. A finite loss over the bound
+// for `divergenceWarmup` steps in a row has moved to a new level: the average starts again. (So the
+// configuration that ran before stays: the space never runs out.) Pins that leave only excluded
+// configurations are released, and a pin that would is refused.
 
 #include <cstdint>
 #include <map>
@@ -44,6 +62,22 @@ struct ControllerOptions {
   double priorNoise = 0.05;
   // How many alternatives a decision lists, best first by the model's mean.
   int alternatives = 3;
+  // The batch's signals, by the name of their feature (docs/features.md), and their terms' prior
+  // variance.
+  std::vector<std::string> signalNames = {"batch_size", "sequence_length"};
+  double signalVariance = 0.25;
+  // Note [Divergence constraint].
+  double divergence = 3.0;
+  int divergenceWarmup = 5;
+};
+
+// One reason the chosen configuration beat the next best by the model's mean: a knob value it
+// took instead of the other's, or a signal's value, and the factor it multiplies the predicted
+// samples per second by (over 1: for the chosen). On a step that explored, the first alternative
+// is the mean's best, and the factors (their product under 1) say what exploring gave up.
+struct Driver {
+  std::string what;  // "microbatches 4 rather than 2", "sequence_length 512"
+  double factor = 1;
 };
 
 // One decision: what was chosen for a step and why, and what came of it.
@@ -57,7 +91,13 @@ struct Decision {
   bool explored = false;
   // The next best by the model's mean, with their predicted samples per second.
   std::vector<std::pair<Configuration, double>> alternatives;
+  // The batch's signals (name, value) and why the chosen beat alternatives.front(), largest
+  // factor first (none before anything is measured).
+  std::vector<std::pair<std::string, double>> batchSignals;
+  std::vector<Driver> drivers;
   std::optional<double> samplesPerSecond;  // measured, once observed
+  // The constraint the step broke, one line (Note [Divergence constraint]); empty: none.
+  std::string violation;
 };
 
 class OnlineController {
@@ -65,32 +105,56 @@ class OnlineController {
   // Throws std::invalid_argument for an empty space.
   explicit OnlineController(ConfigSpace space, ControllerOptions options = {});
 
-  // The configuration for step `step` on a batch of `bucket`.
-  Decision choose(int64_t step, const std::string& bucket);
-  // What the step took: its seconds (without building the batch) and samples. Logs the decision.
-  void observe(Decision decision, double stepSeconds, int64_t samples);
+  // The configuration for step `step` on a batch of `bucket` whose signals have `signals` (in
+  // the order of ControllerOptions::signalNames; missing ones count as the first batch's).
+  Decision choose(int64_t step, const std::string& bucket,
+                  const std::vector<double>& batchSignals = {});
+  // What the step took: its seconds (without building the batch) and samples, and its loss (NaN:
+  // not finite; nullopt: not known, no constraint checked). Logs the decision.
+  void observe(Decision decision, double stepSeconds, int64_t samples,
+               std::optional<double> loss = std::nullopt);
 
   // From now on knob `name` keeps `value` (one of its values); unpin() lets it go again. Throws
-  // std::invalid_argument for a knob or value outside the space.
+  // std::invalid_argument for a knob or value outside the space, or a value the exclusions
+  // (Note [Divergence constraint]) leave no configuration for with the other pins.
   void pin(const std::string& name, double value);
   void unpin(const std::string& name);
   const std::map<std::string, double>& pins() const { return pins_; }
 
   const std::vector<Decision>& log() const { return log_; }
   const ConfigSpace& space() const { return space_; }
-  // The model's mean samples per second of `c` on `bucket` (the bucket's term 0 when unseen).
-  double predictedSamplesPerSecond(const Configuration& c, const std::string& bucket) const;
+  // The configurations a broken constraint excluded, in the order excluded.
+  const std::vector<Configuration>& excluded() const { return excluded_; }
+  // The model's mean samples per second of `c` on `bucket` with `signals` (as choose() takes
+  // them; the bucket's term 0 when unseen).
+  double predictedSamplesPerSecond(const Configuration& c, const std::string& bucket,
+                                   const std::vector<double>& batchSignals = {}) const;
 
  private:
-  bool allowed(const Configuration& c) const;  // by the pins
+  bool allowed(const Configuration& c) const;  // by the pins and the exclusions
+  // The signals as the model takes them: the log of each one's ratio (plus one) to the first
+  // batch's.
+  std::vector<double> scaled(const std::vector<double>& batchSignals) const;
+  // Why `chosen` beats `other` under the terms `theta`, for a batch of scaled signals `z`.
+  std::vector<Driver> drivers(const Configuration& chosen, const Configuration& other,
+                              const std::vector<double>& z, const std::vector<double>& theta) const;
+  // Checks the step's loss against Note [Divergence constraint].
+  void checkLoss(Decision& decision, double loss);
 
   ConfigSpace space_;
   ControllerOptions options_;
   std::vector<Configuration> grid_;
   AdditiveModel model_;  // the buckets are its contexts
   std::map<std::string, double> pins_;
+  std::vector<Configuration> excluded_;
+  std::vector<double> signalReference_;  // the first batch's signals
   std::mt19937_64 rng_;
   std::vector<Decision> log_;
+  // Note [Divergence constraint]: the losses' average and count, whether the last step diverged.
+  double lossAverage_ = 0;
+  int64_t losses_ = 0;
+  bool lastDiverged_ = false;
+  int64_t highInARow_ = 0;  // finite losses over the bound, in a row
 };
 
 }  // namespace symtune::control

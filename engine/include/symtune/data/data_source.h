@@ -20,6 +20,15 @@ struct Batch {
   // positions], -100 where a position is padding: cross_entropy's ignore_index).
   torch::Tensor target;
   int64_t size = 0;  // samples in the batch
+
+  // The sequence_length feature (docs/features.md): dimension 1 of the first input when it is a
+  // tensor of rank 2 or 3 (tokens, or [batch, time, features]); 0 otherwise (images).
+  int64_t sequenceLength() const {
+    if (inputs.empty() || !inputs.front().isTensor())
+      return 0;
+    const torch::Tensor& first = inputs.front().toTensor();
+    return first.dim() == 2 || first.dim() == 3 ? first.size(1) : 0;
+  }
 };
 
 // A batch that cannot be split into micro-batches (fewer samples than parts, an input not laid out

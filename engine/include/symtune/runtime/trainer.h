@@ -259,6 +259,7 @@ class Trainer {
   int threads_ = 0;  // set by configure(); 0: as the run began
   int threadsAtStart_ = 1;
   std::optional<double> rematBudget_;                       // set by configure()
+  std::optional<bool> bindingExplore_;                      // set by configure()
   std::optional<std::optional<std::string>> unsplittable_;  // worked out on first use
   bool splitting_ = false;  // a step no remat plan fits is split rather than stopped
   std::unique_ptr<control::OnlineController> controller_;

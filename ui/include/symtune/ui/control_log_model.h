@@ -2,8 +2,8 @@
 // The Controller dock's table: each step of the attached run that carried its configuration (the
 // attach protocol's `step` message under a `control` block, docs/control.md), newest first — the
 // configuration, the online controller's predicted and measured samples per second, whether it
-// explored, the micro-batches the step ran as — and the run's configuration space (its `control`
-// message). No widgets.
+// explored, the micro-batches the step ran as, why (a broken constraint, or what drove the choice)
+// — and the run's configuration space (its `control` message). No widgets.
 //
 //   ControlLogModel model;
 //   model.setControl(controlMessage);   // none: the run has no control block
@@ -33,6 +33,7 @@ class ControlLogModel : public QAbstractTableModel {
     MeasuredColumn,   // samples/s, as the step measured it
     ExploredColumn,
     MicrobatchesColumn,  // as the step ran
+    WhyColumn,           // the constraint the step broke, or what most drove the choice
     ColumnCount
   };
   static constexpr int kDefaultCapacity = 2000;  // steps kept: the oldest go first
