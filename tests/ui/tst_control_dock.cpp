@@ -121,6 +121,11 @@ class TestControlDock : public QObject {
     QVERIFY(model.summary().endsWith("step 3: microbatches 4, threads 1 (explored)"));
     model.setControl(space("online", 1.0));
     QVERIFY(model.summary().contains(" · pinned: threads 1 · "));
+    ControlMessage excluded = space("online");
+    excluded.excluded = {"microbatches 4, threads 1"};
+    model.setControl(throughTheProtocol(excluded));
+    QVERIFY(model.summary().contains(
+        " · excluded, the loss diverged: microbatches 4, threads 1 · step 3"));
     model.clear();
     QCOMPARE(model.rowCount(), 0);
     QVERIFY(model.summary().isEmpty());

@@ -98,6 +98,12 @@ QString ControlLogModel::summary() const {
                      .arg(configurations);
   if (!pinned.isEmpty())
     text += tr(" · pinned: %1").arg(pinned.join(QStringLiteral(", ")));
+  if (!control_->excluded.empty()) {
+    QStringList excluded;
+    for (const auto& c : control_->excluded)
+      excluded << QString::fromStdString(c);
+    text += tr(" · excluded, the loss diverged: %1").arg(excluded.join(QStringLiteral("; ")));
+  }
   if (!rows_.empty()) {
     const Row& last = rows_.back();
     text +=

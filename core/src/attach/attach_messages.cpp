@@ -179,6 +179,13 @@ ControlMessage decodeControl(const Reader& r) {
     k.pinned = r.optionalNumber(item, "pinned");
     out.knobs.push_back(std::move(k));
   }
+  if (p.contains("excluded")) {
+    for (const json& item : r.array(p, "excluded")) {
+      if (!item.is_string())
+        r.fail("\"excluded\" must hold strings");
+      out.excluded.push_back(item.get<std::string>());
+    }
+  }
   return out;
 }
 
@@ -510,7 +517,8 @@ json encode(const ControlMessage& m) {
                      {"constraint", k.constraint},
                      {"pinned", k.pinned ? number(*k.pinned) : json(nullptr)}});
   }
-  return {{"type", "control"}, {"control", {{"mode", m.mode}, {"knobs", knobs}}}};
+  return {{"type", "control"},
+          {"control", {{"mode", m.mode}, {"knobs", knobs}, {"excluded", m.excluded}}}};
 }
 
 }  // namespace symtune::attach

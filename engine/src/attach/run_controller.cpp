@@ -196,6 +196,10 @@ class TrainerRun : public ControlledRun {
       }
       m.knobs.push_back(std::move(state));
     }
+    if (controller != nullptr) {
+      for (const control::Configuration& c : controller->excluded())
+        m.excluded.push_back(c.text());
+    }
     return m;
   }
   void pin(const std::string& knob, std::optional<double> value) override {
@@ -482,8 +486,8 @@ void RunController::publishControlIfChanged() {
   const std::optional<ControlMessage> control = run_.control();
   if (!control)
     return;
-  // What changes it: the mode, the knobs' values and pins (not where the knobs stand, which each
-  // step's configuration carries).
+  // What changes it: the mode, the knobs' values and pins, the exclusions (not where the knobs
+  // stand, which each step's configuration carries).
   ControlMessage shape = *control;
   for (auto& k : shape.knobs)
     k.current = 0;

@@ -395,6 +395,7 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
   space.mode = "online";
   space.knobs = {{"microbatches", {1, 2, 4}, 2, "powers of two", std::nullopt},
                  {"threads", {1, 2}, 1, "the machine's 2", 1.0}};
+  space.excluded = {"microbatches 4, threads 2, remat_budget as the session"};
   const json sent = encode(space);
   CHECK(sent["type"] == "control");
   const auto decoded = std::get<ControlMessage>(decodeServerMessage(sent));
@@ -405,7 +406,11 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
   CHECK(decoded.knobs[0].constraint == "powers of two");
   CHECK_FALSE(decoded.knobs[0].pinned.has_value());
   CHECK(decoded.knobs[1].pinned == 1.0);
+  CHECK(decoded.excluded == space.excluded);
   json bad = sent;
+  bad["control"]["excluded"] = json::array({2});
+  CHECK(decodeError(bad) == R"(control: "excluded" must hold strings)");
+  bad = sent;
   bad["control"]["knobs"][0]["values"] = json::array({"one"});
   CHECK(decodeError(bad) == R"(control: "values" must hold numbers)");
   bad = wire;

@@ -113,6 +113,9 @@ struct KnobState {
 struct ControlMessage {
   std::string mode;  // "fixed", "online", "tuned"
   std::vector<KnobState> knobs;
+  // The configurations a broken constraint excluded (the online controller's), as text, in the
+  // order excluded.
+  std::vector<std::string> excluded;
 };
 
 // One name of GPU activity a node launched (a kernel, "Memcpy HtoD", "Memset").
