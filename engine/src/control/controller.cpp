@@ -174,26 +174,26 @@ void OnlineController::checkLoss(Decision& decision, double loss) {
   decision.violation = "the loss diverged (" + number(loss) +
                        (losses_ > 0 ? " against its average " + number(lossAverage_) : "") + ")";
   highInARow_ = finite ? highInARow_ + 1 : 0;
+  const bool changed = !log_.empty() && log_.back().chosen != decision.chosen;
+  const bool broke = changed && !lastDiverged_;
+  lastDiverged_ = true;
   if (highInARow_ >= options_.divergenceWarmup) {
     // Finite and high for as many steps as the average waits for: the loss's new level, which
     // the average starts again from.
     decision.violation += ", " + std::to_string(highInARow_) +
-                          " steps in a row: its average starts again from the next";
+                          " steps in a row: a new level, its average starts again";
     losses_ = 0;
     highInARow_ = 0;
   }
-  const bool changed = !log_.empty() && log_.back().chosen != decision.chosen;
-  const bool broke = changed && !lastDiverged_;
-  lastDiverged_ = true;
   if (!broke) {
-    decision.violation += log_.empty() ? " on the run's first step: not a change's"
-                          : changed    ? ", as on the step before: not the configuration's"
-                                       : " under the configuration that ran before: not a change's";
+    decision.violation += log_.empty() ? "; on the run's first step: not a change's"
+                          : changed    ? "; as on the step before: not the configuration's"
+                                    : "; under the configuration that ran before: not a change's";
     return;
   }
   // The step before ran another configuration, not excluded (it did not diverge): one is left.
   excluded_.push_back(decision.chosen);
-  decision.violation += " when the configuration changed: excluded from now on";
+  decision.violation += "; when the configuration changed: excluded from now on";
   if (std::none_of(grid_.begin(), grid_.end(),
                    [&](const Configuration& c) { return allowed(c); })) {
     // The pins held it to what is now excluded: the constraint wins.

@@ -203,6 +203,12 @@ TEST_CASE("a configuration under which the loss diverged is excluded; the model'
   const auto still = run(9.0);
   CHECK(still.violation.find("as on the step before") != std::string::npos);
   CHECK(controller.excluded().size() == 1);
+  // High for five steps in a row: the loss's new level, which the average starts again from.
+  run(9.0);
+  run(9.0);
+  CHECK(run(9.0).violation.find("5 steps in a row: a new level") != std::string::npos);
+  CHECK(run(9.0).violation.empty());
+  CHECK(controller.excluded().size() == 1);
 }
 
 TEST_CASE("driving a trainer, the controller changes how steps run, not what they compute") {
