@@ -626,6 +626,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
         {{"mode", modes[m]->name},
          {"description", modes[m]->description},
          {"samples_per_s", summary(rec.samplesPerSecond)},
+         {"samples_per_s_steps", rec.samplesPerSecond},  // each measured step's, in order
          {"step_s", summary(rec.stepSeconds)},
          {"telemetry", telemetryName(trainers[m]->telemetry())},
          {"data_s", summary(rec.data)},

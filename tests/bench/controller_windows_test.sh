@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# bench/python/controller_windows.py reads the harness's per-step throughput (samples_per_s_steps)
+# and compares the online controller with the default and the best fixed mode window by window:
+# a short run of the ci tagger, then the script on it, whose windows must cover the run.
+#   tests/bench/controller_windows_test.sh BENCH_BIN WINDOWS_PY TMPDIR
+set -euo pipefail
+
+if [ $# -ne 3 ]; then
+  echo "usage: $0 BENCH_BIN WINDOWS_PY TMPDIR" >&2
+  exit 2
+fi
+BENCH_BIN=$1
+WINDOWS_PY=$2
+TMP=$3
+mkdir -p "$TMP"
+
+"$BENCH_BIN" --preset ci --models dynamic_tagger --modes script,threads:1,micro:2+threads:1,online \
+  --steps 8 --warmup 1 --output "$TMP/run.json" > /dev/null
+python3 "$WINDOWS_PY" "$TMP/run.json" --default threads:1 --window 2 --output "$TMP/windows.json"
+python3 - "$TMP/run.json" "$TMP/windows.json" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+windows = json.load(open(sys.argv[2]))
+for mode in run["models"][0]["modes"]:
+    assert len(mode["samples_per_s_steps"]) == 8, mode["mode"]
+model = windows["models"][0]
+assert model["model"] == "dynamic_tagger", model
+assert model["default"] == "threads:1"
+assert model["best"] in ("threads:1", "micro:2+threads:1"), model["best"]
+assert len(model["windows"]) == 4, model["windows"]
+for w in model["windows"]:
+    assert w["online_over_default"] > 0 and w["online_over_best"] > 0, w
+assert model["lowest_over_default_after_first"] == min(
+    w["online_over_default"] for w in model["windows"][1:])
+print("controller windows: ok")
+PY
