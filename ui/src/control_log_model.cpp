@@ -160,7 +160,9 @@ QVariant ControlLogModel::data(const QModelIndex& index, int role) const {
     if (c.samplesPerSecond)
       lines << tr("Measured %1 samples/s").arg(rate(*c.samplesPerSecond));
     else
-      lines << tr("Not learnt from (a first step, a new shape, or a calibrating one)");
+      lines << tr(
+          "Not learnt from: its costs were one-off (the first step, a new shape, a "
+          "calibrating step, or one in which the binder measured)");
     if (!c.alternatives.empty())
       lines << tr("The next best by the model:");
     for (const auto& a : c.alternatives)
