@@ -53,13 +53,17 @@ fi
 if [ "${1:-}" = "--prepare" ]; then
   mkdir -p .deps/include .deps/cuda-extras/include
   cp -r /usr/include/nlohmann /usr/include/asio /usr/include/asio.hpp /usr/include/doctest \
-    .deps/include/
+    /usr/include/zlib.h /usr/include/zconf.h .deps/include/
+  # zlib (the engine reads deflated .npz members) for a machine without its -dev package: the
+  # headers above and the library under the linker's name; ZLIB_ROOT points CMake at them.
+  mkdir -p .deps/lib
+  cp -L "$(pkg-config --variable=libdir zlib)/libz.so" .deps/lib/libz.so
   # CUPTI's and NVTX's headers, for a GPU machine whose toolkit lacks them (the build looks in
   # the toolkit first).
   cuda_include=$(dirname "$(command -v nvcc)")/../include
   cp -r "$cuda_include"/cupti*.h "$cuda_include"/Openacc "$cuda_include"/Openmp \
     "$cuda_include"/nvtx3 .deps/cuda-extras/include/
-  echo "copied nlohmann/json, Asio, doctest, CUPTI's and NVTX's headers into .deps; carry .deps"
+  echo "copied nlohmann/json, Asio, doctest, zlib, CUPTI's and NVTX's headers into .deps; carry .deps"
   exit 0
 fi
 
@@ -74,6 +78,7 @@ t0=$(date +%s)
   nproc
 } > "$OUT/machine.txt"
 
+[ -f .deps/lib/libz.so ] && export ZLIB_ROOT=$ROOT/.deps
 if ! { cmake --preset gpu && cmake --build build/gpu -j "$(nproc)"; } > "$OUT/build.log" 2>&1; then
   tail -60 "$OUT/build.log"
   echo "build failed after $(( $(date +%s) - t0 )) s"

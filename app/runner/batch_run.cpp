@@ -140,6 +140,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
                       << trainer.modelDescription() << ", " << report.parameterCount
                       << " parameters, batch " << report.batchSize << ", " << report.device << " ("
                       << report.threads << " threads)" << std::endl;
+    if (!trainer.dataDescription().empty())
+      *options.progress << "data: " << trainer.dataDescription() << std::endl;
     for (const auto& rewrite : trainer.rewrites())
       *options.progress << "rewrite " << rewrite.rule << ": " << rewrite.sites << " sites"
                         << std::endl;
@@ -188,6 +190,25 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   // Steps 1..traceSteps are traced: step 0 runs TorchScript's profiling pass, not a typical step.
   std::vector<CounterSample> counters;
   std::optional<StepFeatures> last;  // the report keeps the last step's features
+  // Validation on the held-out samples (data.validate_every, and after the last step).
+  const auto validate = [&] {
+    const std::optional<Validation> v = trainer.validate();
+    if (!v)
+      return;
+    report.validation.push_back({v->step, v->samples, v->loss, v->top1, v->top5});
+    if (options.progress != nullptr) {
+      char line[160];
+      int n = std::snprintf(line, sizeof line, "validation after step %lld: loss %.4f",
+                            static_cast<long long>(v->step), v->loss);
+      if (v->top1)
+        n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ", top-1 %.1f%%",
+                           100 * *v->top1);
+      if (v->top5)
+        std::snprintf(line + n, sizeof line - static_cast<size_t>(n), ", top-5 %.1f%%",
+                      100 * *v->top5);
+      *options.progress << line << " (" << v->samples << " samples)" << std::endl;
+    }
+  };
   auto traced = [&](int64_t step) {
     return options.trace && step >= 1 && step <= options.traceSteps;
   };
@@ -277,6 +298,18 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       report.stepsSkipped += r.skipped;
       progress.onStep(r, report.trainSeconds);
       last = r.features;
+      const int64_t every = session.data.files.validateEvery, done = i + 1;
+      if (done == session.run.steps || (every > 0 && done % every == 0))
+        validate();
+      if (!session.run.save.empty() && session.run.saveEvery > 0 &&
+          done % session.run.saveEvery == 0 && done != session.run.steps)
+        trainer.saveModel(session.run.save);
+    }
+    if (!session.run.save.empty()) {  // the trained model back, also from an interrupted run
+      trainer.saveModel(session.run.save);
+      if (options.progress != nullptr)
+        *options.progress << "saved the trained model to " << session.run.save.string()
+                          << std::endl;
     }
   } catch (const std::exception& e) {  // c10::Error and TorchScript's errors alike
     report.status = RunReport::Status::Failed;

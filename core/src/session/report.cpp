@@ -126,6 +126,17 @@ std::string toJson(const RunReport& r) {
                       {"optimize_required", required},
                       {"decisions", decisions}};
   }
+  {
+    json validation = json::array();
+    const auto orNull = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+    for (const auto& v : r.validation)
+      validation.push_back({{"step", v.step},
+                            {"samples", v.samples},
+                            {"loss", v.loss},
+                            {"top1", orNull(v.top1)},
+                            {"top5", orNull(v.top5)}});
+    out["validation"] = validation;
+  }
   if (r.bindings) {
     int64_t measured = 0;
     for (int64_t n : r.bindingMeasurements)

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "json_fields.h"
+#include "session_data.h"
 #include "symtune/core/rules.h"
 #include "symtune/core/zoo_catalog.h"
 
@@ -146,8 +147,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                             " (this Symtune reads version " +
                             std::to_string(Session::kFormatVersion) + ")");
   }
-  top.rejectUnknown({"format", "version", "name", "model", "data", "optimizer", "run", "rules",
-                     "binding", "remat", "control"});
+  top.rejectUnknown({"format", "version", "name", "model", "data", "loss", "optimizer", "run",
+                     "rules", "binding", "remat", "control"});
 
   Session s;
   s.path = origin;
@@ -190,30 +191,40 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
         p = origin.parent_path() / p;
       }
       s.model.file = p.lexically_normal();
-      s.model.inputs = parseInputs(model);
+      // With data files the data gives the inputs; model.inputs, when given, is checked against it.
+      const bool dataFiles = top.has("data") && top.require("data").is_object() &&
+                             top.require("data").contains("format");
+      if (model.has("inputs") || !dataFiles)
+        s.model.inputs = parseInputs(model);
       s.model.classes = model.integer("classes");
-      if (s.model.classes < 2) {
-        model.fail("classes",
-                   "expected an integer of at least 2, found " + std::to_string(s.model.classes));
-      }
     }
   }
 
   // data
   if (top.has("data")) {
     const JsonFields data = top.object("data");
-    data.rejectUnknown({"seed", "batch_size"});
-    const int64_t seed = data.integer("seed", 0);
-    if (seed < 0) {
-      data.fail("seed", "expected a non-negative integer, found " + std::to_string(seed));
-    }
-    s.data.seed = static_cast<uint64_t>(seed);
-    if (data.has("batch_size")) {
-      const int64_t b = data.integer("batch_size");
-      if (b <= 0) {
-        data.fail("batch_size", "expected a positive integer, found " + std::to_string(b));
-      }
-      s.data.batchSize = b;
+    s.data = detail::parseDataBlock(data, origin);
+    if (s.data.files.enabled() && s.model.isZoo())
+      data.fail("format", "the zoo's models bring their own data; data files need a model file");
+    if (s.data.files.enabled() && !s.data.batchSize && s.model.inputs.empty())
+      data.fail("batch_size", "missing: with data files and no model.inputs it is required");
+  }
+
+  // loss
+  if (top.has("loss")) {
+    const JsonFields loss = top.object("loss");
+    s.loss = detail::parseLossBlock(loss);
+    if (s.model.isZoo() && !s.loss.classIndices())
+      loss.fail("kind", "the zoo's models are classifiers: expected cross_entropy or nll, found " +
+                            inQuotes(s.loss.kind));
+  }
+  if (!s.model.isZoo()) {
+    const int64_t least = s.loss.classIndices() ? 2 : 1;
+    if (s.model.classes < least) {
+      const JsonFields model = top.object("model");
+      model.fail("classes", "expected an integer of at least " + std::to_string(least) + " (" +
+                                (least == 2 ? "classes" : "output values") + "), found " +
+                                std::to_string(s.model.classes));
     }
   }
 
@@ -246,7 +257,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // run
   if (top.has("run")) {
     const JsonFields run = top.object("run");
-    run.rejectUnknown({"steps", "device", "threads", "gpu_trace", "nvtx"});
+    run.rejectUnknown({"steps", "device", "threads", "gpu_trace", "nvtx", "save", "save_every"});
     s.run.steps = run.integer("steps", s.run.steps);
     if (s.run.steps <= 0) {
       run.fail("steps", "expected a positive integer, found " + std::to_string(s.run.steps));
@@ -262,6 +273,20 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     s.run.threads = static_cast<int>(threads);
     s.run.gpuTrace = run.boolean("gpu_trace", s.run.gpuTrace);
     s.run.nvtx = run.boolean("nvtx", s.run.nvtx);
+    if (run.has("save")) {
+      std::filesystem::path save = run.string("save");
+      if (save.empty())
+        run.fail("save", "expected a path for the trained TorchScript module, found \"\"");
+      if (save.is_relative())
+        save = origin.parent_path() / save;
+      s.run.save = save.lexically_normal();
+    }
+    s.run.saveEvery = run.integer("save_every", 0);
+    if (s.run.saveEvery < 0)
+      run.fail("save_every",
+               "expected a non-negative integer, found " + std::to_string(s.run.saveEvery));
+    if (s.run.saveEvery > 0 && s.run.save.empty())
+      run.fail("save_every", "needs run.save, the file it writes");
   }
 
   // rules
@@ -448,11 +473,11 @@ std::string sessionJson(const Session& s) {
     nlohmann::json inputs = nlohmann::json::array();
     for (const auto& in : s.model.inputs)
       inputs.push_back({{"shape", in.shape}, {"dtype", toString(in.dtype)}});
-    model = {{"file", s.model.file.string()}, {"inputs", inputs}, {"classes", s.model.classes}};
+    model = {{"file", s.model.file.string()}, {"classes", s.model.classes}};
+    if (!s.model.inputs.empty())
+      model["inputs"] = inputs;
   }
-  nlohmann::json data = {{"seed", s.data.seed}};
-  if (s.data.batchSize)
-    data["batch_size"] = *s.data.batchSize;
+  const nlohmann::json data = detail::dataJson(s.data);
   nlohmann::json optimizer = {{"name", s.optimizer.name},
                               {"lr", s.optimizer.lr},
                               {"weight_decay", s.optimizer.weightDecay}};
@@ -464,6 +489,7 @@ std::string sessionJson(const Session& s) {
                         {"name", s.name},
                         {"model", model},
                         {"data", data},
+                        {"loss", detail::lossJson(s.loss)},
                         {"optimizer", optimizer},
                         {"run",
                          {{"steps", s.run.steps},
@@ -471,6 +497,10 @@ std::string sessionJson(const Session& s) {
                           {"threads", s.run.threads},
                           {"gpu_trace", s.run.gpuTrace},
                           {"nvtx", s.run.nvtx}}}};
+  if (!s.run.save.empty()) {
+    out["run"]["save"] = s.run.save.string();
+    out["run"]["save_every"] = s.run.saveEvery;
+  }
   if (!s.rules.empty())
     out["rules"] = {{"enable", s.rules.enable}, {"source", s.rules.source}};
   out["binding"] = {

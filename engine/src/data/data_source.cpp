@@ -53,8 +53,12 @@ std::vector<Batch> splitBySample(const Batch& batch, int64_t parts) {
   return micro;
 }
 
-int64_t countedTargets(const torch::Tensor& target) {
-  return target.ne(-100).sum().item<int64_t>();
+void inputsTo(std::vector<torch::jit::IValue>& inputs, const torch::Device& device,
+              bool nonBlocking) {
+  for (auto& in : inputs) {
+    if (in.isTensor())
+      in = in.toTensor().to(device, nonBlocking);
+  }
 }
 
 at::Generator batchGenerator(uint64_t seed, int64_t index) {

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include "symtune/binding/binder.h"
 #include "symtune/binding/shape_bucket.h"
@@ -14,6 +13,7 @@
 #include "symtune/profiling/gpu_activity_tracer.h"
 #include "symtune/profiling/nvtx.h"
 #include "symtune/rules/rule_registry.h"
+#include "symtune/runtime/loss.h"
 #include "symtune/zoo/model_zoo.h"
 
 namespace symtune {
@@ -61,21 +61,6 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const OptimizerSpec& spec
   }
   return std::make_unique<torch::optim::AdamW>(
       params, torch::optim::AdamWOptions(spec.lr).weight_decay(spec.weightDecay));
-}
-
-// Moves a batch's tensor inputs to `device`; sizes and lists (segment lengths, tree levels) stay
-// on the host.
-void inputsTo(std::vector<c10::IValue>& inputs, const torch::Device& device, bool nonBlocking) {
-  for (auto& in : inputs) {
-    if (in.isTensor())
-      in = in.toTensor().to(device, nonBlocking);
-  }
-}
-
-std::string shapeText(const torch::Tensor& t) {
-  std::ostringstream s;
-  s << t.sizes();
-  return s.str();
 }
 
 }  // namespace
@@ -143,10 +128,8 @@ Trainer::Trainer(const Session& session) : session_(session) {
     } catch (const c10::Error& e) {
       throw SetupError(file.string() + ": not a loadable TorchScript archive: " + oneLine(e));
     }
-    const int64_t batch = session_.data.batchSize.value_or(session_.model.inputs[0].shape[0]);
-    data_ = std::make_unique<ProjectionLabelled>(session_.model.inputs, session_.model.classes,
-                                                 batch, session_.data.seed);
     description_ = file.filename().string();
+    setUpFileData();
   }
 
   setUpRules();
@@ -162,31 +145,8 @@ Trainer::Trainer(const Session& session) : session_(session) {
     throw SetupError(description_ + ": the model has no trainable parameters");
   }
 
-  if (!session_.model.isZoo()) {
-    // Check the user's model against the session's input spec once, before training, so a wrong
-    // spec is a setup error with both shapes in it rather than a failure at step 0.
-    torch::NoGradGuard noGrad;
-    executor_->setTraining(false);
-    Batch probe = data_->batch(0);
-    inputsTo(probe.inputs, device_, false);
-    torch::Tensor out;
-    try {
-      out = executor_->forward(probe.inputs);
-    } catch (const c10::Error& e) {
-      throw SetupError(description_ + ": forward failed on inputs of model.inputs: " + oneLine(e));
-    } catch (const std::exception& e) {  // the TorchScript interpreter's errors
-      throw SetupError(description_ + ": forward failed on inputs of model.inputs: " + oneLine(e));
-    }
-    if (out.dim() != 2 || out.size(0) != probe.size || out.size(1) != session_.model.classes) {
-      throw SetupError(description_ + ": forward returned shape " + shapeText(out) +
-                       ", expected [" + std::to_string(probe.size) + ", " +
-                       std::to_string(session_.model.classes) + "] (batch, model.classes)");
-    }
-    if (!out.is_floating_point()) {
-      throw SetupError(description_ + ": forward returned " + std::string(out.dtype().name()) +
-                       " logits, expected floating point");
-    }
-  }
+  if (!session_.model.isZoo())
+    checkModelOnData();
   setUpBinding();
   setUpRemat();
   executor_->setTraining(true);
@@ -367,14 +327,14 @@ std::vector<std::pair<Batch, double>> Trainer::microBatches(const Batch& whole, 
     out.emplace_back(whole, 1.0);
   } else {
     std::vector<Batch> split = data_->split(whole, parts);
-    const auto counted = static_cast<double>(countedTargets(whole.target));
+    const auto counted = static_cast<double>(countedTargets(session_.loss, whole.target));
     for (Batch& b : split) {
       if (counted == 0) {  // nothing counts: as the batch, whose mean loss is of nothing
         out.emplace_back(std::move(b), 1.0 / static_cast<double>(split.size()));
         continue;
       }
       // A micro-batch none of whose targets counts adds nothing (its mean loss would be 0/0).
-      const auto own = static_cast<double>(countedTargets(b.target));
+      const auto own = static_cast<double>(countedTargets(session_.loss, b.target));
       if (own > 0)
         out.emplace_back(std::move(b), own / counted);
     }
@@ -490,9 +450,13 @@ StepResult Trainer::runStep(Graph* capture) {
     // With binding on, the loss is a site of its own (ATen's or kernels' fused cross-entropy).
     // Asked each time: a step under a remat budget may turn binding off between attempts.
     binding::Binder* lossBinder = binder();
+    // The binder's site is PyTorch's plain cross-entropy of [N, C] logits; other losses, shapes
+    // and options are the session's loss as written.
     const torch::Tensor scores = logits.to(torch::kFloat);
-    return lossBinder != nullptr ? lossBinder->loss(scores, target)
-                                 : torch::nn::functional::cross_entropy(scores, target);
+    const bool bindable =
+        session_.loss.isPlainCrossEntropy() && scores.dim() == 2 && target.dim() == 1;
+    return lossBinder != nullptr && bindable ? lossBinder->loss(scores, target)
+                                             : trainingLoss(session_.loss, scores, target);
   };
   StepTimings timings;
   timings.data = dataSeconds;

@@ -53,8 +53,8 @@ std::vector<RejectedSession> rejectedSessions() {
        "model.preset: expected one of ci, cpu, gpu, found \"xl\""},
       {"unknown top-level field",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "stepz": 3)"),
-       "stepz: unknown field (known here: format, version, name, model, data, optimizer, run, "
-       "rules, binding, remat, control)"},
+       "stepz: unknown field (known here: format, version, name, model, data, loss, optimizer, "
+       "run, rules, binding, remat, control)"},
       {"remat without a budget",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "remat": {})"),
        "remat.budget_mb: the planner needs a budget: budget_mb or budget_fraction"},
@@ -147,7 +147,59 @@ std::vector<RejectedSession> rejectedSessions() {
        "model.inputs[0].dtype: expected one of float32, float64, int64, found \"int8\""},
       {"one class",
        sessionText(R"("model": {"file": "m.pt", "classes": 1, "inputs": [{"shape": [4]}]})"),
-       "model.classes: expected an integer of at least 2, found 1"},
+       "model.classes: expected an integer of at least 2 (classes), found 1"},
+      {"no outputs under mse",
+       sessionText(R"("model": {"file": "m.pt", "classes": 0, "inputs": [{"shape": [4]}]})",
+                   R"(, "loss": {"kind": "mse"})"),
+       "model.classes: expected an integer of at least 1 (output values), found 0"},
+      {"unknown data format",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "parquet", "file": "d", "target": "y"})"),
+       "data.format: expected one of npy, npz, torch, csv, mnist, cifar10, found \"parquet\""},
+      {"data files for a zoo model",
+       sessionText(
+           R"("model": {"zoo": "dynamic_resnet"})",
+           R"(, "data": {"format": "npz", "file": "d.npz", "inputs": ["x"], "target": "y"})"),
+       "data.format: the zoo's models bring their own data; data files need a model file"},
+      {"data files without a batch size",
+       sessionText(
+           R"("model": {"file": "m.pt", "classes": 3})",
+           R"(, "data": {"format": "npz", "file": "d.npz", "inputs": ["x"], "target": "y"})"),
+       "data.batch_size: missing: with data files and no model.inputs it is required"},
+      {"npz without inputs",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "npz", "file": "d.npz", "target": "y"})"),
+       "data.inputs: missing: the arrays the model's forward takes, in order"},
+      {"npy with a file",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "npy", "file": "d.npy", "target": "y"})"),
+       "data.file: npy arrays are one per file: name the files in data.inputs and data.target"},
+      {"data fields without a format",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}]})",
+                   R"(, "data": {"target": "y"})"),
+       "data.target: needs data.format (npy, npz, torch, csv, mnist or cifar10): without it the "
+       "data is synthetic"},
+      {"an input name not a string",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "npz", "file": "d.npz", "inputs": [3], "target": "y"})"),
+       "data.inputs[0]: expected the name of an array, found an integer"},
+      {"validation everything",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "csv", "file": "d.csv", "target": "y",
+                                 "batch_size": 4, "validation_fraction": 1})"),
+       "data.validation_fraction: expected a number in [0, 1)"},
+      {"unknown loss",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}]})",
+                   R"(, "loss": {"kind": "hinge"})"),
+       "loss.kind: expected one of cross_entropy, nll, mse, l1, smooth_l1, bce_with_logits, "
+       "found \"hinge\""},
+      {"label smoothing under nll",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}]})",
+                   R"(, "loss": {"kind": "nll", "label_smoothing": 0.1})"),
+       "loss.label_smoothing: applies to cross_entropy only, not nll"},
+      {"a regression loss for a zoo model",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "loss": {"kind": "l1"})"),
+       "loss.kind: the zoo's models are classifiers: expected cross_entropy or nll, found \"l1\""},
   };
 }
 }  // namespace
@@ -328,6 +380,53 @@ TEST_CASE("a file model session resolves its paths against the session file") {
   const Session again = symtune::parseSession(symtune::sessionJson(s), kOrigin);
   CHECK(!again.run.gpuTrace);
   CHECK(again.run.nvtx);
+}
+
+TEST_CASE("data files and the loss: names resolve against the session, written back as read") {
+  const Session s = symtune::parseSession(
+      sessionText(R"("model": {"file": "m.pt", "classes": 5})",
+                  R"(, "data": {"format": "npy", "inputs": ["x.npy", "../common/lengths.npy"],
+                                 "target": "y.npy", "lengths": "../common/lengths.npy",
+                                 "batch_size": 8, "workers": 2, "shuffle": false,
+                                 "drop_last": true, "validation_fraction": 0.1},
+                     "loss": {"kind": "cross_entropy", "ignore_index": 0,
+                              "label_smoothing": 0.05})"),
+      kOrigin);
+  CHECK(s.model.inputs.empty());
+  const symtune::DataFilesSpec& files = s.data.files;
+  CHECK(files.enabled());
+  CHECK(files.format == "npy");
+  CHECK(files.inputs ==
+        std::vector<std::vector<std::string>>{{"/sessions/x.npy"}, {"/common/lengths.npy"}});
+  CHECK(files.target == "/sessions/y.npy");
+  CHECK(files.lengths == "/common/lengths.npy");
+  CHECK(files.workers == 2);
+  CHECK(!files.shuffle);
+  CHECK(files.dropLast);
+  CHECK(files.validationFraction == doctest::Approx(0.1));
+  CHECK(s.loss.ignoreIndex == 0);
+  CHECK(s.loss.labelSmoothing == doctest::Approx(0.05));
+  CHECK(!s.loss.isPlainCrossEntropy());
+
+  const Session again = symtune::parseSession(symtune::sessionJson(s), kOrigin);
+  CHECK(again.data.files.inputs == files.inputs);
+  CHECK(again.data.files.lengths == files.lengths);
+  CHECK(again.data.files.validationFraction == doctest::Approx(0.1));
+  CHECK(again.loss.ignoreIndex == 0);
+  CHECK(again.model.inputs.empty());
+
+  const Session csv = symtune::parseSession(
+      sessionText(R"("model": {"file": "m.pt", "classes": 1})",
+                  R"(, "data": {"format": "csv", "file": "d.csv", "inputs": [["a", "b"], "c"],
+                                 "target": "y", "batch_size": 4},
+                     "loss": {"kind": "smooth_l1", "beta": 0.5})"),
+      kOrigin);
+  CHECK(csv.data.files.file == std::filesystem::path("/sessions/d.csv"));
+  CHECK(csv.data.files.inputs == std::vector<std::vector<std::string>>{{"a", "b"}, {"c"}});
+  CHECK(csv.loss.beta == doctest::Approx(0.5));
+  const Session csvAgain = symtune::parseSession(symtune::sessionJson(csv), kOrigin);
+  CHECK(csvAgain.data.files.inputs == csv.data.files.inputs);
+  CHECK(csvAgain.loss.kind == "smooth_l1");
 }
 
 TEST_CASE("each kind of mistake is refused with a message naming the file and the field") {

@@ -12,6 +12,7 @@
 
 #include "symtune/binding/shape_bucket.h"
 #include "symtune/remat/rematerializer.h"
+#include "symtune/runtime/loss.h"
 #include "symtune/runtime/trainer.h"
 #include "symtune/zoo/zoo_data.h"
 #include "tensor_compare.h"
@@ -73,7 +74,7 @@ TEST_CASE("a batch splits by sample into parts that differ by one at most") {
                        "input 2 of shape [5] is not laid out by sample (its first dimension is "
                        "not the batch's 8)",
                        symtune::SplitError);
-  CHECK(symtune::countedTargets(torch::tensor({3, -100, 1, -100})) == 2);
+  CHECK(symtune::countedTargets(symtune::LossSpec{}, torch::tensor({3, -100, 1, -100})) == 2);
 }
 
 TEST_CASE("trees split into trees numbered from 0, sentences padded to their own longest") {

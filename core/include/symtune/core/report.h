@@ -101,6 +101,15 @@ struct RunReport {
   };
   std::vector<Decision> decisions;
 
+  // Validation on the data's held-out samples (data.validation_fraction): after which step, on
+  // how many samples, the mean loss and, under a class-index loss, top-1 and top-5 accuracy.
+  struct ValidationPoint {
+    int64_t step = 0, samples = 0;
+    double loss = 0;
+    std::optional<double> top1, top5;
+  };
+  std::vector<ValidationPoint> validation;
+
   int64_t stepsCompleted() const { return static_cast<int64_t>(loss.size()); }
   // Samples per second over all completed steps (0 when none).
   double samplesPerSecond() const;

@@ -34,18 +34,68 @@ struct InputSpec {
 
 struct ModelSpec {
   // Exactly one of zoo and file is set.
-  std::string zoo;                // a model of the bundled zoo (ZooCatalog), e.g. "dynamic_resnet"
-  std::string preset;             // its size preset: "ci", "cpu" or "gpu"
-  std::filesystem::path file;     // a TorchScript archive (torch.jit.save), absolute
-  std::vector<InputSpec> inputs;  // the file model's inputs
-  int64_t classes = 0;            // the file model's output width (logits)
+  std::string zoo;             // a model of the bundled zoo (ZooCatalog), e.g. "dynamic_resnet"
+  std::string preset;          // its size preset: "ci", "cpu" or "gpu"
+  std::filesystem::path file;  // a TorchScript archive (torch.jit.save), absolute
+  // The file model's inputs; with data files optional (the data gives them; when given, checked
+  // against it).
+  std::vector<InputSpec> inputs;
+  // The file model's output width: classes (logits; at least 2) under a class-index loss, else
+  // values (at least 1).
+  int64_t classes = 0;
 
   bool isZoo() const { return !zoo.empty(); }
 };
 
+// A file model's samples read from files (docs/session-format.md, "Data from files"). Each array
+// holds one sample per entry of its first dimension.
+struct DataFilesSpec {
+  std::string format;  // "npy", "npz", "torch", "csv", "mnist" or "cifar10"
+  // npz, torch, csv: the file; mnist: the folder; cifar10: a .bin or a folder of them; absolute.
+  // npy: empty.
+  std::filesystem::path file;
+  // The forward's arguments in order and the target, each an array named as its format has it:
+  // a key (npz; a dict saved by torch.save; a TorchScript module's attribute), a position ("0",
+  // "1": a tuple or list saved by torch.save), a file (npy, absolute). In a CSV file an input is
+  // a group of numeric columns ([samples, columns], float32); empty inputs: every column but the
+  // target's, as one input.
+  std::vector<std::vector<std::string>> inputs;
+  std::string target;
+  // Sequences of different lengths: the array of each sample's length. A batch's inputs and
+  // target are cut to its longest sequence (dimension 1), positions past a sample's length
+  // ignored by the loss; listed among the inputs, the lengths reach the model too.
+  std::string lengths;
+  bool shuffle = true;    // a new order each epoch, drawn from data.seed
+  bool dropLast = false;  // drop an epoch's last batch when it is short
+  int workers = 0;        // data loader threads that prefetch batches; 0: the training thread
+  double validationFraction = 0;  // samples held out for validation (drawn by data.seed)
+  int64_t validateEvery = 0;      // validate every this many steps; 0: after the last step only
+
+  bool enabled() const { return !format.empty(); }
+};
+
 struct DataSpec {
   uint64_t seed = 0;
-  std::optional<int64_t> batchSize;  // default: the preset's (zoo) or inputs[0].shape[0] (file)
+  // Default: the preset's (zoo) or inputs[0].shape[0] (file model with synthetic data); required
+  // with data files when the model has no `inputs`.
+  std::optional<int64_t> batchSize;
+  DataFilesSpec files;  // disabled: synthetic data (docs/session-format.md, "Data")
+};
+
+// The training loss (docs/session-format.md, "loss"), between the model's output and the target.
+struct LossSpec {
+  // cross_entropy, nll (class indices; per-token outputs [batch, time, classes] flattened),
+  // mse, l1, smooth_l1, bce_with_logits (float targets shaped as the output).
+  std::string kind = "cross_entropy";
+  int64_t ignoreIndex = -100;  // cross_entropy, nll: a target entry the loss leaves out
+  double labelSmoothing = 0;   // cross_entropy
+  double beta = 1.0;           // smooth_l1
+
+  bool classIndices() const { return kind == "cross_entropy" || kind == "nll"; }
+  // PyTorch's default cross-entropy, the loss the binder and the zoo's padding assume.
+  bool isPlainCrossEntropy() const {
+    return kind == "cross_entropy" && ignoreIndex == -100 && labelSmoothing == 0;
+  }
 };
 
 struct OptimizerSpec {
@@ -66,6 +116,10 @@ struct RunSpec {
   // time per node, the trace's GPU lanes); false times them with CUDA events (docs/profiling.md).
   bool gpuTrace = true;
   bool nvtx = false;  // NVTX ranges named after steps and graph nodes, for Nsight Systems
+  // The trained TorchScript module, written atomically after the last step (and every saveEvery
+  // steps when positive); absolute; empty: not saved.
+  std::filesystem::path save;
+  int64_t saveEvery = 0;
 };
 
 // The rules the run starts with (docs/session-format.md, "rules"; docs/rules.md).
@@ -158,6 +212,7 @@ struct Session {
   std::string name;
   ModelSpec model;
   DataSpec data;
+  LossSpec loss;
   OptimizerSpec optimizer;
   RunSpec run;
   RulesSpec rules;

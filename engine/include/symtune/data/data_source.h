@@ -16,8 +16,9 @@ namespace symtune {
 
 struct Batch {
   std::vector<torch::jit::IValue> inputs;  // the model's forward arguments (tensors, ints, int[])
-  // Class indices, int64: [batch], or one per position flattened for per-token tasks ([batch *
-  // positions], -100 where a position is padding: cross_entropy's ignore_index).
+  // What the loss compares the output with (symtune/runtime/loss.h): class indices, int64 —
+  // [batch], or one per position ([batch, positions], or flattened, [batch * positions]), the
+  // loss's ignore index where a position is padding — or float values shaped as the output.
   torch::Tensor target;
   int64_t size = 0;  // samples in the batch
 
@@ -56,10 +57,6 @@ class DataSource {
 // lists are passed to every micro-batch as they are. Throws SplitError.
 std::vector<Batch> splitBySample(const Batch& batch, int64_t parts);
 
-// How many entries of `target` a mean-reduced loss averages over: those that are not -100
-// (cross_entropy's ignore_index).
-int64_t countedTargets(const torch::Tensor& target);
-
 // Image classification whose task is learnable: class c's images are a fixed random template plus
 // Gaussian noise. With a noise range each sample's noise scale is drawn uniformly from it, so some
 // samples are easy and some hard (what an early-exit network needs).
@@ -95,6 +92,11 @@ class ProjectionLabelled final : public DataSource {
   uint64_t seed_;
   torch::Tensor projection_;  // [features of input 0, classes]
 };
+
+// Moves a batch's tensor inputs to `device`; sizes and lists (segment lengths, tree levels) stay
+// on the host.
+void inputsTo(std::vector<torch::jit::IValue>& inputs, const torch::Device& device,
+              bool nonBlocking);
 
 // A CPU generator for batch `index` of a source seeded with `seed` (stable across runs).
 at::Generator batchGenerator(uint64_t seed, int64_t index);

@@ -56,6 +56,16 @@ enum class Telemetry {
 // name (node_context.h). bench/telemetry_overhead measures both against Off; symtune-bench's
 // "per-node" mode compares a step's time and peak memory with and without it.
 
+// The model on the held-out samples (data.validation_fraction), after `step` steps.
+struct Validation {
+  int64_t step = 0;
+  int64_t samples = 0;
+  double loss = 0;  // the session's loss, the mean over the target entries it counts
+  // Under a class-index loss: the share of counted targets the model's first choice (or, with
+  // more than five classes, one of its first five) is right about.
+  std::optional<double> top1, top5;
+};
+
 struct StepResult {
   int64_t step = 0;  // 0-based
   double loss = 0;
@@ -118,6 +128,15 @@ class Trainer {
   // Runs one training step on the next batch.
   StepResult step();
 
+  // The model on the data's held-out samples in eval mode, without gradients; nullopt when the
+  // data holds none out (synthetic data, no data.validation_fraction).
+  std::optional<Validation> validate();
+
+  // Writes the model as trained so far as a TorchScript archive that torch.jit.load reads in
+  // Python and C++: a deep copy on the CPU in eval mode, written atomically (a temporary file,
+  // then a rename). Throws std::runtime_error naming the path.
+  void saveModel(const std::filesystem::path& path);
+
   // The model's static graph (the executor's SyMuGen); built on first use.
   const Graph& staticGraph();
   // Runs one training step like step(), asking the executor to record it (Note [Step capture]),
@@ -145,6 +164,8 @@ class Trainer {
   int64_t parameterCount() const { return parameterCount_; }
   const torch::Device& device() const { return device_; }
   const std::string& modelDescription() const { return description_; }
+  // What the data files hold (FileDataSource::description); "" for synthetic data.
+  const std::string& dataDescription() const { return dataDescription_; }
 
   Executor& executor() { return *executor_; }
   // DynaCompiler's binder when the model runs with op sites bound (the session's `binding`
@@ -206,6 +227,8 @@ class Trainer {
  private:
   StepResult runStep(Graph* capture);
   SyMuGen& graphOfModel();  // the executor's; throws c10::Error when its model has no IR
+  void setUpFileData();     // a model file's data: the session's files, or synthetic
+  void checkModelOnData();  // a model file run once on the data, before training
   void setUpRules();        // the session's rules, before the model first runs
   void setUpBinding();      // the session's binding block, once the model is ready
   void setUpRemat();        // the session's remat block, after the binding
@@ -253,7 +276,8 @@ class Trainer {
   };
   std::optional<SetBudget> rematBefore_;
   int64_t parameterCount_ = 0;
-  std::string description_;
+  std::string description_, dataDescription_;
+  std::vector<Batch> validationBatches_;  // the held-out samples (data files only)
   std::vector<torch::Tensor> trainable_;  // the parameters the optimizer updates
   int microbatches_ = 1;
   int threads_ = 0;  // set by configure(); 0: as the run began

@@ -1,0 +1,21 @@
+#pragma once
+// The session's data and loss blocks (docs/session-format.md, "Data from files" and "loss").
+// Private to symtune::core: session.cpp reads and writes them through these.
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "json_fields.h"
+#include "symtune/core/session.h"
+
+namespace symtune::detail {
+
+// The `data` block; relative file names resolve against `origin`'s folder.
+DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& origin);
+LossSpec parseLossBlock(const JsonFields& loss);
+
+nlohmann::json dataJson(const DataSpec& data);
+nlohmann::json lossJson(const LossSpec& loss);
+
+}  // namespace symtune::detail

@@ -1,0 +1,554 @@
+#include "symtune/data/array_files.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <torch/script.h>
+#include <torch/serialize.h>
+
+namespace symtune {
+
+namespace {
+
+std::string readBytes(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw DataError(path.string() + ": no such file");
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (!in && !in.eof())
+    throw DataError(path.string() + ": cannot read the file");
+  return bytes.str();
+}
+
+uint32_t le16(const std::string& b, size_t at) {
+  return static_cast<uint32_t>(static_cast<unsigned char>(b[at])) |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 1])) << 8;
+}
+uint32_t le32(const std::string& b, size_t at) {
+  return le16(b, at) | le16(b, at + 2) << 16;
+}
+uint64_t le64(const std::string& b, size_t at) {
+  return static_cast<uint64_t>(le32(b, at)) | static_cast<uint64_t>(le32(b, at + 4)) << 32;
+}
+
+// The value after `'key':` in an .npy header (a Python dict literal), up to its end.
+std::string headerValue(const std::string& header, const std::string& key,
+                        const std::string& where) {
+  const std::string quoted = "'" + key + "'";
+  const size_t at = header.find(quoted);
+  const size_t colon = at == std::string::npos ? at : header.find(':', at + quoted.size());
+  if (colon == std::string::npos)
+    throw DataError(where + ": not an .npy array: its header has no " + quoted);
+  size_t begin = header.find_first_not_of(' ', colon + 1);
+  if (begin == std::string::npos)
+    throw DataError(where + ": not an .npy array: its header ends after " + quoted);
+  size_t end = begin;
+  if (header[begin] == '(') {
+    end = header.find(')', begin);
+    if (end == std::string::npos)
+      throw DataError(where + ": not an .npy array: unterminated shape");
+    return header.substr(begin + 1, end - begin - 1);
+  }
+  if (header[begin] == '\'') {
+    end = header.find('\'', begin + 1);
+    if (end == std::string::npos)
+      throw DataError(where + ": not an .npy array: unterminated " + quoted);
+    return header.substr(begin + 1, end - begin - 1);
+  }
+  end = header.find_first_of(",}", begin);
+  return header.substr(begin, end - begin);
+}
+
+struct NpyType {
+  torch::ScalarType scalar;
+  size_t bytes;
+};
+
+NpyType npyType(const std::string& descr, const std::string& where) {
+  if (descr.size() < 3)
+    throw DataError(where + ": unsupported dtype '" + descr + "'");
+  const char kind = descr[1];
+  const std::string size = descr.substr(2);
+  const auto is = [&](char k, const char* s) { return kind == k && size == s; };
+  if (is('b', "1"))
+    return {torch::kBool, 1};
+  if (is('u', "1"))
+    return {torch::kUInt8, 1};
+  if (is('i', "1"))
+    return {torch::kInt8, 1};
+  if (is('i', "2"))
+    return {torch::kInt16, 2};
+  if (is('i', "4"))
+    return {torch::kInt32, 4};
+  if (is('i', "8"))
+    return {torch::kInt64, 8};
+  if (is('f', "2"))
+    return {torch::kHalf, 2};
+  if (is('f', "4"))
+    return {torch::kFloat, 4};
+  if (is('f', "8"))
+    return {torch::kDouble, 8};
+  if (kind == 'O')
+    throw DataError(where +
+                    ": holds Python objects (a pickled object array), not numbers: save "
+                    "ragged sequences padded, with their lengths in an array of their own");
+  throw DataError(where + ": dtype '" + descr +
+                  "' is not supported (bool, int8/16/32/64, uint8, float16/32/64)");
+}
+
+// The .npy bytes' dtype, order and shape, and where the data begins.
+torch::Tensor npyTensor(const std::string& bytes, const std::string& where) {
+  static const char kMagic[] = "\x93NUMPY";
+  if (bytes.size() < 10 || bytes.compare(0, 6, kMagic, 6) != 0)
+    throw DataError(where + ": not an .npy array (no \\x93NUMPY magic)");
+  const int major = static_cast<unsigned char>(bytes[6]);
+  size_t headerLength = 0, headerStart = 0;
+  if (major == 1) {
+    headerLength = le16(bytes, 8);
+    headerStart = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12)
+      throw DataError(where + ": truncated .npy header");
+    headerLength = le32(bytes, 8);
+    headerStart = 12;
+  } else {
+    throw DataError(where + ": .npy format version " + std::to_string(major) +
+                    " is not supported (1, 2 or 3)");
+  }
+  if (bytes.size() < headerStart + headerLength)
+    throw DataError(where + ": truncated .npy header");
+  const std::string header = bytes.substr(headerStart, headerLength);
+  const std::string descr = headerValue(header, "descr", where);
+  const NpyType type = npyType(descr, where);
+  const bool bigEndian = descr[0] == '>';
+  const std::string fortran = headerValue(header, "fortran_order", where);
+  const std::string shapeText = headerValue(header, "shape", where);
+  std::vector<int64_t> shape;
+  std::istringstream dims(shapeText);
+  std::string dim;
+  while (std::getline(dims, dim, ',')) {
+    dim.erase(std::remove(dim.begin(), dim.end(), ' '), dim.end());
+    if (dim.empty())
+      continue;
+    const bool digits =
+        std::all_of(dim.begin(), dim.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits)
+      throw DataError(where + ": not an .npy array: shape (" + shapeText + ")");
+    shape.push_back(std::stoll(dim));
+  }
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  const size_t dataStart = headerStart + headerLength;
+  const size_t need = static_cast<size_t>(count) * type.bytes;
+  if (bytes.size() - dataStart < need)
+    throw DataError(where + ": truncated: " + std::to_string(need) + " bytes of data expected, " +
+                    std::to_string(bytes.size() - dataStart) + " found");
+  const bool columnMajor = fortran.find("True") != std::string::npos;
+  std::vector<int64_t> stored = shape;
+  if (columnMajor)
+    std::reverse(stored.begin(), stored.end());
+  torch::Tensor t = torch::empty(stored, torch::TensorOptions().dtype(type.scalar));
+  auto* out = static_cast<char*>(t.data_ptr());
+  std::memcpy(out, bytes.data() + dataStart, need);
+  if (bigEndian && type.bytes > 1) {
+    for (size_t i = 0; i < need; i += type.bytes)
+      std::reverse(out + i, out + i + type.bytes);
+  }
+  if (columnMajor && t.dim() > 1) {
+    std::vector<int64_t> order(static_cast<size_t>(t.dim()));
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = static_cast<int64_t>(order.size() - 1 - i);
+    t = t.permute(order).contiguous();
+  }
+  return t;
+}
+
+// One member of a ZIP archive, as its central directory has it.
+struct ZipMember {
+  std::string name;
+  uint32_t method = 0, crc = 0;
+  uint64_t compressed = 0, size = 0, offset = 0;
+};
+
+std::vector<ZipMember> zipDirectory(const std::string& b, const std::string& where) {
+  // The end-of-central-directory record is in the last 64 KiB + 22 bytes.
+  if (b.size() < 22)
+    throw DataError(where + ": not a ZIP archive (too short)");
+  size_t eocd = std::string::npos;
+  const size_t lowest = b.size() > 65557 ? b.size() - 65557 : 0;
+  for (size_t at = b.size() - 22 + 1; at-- > lowest;) {
+    if (le32(b, at) == 0x06054b50) {
+      eocd = at;
+      break;
+    }
+  }
+  if (eocd == std::string::npos)
+    throw DataError(where + ": not a ZIP archive (no end of central directory)");
+  uint64_t entries = le16(b, eocd + 10), directory = le32(b, eocd + 16);
+  if ((entries == 0xffff || directory == 0xffffffff) && eocd >= 20 &&
+      le32(b, eocd - 20) == 0x07064b50) {  // ZIP64: the locator points at the real record
+    const uint64_t record = le64(b, eocd - 20 + 8);
+    if (record + 56 > b.size() || le32(b, record) != 0x06064b50)
+      throw DataError(where + ": corrupt ZIP64 end of central directory");
+    entries = le64(b, record + 32);
+    directory = le64(b, record + 48);
+  }
+  std::vector<ZipMember> members;
+  size_t at = directory;
+  for (uint64_t i = 0; i < entries; ++i) {
+    if (at + 46 > b.size() || le32(b, at) != 0x02014b50)
+      throw DataError(where + ": corrupt ZIP central directory");
+    ZipMember m;
+    m.method = le16(b, at + 10);
+    m.crc = le32(b, at + 16);
+    m.compressed = le32(b, at + 20);
+    m.size = le32(b, at + 24);
+    const size_t nameLength = le16(b, at + 28), extraLength = le16(b, at + 30),
+                 commentLength = le16(b, at + 32);
+    m.offset = le32(b, at + 42);
+    if (at + 46 + nameLength + extraLength > b.size())
+      throw DataError(where + ": corrupt ZIP central directory");
+    m.name = b.substr(at + 46, nameLength);
+    // ZIP64 extended information: the fields that overflowed, in order.
+    size_t extra = at + 46 + nameLength;
+    const size_t extraEnd = extra + extraLength;
+    while (extra + 4 <= extraEnd) {
+      const uint32_t id = le16(b, extra), length = le16(b, extra + 2);
+      if (id == 0x0001) {
+        size_t field = extra + 4;
+        for (uint64_t* value : {&m.size, &m.compressed, &m.offset}) {
+          if (*value == 0xffffffff && field + 8 <= extra + 4 + length) {
+            *value = le64(b, field);
+            field += 8;
+          }
+        }
+      }
+      extra += 4 + length;
+    }
+    members.push_back(std::move(m));
+    at += 46 + nameLength + extraLength + commentLength;
+  }
+  return members;
+}
+
+std::string zipContent(const std::string& b, const ZipMember& m, const std::string& where) {
+  const std::string who = where + ": " + m.name;
+  if (m.offset + 30 > b.size() || le32(b, m.offset) != 0x04034b50)
+    throw DataError(who + ": corrupt ZIP local header");
+  const size_t start = m.offset + 30 + le16(b, m.offset + 26) + le16(b, m.offset + 28);
+  if (start + m.compressed > b.size())
+    throw DataError(who + ": truncated");
+  std::string out;
+  if (m.method == 0) {
+    out = b.substr(start, m.compressed);
+  } else if (m.method == 8) {
+    out.resize(m.size);
+    z_stream z{};
+    if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
+      throw DataError(who + ": cannot start zlib");
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(b.data() + start));
+    z.avail_in = static_cast<uInt>(m.compressed);
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = static_cast<uInt>(out.size());
+    const int rc = inflate(&z, Z_FINISH);
+    const uLong produced = z.total_out;
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END || produced != m.size)
+      throw DataError(who + ": corrupt deflated data");
+  } else {
+    throw DataError(who + ": ZIP compression method " + std::to_string(m.method) +
+                    " is not supported (stored or deflated)");
+  }
+  const uLong crc =
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data()), out.size());
+  if (crc != m.crc)
+    throw DataError(who + ": corrupt (CRC mismatch)");
+  return out;
+}
+
+void addTensors(const c10::IValue& value, const std::string& name, NamedArrays& out,
+                const std::string& where) {
+  if (value.isTensor()) {
+    out.emplace_back(name, value.toTensor());
+    return;
+  }
+  throw DataError(where + ": \"" + name + "\" is a " + value.tagKind() + ", not a tensor");
+}
+
+// A gzip file's contents.
+std::string gunzip(const std::string& bytes, const std::string& where) {
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+    throw DataError(where + ": cannot start zlib");
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  std::string out;
+  char chunk[1 << 16];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    z.next_out = reinterpret_cast<Bytef*>(chunk);
+    z.avail_out = sizeof chunk;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(chunk, sizeof chunk - z.avail_out);
+  }
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END)
+    throw DataError(where + ": not a complete gzip file");
+  return out;
+}
+
+uint32_t be32(const std::string& b, size_t at) {
+  return static_cast<uint32_t>(static_cast<unsigned char>(b[at])) << 24 |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 1])) << 16 |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 2])) << 8 |
+         static_cast<uint32_t>(static_cast<unsigned char>(b[at + 3]));
+}
+
+}  // namespace
+
+torch::Tensor readIdx(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  std::string bytes = readBytes(path);
+  if (path.extension() == ".gz")
+    bytes = gunzip(bytes, where);
+  if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0)
+    throw DataError(where + ": not an IDX file (no 0x0000 magic)");
+  if (static_cast<unsigned char>(bytes[2]) != 0x08)
+    throw DataError(where + ": IDX element type " + std::to_string(static_cast<int>(bytes[2])) +
+                    " is not supported (unsigned bytes, 0x08)");
+  const int dims = static_cast<unsigned char>(bytes[3]);
+  if (bytes.size() < 4 + 4 * static_cast<size_t>(dims))
+    throw DataError(where + ": truncated IDX header");
+  std::vector<int64_t> shape;
+  int64_t count = 1;
+  for (int d = 0; d < dims; ++d) {
+    shape.push_back(be32(bytes, 4 + 4 * static_cast<size_t>(d)));
+    count *= shape.back();
+  }
+  const size_t start = 4 + 4 * static_cast<size_t>(dims);
+  if (bytes.size() - start < static_cast<size_t>(count))
+    throw DataError(where + ": truncated: " + std::to_string(count) + " bytes of data expected, " +
+                    std::to_string(bytes.size() - start) + " found");
+  torch::Tensor t = torch::empty(shape, torch::kUInt8);
+  std::memcpy(t.data_ptr(), bytes.data() + start, static_cast<size_t>(count));
+  return t;
+}
+
+NamedArrays readMnist(const std::filesystem::path& folder) {
+  const auto file = [&](const std::string& name) {
+    for (const std::string& candidate : {name, name + ".gz"}) {
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(folder / candidate, ec))
+        return folder / candidate;
+    }
+    throw DataError(folder.string() + ": no " + name + " (nor " + name +
+                    ".gz): an MNIST folder holds its IDX files");
+  };
+  const torch::Tensor images = readIdx(file("train-images-idx3-ubyte"));
+  const torch::Tensor labels = readIdx(file("train-labels-idx1-ubyte"));
+  if (images.dim() != 3 || labels.dim() != 1 || images.size(0) != labels.size(0))
+    throw DataError(folder.string() +
+                    ": MNIST's images [N, rows, columns] and labels [N] "
+                    "disagree");
+  return {{"images", images.unsqueeze(1).to(torch::kFloat).div_(255)},
+          {"labels", labels.to(torch::kLong)}};
+}
+
+NamedArrays readCifar10(const std::filesystem::path& fileOrFolder) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  if (std::filesystem::is_directory(fileOrFolder, ec)) {
+    for (const auto& entry : std::filesystem::directory_iterator(fileOrFolder, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("data_batch_", 0) == 0 && entry.path().extension() == ".bin")
+        files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty())
+      throw DataError(fileOrFolder.string() + ": no data_batch_*.bin (CIFAR-10's binary batches)");
+  } else {
+    files.push_back(fileOrFolder);
+  }
+  constexpr size_t kRecord = 1 + 3 * 32 * 32;
+  std::vector<torch::Tensor> images, labels;
+  for (const auto& path : files) {
+    const std::string bytes = readBytes(path);
+    if (bytes.empty() || bytes.size() % kRecord != 0)
+      throw DataError(path.string() + ": " + std::to_string(bytes.size()) +
+                      " bytes is not a whole number of CIFAR-10 records (3073 bytes each)");
+    const auto n = static_cast<int64_t>(bytes.size() / kRecord);
+    torch::Tensor records = torch::empty({n, static_cast<int64_t>(kRecord)}, torch::kUInt8);
+    std::memcpy(records.data_ptr(), bytes.data(), bytes.size());
+    labels.push_back(records.select(1, 0).to(torch::kLong));
+    images.push_back(records.narrow(1, 1, 3 * 32 * 32).reshape({n, 3, 32, 32}));
+  }
+  const torch::Tensor label = torch::cat(labels);
+  if (label.max().item<int64_t>() > 9)
+    throw DataError(fileOrFolder.string() + ": a label above 9: not CIFAR-10's binary format");
+  return {{"images", torch::cat(images).to(torch::kFloat).div_(255)}, {"labels", label}};
+}
+
+torch::Tensor parseNpy(const std::string& bytes, const std::string& where) {
+  return npyTensor(bytes, where);
+}
+
+torch::Tensor readNpy(const std::filesystem::path& path) {
+  return parseNpy(readBytes(path), path.string());
+}
+
+NamedArrays readNpz(const std::filesystem::path& path) {
+  const std::string bytes = readBytes(path);
+  const std::string where = path.string();
+  NamedArrays arrays;
+  for (const ZipMember& m : zipDirectory(bytes, where)) {
+    const std::string suffix = ".npy";
+    if (m.name.size() <= suffix.size() ||
+        m.name.compare(m.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;  // not an array (numpy writes nothing else)
+    arrays.emplace_back(m.name.substr(0, m.name.size() - suffix.size()),
+                        parseNpy(zipContent(bytes, m, where), where + ": " + m.name));
+  }
+  if (arrays.empty())
+    throw DataError(where + ": an .npz archive without arrays");
+  return arrays;
+}
+
+NamedArrays readTorchFile(const std::filesystem::path& path) {
+  const std::string bytes = readBytes(path);
+  const std::string where = path.string();
+  // torch.jit.save's archives hold code; torch.save's hold data.pkl and the tensors' storages.
+  bool script = false;
+  if (bytes.size() >= 4 && le32(bytes, 0) == 0x04034b50) {
+    for (const ZipMember& m : zipDirectory(bytes, where))
+      script = script || m.name.find("/code/") != std::string::npos ||
+               m.name.find("/constants.pkl") != std::string::npos;
+  }
+  NamedArrays arrays;
+  if (script) {
+    torch::jit::Module module;
+    try {
+      module = torch::jit::load(path.string());
+    } catch (const c10::Error& e) {
+      throw DataError(where + ": not a loadable TorchScript archive: " +
+                      std::string(e.what_without_backtrace()).substr(0, 200));
+    }
+    for (const auto& attribute : module.named_attributes(/*recurse=*/true)) {
+      if (attribute.value.isTensor())
+        arrays.emplace_back(attribute.name, attribute.value.toTensor());
+    }
+    if (arrays.empty())
+      throw DataError(where + ": a TorchScript module without tensor attributes");
+    return arrays;
+  }
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    why = why.substr(0, why.find('\n'));
+    throw DataError(where + ": not readable as torch.save's output (" + why + ")");
+  }
+  if (value.isTensor()) {
+    addTensors(value, "0", arrays, where);
+  } else if (value.isTuple()) {
+    const auto& elements = value.toTupleRef().elements();
+    for (size_t i = 0; i < elements.size(); ++i)
+      addTensors(elements[i], std::to_string(i), arrays, where);
+  } else if (value.isList()) {
+    const auto list = value.toListRef();
+    for (size_t i = 0; i < list.size(); ++i)
+      addTensors(list[i], std::to_string(i), arrays, where);
+  } else if (value.isGenericDict()) {
+    for (const auto& entry : value.toGenericDict()) {
+      const c10::IValue& key = entry.key();
+      const std::string name = key.isString() ? key.toStringRef()
+                               : key.isInt()  ? std::to_string(key.toInt())
+                                              : std::string(key.tagKind());
+      addTensors(entry.value(), name, arrays, where);
+    }
+  } else {
+    throw DataError(where + ": holds a " + value.tagKind() +
+                    "; expected a tensor, or a tuple, list or dict of tensors");
+  }
+  if (arrays.empty())
+    throw DataError(where + ": holds no tensors");
+  return arrays;
+}
+
+CsvTable readCsv(const std::filesystem::path& path) {
+  const std::string bytes = readBytes(path);
+  const std::string where = path.string();
+  const auto fields = [](const std::string& line) {
+    std::vector<std::string> out;
+    std::string field;
+    bool quoted = false;
+    for (char c : line) {
+      if (c == '"') {
+        quoted = !quoted;
+      } else if (c == ',' && !quoted) {
+        out.push_back(field);
+        field.clear();
+      } else if (c != '\r') {
+        field += c;
+      }
+    }
+    out.push_back(field);
+    for (auto& f : out) {
+      const size_t b = f.find_first_not_of(" \t"), e = f.find_last_not_of(" \t");
+      f = b == std::string::npos ? "" : f.substr(b, e - b + 1);
+    }
+    return out;
+  };
+  std::istringstream in(bytes);
+  std::string line;
+  size_t lineNumber = 0;
+  CsvTable table;
+  std::vector<double> values;
+  int64_t rows = 0;
+  while (std::getline(in, line)) {
+    ++lineNumber;
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    std::vector<std::string> row = fields(line);
+    if (table.columns.empty()) {
+      table.columns = std::move(row);
+      continue;
+    }
+    if (row.size() != table.columns.size())
+      throw DataError(where + ":" + std::to_string(lineNumber) + ": " + std::to_string(row.size()) +
+                      " fields, the header has " + std::to_string(table.columns.size()));
+    for (size_t c = 0; c < row.size(); ++c) {
+      const char* text = row[c].c_str();
+      char* end = nullptr;
+      const double v = std::strtod(text, &end);
+      if (row[c].empty() || end == text || *end != '\0')
+        throw DataError(where + ":" + std::to_string(lineNumber) + ": column \"" +
+                        table.columns[c] + "\": \"" + row[c] + "\" is not a number");
+      values.push_back(v);
+    }
+    ++rows;
+  }
+  if (table.columns.empty())
+    throw DataError(where + ": an empty CSV file (a header row of column names comes first)");
+  if (rows == 0)
+    throw DataError(where + ": a CSV file with a header and no rows");
+  table.values = torch::tensor(values, torch::kDouble)
+                     .reshape({rows, static_cast<int64_t>(table.columns.size())});
+  return table;
+}
+
+std::string arrayNames(const NamedArrays& arrays) {
+  std::string out;
+  for (const auto& [name, tensor] : arrays)
+    out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+}  // namespace symtune

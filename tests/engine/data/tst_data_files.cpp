@@ -1,0 +1,297 @@
+// Data from files: the readers give the arrays NumPy and PyTorch wrote (tests/data/, made by
+// make_test_data.py) in every layout they write them, and one line naming the file for what is
+// wrong; FileDataSource batches them through torch::data in an order fixed by the seed, whatever
+// order batches are asked for, cuts sequences to the batch's longest and holds samples out.
+
+#include "doctest_torch.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "error_of.h"
+#include "symtune/data/array_files.h"
+#include "symtune/data/file_source.h"
+#include "test_files.h"
+
+namespace {
+
+using symtune::test::errorOf;
+
+const std::filesystem::path kData = std::filesystem::path(SYMTUNE_SOURCE_DIR) / "tests" / "data";
+
+torch::Tensor named(const symtune::NamedArrays& arrays, const std::string& name) {
+  for (const auto& [n, t] : arrays)
+    if (n == name)
+      return t;
+  FAIL("no array " << name);
+  return {};
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+symtune::DataSpec blobsSpec(const std::string& format, const std::string& file,
+                            std::vector<std::string> inputs, std::string target) {
+  symtune::DataSpec spec;
+  spec.seed = 5;
+  spec.batchSize = 16;
+  spec.files.format = format;
+  spec.files.file = file.empty() ? std::filesystem::path() : kData / file;
+  for (auto& name : inputs)
+    spec.files.inputs.push_back({std::move(name)});
+  spec.files.target = std::move(target);
+  return spec;
+}
+
+symtune::DataSpec taggerSpec() {
+  symtune::DataSpec spec = blobsSpec("npz", "tagger.npz", {"tokens", "lengths"}, "tags");
+  spec.files.lengths = "lengths";
+  return spec;
+}
+
+bool sameBatch(const symtune::Batch& a, const symtune::Batch& b) {
+  if (a.size != b.size || a.inputs.size() != b.inputs.size() || !a.target.equal(b.target))
+    return false;
+  for (size_t i = 0; i < a.inputs.size(); ++i)
+    if (!a.inputs[i].toTensor().equal(b.inputs[i].toTensor()))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("npy, npz and torch.save's files give the same arrays in every layout") {
+  const torch::Tensor x = symtune::readNpy(kData / "blobs_x.npy");  // float64, Fortran order
+  const torch::Tensor y = symtune::readNpy(kData / "blobs_y.npy");  // int32
+  CHECK(x.sizes() == torch::IntArrayRef({150, 4}));
+  CHECK((x.scalar_type() == torch::kDouble));
+  CHECK(x.is_contiguous());
+  CHECK((y.scalar_type() == torch::kInt));
+  CHECK(y.min().item<int>() == 0);
+  CHECK(y.max().item<int>() == 2);
+  const torch::Tensor xf = x.to(torch::kFloat);
+
+  const auto npz = symtune::readNpz(kData / "blobs.npz");  // numpy.savez: stored members
+  CHECK(symtune::arrayNames(npz) == "x, y");
+  CHECK(named(npz, "x").equal(xf));
+  CHECK(named(npz, "y").equal(y));
+
+  for (const char* file : {"blobs_dict.pt", "blobs_module.pt"}) {
+    INFO(std::string(file));
+    const auto saved = symtune::readTorchFile(kData / file);
+    CHECK(named(saved, "x").equal(xf));
+    CHECK(named(saved, "y").equal(y.to(torch::kLong)));
+  }
+  const auto tuple = symtune::readTorchFile(kData / "blobs_tuple.pt");
+  CHECK(symtune::arrayNames(tuple) == "0, 1");
+  CHECK(named(tuple, "0").equal(xf));
+
+  const auto tagger = symtune::readNpz(kData / "tagger.npz");  // savez_compressed: deflated
+  CHECK(symtune::arrayNames(tagger) == "tokens, lengths, tags");
+  CHECK(named(tagger, "tokens").sizes() == torch::IntArrayRef({96, 10}));
+
+  const torch::Tensor big = symtune::readNpy(kData / "big_endian.npy");
+  CHECK(big.equal(torch::arange(6, torch::kFloat).reshape({2, 3})));
+
+  const symtune::CsvTable csv = symtune::readCsv(kData / "regression.csv");
+  CHECK(csv.columns == std::vector<std::string>{"x1", "x2", "x3", "y"});
+  CHECK(csv.values.sizes() == torch::IntArrayRef({80, 4}));
+}
+
+TEST_CASE("a damaged or wrong file is one line naming it") {
+  symtune::test::TempDir dir;
+  const std::string npy = symtune::test::readFile(kData / "blobs_y.npy");
+  symtune::test::writeFile(dir.path() / "short.npy", npy.substr(0, npy.size() - 10));
+  CHECK(contains(errorOf([&] { symtune::readNpy(dir.path() / "short.npy"); }),
+                 "short.npy: truncated: 600 bytes of data expected, 590 found"));
+  CHECK(errorOf([&] { symtune::readNpy(dir.path() / "none.npy"); }) ==
+        (dir.path() / "none.npy").string() + ": no such file");
+  symtune::test::writeFile(dir.path() / "text.npy", "hello");
+  CHECK(contains(errorOf([&] { symtune::readNpy(dir.path() / "text.npy"); }),
+                 "text.npy: not an .npy array"));
+
+  // A stored member whose bytes changed fails its CRC.
+  std::string npz = symtune::test::readFile(kData / "blobs.npz");
+  npz[npz.size() / 3] = static_cast<char>(npz[npz.size() / 3] ^ 0x5a);
+  symtune::test::writeFile(dir.path() / "bad.npz", npz);
+  CHECK(contains(errorOf([&] { symtune::readNpz(dir.path() / "bad.npz"); }), "bad.npz: "));
+
+  symtune::test::writeFile(dir.path() / "bad.csv", "a,b\n1,2\n3,x\n");
+  CHECK(errorOf([&] { symtune::readCsv(dir.path() / "bad.csv"); }) ==
+        (dir.path() / "bad.csv").string() + ":3: column \"b\": \"x\" is not a number");
+  symtune::test::writeFile(dir.path() / "ragged.csv", "a,b\n1,2\n3\n");
+  CHECK(errorOf([&] { symtune::readCsv(dir.path() / "ragged.csv"); }) ==
+        (dir.path() / "ragged.csv").string() + ":3: 1 fields, the header has 2");
+
+  const std::string blobs = (kData / "blobs.npz").string();
+  const symtune::LossSpec loss;
+  CHECK(errorOf([&] {
+          symtune::FileDataSource(blobsSpec("npz", "blobs.npz", {"features"}, "y"), loss, 3);
+        }) == blobs + ": no array \"features\" (it holds: x, y)");
+  CHECK(errorOf([&] {
+          symtune::FileDataSource(blobsSpec("npz", "blobs.npz", {"x"}, "y"), loss, 2);
+        }) == blobs + ": target \"y\": label 2 is outside the model's 2 classes (model.classes)");
+  CHECK(errorOf([&] {
+          symtune::FileDataSource(blobsSpec("npz", "blobs.npz", {"y"}, "x"), loss, 3);
+        }) == blobs + ": target \"x\" holds fractions; cross_entropy takes class indices");
+  symtune::DataSpec uneven;
+  uneven.batchSize = 4;
+  uneven.files.format = "npy";
+  uneven.files.inputs = {{(kData / "blobs_x.npy").string()}};
+  uneven.files.target = (kData / "big_endian.npy").string();
+  CHECK(errorOf([&] { symtune::FileDataSource(uneven, loss, 6); }) ==
+        (kData / "big_endian.npy").string() +
+            ": \"blobs_x.npy\" holds 150 samples, the target \"big_endian.npy\" 2");
+  symtune::DataSpec mixed = blobsSpec("npz", "tagger.npz", {"tokens"}, "tags");
+  mixed.files.file = kData / "tagger.npz";
+  mixed.files.lengths = "tags";
+  CHECK(contains(errorOf([&] { symtune::FileDataSource(mixed, loss, 3); }),
+                 "lengths \"tags\" must be one integer per sample"));
+  symtune::DataSpec held = blobsSpec("npz", "blobs.npz", {"x"}, "y");
+  held.files.validationFraction = 0.999;
+  CHECK(contains(errorOf([&] { symtune::FileDataSource(held, loss, 3); }),
+                 "samples leaves none to train on"));
+}
+
+TEST_CASE("batch i is the same however batches are asked for, each epoch a new order") {
+  const symtune::LossSpec loss;
+  symtune::DataSpec spec = blobsSpec("npz", "blobs.npz", {"x"}, "y");
+  spec.files.validationFraction = 0.2;
+  symtune::FileDataSource data(spec, loss, 3);
+  CHECK(data.trainingSamples() == 120);
+  CHECK(data.validationSamples() == 30);
+  CHECK(data.batchesPerEpoch() == 8);  // 120 / 16, the last batch of 8
+  CHECK(data.description() ==
+        "blobs.npz: 120 training samples (30 held out), inputs x [4] Float; "
+        "target y [] Long");
+
+  std::vector<symtune::Batch> inOrder;
+  for (int64_t i = 0; i < 20; ++i)
+    inOrder.push_back(data.batch(i));
+  CHECK(inOrder[7].size == 8);
+  CHECK(inOrder[8].size == 16);
+
+  // Each epoch holds every training sample once, and the two epochs' orders differ.
+  const symtune::FileDataSource whole(blobsSpec("npz", "blobs.npz", {"x"}, "y"), loss, 3);
+  const auto rowsOf = [&](int64_t from, int64_t to) {
+    std::vector<torch::Tensor> xs;
+    for (int64_t i = from; i < to; ++i)
+      xs.push_back(inOrder[static_cast<size_t>(i)].inputs[0].toTensor());
+    return torch::cat(xs);
+  };
+  const torch::Tensor epoch0 = rowsOf(0, 8), epoch1 = rowsOf(8, 16);
+  CHECK(epoch0.size(0) == 120);
+  CHECK(std::get<0>(epoch0.sum(1).sort()).allclose(std::get<0>(epoch1.sum(1).sort())));
+  CHECK_FALSE(epoch0.equal(epoch1));
+
+  // Held-out samples never reach training.
+  std::set<double> heldSums, trainSums;
+  for (const auto& b : data.validationBatches())
+    for (int64_t r = 0; r < b.size; ++r)
+      heldSums.insert(b.inputs[0].toTensor()[r].sum().item<double>());
+  for (int64_t r = 0; r < epoch0.size(0); ++r)
+    trainSums.insert(epoch0[r].sum().item<double>());
+  CHECK(heldSums.size() == 30);
+  for (double s : heldSums)
+    CHECK(trainSums.count(s) == 0);
+
+  // Out of order, again and with prefetching workers: the same batches.
+  symtune::DataSpec workers = spec;
+  workers.files.workers = 2;
+  symtune::FileDataSource prefetching(workers, loss, 3);
+  for (int64_t i : {12, 3, 4, 5, 19, 0, 1, 9, 10, 11}) {
+    INFO("batch ", i);
+    CHECK(sameBatch(data.batch(i), inOrder[static_cast<size_t>(i)]));
+    CHECK(sameBatch(prefetching.batch(i), inOrder[static_cast<size_t>(i)]));
+  }
+
+  // Without shuffling: the files' order, every epoch; drop_last: whole batches only.
+  symtune::DataSpec plain = blobsSpec("npz", "blobs.npz", {"x"}, "y");
+  plain.files.shuffle = false;
+  plain.files.dropLast = true;
+  symtune::FileDataSource ordered(plain, loss, 3);
+  CHECK(ordered.batchesPerEpoch() == 9);
+  const torch::Tensor xs = symtune::readNpy(kData / "blobs_x.npy").to(torch::kFloat);
+  CHECK(ordered.batch(0).inputs[0].toTensor().equal(xs.narrow(0, 0, 16)));
+  CHECK(ordered.batch(9).inputs[0].toTensor().equal(xs.narrow(0, 0, 16)));
+  CHECK(ordered.batch(8).size == 16);
+}
+
+TEST_CASE("sequences are cut to the batch's longest, the padding ignored by the loss") {
+  const symtune::LossSpec loss;
+  symtune::FileDataSource data(taggerSpec(), loss, 3);
+  const auto arrays = symtune::readNpz(kData / "tagger.npz");
+  const torch::Tensor allLengths = named(arrays, "lengths");
+  for (int64_t i = 0; i < 8; ++i) {
+    INFO("batch ", i);
+    const symtune::Batch b = data.batch(i);
+    REQUIRE(b.inputs.size() == 2);
+    const torch::Tensor tokens = b.inputs[0].toTensor(), lengths = b.inputs[1].toTensor();
+    const int64_t longest = lengths.max().item<int64_t>();
+    CHECK(tokens.sizes() == torch::IntArrayRef({b.size, longest}));
+    CHECK(b.target.sizes() == torch::IntArrayRef({b.size, longest}));
+    CHECK(b.sequenceLength() == longest);
+    const torch::Tensor past = torch::arange(longest).unsqueeze(0).ge(lengths.unsqueeze(1));
+    CHECK(b.target.masked_select(past).eq(-100).all().item<bool>());
+    CHECK(b.target.masked_select(past.logical_not())
+              .equal(tokens.masked_select(past.logical_not()).remainder(3)));
+  }
+  CHECK(data.description() ==
+        "tagger.npz: 96 training samples, inputs tokens [10] Long, "
+        "lengths [] Long; target tags [10] Long");
+}
+
+TEST_CASE("CSV columns are inputs by name, every other column by default") {
+  symtune::LossSpec mse;
+  mse.kind = "mse";
+  symtune::DataSpec spec = blobsSpec("csv", "regression.csv", {}, "y");
+  symtune::FileDataSource all(spec, mse, 1);
+  symtune::Batch b = all.batch(0);
+  CHECK(b.inputs[0].toTensor().sizes() == torch::IntArrayRef({16, 3}));
+  CHECK((b.target.scalar_type() == torch::kFloat));
+  spec.files.inputs = {{"x3", "x1"}};
+  symtune::FileDataSource picked(spec, mse, 1);
+  const symtune::CsvTable table = symtune::readCsv(kData / "regression.csv");
+  spec.files.shuffle = false;
+  symtune::FileDataSource ordered(spec, mse, 1);
+  CHECK(ordered.batch(0).inputs[0].toTensor().allclose(
+      table.values.narrow(0, 0, 16).index_select(1, torch::tensor({2, 0})).to(torch::kFloat)));
+  spec.files.inputs = {{"x4"}};
+  CHECK(contains(errorOf([&] { symtune::FileDataSource(spec, mse, 1); }),
+                 "regression.csv: no column \"x4\" (columns: x1, x2, x3, y)"));
+}
+
+TEST_CASE("MNIST's IDX files and CIFAR-10's binary batches read as images and labels") {
+  const auto mnist = symtune::readMnist(kData / "mnist");  // images gzipped, labels plain
+  CHECK(symtune::arrayNames(mnist) == "images, labels");
+  const torch::Tensor images = named(mnist, "images"), labels = named(mnist, "labels");
+  CHECK(images.sizes() == torch::IntArrayRef({40, 1, 28, 28}));
+  CHECK(images.max().item<float>() == 1.0f);
+  // make_test_data.py paints a bright square whose row is twice the digit, plus two.
+  for (int64_t i = 0; i < 40; ++i) {
+    const int64_t row = 2 + 2 * labels[i].item<int64_t>();
+    CHECK(images[i][0][row][12].item<float>() == 1.0f);
+  }
+  const auto cifar = symtune::readCifar10(kData / "cifar10");  // both batches, in name order
+  CHECK(named(cifar, "images").sizes() == torch::IntArrayRef({12, 3, 32, 32}));
+  const auto first = symtune::readCifar10(kData / "cifar10" / "data_batch_1.bin");
+  CHECK(named(first, "labels").equal(named(cifar, "labels").narrow(0, 0, 8)));
+
+  symtune::DataSpec spec;
+  spec.batchSize = 8;
+  spec.files.format = "mnist";
+  spec.files.file = kData / "mnist";
+  spec.files.inputs = {{"images"}};
+  spec.files.target = "labels";
+  symtune::FileDataSource data(spec, symtune::LossSpec{}, 10);
+  CHECK(data.batch(0).inputs[0].toTensor().sizes() == torch::IntArrayRef({8, 1, 28, 28}));
+  CHECK(errorOf([&] { symtune::readMnist(kData / "cifar10"); }) ==
+        (kData / "cifar10").string() +
+            ": no train-images-idx3-ubyte (nor train-images-idx3-ubyte.gz): an MNIST folder "
+            "holds its IDX files");
+  CHECK(errorOf([&] { symtune::readCifar10(kData / "big_endian.npy"); }) ==
+        (kData / "big_endian.npy").string() +
+            ": 152 bytes is not a whole number of CIFAR-10 records (3073 bytes each)");
+}
