@@ -306,15 +306,24 @@ FileDataSource::FileDataSource(const DataSpec& data, const LossSpec& loss, int64
       throw DataError(source + ": lengths \"" + files.lengths +
                       "\" must be one integer per sample");
     lengths = lengths.to(torch::kLong);
-    for (const auto& input : arrays->inputs)
-      if (input.dim() >= 2 && !input.is_same(lengths)) {
-        arrays->padded = input.size(1);
-        break;
-      }
+    // The padded length: a per-position target's dimension 1, else the first input's dimension
+    // 1 that holds the longest sequence (an input of features [samples, k] before the tokens
+    // does not count when k is shorter).
+    const int64_t shortest = lengths.min().item<int64_t>(), longest = lengths.max().item<int64_t>();
+    if (loss.classIndices() && arrays->target.dim() >= 2) {
+      arrays->padded = arrays->target.size(1);
+    } else {
+      for (const auto& input : arrays->inputs)
+        if (input.dim() >= 2 && input.size(1) >= longest) {
+          arrays->padded = input.size(1);
+          break;
+        }
+    }
     if (arrays->padded == 0)
       throw DataError(source + ": lengths \"" + files.lengths +
-                      "\" but no input has a sequence dimension (samples, time, …)");
-    const int64_t shortest = lengths.min().item<int64_t>(), longest = lengths.max().item<int64_t>();
+                      "\" but no input has a sequence dimension (samples, time, …) as long as "
+                      "the longest, " +
+                      std::to_string(longest));
     if (shortest < 1 || longest > arrays->padded)
       throw DataError(source + ": lengths \"" + files.lengths + "\" hold " +
                       std::to_string(shortest < 1 ? shortest : longest) + ", outside [1, " +

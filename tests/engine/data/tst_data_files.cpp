@@ -5,6 +5,8 @@
 
 #include "doctest_torch.h"
 
+#include <torch/serialize.h>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -294,4 +296,29 @@ TEST_CASE("MNIST's IDX files and CIFAR-10's binary batches read as images and la
   CHECK(errorOf([&] { symtune::readCifar10(kData / "big_endian.npy"); }) ==
         (kData / "big_endian.npy").string() +
             ": 152 bytes is not a whole number of CIFAR-10 records (3073 bytes each)");
+}
+
+TEST_CASE("the padded length is the sequences', whatever input comes first") {
+  // Per-sample features [N, 4] before tokens [N, 10]: the cut is at the tokens' length.
+  const auto tagger = symtune::readNpz(kData / "tagger.npz");
+  c10::Dict<std::string, torch::Tensor> arrays;
+  const torch::Tensor tokens = named(tagger, "tokens");
+  arrays.insert("features", torch::ones({tokens.size(0), 4}));
+  arrays.insert("tokens", tokens);
+  arrays.insert("lengths", named(tagger, "lengths"));
+  arrays.insert("tags", named(tagger, "tags"));
+  symtune::test::TempDir dir;
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(arrays));
+  symtune::test::writeFile(dir.path() / "mixed.pt", std::string(bytes.begin(), bytes.end()));
+
+  symtune::DataSpec spec = taggerSpec();
+  spec.files.format = "torch";
+  spec.files.file = dir.path() / "mixed.pt";
+  spec.files.inputs = {{"features"}, {"tokens"}, {"lengths"}};
+  symtune::FileDataSource data(spec, symtune::LossSpec{}, 3);
+  const symtune::Batch b = data.batch(0);
+  const int64_t longest = b.inputs[2].toTensor().max().item<int64_t>();
+  CHECK(b.inputs[0].toTensor().sizes() == torch::IntArrayRef({16, 4}));
+  CHECK(b.inputs[1].toTensor().sizes() == torch::IntArrayRef({16, longest}));
+  CHECK(b.target.sizes() == torch::IntArrayRef({16, longest}));
 }
