@@ -196,6 +196,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     if (!v)
       return;
     report.validation.push_back({v->step, v->samples, v->loss, v->top1, v->top5});
+    if (attached)
+      attached->afterValidation(*v);
     if (options.progress != nullptr) {
       char line[160];
       int n = std::snprintf(line, sizeof line, "validation after step %lld: loss %.4f",

@@ -453,6 +453,16 @@ void MainWindow::onMessage(const attach::ServerMessage& message) {
   } else if (const auto* state = std::get_if<attach::StateMessage>(&message)) {
     runState_ = QString::fromStdString(state->state);
     runStateLabel_->setText(tr("%1 — %2").arg(runName_, runState_));
+  } else if (const auto* validation = std::get_if<attach::ValidationMessage>(&message)) {
+    QString text = tr("%1: validation after step %2: loss %3")
+                       .arg(runName_)
+                       .arg(validation->step)
+                       .arg(validation->loss, 0, 'g', 5);
+    if (validation->top1)
+      text += tr(", top-1 %1%").arg(100 * *validation->top1, 0, 'f', 1);
+    if (validation->top5)
+      text += tr(", top-5 %1%").arg(100 * *validation->top5, 0, 'f', 1);
+    statusBar()->showMessage(text + tr(" (%1 samples)").arg(validation->samples), 15000);
   } else if (const auto* dropped = std::get_if<attach::DroppedMessage>(&message)) {
     statusBar()->showMessage(
         tr("%1 per-node updates were dropped: the studio fell behind").arg(dropped->nodes), 5000);

@@ -349,6 +349,17 @@ ServerMessage decodeServerMessage(const json& message) {
     return decodeRemat(r);
   if (type == "control")
     return decodeControl(r);
+  if (type == "validation") {
+    const json& v = r.object(message, "validation");
+    ValidationMessage out;
+    out.step = r.integer(v, "step");
+    out.samples = r.integer(v, "samples");
+    out.loss = r.number(v, "loss");
+    for (auto [key, field] : {std::pair{"top1", &out.top1}, std::pair{"top5", &out.top5}})
+      if (v.contains(key) && !v.at(key).is_null())
+        *field = r.number(v, key);
+    return out;
+  }
   if (type == "state")
     return StateMessage{r.string(message, "state")};
   if (type == "dropped")
@@ -519,6 +530,17 @@ json encode(const ControlMessage& m) {
   }
   return {{"type", "control"},
           {"control", {{"mode", m.mode}, {"knobs", knobs}, {"excluded", m.excluded}}}};
+}
+
+json encode(const ValidationMessage& m) {
+  const auto orNull = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  return {{"type", "validation"},
+          {"validation",
+           {{"step", m.step},
+            {"samples", m.samples},
+            {"loss", m.loss},
+            {"top1", orNull(m.top1)},
+            {"top5", orNull(m.top5)}}}};
 }
 
 }  // namespace symtune::attach

@@ -83,7 +83,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   // Io thread only:
   std::vector<std::shared_ptr<Connection>> connections;
   std::unique_ptr<asio::steady_timer> stopTimer;  // stop(): the deadline for the last frames
-  nlohmann::json graph, rules, bindings, remat, control, step;
+  nlohmann::json graph, rules, bindings, remat, control, validation, step;
   std::string state = "starting";
   uint64_t nextId = 1;
   std::atomic<size_t> ready{0};
@@ -191,6 +191,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           sendControl({{"type", "remat"}, {"remat", impl.remat}});
         if (!impl.control.is_null())
           sendControl({{"type", "control"}, {"control", impl.control}});
+        if (!impl.validation.is_null())
+          sendControl({{"type", "validation"}, {"validation", impl.validation}});
         sendControl({{"type", "state"}, {"state", impl.state}});
         if (!impl.step.is_null())
           enqueueStep(impl.step);
@@ -540,6 +542,10 @@ void Server::publishRemat(nlohmann::json plan) {
 
 void Server::publishControl(nlohmann::json control) {
   publishLatest(*impl_, &Impl::control, "control", "control", std::move(control));
+}
+
+void Server::publishValidation(nlohmann::json validation) {
+  publishLatest(*impl_, &Impl::validation, "validation", "validation", std::move(validation));
 }
 
 void Server::publishBindings(nlohmann::json table) {

@@ -502,6 +502,11 @@ void RunController::publishGraph(const Graph& graph) {
   server_.publishGraph(nlohmann::json::parse(toJson(graph)));
 }
 
+void RunController::afterValidation(const Validation& v) {
+  server_.publishValidation(
+      encode(ValidationMessage{v.step, v.samples, v.loss, v.top1, v.top5})["validation"]);
+}
+
 void RunController::afterStep(const StepResult& result) {
   publishRulesIfChanged();
   publishBindingsIfChanged();

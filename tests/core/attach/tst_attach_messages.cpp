@@ -417,3 +417,21 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
   bad["control"].erase("configuration");
   CHECK(decodeError(bad) == R"(step: "configuration" must be a string)");
 }
+
+TEST_CASE("a validation message round-trips, its accuracies absent when the run sent null") {
+  using symtune::attach::ValidationMessage;
+  const ValidationMessage sent{60, 24, 0.125, 0.75, std::nullopt};
+  const auto got = std::get<ValidationMessage>(decodeServerMessage(encode(sent)));
+  CHECK(got.step == 60);
+  CHECK(got.samples == 24);
+  CHECK(got.loss == 0.125);
+  REQUIRE(got.top1.has_value());
+  CHECK(*got.top1 == 0.75);
+  CHECK(!got.top5.has_value());
+  const auto regression = std::get<ValidationMessage>(decodeServerMessage(
+      {{"type", "validation"},
+       {"validation", {{"step", 5}, {"samples", 16}, {"loss", 0.5}, {"top1", nullptr}}}}));
+  CHECK(!regression.top1.has_value());
+  CHECK_THROWS_AS(decodeServerMessage({{"type", "validation"}, {"validation", {{"step", 5}}}}),
+                  symtune::attach::ProtocolError);
+}

@@ -727,3 +727,53 @@ TEST_CASE("a killed runner is reported to its client at once") {
   CHECK_MESSAGE(seconds < 1.0, "reported after ", seconds, " s");
   runner.process.waitForFinished(5s);
 }
+
+TEST_CASE("a run on data files streams its validations; a late client gets the latest") {
+  symtune::test::TempDir dir;
+  const std::string data = SYMTUNE_SOURCE_DIR "/tests/data/";
+  const std::string session = dir.filePath("tagger.json");
+  REQUIRE_NOTHROW(symtune::test::writeFile(
+      session, Json{{"format", "symtune-session"},
+                    {"version", 1},
+                    {"name", "validating"},
+                    {"model", {{"file", data + "tagger.pt"}, {"classes", 3}}},
+                    {"data",
+                     {{"format", "npz"},
+                      {"file", data + "tagger.npz"},
+                      {"inputs", {"tokens", "lengths"}},
+                      {"target", "tags"},
+                      {"lengths", "lengths"},
+                      {"batch_size", 16},
+                      {"validation_fraction", 0.25},
+                      {"validate_every", 10}}},
+                    {"optimizer", {{"name", "adamw"}, {"lr", 0.05}}},
+                    {"binding", {{"table", nullptr}}},
+                    {"run", {{"steps", 30}, {"threads", 1}}}}
+                   .dump()));
+  Runner runner;
+  REQUIRE(runner.start(session, "unix:" + dir.filePath("v.sock"),
+                       {"--linger", "1", "--report", dir.filePath("v.report.json")}));
+  Client client;
+  client.connect(runner.endpoint);
+  std::optional<Json> last;
+  bool finished = false;
+  for (int i = 0; i < 200 && !finished; ++i) {
+    const auto m = client.next(0.5);
+    if (m && (*m)["type"] == "validation")
+      last = m;
+    finished = m && (*m)["type"] == "state" && (*m)["state"] == "finished";
+  }
+  REQUIRE(finished);
+  REQUIRE(last.has_value());
+  const Json& v = (*last)["validation"];
+  CHECK(v["step"] == 30);
+  CHECK(v["samples"] == 24);
+  CHECK(v["top1"].get<double>() > 0.9);
+  CHECK(v["top5"].is_null());  // three classes
+  // A client attaching after the last step is handed the latest validation in its welcome.
+  Client late;
+  late.connect(runner.endpoint);
+  const auto welcome = until(late, "validation", 10);
+  REQUIRE(welcome.has_value());
+  CHECK((*welcome)["validation"]["step"] == 30);
+}

@@ -176,6 +176,15 @@ struct RematMessage {
   std::vector<RematUnitState> units;
 };
 
+// The latest validation on the held-out samples (data.validation_fraction): after which step,
+// on how many samples, the mean loss, top-1 and top-5 accuracy (absent: not a class-index loss,
+// or five classes or fewer for top-5).
+struct ValidationMessage {
+  int64_t step = 0, samples = 0;
+  double loss = 0;
+  std::optional<double> top1, top5;
+};
+
 struct DroppedMessage {
   int64_t nodes = 0;  // per-node updates this client lost
 };
@@ -189,9 +198,9 @@ struct ReplyMessage {
   nlohmann::json result;  // ack: the command's result fields (state, from_step, session, ...)
 };
 
-using ServerMessage =
-    std::variant<HelloMessage, GraphMessage, RulesMessage, StateMessage, StepMessage, NodesMessage,
-                 BindingsMessage, RematMessage, ControlMessage, DroppedMessage, ReplyMessage>;
+using ServerMessage = std::variant<HelloMessage, GraphMessage, RulesMessage, StateMessage,
+                                   StepMessage, NodesMessage, BindingsMessage, RematMessage,
+                                   ControlMessage, ValidationMessage, DroppedMessage, ReplyMessage>;
 
 // Decodes one server message. Throws ProtocolError naming the message type and the field that is
 // missing or of the wrong type, and for a type this protocol version does not have; a graph that
@@ -205,5 +214,6 @@ nlohmann::json encode(const RulesMessage& m);
 nlohmann::json encode(const BindingTable& table);  // a "bindings" message
 nlohmann::json encode(const RematMessage& m);
 nlohmann::json encode(const ControlMessage& m);
+nlohmann::json encode(const ValidationMessage& m);
 
 }  // namespace symtune::attach

@@ -58,9 +58,10 @@ class Server {
   // graph, rules, bindings, remat plan, control, state and step right after its handshake.
   void publishGraph(nlohmann::json graph);
   void publishRules(nlohmann::json rules);
-  void publishBindings(nlohmann::json table);   // DynaCompiler's binding table
-  void publishRemat(nlohmann::json plan);       // the remat plan in force
-  void publishControl(nlohmann::json control);  // the configuration space and its pins
+  void publishBindings(nlohmann::json table);         // DynaCompiler's binding table
+  void publishRemat(nlohmann::json plan);             // the remat plan in force
+  void publishControl(nlohmann::json control);        // the configuration space and its pins
+  void publishValidation(nlohmann::json validation);  // the latest on the held-out samples
   void publishState(const std::string& state);
   void publishStep(nlohmann::json step);
   void publishNodes(nlohmann::json nodes);

@@ -70,6 +70,8 @@ class RunController {
   // Whether step `step` gathers per-node statistics (set_sampling).
   bool sampleStep(int64_t step) const;
   void afterStep(const StepResult& result);
+  // A validation on the held-out samples (Trainer::validate), for the clients.
+  void afterValidation(const Validation& validation);
   // A new graph for the clients (a captured step's, with its autograd nodes).
   void publishGraph(const Graph& graph);
   // After the last step: says "finished", then keeps serving (rule changes, snapshots) until a
