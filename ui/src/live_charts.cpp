@@ -37,7 +37,7 @@ struct LineSpec {
   Qt::PenStyle style;
   const char* suffix;  // after the run's name in the legend
 };
-constexpr std::array<LineSpec, LiveCharts::ChartCount + 3> kLines = {{
+constexpr std::array<LineSpec, LiveCharts::ChartCount + 4> kLines = {{
     {LiveCharts::LossChart, RunHistoryModel::Loss, Qt::SolidLine, ""},
     {LiveCharts::SamplesChart, RunHistoryModel::SamplesPerSecond, Qt::SolidLine, ""},
     {LiveCharts::MemoryChart, RunHistoryModel::PeakMemoryMiB, Qt::SolidLine, ""},
@@ -45,9 +45,10 @@ constexpr std::array<LineSpec, LiveCharts::ChartCount + 3> kLines = {{
     {LiveCharts::MemoryChart, RunHistoryModel::BudgetMiB, Qt::DashLine, " budget"},
     {LiveCharts::MemoryChart, RunHistoryModel::PredictedPeakMiB, Qt::DotLine, " predicted"},
     {LiveCharts::MemoryChart, RunHistoryModel::BudgetedPeakMiB, Qt::DashDotLine, " budgeted peak"},
+    {LiveCharts::LossChart, RunHistoryModel::ValidationLoss, Qt::DashLine, " validation"},
 }};
 constexpr size_t kBudgetLine = LiveCharts::ChartCount, kPredictedLine = kBudgetLine + 1,
-                 kBudgetedPeakLine = kBudgetLine + 2;
+                 kBudgetedPeakLine = kBudgetLine + 2, kValidationLine = kBudgetLine + 3;
 
 // Distinct on light and dark backgrounds (Tableau 10).
 constexpr std::array<QRgb, 10> kRunColours = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
@@ -163,6 +164,11 @@ void LiveCharts::addRun(RunHistoryModel* model) {
       rebuild(*r);
   }));
   run.connections.push_back(connect(model, &QAbstractItemModel::modelReset, this, [this, model] {
+    if (Run* r = find(model))
+      rebuild(*r);
+  }));
+  // A validation lands on a row already drawn: rare, so the run's lines are drawn again.
+  run.connections.push_back(connect(model, &QAbstractItemModel::dataChanged, this, [this, model] {
     if (Run* r = find(model))
       rebuild(*r);
   }));
@@ -336,6 +342,11 @@ QLineSeries* LiveCharts::predictedSeries(int run) const {
 QLineSeries* LiveCharts::budgetedPeakSeries(int run) const {
   Q_ASSERT(run >= 0 && run < runCount());
   return runs_[static_cast<size_t>(run)].series[kBudgetedPeakLine];
+}
+
+QLineSeries* LiveCharts::validationSeries(int run) const {
+  Q_ASSERT(run >= 0 && run < runCount());
+  return runs_[static_cast<size_t>(run)].series[kValidationLine];
 }
 
 void LiveCharts::changeEvent(QEvent* event) {

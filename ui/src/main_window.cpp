@@ -454,6 +454,8 @@ void MainWindow::onMessage(const attach::ServerMessage& message) {
     runState_ = QString::fromStdString(state->state);
     runStateLabel_->setText(tr("%1 — %2").arg(runName_, runState_));
   } else if (const auto* validation = std::get_if<attach::ValidationMessage>(&message)) {
+    if (currentRun_ != nullptr)
+      currentRun_->addValidation(*validation);
     QString text = tr("%1: validation after step %2: loss %3")
                        .arg(runName_)
                        .arg(validation->step)

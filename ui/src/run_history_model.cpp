@@ -36,6 +36,7 @@ void RunHistoryModel::appendStep(const attach::StepMessage& step) {
   row[PredictedPeakMiB] =
       step.remat && step.remat->predictedPeak ? *step.remat->predictedPeak / kMiB : kNaN;
   row[BudgetedPeakMiB] = step.remat ? step.remat->peakBytes / kMiB : kNaN;
+  row[ValidationLoss] = kNaN;
 
   if (static_cast<int>(rows_.size()) >= capacity_) {
     beginRemoveRows({}, 0, 0);
@@ -46,6 +47,21 @@ void RunHistoryModel::appendStep(const attach::StepMessage& step) {
   beginInsertRows({}, at, at);
   rows_.push_back(row);
   endInsertRows();
+}
+
+void RunHistoryModel::addValidation(const attach::ValidationMessage& validation) {
+  const auto last = static_cast<double>(validation.step - 1);
+  for (int row = static_cast<int>(rows_.size()) - 1; row >= 0; --row) {
+    Row& r = rows_[static_cast<size_t>(row)];
+    if (r[Step] == last) {
+      r[ValidationLoss] = validation.loss;
+      const QModelIndex cell = index(row, ValidationLoss);
+      Q_EMIT dataChanged(cell, cell);
+      return;
+    }
+    if (r[Step] < last)
+      return;
+  }
 }
 
 void RunHistoryModel::clear() {
@@ -122,6 +138,8 @@ QVariant RunHistoryModel::headerData(int section, Qt::Orientation orientation, i
       return tr("Predicted peak (MiB)");
     case BudgetedPeakMiB:
       return tr("Budgeted peak (MiB)");
+    case ValidationLoss:
+      return tr("Validation loss");
     case ColumnCount:
       break;
   }

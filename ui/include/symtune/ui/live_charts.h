@@ -1,6 +1,7 @@
 #pragma once
 // The Charts dock: loss, samples/s, peak memory and gradient norm against the step, one line per
-// run, several runs overlaid. A run held to a memory budget adds three lines to the memory chart:
+// run, several runs overlaid. A run that validates on held-out samples adds a dashed validation
+// loss line to the loss chart. A run held to a memory budget adds three lines to the memory chart:
 // the budget (dashed), the peak its plan was predicted to reach (dotted) and the peak it held
 // (dash-dot), of the forward and backward the budget holds — the solid line is the whole step's,
 // the update's too. Fed by RunHistoryModel; see Note [Live chart updates].
@@ -49,6 +50,9 @@ class LiveCharts : public QWidget {
   QLineSeries* budgetSeries(int run) const;
   QLineSeries* predictedSeries(int run) const;
   QLineSeries* budgetedPeakSeries(int run) const;
+  // The loss chart's validation line of run `run` (dashed: the loss on held-out samples); null
+  // until it has a point.
+  QLineSeries* validationSeries(int run) const;
   // Draws pending points and rescales now, instead of at the next refresh.
   void flush();
 
