@@ -29,7 +29,8 @@ std::filesystem::path resolved(const std::string& name, const std::filesystem::p
 
 DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& origin) {
   data.rejectUnknown({"seed", "batch_size", "format", "file", "inputs", "target", "lengths",
-                      "shuffle", "drop_last", "workers", "validation_fraction", "validate_every"});
+                      "shuffle", "drop_last", "workers", "validation_fraction", "validate_every",
+                      "bucket_by_length"});
   DataSpec spec;
   const int64_t seed = data.integer("seed", 0);
   if (seed < 0)
@@ -43,7 +44,8 @@ DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& ori
   }
   if (!data.has("format")) {
     for (const char* key : {"file", "inputs", "target", "lengths", "shuffle", "drop_last",
-                            "workers", "validation_fraction", "validate_every"}) {
+                            "workers", "validation_fraction", "validate_every",
+                            "bucket_by_length"}) {
       if (data.has(key))
         data.fail(key,
                   "needs data.format (npy, npz, torch, csv, mnist or cifar10): without it "
@@ -106,7 +108,12 @@ DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& ori
   }
   if (data.has("lengths"))
     files.lengths = name(data.require("lengths"), data.fieldPath("lengths"));
+  files.bucketByLength = data.boolean("bucket_by_length", false);
+  if (files.bucketByLength && files.lengths.empty())
+    data.fail("bucket_by_length", "needs data.lengths, the lengths it buckets by");
   files.shuffle = data.boolean("shuffle", files.shuffle);
+  if (files.bucketByLength && !files.shuffle)
+    data.fail("bucket_by_length", "buckets a shuffled order: it needs data.shuffle");
   files.dropLast = data.boolean("drop_last", files.dropLast);
   const int64_t workers = data.integer("workers", 0);
   if (workers < 0 || workers > 64)
@@ -174,6 +181,7 @@ nlohmann::json dataJson(const DataSpec& data) {
   out["target"] = files.target;
   if (!files.lengths.empty())
     out["lengths"] = files.lengths;
+  out["bucket_by_length"] = files.bucketByLength;
   out["shuffle"] = files.shuffle;
   out["drop_last"] = files.dropLast;
   out["workers"] = files.workers;

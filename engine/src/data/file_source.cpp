@@ -60,8 +60,17 @@ at::Generator orderGenerator(uint64_t seed, int64_t epoch) {
 // out of order, a resumed run); each later reset begins the next epoch.
 class EpochOrder final : public torch::data::samplers::Sampler<> {
  public:
-  EpochOrder(int64_t size, uint64_t seed, bool shuffle, int64_t epoch, int64_t position)
-      : size_(size), seed_(seed), shuffle_(shuffle), epoch_(epoch), position_(position) {}
+  // `lengths` (of the training rows, in their order), when given, buckets each epoch's order by
+  // length in pools of kBucketPool batches of `batchSize` (bucketed()).
+  EpochOrder(int64_t size, uint64_t seed, bool shuffle, int64_t epoch, int64_t position,
+             torch::Tensor lengths = {}, int64_t batchSize = 1)
+      : size_(size),
+        seed_(seed),
+        shuffle_(shuffle),
+        epoch_(epoch),
+        position_(position),
+        lengths_(std::move(lengths)),
+        batchSize_(batchSize) {}
 
   void reset(std::optional<size_t> newSize = std::nullopt) override {
     if (newSize)
@@ -74,6 +83,8 @@ class EpochOrder final : public torch::data::samplers::Sampler<> {
     }
     order_ = shuffle_ ? torch::randperm(size_, orderGenerator(seed_, epoch_), torch::kLong)
                       : torch::arange(size_, torch::kLong);
+    if (lengths_.defined())
+      order_ = bucketed(order_);
   }
 
   std::optional<std::vector<size_t>> next(size_t batchSize) override {
@@ -83,6 +94,32 @@ class EpochOrder final : public torch::data::samplers::Sampler<> {
     const int64_t* at = order_.data_ptr<int64_t>() + position_;
     position_ += n;
     return std::vector<size_t>(at, at + n);
+  }
+
+  // Pools of kBucketPool batches of the shuffled order, each sorted by length (stably) and cut
+  // into batches; the whole batches then shuffled (a short last batch stays last), so each
+  // batch holds sequences of like length and the epoch still visits every sample once.
+  torch::Tensor bucketed(const torch::Tensor& order) const {
+    constexpr int64_t kBucketPool = 20;
+    const int64_t pool = kBucketPool * batchSize_;
+    std::vector<torch::Tensor> pools;
+    for (int64_t start = 0; start < size_; start += pool) {
+      const torch::Tensor rows = order.narrow(0, start, std::min(pool, size_ - start));
+      const torch::Tensor byLength =
+          std::get<1>(lengths_.index_select(0, rows).sort(/*stable=*/true, 0, false));
+      pools.push_back(rows.index_select(0, byLength));
+    }
+    const torch::Tensor sorted = torch::cat(pools);
+    const int64_t whole = size_ / batchSize_;
+    const torch::Tensor batches =
+        torch::randperm(whole, orderGenerator(~seed_, epoch_), torch::kLong);
+    std::vector<torch::Tensor> out;
+    const int64_t* b = batches.data_ptr<int64_t>();
+    for (int64_t i = 0; i < whole; ++i)
+      out.push_back(sorted.narrow(0, b[i] * batchSize_, batchSize_));
+    if (whole * batchSize_ < size_)
+      out.push_back(sorted.narrow(0, whole * batchSize_, size_ - whole * batchSize_));
+    return torch::cat(out);
   }
 
   void save(torch::serialize::OutputArchive& archive) const override {
@@ -106,6 +143,8 @@ class EpochOrder final : public torch::data::samplers::Sampler<> {
   int64_t epoch_, position_;
   bool positioned_ = true;
   torch::Tensor order_;
+  torch::Tensor lengths_;
+  int64_t batchSize_;
 };
 
 // torch::data's dataset: the training rows of the arrays, a batch gathered at once.
@@ -153,6 +192,7 @@ struct FileDataSource::State {
   uint64_t seed = 0;
   bool shuffle = true, dropLast = false;
   int workers = 0;
+  torch::Tensor trainLengths;  // with bucket_by_length: the training rows' lengths
   std::string description;
   // The loader positioned to yield batch `next`; destroyed iterator first.
   std::unique_ptr<Loader> loader;
@@ -163,8 +203,8 @@ struct FileDataSource::State {
   void position(int64_t index) {
     it.reset();
     loader.reset();
-    EpochOrder order(train.size(0), seed, shuffle, index / perEpoch,
-                     (index % perEpoch) * batchSize);
+    EpochOrder order(train.size(0), seed, shuffle, index / perEpoch, (index % perEpoch) * batchSize,
+                     trainLengths, batchSize);
     loader = std::make_unique<Loader>(ArrayDataset(arrays, train), std::move(order),
                                       torch::data::DataLoaderOptions()
                                           .batch_size(static_cast<size_t>(batchSize))
@@ -359,6 +399,8 @@ FileDataSource::FileDataSource(const DataSpec& data, const LossSpec& loss, int64
   s.shuffle = files.shuffle;
   s.dropLast = files.dropLast;
   s.workers = files.workers;
+  if (files.bucketByLength)
+    s.trainLengths = arrays->lengths.index_select(0, s.train);
   s.arrays = arrays;
 
   std::ostringstream text;

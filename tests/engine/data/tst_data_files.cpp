@@ -322,3 +322,32 @@ TEST_CASE("the padded length is the sequences', whatever input comes first") {
   CHECK(b.inputs[1].toTensor().sizes() == torch::IntArrayRef({16, longest}));
   CHECK(b.target.sizes() == torch::IntArrayRef({16, longest}));
 }
+
+TEST_CASE("bucketing by length: batches of like length, every sample once an epoch") {
+  const auto spreadOver = [](symtune::FileDataSource& data, int64_t from, int64_t to) {
+    int64_t spread = 0;
+    std::vector<torch::Tensor> tokens;
+    for (int64_t i = from; i < to; ++i) {
+      const symtune::Batch b = data.batch(i);
+      const torch::Tensor lengths = b.inputs[1].toTensor();
+      spread += lengths.max().item<int64_t>() - lengths.min().item<int64_t>();
+      tokens.push_back(b.inputs[0].toTensor().sum(1));
+    }
+    return std::pair{spread, std::get<0>(torch::cat(tokens).sort())};
+  };
+  symtune::DataSpec plain = taggerSpec();
+  plain.batchSize = 8;
+  symtune::DataSpec bucketed = plain;
+  bucketed.files.bucketByLength = true;
+  symtune::FileDataSource a(plain, symtune::LossSpec{}, 3), b(bucketed, symtune::LossSpec{}, 3);
+  REQUIRE(b.batchesPerEpoch() == 12);
+  const auto [plainSpread, plainSamples] = spreadOver(a, 0, 12);
+  const auto [bucketSpread, bucketSamples] = spreadOver(b, 12, 24);  // the second epoch
+  MESSAGE("summed length spread within batches over an epoch: ", plainSpread, " shuffled, ",
+          bucketSpread, " bucketed");
+  CHECK(bucketSpread * 4 < plainSpread);
+  CHECK(bucketSamples.equal(plainSamples));  // the same samples, each once
+  // Deterministic, and again out of order.
+  symtune::FileDataSource again(bucketed, symtune::LossSpec{}, 3);
+  CHECK(sameBatch(again.batch(17), b.batch(17)));
+}

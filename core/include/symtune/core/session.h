@@ -65,6 +65,9 @@ struct DataFilesSpec {
   // target are cut to its longest sequence (dimension 1), positions past a sample's length
   // ignored by the loss; listed among the inputs, the lengths reach the model too.
   std::string lengths;
+  // With lengths: each epoch's shuffled order is cut into pools of 20 batches, each pool sorted
+  // by length into batches, the batches shuffled, so a batch holds sequences of like length.
+  bool bucketByLength = false;
   bool shuffle = true;    // a new order each epoch, drawn from data.seed
   bool dropLast = false;  // drop an epoch's last batch when it is short
   int workers = 0;        // data loader threads that prefetch batches; 0: the training thread
