@@ -43,9 +43,9 @@ DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& ori
     spec.batchSize = b;
   }
   if (!data.has("format")) {
-    for (const char* key : {"file", "inputs", "target", "lengths", "shuffle", "drop_last",
-                            "workers", "validation_fraction", "validate_every",
-                            "bucket_by_length"}) {
+    for (const char* key :
+         {"file", "inputs", "target", "lengths", "shuffle", "drop_last", "workers",
+          "validation_fraction", "validate_every", "bucket_by_length"}) {
       if (data.has(key))
         data.fail(key,
                   "needs data.format (npy, npz, torch, csv, mnist or cifar10): without it "
