@@ -17,7 +17,7 @@ SYMTUNE_BUILD_DIR=$SYMTUNE_ROOT/build/$SYMTUNE_PRESET
 # with desktop-file-utils, appstream and shared-mime-info.
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-pip
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev libgraphviz-dev
-  nlohmann-json3-dev libasio-dev doctest-dev zlib1g-dev dpkg-dev desktop-file-utils appstream
+  nlohmann-json3-dev libasio-dev doctest-dev zlib1g-dev libpng-dev libjpeg-dev dpkg-dev desktop-file-utils appstream
   shared-mime-info)
 
 log() { printf '[symtune] %s\n' "$*" >&2; }

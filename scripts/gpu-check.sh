@@ -58,12 +58,23 @@ if [ "${1:-}" = "--prepare" ]; then
   # headers above and the library under the linker's name; ZLIB_ROOT points CMake at them.
   mkdir -p .deps/lib
   cp -L "$(pkg-config --variable=libdir zlib)/libz.so" .deps/lib/libz.so
+  # libpng and libjpeg (image folders) likewise, with their run-time names too (LD_LIBRARY_PATH
+  # below), for a machine without them.
+  libdir=$(pkg-config --variable=libdir libpng)
+  cp /usr/include/png.h /usr/include/pngconf.h /usr/include/pnglibconf.h /usr/include/jpeglib.h \
+    /usr/include/jmorecfg.h /usr/include/jerror.h \
+    "$(dirname "$(find /usr/include -name jconfig.h | head -1)")/jconfig.h" .deps/include/
+  cp -L "$libdir/libpng16.so" .deps/lib/libpng.so
+  cp -L "$libdir/libpng16.so" .deps/lib/libpng16.so.16
+  cp -L "$libdir/libjpeg.so" .deps/lib/libjpeg.so
+  cp -L "$libdir/libjpeg.so" .deps/lib/libjpeg.so.62
   # CUPTI's and NVTX's headers, for a GPU machine whose toolkit lacks them (the build looks in
   # the toolkit first).
   cuda_include=$(dirname "$(command -v nvcc)")/../include
   cp -r "$cuda_include"/cupti*.h "$cuda_include"/Openacc "$cuda_include"/Openmp \
     "$cuda_include"/nvtx3 .deps/cuda-extras/include/
-  echo "copied nlohmann/json, Asio, doctest, zlib, CUPTI's and NVTX's headers into .deps; carry .deps"
+  echo "copied nlohmann/json, Asio, doctest, zlib, libpng, libjpeg, CUPTI's and NVTX's headers" \
+    "into .deps; carry .deps"
   exit 0
 fi
 
@@ -78,7 +89,10 @@ t0=$(date +%s)
   nproc
 } > "$OUT/machine.txt"
 
-[ -f .deps/lib/libz.so ] && export ZLIB_ROOT=$ROOT/.deps
+if [ -f .deps/lib/libz.so ]; then
+  export ZLIB_ROOT=$ROOT/.deps PNG_ROOT=$ROOT/.deps JPEG_ROOT=$ROOT/.deps
+  export LD_LIBRARY_PATH=$ROOT/.deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 if ! { cmake --preset gpu && cmake --build build/gpu -j "$(nproc)"; } > "$OUT/build.log" 2>&1; then
   tail -60 "$OUT/build.log"
   echo "build failed after $(( $(date +%s) - t0 )) s"

@@ -207,6 +207,8 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       cl.nvtx = true;
     } else if (a == "--no-gpu-trace") {
       cl.noGpuTrace = true;
+    } else if (a == "--resume") {
+      cl.resume = true;
     } else if (a == "--report") {
       cl.report = value(i);
     } else if (a == "--listen") {
@@ -277,8 +279,10 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     throw std::invalid_argument(std::string(cl.report ? "--report" : "--trace") +
                                 " only applies with --batch");
   }
-  if (cl.mode != CommandLine::Mode::Batch && (cl.nvtx || cl.noGpuTrace)) {
-    throw std::invalid_argument(std::string(cl.nvtx ? "--nvtx" : "--no-gpu-trace") +
+  if (cl.mode != CommandLine::Mode::Batch && (cl.nvtx || cl.noGpuTrace || cl.resume)) {
+    throw std::invalid_argument(std::string(cl.nvtx         ? "--nvtx"
+                                            : cl.noGpuTrace ? "--no-gpu-trace"
+                                                            : "--resume") +
                                 " only applies with --batch");
   }
   return cl;
@@ -357,6 +361,9 @@ std::string usage(const std::string& program, bool studio) {
          "                             activity (the session's run.gpu_trace)\n"
          "  --listen ADDR              serve the attach protocol (docs/protocol.md) while\n"
          "                             training and after, until a client sends stop\n"
+         "  --resume                   continue from the session's run.checkpoint (written\n"
+         "                             every run.checkpoint_every steps, on SIGTERM and SIGINT,\n"
+         "                             and at the end); the report holds every step once\n"
          "\n"
          "Exit status: 0 done, 1 the run failed (the report says why), 2 bad input,\n"
          "130 interrupted (the report holds the steps done).\n";

@@ -18,6 +18,7 @@ struct CommandLine {
   int64_t traceSteps = 5;                 // --trace-steps N
   bool nvtx = false;                      // --nvtx: the session's run.nvtx, turned on
   bool noGpuTrace = false;                // --no-gpu-trace: the session's run.gpu_trace, off
+  bool resume = false;                    // --resume: from the session's run.checkpoint
   std::optional<std::string> listen;      // --listen ADDR: serve the attach protocol while training
   std::optional<double> linger;           // --linger SECONDS: after the last step, serve until
                                           // no client has been attached for this long

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <optional>
 #include <ostream>
+#include <utility>
 
 #include <sys/resource.h>
 
@@ -79,9 +80,9 @@ class ProgressPrinter {
     windowSeconds_ += r.seconds;
     windowSteps_ += 1;
     const auto now = Clock::now();
-    const bool last = r.step + 1 == steps_;
-    if (out_ == nullptr || !(r.step == 0 || last ||
-                             std::chrono::duration<double>(now - lastLine_).count() >= interval_)) {
+    const bool last = r.step + 1 == steps_, first = std::exchange(first_, false);
+    if (out_ == nullptr ||
+        !(first || last || std::chrono::duration<double>(now - lastLine_).count() >= interval_)) {
       return;
     }
     const double rate = windowSeconds_ > 0 ? windowSteps_ * batch_ / windowSeconds_ : 0.0;
@@ -102,9 +103,55 @@ class ProgressPrinter {
   double interval_;
   int64_t steps_, batch_;
   Clock::time_point lastLine_ = Clock::now();
+  bool first_ = true;
   double windowSeconds_ = 0;
   int64_t windowSteps_ = 0;
 };
+
+// What a resumed run's report takes over from its checkpoint's: the records of the steps before.
+void carryOver(RunReport& into, const RunReport& from) {
+  into.startedAt = from.startedAt;
+  into.resumedAt = from.resumedAt;
+  into.loss = from.loss;
+  into.stepSeconds = from.stepSeconds;
+  into.trainSeconds = from.trainSeconds;
+  into.rulesFired = from.rulesFired;
+  into.stepsSkipped = from.stepsSkipped;
+  if (from.remat)
+    into.remat = from.remat;
+  into.microbatches = from.microbatches;
+  into.splits = from.splits;
+  into.optimizeRequired = from.optimizeRequired;
+  into.decisions = from.decisions;
+  into.validation = from.validation;
+  into.bindingMeasurements = from.bindingMeasurements;
+}
+
+// Resumes `trainer` from the session's checkpoint, the report with it.
+void resumeRun(Trainer& trainer, const Session& session, RunReport& report,
+               std::ostream* progress) {
+  const std::filesystem::path& file = session.run.checkpoint;
+  if (file.empty())
+    throw SetupError("--resume needs run.checkpoint in the session, the file it resumes from");
+  const Trainer::Resumed resumed = trainer.resume(file);
+  RunReport before;
+  try {
+    before = reportFromJson(resumed.report);
+  } catch (const std::exception& e) {
+    throw SetupError(file.string() + ": " + e.what());
+  }
+  if (before.stepsCompleted() != resumed.steps)
+    throw SetupError(file.string() + ": its report holds " +
+                     std::to_string(before.stepsCompleted()) + " steps, its state " +
+                     std::to_string(resumed.steps));
+  carryOver(report, before);
+  report.resumedAt.push_back(resumed.steps);
+  if (progress != nullptr) {
+    *progress << "resumed from " << file.string() << " after step " << resumed.steps << std::endl;
+    for (const auto& note : resumed.notes)
+      *progress << "resume: " << note << std::endl;
+  }
+}
 
 }  // namespace
 
@@ -176,6 +223,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     if (trainer.bindingNote())
       *options.progress << *trainer.bindingNote() << std::endl;
   }
+  if (options.resume)
+    resumeRun(trainer, session, report, options.progress);
   std::unique_ptr<attach::RunController> attached;
   if (options.listen) {
     try {
@@ -215,7 +264,9 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     return options.trace && step >= 1 && step <= options.traceSteps;
   };
   try {
-    for (int64_t i = 0; i < session.run.steps; ++i) {
+    const std::filesystem::path& checkpointFile = session.run.checkpoint;
+    const auto checkpoint = [&] { trainer.saveCheckpoint(checkpointFile, toJson(report)); };
+    for (int64_t i = trainer.stepsDone(); i < session.run.steps; ++i) {
       if ((options.stop != nullptr && options.stop->load()) ||
           (attached && !attached->beforeStep(options.stop))) {
         report.status = RunReport::Status::Interrupted;
@@ -306,6 +357,15 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       if (!session.run.save.empty() && session.run.saveEvery > 0 &&
           done % session.run.saveEvery == 0 && done != session.run.steps)
         trainer.saveModel(session.run.save);
+      if (!checkpointFile.empty() && session.run.checkpointEvery > 0 &&
+          done % session.run.checkpointEvery == 0 && done != session.run.steps)
+        checkpoint();
+    }
+    if (!checkpointFile.empty()) {  // the last one: at the end, or where the run was stopped
+      checkpoint();
+      if (options.progress != nullptr)
+        *options.progress << "checkpoint after step " << trainer.stepsDone() << ": "
+                          << checkpointFile.string() << std::endl;
     }
     if (!session.run.save.empty()) {  // the trained model back, also from an interrupted run
       trainer.saveModel(session.run.save);

@@ -29,10 +29,15 @@ struct BatchOptions {
   // or `stop` is set — or, with `lingerSeconds`, until no client has been attached for that long
   // (a run the studio started ends some time after the studio closed).
   bool serveAfterLastStep = true;
+  // Continue from the session's run.checkpoint (Trainer::resume): the report goes on from the
+  // checkpoint's, holding every step once. Without run.checkpoint it is a SetupError.
+  bool resume = false;
   std::optional<double> lingerSeconds;
 };
 
-// Builds the trainer and runs session.run.steps steps. Setup errors (bad model file, no CUDA)
+// Builds the trainer and runs session.run.steps steps. With run.checkpoint, a checkpoint is
+// written every run.checkpoint_every steps, when the run stops early (`stop`: SIGTERM, SIGINT)
+// and after the last step. Setup errors (bad model file, no CUDA)
 // throw SetupError; a failure during training is caught and returned as a report with status
 // Failed and its error, so the steps done so far are not lost.
 //   RunReport r = runBatch(loadSession("demo.json"), {.progress = &std::cout});

@@ -91,6 +91,7 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   options.traceSteps = cl.traceSteps;
   options.listen = cl.listen;
   options.lingerSeconds = cl.linger;
+  options.resume = cl.resume;
 
   symtune::RunReport report;
   try {

@@ -1,17 +1,19 @@
 """Writes the small real-format data files (and the TorchScript models that read them) that the
 data tests and the example sessions use, as a user would make them with NumPy and PyTorch:
 
-    PYTHONPATH=<numpy>:<the LibTorch wheel's site folder> python3 make_test_data.py [OUTPUT_DIR]
+    PYTHONPATH=<numpy, pillow>:<the LibTorch wheel's site folder> python3 make_test_data.py [OUT]
 
-The outputs are committed beside this script (a few tens of KB); run it again only to change
-them. Everything is drawn from fixed seeds. The example sessions in resources/sessions/ read copies
-of the tagger's and the regression's files from resources/sessions/data/.
+The outputs are committed beside this script (about 250 KB); run it again only to change them.
+Everything is drawn from fixed seeds (torch.jit.save's archives differ in their bytes from run to
+run, not in what they hold). The example sessions in resources/sessions/ read copies of the
+tagger's, the regression's and the image classifier's files from resources/sessions/data/.
 """
 import csv
 import gzip
 import os
 import struct
 import sys
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -144,3 +146,80 @@ for batch, count in ((1, 8), (2, 4)):
     records = np.concatenate([labels[:, None], planes], axis=1)
     with open(path(f"cifar10/data_batch_{batch}.bin"), "wb") as f:
         f.write(records.tobytes())
+
+
+# The blobs classifier as networks with auxiliary classifiers are written: forward returns a named
+# tuple whose auxiliary output, from the hidden layer, is None in eval mode.
+class Outputs(NamedTuple):
+    logits: Tensor
+    aux: Optional[Tensor]
+
+
+class AuxMlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 16)
+        self.fc2 = torch.nn.Linear(16, 3)
+        self.aux = torch.nn.Linear(16, 3)
+
+    def forward(self, x: Tensor) -> Outputs:
+        hidden = torch.relu(self.fc1(x))
+        aux = self.aux(hidden) if self.training else None
+        return Outputs(self.fc2(hidden), aux)
+
+
+torch.manual_seed(0)
+torch.jit.save(torch.jit.script(AuxMlp()), path("aux_mlp.pt"))
+
+# An image folder as torchvision's ImageFolder reads it: one sub-folder per class of stripes
+# (horizontal, vertical) and checks, 24 images each, 20 to 28 pixels a side, random colours and
+# noise; PNG (RGB, grey, with alpha) and JPEG. Pillow writes them (pip install pillow).
+from PIL import Image  # noqa: E402
+
+rng = np.random.default_rng(13)
+for label, kind in enumerate(["checks", "columns", "rows"]):
+    os.makedirs(path(f"images/{kind}"), exist_ok=True)
+    for i in range(24):
+        h, w = rng.integers(20, 29, size=2)
+        period = int(rng.integers(3, 6))
+        yy, xx = np.mgrid[0:h, 0:w]
+        if kind == "rows":
+            on = (yy // period) % 2 == 0
+        elif kind == "columns":
+            on = (xx // period) % 2 == 0
+        else:
+            on = ((yy // period) + (xx // period)) % 2 == 0
+        fg, bg = rng.integers(0, 256, size=3), rng.integers(0, 256, size=3)
+        luma = np.array([0.299, 0.587, 0.114])  # the stripes must show in grey too
+        while abs(float((fg.astype(float) - bg.astype(float)) @ luma)) < 60:
+            fg, bg = rng.integers(0, 256, size=3), rng.integers(0, 256, size=3)
+        pixels = np.where(on[:, :, None], fg, bg) + rng.normal(scale=8, size=(h, w, 3))
+        picture = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
+        name = path(f"images/{kind}/{i:02d}")
+        if i % 4 == 0:
+            picture.save(name + ".jpg", quality=90)
+        elif i % 4 == 1:
+            picture.convert("L").save(name + ".png")
+        elif i % 4 == 2:
+            picture.convert("RGBA").save(name + ".PNG")
+        else:
+            picture.save(name + ".png")
+
+
+class SmallCnn(torch.nn.Module):
+    """A classifier of 3x16x16 images into 3 classes (the image folder's stripes and checks)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.fc = torch.nn.Linear(16, 3)
+
+    def forward(self, images: Tensor) -> Tensor:
+        h = torch.max_pool2d(torch.relu(self.conv1(images)), 2)
+        h = torch.relu(self.conv2(h))
+        return self.fc(h.mean(dim=(2, 3)))
+
+
+torch.manual_seed(0)
+torch.jit.save(torch.jit.script(SmallCnn()), path("cnn.pt"))

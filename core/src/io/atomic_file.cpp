@@ -10,7 +10,8 @@
 
 namespace symtune {
 
-void writeFileAtomically(const std::filesystem::path& path, const std::string& text) {
+void writeFileAtomically(const std::filesystem::path& path,
+                         const std::function<void(std::ostream&)>& write) {
   const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -21,7 +22,13 @@ void writeFileAtomically(const std::filesystem::path& path, const std::string& t
       throw std::runtime_error(path.string() + ": cannot write (" +
                                std::generic_category().message(errno) + ")");
     }
-    out << text;
+    try {
+      write(out);
+    } catch (...) {
+      out.close();
+      std::filesystem::remove(tmp, ec);
+      throw;
+    }
     out.flush();
     if (!out) {
       std::filesystem::remove(tmp, ec);
@@ -33,6 +40,10 @@ void writeFileAtomically(const std::filesystem::path& path, const std::string& t
     std::filesystem::remove(tmp, ec);
     throw std::runtime_error(path.string() + ": cannot replace the file (" + ec.message() + ")");
   }
+}
+
+void writeFileAtomically(const std::filesystem::path& path, const std::string& text) {
+  writeFileAtomically(path, [&](std::ostream& out) { out << text; });
 }
 
 }  // namespace symtune

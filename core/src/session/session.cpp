@@ -95,6 +95,10 @@ SessionError::SessionError(std::string file, std::string field, std::string prob
       problem_(std::move(problem)) {
 }
 
+std::string OutputRef::text() const {
+  return index ? std::to_string(*index) : inQuotes(key);
+}
+
 const char* toString(DType dtype) {
   switch (dtype) {
     case DType::Float32:
@@ -182,7 +186,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                                  inQuotes(s.model.preset));
       }
     } else {
-      model.rejectUnknown({"file", "inputs", "classes"});
+      model.rejectUnknown({"file", "inputs", "classes", "output", "auxiliary_outputs"});
       std::filesystem::path p = model.string("file");
       if (p.empty()) {
         model.fail("file", "expected a path to a TorchScript archive, found an empty string");
@@ -197,6 +201,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
       if (model.has("inputs") || !dataFiles)
         s.model.inputs = parseInputs(model);
       s.model.classes = model.integer("classes");
+      detail::parseModelOutputs(model, s.model);
     }
   }
 
@@ -214,6 +219,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   if (top.has("loss")) {
     const JsonFields loss = top.object("loss");
     s.loss = detail::parseLossBlock(loss);
+    if (s.model.isZoo() && !s.loss.method.empty())
+      loss.fail("method", "the zoo's models have no loss method; it needs a model file");
     if (s.model.isZoo() && !s.loss.classIndices())
       loss.fail("kind", "the zoo's models are classifiers: expected cross_entropy or nll, found " +
                             inQuotes(s.loss.kind));
@@ -257,7 +264,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // run
   if (top.has("run")) {
     const JsonFields run = top.object("run");
-    run.rejectUnknown({"steps", "device", "threads", "gpu_trace", "nvtx", "save", "save_every"});
+    run.rejectUnknown({"steps", "device", "threads", "gpu_trace", "nvtx", "save", "save_every",
+                       "checkpoint", "checkpoint_every"});
     s.run.steps = run.integer("steps", s.run.steps);
     if (s.run.steps <= 0) {
       run.fail("steps", "expected a positive integer, found " + std::to_string(s.run.steps));
@@ -273,20 +281,24 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     s.run.threads = static_cast<int>(threads);
     s.run.gpuTrace = run.boolean("gpu_trace", s.run.gpuTrace);
     s.run.nvtx = run.boolean("nvtx", s.run.nvtx);
-    if (run.has("save")) {
-      std::filesystem::path save = run.string("save");
-      if (save.empty())
-        run.fail("save", "expected a path for the trained TorchScript module, found \"\"");
-      if (save.is_relative())
-        save = origin.parent_path() / save;
-      s.run.save = save.lexically_normal();
-    }
-    s.run.saveEvery = run.integer("save_every", 0);
-    if (s.run.saveEvery < 0)
-      run.fail("save_every",
-               "expected a non-negative integer, found " + std::to_string(s.run.saveEvery));
-    if (s.run.saveEvery > 0 && s.run.save.empty())
-      run.fail("save_every", "needs run.save, the file it writes");
+    // A file the run writes (relative to the session file) and how often.
+    const auto written = [&](const char* key, const char* every, const char* what,
+                             std::filesystem::path& into, int64_t& interval) {
+      if (run.has(key)) {
+        std::filesystem::path p = run.string(key);
+        if (p.empty())
+          run.fail(key, std::string("expected a path for ") + what + ", found \"\"");
+        into = (p.is_relative() ? origin.parent_path() / p : p).lexically_normal();
+      }
+      interval = run.integer(every, 0);
+      if (interval < 0)
+        run.fail(every, "expected a non-negative integer, found " + std::to_string(interval));
+      if (interval > 0 && into.empty())
+        run.fail(every, std::string("needs run.") + key + ", the file it writes");
+    };
+    written("save", "save_every", "the trained TorchScript module", s.run.save, s.run.saveEvery);
+    written("checkpoint", "checkpoint_every", "the checkpoint file", s.run.checkpoint,
+            s.run.checkpointEvery);
   }
 
   // rules
@@ -476,6 +488,14 @@ std::string sessionJson(const Session& s) {
     model = {{"file", s.model.file.string()}, {"classes", s.model.classes}};
     if (!s.model.inputs.empty())
       model["inputs"] = inputs;
+    if (!s.model.output.empty())
+      model["output"] = detail::outputJson(s.model.output);
+    if (!s.model.auxiliaryOutputs.empty()) {
+      nlohmann::json aux = nlohmann::json::array();
+      for (const auto& a : s.model.auxiliaryOutputs)
+        aux.push_back({{"output", detail::outputJson(a.output)}, {"weight", a.weight}});
+      model["auxiliary_outputs"] = aux;
+    }
   }
   const nlohmann::json data = detail::dataJson(s.data);
   nlohmann::json optimizer = {{"name", s.optimizer.name},
@@ -500,6 +520,10 @@ std::string sessionJson(const Session& s) {
   if (!s.run.save.empty()) {
     out["run"]["save"] = s.run.save.string();
     out["run"]["save_every"] = s.run.saveEvery;
+  }
+  if (!s.run.checkpoint.empty()) {
+    out["run"]["checkpoint"] = s.run.checkpoint.string();
+    out["run"]["checkpoint_every"] = s.run.checkpointEvery;
   }
   if (!s.rules.empty())
     out["rules"] = {{"enable", s.rules.enable}, {"source", s.rules.source}};

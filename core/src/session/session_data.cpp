@@ -25,12 +25,130 @@ std::filesystem::path resolved(const std::string& name, const std::filesystem::p
   return p.lexically_normal();
 }
 
+// A position (a non-negative integer) or a key (a non-empty string).
+OutputRef outputRef(const nlohmann::json& value, const std::string& field,
+                    const FieldErrorFn& fail) {
+  OutputRef ref;
+  if (value.is_number_integer()) {
+    const int64_t i = value.get<int64_t>();
+    if (i < 0)
+      fail(field, "expected a position (0, 1, ...) or a key, found " + std::to_string(i));
+    ref.index = i;
+  } else if (value.is_string() && !value.get<std::string>().empty()) {
+    ref.key = value.get<std::string>();
+  } else {
+    fail(field,
+         "expected a position in the returned tuple or list (0, 1, ...) or a key of the "
+         "returned dict or named tuple, found " +
+             describeJsonType(value));
+  }
+  return ref;
+}
+
+// [n] or n, each a positive integer; 1 or 2 of them.
+std::vector<int64_t> imageSize(const JsonFields& image, const char* key) {
+  const nlohmann::json& value = image.require(key);
+  std::vector<int64_t> out;
+  const std::string field = image.fieldPath(key);
+  if (value.is_array()) {
+    if (value.empty() || value.size() > 2)
+      image.fail(key, "expected [height, width] or one size, found an array of " +
+                          std::to_string(value.size()));
+    for (size_t i = 0; i < value.size(); ++i)
+      out.push_back(
+          JsonFields::asInteger(value[i], field + "[" + std::to_string(i) + "]", image.failFn()));
+  } else {
+    out.push_back(JsonFields::asInteger(value, field, image.failFn()));
+  }
+  for (int64_t v : out) {
+    if (v <= 0 || v > 16384)
+      image.fail(key, "expected sizes in [1, 16384], found " + std::to_string(v));
+  }
+  return out;
+}
+
+std::vector<double> perChannel(const JsonFields& image, const char* key, int channels) {
+  const nlohmann::json& value = image.require(key);
+  if (!value.is_array() || value.size() != static_cast<size_t>(channels))
+    image.fail(key, "expected " + std::to_string(channels) + " numbers (one per channel), found " +
+                        describeJsonType(value));
+  std::vector<double> out;
+  for (const auto& v : value) {
+    if (!v.is_number())
+      image.fail(key, "expected numbers, found " + describeJsonType(v));
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+ImageSpec parseImageBlock(const JsonFields& image) {
+  image.rejectUnknown({"channels", "resize", "crop", "mean", "std"});
+  ImageSpec spec;
+  const int64_t channels = image.integer("channels", 3);
+  if (channels != 1 && channels != 3)
+    image.fail("channels", "expected 1 (grey) or 3 (RGB), found " + std::to_string(channels));
+  spec.channels = static_cast<int>(channels);
+  if (image.has("resize"))
+    spec.resize = imageSize(image, "resize");
+  if (image.has("crop")) {
+    spec.crop = imageSize(image, "crop");
+    if (spec.crop.size() == 1)
+      spec.crop.push_back(spec.crop[0]);
+    if (spec.resize.size() == 2 && (spec.crop[0] > spec.resize[0] || spec.crop[1] > spec.resize[1]))
+      image.fail("crop", "is larger than the resized image");
+  }
+  if (image.has("mean"))
+    spec.mean = perChannel(image, "mean", spec.channels);
+  if (image.has("std")) {
+    spec.std = perChannel(image, "std", spec.channels);
+    for (double s : spec.std) {
+      if (!(s > 0))
+        image.fail("std", "expected positive numbers");
+    }
+  }
+  return spec;
+}
+
 }  // namespace
+
+void parseModelOutputs(const JsonFields& fields, ModelSpec& model) {
+  if (fields.has("output"))
+    model.output = outputRef(fields.require("output"), fields.fieldPath("output"), fields.failFn());
+  if (!fields.has("auxiliary_outputs"))
+    return;
+  const nlohmann::json& list = fields.require("auxiliary_outputs");
+  if (!list.is_array())
+    fields.fail(
+        "auxiliary_outputs",
+        "expected an array of {\"output\": ..., \"weight\": ...}, found " + describeJsonType(list));
+  if (!list.empty() && model.output.empty())
+    fields.fail("auxiliary_outputs",
+                "needs model.output, the main output among those the forward returns");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string item = "auxiliary_outputs[" + std::to_string(i) + "]";
+    if (!list[i].is_object())
+      fields.fail(item, "expected an object, found " + describeJsonType(list[i]));
+    const JsonFields aux(list[i], fields.fieldPath(item), fields.failFn());
+    aux.rejectUnknown({"output", "weight"});
+    AuxiliaryOutput out;
+    out.output = outputRef(aux.require("output"), aux.fieldPath("output"), aux.failFn());
+    out.weight = aux.number("weight", 1.0);
+    if (!(out.weight > 0))
+      aux.fail("weight", "expected a positive number");
+    if (out.output.index == model.output.index && out.output.key == model.output.key)
+      aux.fail("output", "is model.output, the main output");
+    model.auxiliaryOutputs.push_back(std::move(out));
+  }
+}
+
+nlohmann::json outputJson(const OutputRef& ref) {
+  return ref.index ? nlohmann::json(*ref.index) : nlohmann::json(ref.key);
+}
 
 DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& origin) {
   data.rejectUnknown({"seed", "batch_size", "format", "file", "inputs", "target", "lengths",
                       "shuffle", "drop_last", "workers", "validation_fraction", "validate_every",
-                      "bucket_by_length"});
+                      "bucket_by_length", "image"});
   DataSpec spec;
   const int64_t seed = data.integer("seed", 0);
   if (seed < 0)
@@ -45,10 +163,11 @@ DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& ori
   if (!data.has("format")) {
     for (const char* key :
          {"file", "inputs", "target", "lengths", "shuffle", "drop_last", "workers",
-          "validation_fraction", "validate_every", "bucket_by_length"}) {
+          "validation_fraction", "validate_every", "bucket_by_length", "image"}) {
       if (data.has(key))
         data.fail(key,
-                  "needs data.format (npy, npz, torch, csv, mnist or cifar10): without it "
+                  "needs data.format (npy, npz, torch, csv, mnist, cifar10 or images): "
+                  "without it "
                   "the data is synthetic");
     }
     return spec;
@@ -56,14 +175,23 @@ DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& ori
 
   DataFilesSpec& files = spec.files;
   files.format = data.string("format");
-  const std::set<std::string> formats = {"npy", "npz", "torch", "csv", "mnist", "cifar10"};
+  const std::set<std::string> formats = {"npy",   "npz",     "torch", "csv",
+                                         "mnist", "cifar10", "images"};
   if (formats.count(files.format) == 0)
-    data.fail("format", "expected one of npy, npz, torch, csv, mnist, cifar10, found " +
+    data.fail("format", "expected one of npy, npz, torch, csv, mnist, cifar10, images, found " +
                             inQuotes(files.format));
   const bool npy = files.format == "npy", csv = files.format == "csv";
   // MNIST and CIFAR-10 hold two arrays, "images" and "labels": the input and the target unless
   // the session says otherwise.
-  const bool images = files.format == "mnist" || files.format == "cifar10";
+  const bool images =
+      files.format == "mnist" || files.format == "cifar10" || files.format == "images";
+  if (data.has("image") && files.format != "images")
+    data.fail("image", "applies to data.format \"images\" only");
+  if (files.format == "images") {
+    files.image = data.has("image") ? parseImageBlock(data.object("image")) : ImageSpec{};
+    if (data.has("lengths"))
+      data.fail("lengths", "images have no lengths");
+  }
   if (npy && data.has("file"))
     data.fail("file",
               "npy arrays are one per file: name the files in data.inputs and "
@@ -132,7 +260,7 @@ DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& ori
 }
 
 LossSpec parseLossBlock(const JsonFields& loss) {
-  loss.rejectUnknown({"kind", "ignore_index", "label_smoothing", "beta"});
+  loss.rejectUnknown({"kind", "ignore_index", "label_smoothing", "beta", "method"});
   LossSpec spec;
   spec.kind = loss.string("kind", spec.kind);
   const std::set<std::string> kinds = {"cross_entropy",  "nll", "mse", "l1", "smooth_l1",
@@ -156,6 +284,12 @@ LossSpec parseLossBlock(const JsonFields& loss) {
   spec.beta = loss.number("beta", spec.beta);
   if (!(spec.beta > 0))
     loss.fail("beta", "expected a positive number");
+  if (loss.has("method")) {
+    spec.method = loss.string("method");
+    if (spec.method.empty() || spec.method == "forward")
+      loss.fail("method", "expected the name of the model's loss method (not forward), found " +
+                              inQuotes(spec.method));
+  }
   return spec;
 }
 
@@ -187,6 +321,19 @@ nlohmann::json dataJson(const DataSpec& data) {
   out["workers"] = files.workers;
   out["validation_fraction"] = files.validationFraction;
   out["validate_every"] = files.validateEvery;
+  if (files.format == "images") {
+    const ImageSpec& image = files.image;
+    nlohmann::json block = {{"channels", image.channels}};
+    if (!image.resize.empty())
+      block["resize"] = image.resize;
+    if (!image.crop.empty())
+      block["crop"] = image.crop;
+    if (!image.mean.empty())
+      block["mean"] = image.mean;
+    if (!image.std.empty())
+      block["std"] = image.std;
+    out["image"] = block;
+  }
   return out;
 }
 
@@ -198,6 +345,8 @@ nlohmann::json lossJson(const LossSpec& loss) {
     out["label_smoothing"] = loss.labelSmoothing;
   if (loss.kind == "smooth_l1")
     out["beta"] = loss.beta;
+  if (!loss.method.empty())
+    out["method"] = loss.method;
   return out;
 }
 

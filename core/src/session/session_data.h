@@ -15,6 +15,10 @@ namespace symtune::detail {
 DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& origin);
 LossSpec parseLossBlock(const JsonFields& loss);
 
+// model.output and model.auxiliary_outputs of a file model, into `model`.
+void parseModelOutputs(const JsonFields& fields, ModelSpec& model);
+nlohmann::json outputJson(const OutputRef& ref);
+
 nlohmann::json dataJson(const DataSpec& data);
 nlohmann::json lossJson(const LossSpec& loss);
 

@@ -7,6 +7,8 @@
 
 #include <torch/data.h>
 
+#include "symtune/data/image_folder.h"
+
 namespace symtune {
 
 namespace {
@@ -272,6 +274,8 @@ FileDataSource::FileDataSource(const DataSpec& data, const LossSpec& loss, int64
       held = readMnist(files.file);
     } else if (files.format == "cifar10") {
       held = readCifar10(files.file);
+    } else if (files.format == "images") {
+      held = readImageFolder(files.file, files.image).arrays;
     } else if (files.format == "torch") {
       held = readTorchFile(files.file);
     } else {  // npy: every name is a file

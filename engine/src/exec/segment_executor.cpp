@@ -31,7 +31,7 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
     bound = binder->bindInputs(inputs, [this] {
       binding::ModelReplay model;
       model.forward = [this](const std::vector<torch::jit::IValue>& in) {
-        return forwardOutput(gen_.forward(in, ForwardOptions{}).output);
+        return forwardOutput(gen_.forward(in, ForwardOptions{}).output, output_);
       };
       model.parameters = inner_.parameters();
       for (const auto& b : inner_.scriptModule()->buffers())
@@ -42,7 +42,8 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
   EvaluatorRun run = gen_.forward(bound ? *bound : inputs, options);
   lastRecomputed_ = run.recomputed;
   ForwardResult result;
-  result.output = forwardOutput(run.output);
+  result.returned = std::move(run.output);
+  result.output = forwardOutput(result.returned, output_);
   result.owners = std::move(run.owners);
   result.recomputed = run.recomputed;
   result.branches = std::move(run.branches);

@@ -268,7 +268,7 @@ class SyMuGen::Evaluator {
           .toObject()
           ->setAttr(node->s(c10::attr::name), valueOf(node->input(1)));
     } else if (kind == c10::prim::ListConstruct) {
-      // Lists and tuples are interpreter instructions, not operators: build them here.
+      // Lists, tuples and dicts are interpreter instructions, not operators: build them here.
       c10::impl::GenericList list(
           node->output()->type()->expectRef<c10::ListType>().getElementType());
       for (const Value* in : node->inputs())
@@ -278,7 +278,17 @@ class SyMuGen::Evaluator {
       std::vector<c10::IValue> items;
       for (const Value* in : node->inputs())
         items.push_back(valueOf(in));
-      env_[node->output()] = c10::ivalue::Tuple::create(std::move(items));
+      // A named tuple keeps its type: its fields are names the caller may read it by.
+      const auto type = node->output()->type()->cast<c10::TupleType>();
+      env_[node->output()] = type != nullptr && type->name()
+                                 ? c10::ivalue::Tuple::createNamed(std::move(items), type)
+                                 : c10::ivalue::Tuple::create(std::move(items));
+    } else if (kind == c10::prim::DictConstruct) {
+      const auto& type = node->output()->type()->expectRef<c10::DictType>();
+      c10::impl::GenericDict dict(type.getKeyType(), type.getValueType());
+      for (size_t i = 0; i + 1 < node->inputs().size(); i += 2)
+        dict.insert_or_assign(valueOf(node->input(i)), valueOf(node->input(i + 1)));
+      env_[node->output()] = std::move(dict);
     } else if (kind == c10::prim::TupleUnpack || kind == c10::prim::ListUnpack) {
       const c10::IValue& whole = valueOf(node->input(0));
       const auto items =

@@ -126,6 +126,7 @@ bool isGraphNode(const torch::jit::Node* node) {
     case c10::prim::GetAttr:
     case c10::prim::ListConstruct:
     case c10::prim::TupleConstruct:
+    case c10::prim::DictConstruct:
     case c10::prim::ListUnpack:
     case c10::prim::TupleUnpack:
     case c10::prim::Uninitialized:

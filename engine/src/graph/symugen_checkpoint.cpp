@@ -140,7 +140,7 @@ bool detail::isViewOrShape(const Node* node) {
       c10::aten::dim,           c10::aten::len,
       c10::aten::__getitem__,   c10::prim::Constant,
       c10::prim::ListConstruct, c10::prim::TupleConstruct,
-      c10::prim::NumToTensor};
+      c10::prim::DictConstruct, c10::prim::NumToTensor};
   return kinds.count(node->kind()) != 0;
 }
 
@@ -189,6 +189,7 @@ struct SpanRun : torch::CustomClassHolder {
     size_t first = 0, count = 0;  // tensors first .. first + count
     c10::IValue other;            // Other: the value itself (no gradient flows through it)
     c10::TypePtr elementType;     // List: the element type
+    c10::TupleTypePtr tupleType;  // Tuple: a named tuple's type (its field names)
   };
   std::vector<Output> layout;
 
@@ -221,6 +222,8 @@ struct SpanRun : torch::CustomClassHolder {
         flat.push_back(value.toTensor());
       } else if (value.isTuple() && allTensors(value.toTupleRef().elements())) {
         o.kind = Output::Tuple;
+        if (const auto type = value.toTupleRef().type(); type->name())
+          o.tupleType = type;
         for (const auto& item : value.toTupleRef().elements())
           flat.push_back(item.toTensor());
       } else if (value.isList() && allTensors(value.toListRef())) {
@@ -248,7 +251,10 @@ struct SpanRun : torch::CustomClassHolder {
           break;
         case Output::Tuple:
           outs.emplace_back(
-              c10::ivalue::Tuple::create(std::vector<c10::IValue>(items.begin(), items.end())));
+              o.tupleType ? c10::ivalue::Tuple::createNamed(
+                                std::vector<c10::IValue>(items.begin(), items.end()), o.tupleType)
+                          : c10::ivalue::Tuple::create(
+                                std::vector<c10::IValue>(items.begin(), items.end())));
           break;
         case Output::List: {
           c10::impl::GenericList list(o.elementType);

@@ -128,6 +128,7 @@ Trainer::Trainer(const Session& session) : session_(session) {
     } catch (const c10::Error& e) {
       throw SetupError(file.string() + ": not a loadable TorchScript archive: " + oneLine(e));
     }
+    executor_->setOutput(session_.model.output);
     description_ = file.filename().string();
     setUpFileData();
   }
@@ -190,6 +191,7 @@ void Trainer::setUpBinding() {
     }
   }
   segments->setBinder(std::move(binder));
+  segments->setOutput(session_.model.output);
   segments->to(device_);
   executor_ = std::move(segments);
 }
@@ -311,6 +313,7 @@ void Trainer::setExecutor(std::unique_ptr<Executor> executor) {
     same = mine[i].is_same(theirs[i]);
   TORCH_CHECK(same, "Trainer::setExecutor: the executor must run the trainer's own parameters");
   executor->to(device_);
+  executor->setOutput(session_.model.output);
   executor_ = std::move(executor);
 }
 
@@ -446,18 +449,6 @@ StepResult Trainer::runStep(Graph* capture) {
     return facts;
   };
   const control::BatchFacts facts = factsOf(parts);
-  auto lossOf = [&](const torch::Tensor& logits, const torch::Tensor& target) {
-    // With binding on, the loss is a site of its own (ATen's or kernels' fused cross-entropy).
-    // Asked each time: a step under a remat budget may turn binding off between attempts.
-    binding::Binder* lossBinder = binder();
-    // The binder's site is PyTorch's plain cross-entropy of [N, C] logits; other losses, shapes
-    // and options are the session's loss as written.
-    const torch::Tensor scores = logits.to(torch::kFloat);
-    const bool bindable =
-        session_.loss.isPlainCrossEntropy() && scores.dim() == 2 && target.dim() == 1;
-    return lossBinder != nullptr && bindable ? lossBinder->loss(scores, target)
-                                             : trainingLoss(session_.loss, scores, target);
-  };
   StepTimings timings;
   timings.data = dataSeconds;
   const bool updateRatio = measured && broker_->wantsUpdateRatio();
@@ -480,7 +471,9 @@ StepResult Trainer::runStep(Graph* capture) {
       nvtx::Range range("forward");
       request.record = first ? capture : nullptr;  // a capture records the first micro-batch
       ForwardResult forward = executor_->run(part.inputs, request);
-      loss = lossOf(forward.output, part.target);
+      // The binder asked each time: a step under a remat budget may turn binding off between
+      // attempts.
+      loss = sessionLoss(forward, part.target, binder(), true);
       if (weight != 1.0)
         loss = loss * weight;
       if (request.record != nullptr)

@@ -1,8 +1,10 @@
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
+#include <ostream>
 #include <sstream>
 
+#include <c10/util/StringUtil.h>
+
+#include "symtune/binding/binder.h"
+#include "symtune/core/atomic_file.h"
 #include "symtune/data/file_source.h"
 #include "symtune/runtime/loss.h"
 #include "symtune/runtime/trainer.h"
@@ -46,7 +48,41 @@ std::string inputSpecMismatch(const std::vector<InputSpec>& specs, const Batch& 
   return "";
 }
 
+// An error of the model's output reference (forwardOutput) rather than of its forward.
+bool aboutOutputs(const std::string& message) {
+  return message.rfind("the model's forward returned", 0) == 0 ||
+         message.rfind("the model's output", 0) == 0;
+}
+
 }  // namespace
+
+torch::Tensor Trainer::sessionLoss(const ForwardResult& forward, const torch::Tensor& target,
+                                   binding::Binder* binder, bool auxiliary) {
+  const LossSpec& spec = session_.loss;
+  if (!spec.method.empty()) {
+    const c10::IValue value =
+        executor_->scriptModule()->get_method(spec.method)({forward.returned, target});
+    TORCH_CHECK(
+        value.isTensor() && value.toTensor().numel() == 1 && value.toTensor().is_floating_point(),
+        "the model's ", spec.method, " method returned ", value.tagKind(),
+        ", expected one floating-point value");
+    return value.toTensor().reshape({}).to(torch::kFloat);
+  }
+  // With binding on, the main loss is a site of its own (ATen's or kernels' fused cross-entropy):
+  // PyTorch's plain cross-entropy of [N, C] logits. Other losses, shapes and options are the
+  // session's loss as written.
+  const torch::Tensor scores = forward.output.to(torch::kFloat);
+  const bool bindable = spec.isPlainCrossEntropy() && scores.dim() == 2 && target.dim() == 1;
+  torch::Tensor loss = binder != nullptr && bindable ? binder->loss(scores, target)
+                                                     : trainingLoss(spec, scores, target);
+  if (auxiliary) {
+    for (const AuxiliaryOutput& aux : session_.model.auxiliaryOutputs) {
+      const torch::Tensor out = forwardOutput(forward.returned, aux.output).to(torch::kFloat);
+      loss = loss + aux.weight * trainingLoss(spec, out, target);
+    }
+  }
+  return loss;
+}
 
 void Trainer::setUpFileData() {
   const int64_t batch = session_.data.batchSize.value_or(
@@ -85,14 +121,49 @@ void Trainer::checkModelOnData() {
   }
   inputsTo(probe.inputs, device_, false);
   const std::string inputsFrom = files ? "the data's inputs" : "inputs of model.inputs";
-  torch::Tensor out;
+  ForwardResult forward;
   try {
-    out = executor_->forward(probe.inputs);
-  } catch (const c10::Error& e) {
-    throw SetupError(description_ + ": forward failed on " + inputsFrom + ": " + oneLine(e));
-  } catch (const std::exception& e) {  // the TorchScript interpreter's errors
-    throw SetupError(description_ + ": forward failed on " + inputsFrom + ": " + oneLine(e));
+    forward = executor_->run(probe.inputs, {});
+  } catch (const std::exception& e) {  // c10::Error, and the TorchScript interpreter's errors
+    const std::string why = oneLine(e);
+    throw SetupError(description_ + ": " +
+                     (aboutOutputs(why) ? why : "forward failed on " + inputsFrom + ": " + why));
   }
+  const torch::Tensor target = probe.target.to(device_);
+  const LossSpec& loss = session_.loss;
+  if (!loss.method.empty()) {
+    torch::jit::Module* module = executor_->scriptModule();
+    if (module == nullptr || !module->find_method(loss.method)) {
+      std::vector<std::string> names;
+      if (module != nullptr) {
+        for (const auto& m : module->get_methods())
+          names.push_back(m.name());
+      }
+      throw SetupError(description_ + ": loss.method: the model has no method \"" + loss.method +
+                       "\" (its methods: " + c10::Join(", ", names) + ")");
+    }
+    try {
+      sessionLoss(forward, target, nullptr, false);
+    } catch (const std::exception& e) {
+      throw SetupError(description_ + ": loss.method " + loss.method + ": " + oneLine(e));
+    }
+    return;  // the method pairs the output with the target as it likes
+  }
+  // Auxiliary outputs in eval mode may be None (a network's auxiliary classifiers often are):
+  // those present are checked, the others at the first step.
+  for (const AuxiliaryOutput& aux : session_.model.auxiliaryOutputs) {
+    try {
+      const torch::Tensor a = forwardOutput(forward.returned, aux.output);
+      trainingLoss(loss, a.to(torch::kFloat), target);
+    } catch (const std::invalid_argument& e) {
+      throw SetupError(description_ + ": auxiliary output " + aux.output.text() + ": " + e.what());
+    } catch (const c10::Error& e) {
+      const std::string why = oneLine(e);
+      if (why.find("is None") == std::string::npos)
+        throw SetupError(description_ + ": " + why);
+    }
+  }
+  const torch::Tensor out = forward.output;
   const int64_t classes = session_.model.classes;
   const bool perPosition = probe.target.dim() >= 2 && session_.loss.classIndices();
   if (out.dim() < 2 || out.size(0) != probe.size || out.size(-1) != classes ||
@@ -109,7 +180,7 @@ void Trainer::checkModelOnData() {
                      ", expected floating point");
   }
   try {
-    trainingLoss(session_.loss, out.to(torch::kFloat), probe.target.to(device_));
+    trainingLoss(session_.loss, out.to(torch::kFloat), target);
   } catch (const std::invalid_argument& e) {
     throw SetupError(description_ + ": " + e.what());
   }
@@ -124,19 +195,24 @@ std::optional<Validation> Trainer::validate() {
   v.step = stepsDone();
   double lossSum = 0;
   int64_t counted = 0, top1 = 0, top5 = 0;
+  bool scored = false;
   const bool classes = session_.loss.classIndices();
   const int64_t width = session_.model.classes;
   for (Batch b : validationBatches_) {
     inputsTo(b.inputs, device_, false);
     const torch::Tensor target = b.target.to(device_);
-    const torch::Tensor out = executor_->forward(b.inputs).to(torch::kFloat);
+    const ForwardResult forward = executor_->run(b.inputs, {});
+    const torch::Tensor out = forward.output.to(torch::kFloat);
     const int64_t n = countedTargets(session_.loss, target);
     if (n == 0)
       continue;
-    lossSum += trainingLoss(session_.loss, out, target).item<double>() * static_cast<double>(n);
+    lossSum += sessionLoss(forward, target, nullptr, false).item<double>() * static_cast<double>(n);
     counted += n;
     v.samples += b.size;
-    if (classes) {
+    // Scored when the main output holds a row of class scores per target entry (under a loss
+    // method it need not).
+    if (classes && out.size(-1) == width && out.numel() == target.numel() * width) {
+      scored = true;
       const torch::Tensor scores = out.reshape({-1, width}), t = target.reshape({-1});
       const torch::Tensor counts = t.ne(session_.loss.ignoreIndex);
       top1 += scores.argmax(1).eq(t).logical_and(counts).sum().item<int64_t>();
@@ -153,7 +229,7 @@ std::optional<Validation> Trainer::validate() {
   if (counted == 0)
     return std::nullopt;
   v.loss = lossSum / static_cast<double>(counted);
-  if (classes) {
+  if (classes && scored) {
     v.top1 = static_cast<double>(top1) / static_cast<double>(counted);
     if (width > 5)
       v.top5 = static_cast<double>(top5) / static_cast<double>(counted);
@@ -165,19 +241,12 @@ void Trainer::saveModel(const std::filesystem::path& path) {
   const torch::jit::Module* module = executor_->scriptModule();
   if (module == nullptr)
     throw std::runtime_error(path.string() + ": the model has no TorchScript module to save");
-  const std::string temporary = path.string() + ".saving";
   try {
     torch::jit::Module copy = module->deepcopy(torch::Device(torch::kCPU));
     copy.eval();
-    copy.save(temporary);
+    writeFileAtomically(path, [&](std::ostream& out) { copy.save(out); });
   } catch (const c10::Error& e) {
-    std::remove(temporary.c_str());
     throw std::runtime_error(path.string() + ": cannot save the model: " + oneLine(e));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(temporary.c_str());
-    throw std::runtime_error(path.string() + ": cannot save the model: " + why);
   }
 }
 

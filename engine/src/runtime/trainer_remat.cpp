@@ -57,6 +57,7 @@ void Trainer::setUpRemat() {
                      "of the model's graph)");
   if (dynamic_cast<SegmentExecutor*>(executor_.get()) == nullptr) {
     auto segments = std::make_unique<SegmentExecutor>(*module, session_.name);
+    segments->setOutput(session_.model.output);
     segments->to(device_);
     executor_ = std::move(segments);
   }

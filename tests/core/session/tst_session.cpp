@@ -155,7 +155,8 @@ std::vector<RejectedSession> rejectedSessions() {
       {"unknown data format",
        sessionText(R"("model": {"file": "m.pt", "classes": 3})",
                    R"(, "data": {"format": "parquet", "file": "d", "target": "y"})"),
-       "data.format: expected one of npy, npz, torch, csv, mnist, cifar10, found \"parquet\""},
+       "data.format: expected one of npy, npz, torch, csv, mnist, cifar10, images, found "
+       "\"parquet\""},
       {"data files for a zoo model",
        sessionText(
            R"("model": {"zoo": "dynamic_resnet"})",
@@ -177,8 +178,8 @@ std::vector<RejectedSession> rejectedSessions() {
       {"data fields without a format",
        sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}]})",
                    R"(, "data": {"target": "y"})"),
-       "data.target: needs data.format (npy, npz, torch, csv, mnist or cifar10): without it the "
-       "data is synthetic"},
+       "data.target: needs data.format (npy, npz, torch, csv, mnist, cifar10 or images): without "
+       "it the data is synthetic"},
       {"an input name not a string",
        sessionText(R"("model": {"file": "m.pt", "classes": 3})",
                    R"(, "data": {"format": "npz", "file": "d.npz", "inputs": [3], "target": "y"})"),
@@ -202,6 +203,55 @@ std::vector<RejectedSession> rejectedSessions() {
        sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}]})",
                    R"(, "loss": {"kind": "nll", "label_smoothing": 0.1})"),
        "loss.label_smoothing: applies to cross_entropy only, not nll"},
+      {"an output that is neither a position nor a key",
+       sessionText(
+           R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}], "output": -1})"),
+       "model.output: expected a position (0, 1, ...) or a key, found -1"},
+      {"auxiliary outputs without the main one",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}],
+                                "auxiliary_outputs": [{"output": 1}]})"),
+       "model.auxiliary_outputs: needs model.output, the main output among those the forward "
+       "returns"},
+      {"an auxiliary output that is the main one",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}],
+                                "output": "logits",
+                                "auxiliary_outputs": [{"output": "logits", "weight": 0.3}]})"),
+       "model.auxiliary_outputs[0].output: is model.output, the main output"},
+      {"an auxiliary weight of zero",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}],
+                                "output": 0, "auxiliary_outputs": [{"output": 1, "weight": 0}]})"),
+       "model.auxiliary_outputs[0].weight: expected a positive number"},
+      {"the forward as the loss method",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}]})",
+                   R"(, "loss": {"method": "forward"})"),
+       "loss.method: expected the name of the model's loss method (not forward), found "
+       "\"forward\""},
+      {"a loss method for a zoo model",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "loss": {"method": "loss"})"),
+       "loss.method: the zoo's models have no loss method; it needs a model file"},
+      {"checkpoint_every without a checkpoint",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "run": {"checkpoint_every": 5})"),
+       "run.checkpoint_every: needs run.checkpoint, the file it writes"},
+      {"an image block for npz",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "npz", "file": "d.npz", "inputs": ["x"], "target": "y",
+                                 "batch_size": 4, "image": {"channels": 3}})"),
+       "data.image: applies to data.format \"images\" only"},
+      {"images of two channels",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "images", "file": "pictures", "batch_size": 4,
+                                 "image": {"channels": 2}})"),
+       "data.image.channels: expected 1 (grey) or 3 (RGB), found 2"},
+      {"a crop larger than the resize",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "images", "file": "pictures", "batch_size": 4,
+                                 "image": {"resize": [32, 32], "crop": 40}})"),
+       "data.image.crop: is larger than the resized image"},
+      {"a mean per channel missing",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "images", "file": "pictures", "batch_size": 4,
+                                 "image": {"mean": [0.5]}})"),
+       "data.image.mean: expected 3 numbers (one per channel), found an array"},
       {"a regression loss for a zoo model",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "loss": {"kind": "l1"})"),
        "loss.kind: the zoo's models are classifiers: expected cross_entropy or nll, found \"l1\""},
@@ -432,6 +482,44 @@ TEST_CASE("data files and the loss: names resolve against the session, written b
   const Session csvAgain = symtune::parseSession(symtune::sessionJson(csv), kOrigin);
   CHECK(csvAgain.data.files.inputs == csv.data.files.inputs);
   CHECK(csvAgain.loss.kind == "smooth_l1");
+}
+
+TEST_CASE("outputs, a loss method, images and checkpoints: written back as read") {
+  const Session s = symtune::parseSession(
+      sessionText(R"("model": {"file": "m.pt", "classes": 10, "output": "logits",
+                               "auxiliary_outputs": [{"output": 2, "weight": 0.3},
+                                                     {"output": "aux2"}]})",
+                  R"(, "data": {"format": "images", "file": "pictures/train", "batch_size": 8,
+                                 "image": {"resize": 36, "crop": 32, "channels": 3,
+                                           "mean": [0.5, 0.5, 0.5], "std": [0.2, 0.2, 0.2]}},
+                     "loss": {"method": "criterion"},
+                     "run": {"checkpoint": "ckpt/run.ckpt", "checkpoint_every": 50})"),
+      kOrigin);
+  CHECK(s.model.output.key == "logits");
+  REQUIRE(s.model.auxiliaryOutputs.size() == 2);
+  CHECK(s.model.auxiliaryOutputs[0].output.index == std::optional<int64_t>(2));
+  CHECK(s.model.auxiliaryOutputs[0].weight == doctest::Approx(0.3));
+  CHECK(s.model.auxiliaryOutputs[1].output.key == "aux2");
+  CHECK(s.model.auxiliaryOutputs[1].weight == 1.0);
+  CHECK(s.data.files.file == std::filesystem::path("/sessions/pictures/train"));
+  CHECK(s.data.files.inputs == std::vector<std::vector<std::string>>{{"images"}});
+  CHECK(s.data.files.target == "labels");
+  CHECK(s.data.files.image.resize == std::vector<int64_t>{36});
+  CHECK(s.data.files.image.crop == std::vector<int64_t>{32, 32});
+  CHECK(s.loss.method == "criterion");
+  CHECK(!s.loss.isPlainCrossEntropy());
+  CHECK(s.run.checkpoint == std::filesystem::path("/sessions/ckpt/run.ckpt"));
+  CHECK(s.run.checkpointEvery == 50);
+
+  const Session again = symtune::parseSession(symtune::sessionJson(s), kOrigin);
+  CHECK(again.model.output.key == "logits");
+  REQUIRE(again.model.auxiliaryOutputs.size() == 2);
+  CHECK(again.model.auxiliaryOutputs[0].output.index == std::optional<int64_t>(2));
+  CHECK(again.data.files.image.crop == s.data.files.image.crop);
+  CHECK(again.data.files.image.std == s.data.files.image.std);
+  CHECK(again.loss.method == "criterion");
+  CHECK(again.run.checkpoint == s.run.checkpoint);
+  CHECK(again.run.checkpointEvery == 50);
 }
 
 TEST_CASE("each kind of mistake is refused with a message naming the file and the field") {

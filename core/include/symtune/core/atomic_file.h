@@ -3,6 +3,8 @@
 // results and exported graphs all go through here.
 
 #include <filesystem>
+#include <functional>
+#include <iosfwd>
 #include <string>
 
 namespace symtune {
@@ -11,5 +13,9 @@ namespace symtune {
 // `path`. Throws std::runtime_error with the path and the reason; nothing is left behind on
 // failure.
 void writeFileAtomically(const std::filesystem::path& path, const std::string& text);
+// The same for what `write` writes to the stream (a model, a checkpoint): what it throws
+// propagates, the temporary file removed.
+void writeFileAtomically(const std::filesystem::path& path,
+                         const std::function<void(std::ostream&)>& write);
 
 }  // namespace symtune

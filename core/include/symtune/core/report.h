@@ -35,11 +35,12 @@ struct RunReport {
   int64_t batchSize = 0;
 
   int64_t stepsPlanned = 0;
-  std::vector<double> loss;                       // one per completed step
-  std::vector<double> stepSeconds;                // wall time of each completed step
-  double wallSeconds = 0;                         // whole run, setup included
-  double trainSeconds = 0;                        // sum of stepSeconds
-  int64_t peakRssBytes = 0;                       // the process's peak resident set (getrusage)
+  std::vector<int64_t> resumedAt;   // the steps from which a resumed run went on (--resume)
+  std::vector<double> loss;         // one per completed step
+  std::vector<double> stepSeconds;  // wall time of each completed step
+  double wallSeconds = 0;           // whole run, setup included
+  double trainSeconds = 0;          // sum of stepSeconds
+  int64_t peakRssBytes = 0;         // the process's peak resident set (getrusage)
   std::optional<int64_t> peakCudaAllocatedBytes;  // CUDA caching allocator peak, when on CUDA
   // On CUDA, how per-node steps timed the device: "cupti" (GPU activity), or why CUDA events
   // did instead; empty on the CPU.
@@ -118,6 +119,13 @@ struct RunReport {
 const char* toString(RunReport::Status status);
 
 std::string toJson(const RunReport& report);
+
+// Reads back what toJson wrote about the steps (the loss curve, step times, rules fired, remat
+// steps, micro-batches, splits, OptimizeRequired, decisions, validations, binding measurements
+// per step) and the run's identity (session, model, device, batch size); what a run measures at
+// its end (memory, features, the binding table) stays default. A resumed run goes on from it.
+// Throws std::runtime_error for text that is not a symtune-report.
+RunReport reportFromJson(const std::string& text);
 
 // Writes the report atomically: a temporary file in the same folder, then a rename, so a reader
 // never sees half a report. Throws std::runtime_error with the path and the reason.

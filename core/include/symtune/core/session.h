@@ -26,6 +26,23 @@ class SessionError : public std::runtime_error {
 enum class DType { Float32, Float64, Int64 };
 const char* toString(DType dtype);
 
+// One of the values a model's forward returns when it returns several: a position in a tuple or
+// list, or a key of a dict or a field of a named tuple.
+struct OutputRef {
+  std::optional<int64_t> index;
+  std::string key;
+
+  bool empty() const { return !index && key.empty(); }
+  std::string text() const;  // "2", "\"aux\""
+};
+
+// An auxiliary output (a classifier part-way through the network): the session's loss between it
+// and the same target, times `weight`, is added to the training loss.
+struct AuxiliaryOutput {
+  OutputRef output;
+  double weight = 1.0;
+};
+
 // One input of a user's model: the shape includes the batch dimension.
 struct InputSpec {
   std::vector<int64_t> shape;
@@ -43,15 +60,32 @@ struct ModelSpec {
   // The file model's output width: classes (logits; at least 2) under a class-index loss, else
   // values (at least 1).
   int64_t classes = 0;
+  // When the forward returns a tuple, list, dict or named tuple: the output the loss and the
+  // metrics read. Empty: the forward returns a tensor.
+  OutputRef output;
+  std::vector<AuxiliaryOutput> auxiliaryOutputs;  // training only; validation reads `output`
 
   bool isZoo() const { return !zoo.empty(); }
 };
 
 // A file model's samples read from files (docs/session-format.md, "Data from files"). Each array
 // holds one sample per entry of its first dimension.
+// How format "images" turns each image file into an input tensor [channels, height, width] of
+// float32: decoded, scaled, cropped at the centre, scaled to [0, 1], normalised per channel.
+struct ImageSpec {
+  int channels = 3;  // 3: RGB; 1: grey
+  // Empty: as stored (every image must then have the same size, or a crop); one value: the
+  // shorter side scaled to it, the aspect kept; two: [height, width].
+  std::vector<int64_t> resize;
+  std::vector<int64_t> crop;      // [height, width] (one value: square) at the centre, after resize
+  std::vector<double> mean, std;  // per channel; empty: 0 and 1
+};
+
 struct DataFilesSpec {
-  std::string format;  // "npy", "npz", "torch", "csv", "mnist" or "cifar10"
-  // npz, torch, csv: the file; mnist: the folder; cifar10: a .bin or a folder of them; absolute.
+  // "npy", "npz", "torch", "csv", "mnist", "cifar10" or "images"
+  std::string format;
+  // npz, torch, csv: the file; mnist: the folder; cifar10: a .bin or a folder of them; images: a
+  // folder with one sub-folder of PNG and JPEG files per class (classes in name order); absolute.
   // npy: empty.
   std::filesystem::path file;
   // The forward's arguments in order and the target, each an array named as its format has it:
@@ -73,6 +107,7 @@ struct DataFilesSpec {
   int workers = 0;        // data loader threads that prefetch batches; 0: the training thread
   double validationFraction = 0;  // samples held out for validation (drawn by data.seed)
   int64_t validateEvery = 0;      // validate every this many steps; 0: after the last step only
+  ImageSpec image;                // format "images"
 
   bool enabled() const { return !format.empty(); }
 };
@@ -93,11 +128,15 @@ struct LossSpec {
   int64_t ignoreIndex = -100;  // cross_entropy, nll: a target entry the loss leaves out
   double labelSmoothing = 0;   // cross_entropy
   double beta = 1.0;           // smooth_l1
+  // The model's own TorchScript method that computes the loss from what the forward returned
+  // (all of it) and the target, e.g. "loss"; the kind above then only says how the metrics read
+  // the target. Empty: the kind computes it.
+  std::string method;
 
   bool classIndices() const { return kind == "cross_entropy" || kind == "nll"; }
   // PyTorch's default cross-entropy, the loss the binder and the zoo's padding assume.
   bool isPlainCrossEntropy() const {
-    return kind == "cross_entropy" && ignoreIndex == -100 && labelSmoothing == 0;
+    return kind == "cross_entropy" && ignoreIndex == -100 && labelSmoothing == 0 && method.empty();
   }
 };
 
@@ -123,6 +162,12 @@ struct RunSpec {
   // steps when positive); absolute; empty: not saved.
   std::filesystem::path save;
   int64_t saveEvery = 0;
+  // A checkpoint (parameters, optimizer state, data position, RNG states, the report so far...)
+  // written atomically every checkpointEvery steps when positive, on SIGTERM and SIGINT, and
+  // after the last step; `symtune --batch SESSION --resume` continues from it. Absolute; empty:
+  // none.
+  std::filesystem::path checkpoint;
+  int64_t checkpointEvery = 0;
 };
 
 // The rules the run starts with (docs/session-format.md, "rules"; docs/rules.md).

@@ -15,6 +15,7 @@
 
 #include <torch/script.h>
 
+#include "symtune/core/session.h"
 #include "symtune/graph/symugen.h"
 
 namespace symtune {
@@ -48,7 +49,10 @@ struct ForwardRequest {
 };
 
 struct ForwardResult {
+  // The output the loss reads: what the forward returned, or the part of it the executor's
+  // output reference names (Executor::setOutput) when it returns several.
   torch::Tensor output;
+  c10::IValue returned;    // all the forward returned (auxiliary outputs, a loss method's input)
   SequenceOwners owners;   // with a measured request: which node created which function
   int64_t recomputed = 0;  // segment calls that kept no activations
   // The `if` branches that ran (region ids of SyMuGen's graph, in order): the batch's branch
@@ -79,6 +83,14 @@ class Executor {
   virtual SyMuGen* symugen() { return nullptr; }
   // A short name for reports: "torchscript", "segments", ...
   virtual const char* name() const = 0;
+
+  // Which of the values the forward returns is ForwardResult::output, when it returns a tuple,
+  // list, dict or named tuple (the session's model.output); empty: it returns a tensor.
+  void setOutput(OutputRef ref) { output_ = std::move(ref); }
+  const OutputRef& outputRef() const { return output_; }
+
+ protected:
+  OutputRef output_;
 };
 
 // A TorchScript module: TorchScript's default (profiling) executor when nothing is measured,
@@ -107,7 +119,10 @@ class ScriptModuleExecutor final : public Executor {
   std::unique_ptr<SyMuGen> gen_;
 };
 
-// The forward's tensor output, or an error naming what the model returned instead.
-torch::Tensor forwardOutput(const c10::IValue& out);
+// The tensor `ref` names in what the forward returned (the whole of it when `ref` is empty), or a
+// c10::Error naming what the model returned instead: "the model's forward returned a tuple of 3
+// values; name the one the loss reads in model.output", "... has no output \"aux\" (its keys:
+// ...)".
+torch::Tensor forwardOutput(const c10::IValue& returned, const OutputRef& ref = {});
 
 }  // namespace symtune

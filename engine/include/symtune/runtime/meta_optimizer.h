@@ -78,6 +78,8 @@ class MetaOptimizer {
 
   torch::optim::Optimizer& inner() { return *inner_; }
   int64_t stepCount() const { return steps_; }
+  // A resumed run's count: the steps its checkpoint holds.
+  void resumeAt(int64_t steps) { steps_ = steps; }
 
  private:
   std::unique_ptr<torch::optim::Optimizer> inner_;

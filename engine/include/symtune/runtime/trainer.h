@@ -104,6 +104,20 @@ struct StepResult {
   std::optional<control::Configuration> configuration;
 };
 
+// Note [Checkpoints]
+// A checkpoint holds what the steps after it depend on, so a run resumed from it computes what
+// the uninterrupted run would have: the parameters and buffers, the optimizer's state, the step
+// count (the data's position: step i trains on batch i, whatever came before — FileDataSource
+// and the synthetic sources draw batch i from the seed and i alone), the CPU's and the CUDA
+// devices' random generators (dropout), the configuration the next step runs with, the binder's
+// table (the kernels each site is bound to) and the caller's report of the steps so far. On the
+// CPU with a fixed thread count the resumed run's parameters equal the uninterrupted run's bit for
+// bit (tests/engine/runtime/tst_checkpoint.cpp). Not carried over, and said so in Resumed::notes:
+// the online controller's model of the configurations (it starts learning again from the
+// configuration the checkpoint holds) and the rematerializer's measurements (a budget_fraction
+// calibrates again); neither changes what a step computes. It is written to a temporary file
+// beside the path, then renamed over it: a run killed while writing leaves the previous one.
+
 // Note [Micro-batches]
 // A batch can run as k micro-batches of consecutive samples (DataSource::split), each forward,
 // loss and backward in turn, whose gradients add up to the batch's: each micro-batch's loss is
@@ -136,6 +150,19 @@ class Trainer {
   // Python and C++: a deep copy on the CPU in eval mode, written atomically (a temporary file,
   // then a rename). Throws std::runtime_error naming the path.
   void saveModel(const std::filesystem::path& path);
+
+  // Checkpoints (Note [Checkpoints]). Writes, atomically, what the next step depends on and
+  // `report` (what the caller has recorded of the steps so far, kept with them). Throws
+  // std::runtime_error naming the path.
+  void saveCheckpoint(const std::filesystem::path& path, const std::string& report);
+  struct Resumed {
+    int64_t steps = 0;               // the steps the checkpoint holds; the next step is this one
+    std::string report;              // as saveCheckpoint was given it
+    std::vector<std::string> notes;  // what the resumed run does not carry over, one line each
+  };
+  // Restores a checkpoint of this session's run, before its first step. Throws SetupError (one
+  // line naming the file) for a file that is missing, unreadable or of another run.
+  Resumed resume(const std::filesystem::path& path);
 
   // The model's static graph (the executor's SyMuGen); built on first use.
   const Graph& staticGraph();
@@ -241,7 +268,12 @@ class Trainer {
                            const std::function<torch::Tensor()>& pass,
                            std::optional<StepResult::Remat>& out);
   bool applyRules(const torch::Tensor& loss);  // the optimizer's update gate
-  void setUpControl();                         // the session's control block, last
+  // The session's loss of one forward against `target`: the model's loss method, or the loss
+  // kind on the main output (through `binder`'s loss site when it has one) plus, with
+  // `auxiliary`, each auxiliary output's times its weight.
+  torch::Tensor sessionLoss(const ForwardResult& forward, const torch::Tensor& target,
+                            binding::Binder* binder, bool auxiliary);
+  void setUpControl();  // the session's control block, last
   // Why the batch cannot run as micro-batches (its data cannot be split, the model normalises
   // over the batch); nullopt when it can.
   const std::optional<std::string>& unsplittable();

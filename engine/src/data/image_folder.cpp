@@ -1,0 +1,228 @@
+#include "symtune/data/image_folder.h"
+
+#include <algorithm>
+#include <cctype>
+#include <csetjmp>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include <ATen/Parallel.h>
+#include <jpeglib.h>
+#include <png.h>
+#include <torch/nn/functional/vision.h>
+
+namespace symtune {
+
+namespace {
+
+std::string readBytes(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw DataError(file.string() + ": cannot be opened");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+torch::Tensor decodePng(const std::string& bytes, const std::filesystem::path& file, int channels) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  if (png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()) == 0)
+    throw DataError(file.string() + ": not a readable PNG image: " + image.message);
+  image.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+  torch::Tensor pixels = torch::empty(
+      {static_cast<int64_t>(image.height), static_cast<int64_t>(image.width), channels},
+      torch::kUInt8);
+  if (png_image_finish_read(&image, nullptr, pixels.data_ptr(), 0, nullptr) == 0) {
+    const std::string why = image.message;
+    png_image_free(&image);
+    throw DataError(file.string() + ": not a readable PNG image: " + why);
+  }
+  return pixels.permute({2, 0, 1}).contiguous();
+}
+
+// libjpeg reports errors through a callback that must not return: it jumps back to decodeJpeg.
+struct JpegError {
+  jpeg_error_mgr manager;
+  std::jmp_buf back;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpegFailed(j_common_ptr info) {
+  auto* error = reinterpret_cast<JpegError*>(info->err);
+  (*info->err->format_message)(info, error->message);
+  std::longjmp(error->back, 1);
+}
+
+void jpegWarning(j_common_ptr, int) {
+  // Warnings (a corrupt but decodable stream) are libjpeg's to recover from.
+}
+
+torch::Tensor decodeJpeg(const std::string& bytes, const std::filesystem::path& file,
+                         int channels) {
+  jpeg_decompress_struct info{};
+  JpegError error{};
+  info.err = jpeg_std_error(&error.manager);
+  error.manager.error_exit = jpegFailed;
+  error.manager.emit_message = jpegWarning;
+  // Everything that outlives a jump back is declared before it, and owns nothing C++ destroys.
+  torch::Tensor pixels;
+  if (setjmp(error.back) != 0) {
+    jpeg_destroy_decompress(&info);
+    throw DataError(file.string() + ": not a readable JPEG image: " + error.message);
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()),
+               static_cast<unsigned long>(bytes.size()));
+  jpeg_read_header(&info, TRUE);
+  info.out_color_space = channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+  jpeg_start_decompress(&info);
+  pixels = torch::empty(
+      {static_cast<int64_t>(info.output_height), static_cast<int64_t>(info.output_width), channels},
+      torch::kUInt8);
+  const auto rowBytes = static_cast<size_t>(info.output_width) * static_cast<size_t>(channels);
+  auto* base = pixels.data_ptr<uint8_t>();
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW row = base + static_cast<size_t>(info.output_scanline) * rowBytes;
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_decompress(&info);
+  jpeg_destroy_decompress(&info);
+  return pixels.permute({2, 0, 1}).contiguous();
+}
+
+bool isImageFile(const std::filesystem::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+bool hidden(const std::filesystem::path& p) {
+  return p.filename().string().rfind('.', 0) == 0;
+}
+
+std::vector<std::filesystem::path> sortedEntries(const std::filesystem::path& folder,
+                                                 bool folders) {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    if (hidden(entry.path()))
+      continue;
+    if (folders ? entry.is_directory() : entry.is_regular_file() && isImageFile(entry.path()))
+      out.push_back(entry.path());
+  }
+  if (ec)
+    throw DataError(folder.string() + ": cannot be listed: " + ec.message());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string sizeText(int64_t h, int64_t w) {
+  return std::to_string(w) + "x" + std::to_string(h);
+}
+
+// One decoded image [C, H, W] uint8 as the spec declares it: [C, H', W'] float32.
+torch::Tensor transformed(torch::Tensor pixels, const ImageSpec& spec) {
+  namespace F = torch::nn::functional;
+  torch::Tensor x = pixels.to(torch::kFloat).unsqueeze(0);
+  if (!spec.resize.empty()) {
+    const int64_t h = x.size(2), w = x.size(3);
+    std::vector<int64_t> size = spec.resize;
+    if (size.size() == 1) {  // the shorter side to the size, the aspect kept
+      const double scale = static_cast<double>(size[0]) / static_cast<double>(std::min(h, w));
+      size = {h <= w ? size[0] : static_cast<int64_t>(static_cast<double>(h) * scale),
+              w < h ? size[0] : static_cast<int64_t>(static_cast<double>(w) * scale)};
+    }
+    if (size[0] != h || size[1] != w) {
+      x = F::interpolate(x, F::InterpolateFuncOptions()
+                                .size(size)
+                                .mode(torch::kBilinear)
+                                .align_corners(false)
+                                .antialias(true))
+              .round()
+              .clamp(0, 255);
+    }
+  }
+  if (!spec.crop.empty()) {
+    const int64_t h = spec.crop[0], w = spec.crop[1];
+    if (h > x.size(2) || w > x.size(3))
+      throw std::invalid_argument("is " + sizeText(x.size(2), x.size(3)) +
+                                  ", smaller than the crop " + sizeText(h, w));
+    x = x.narrow(2, (x.size(2) - h) / 2, h).narrow(3, (x.size(3) - w) / 2, w);
+  }
+  x = x.squeeze(0) / 255.0;
+  const auto channels = static_cast<int64_t>(spec.channels);
+  if (!spec.mean.empty())
+    x = x - torch::tensor(spec.mean, torch::kDouble).to(torch::kFloat).view({channels, 1, 1});
+  if (!spec.std.empty())
+    x = x / torch::tensor(spec.std, torch::kDouble).to(torch::kFloat).view({channels, 1, 1});
+  return x.contiguous();
+}
+
+}  // namespace
+
+torch::Tensor decodeImage(const std::filesystem::path& file, int channels) {
+  const std::string bytes = readBytes(file);
+  const auto byte = [&](size_t i) { return i < bytes.size() ? static_cast<uint8_t>(bytes[i]) : 0; };
+  if (byte(0) == 0x89 && byte(1) == 'P' && byte(2) == 'N' && byte(3) == 'G')
+    return decodePng(bytes, file, channels);
+  if (byte(0) == 0xFF && byte(1) == 0xD8 && byte(2) == 0xFF)
+    return decodeJpeg(bytes, file, channels);
+  throw DataError(file.string() + ": neither a PNG nor a JPEG image (by its first bytes)");
+}
+
+ImageFolder readImageFolder(const std::filesystem::path& folder, const ImageSpec& spec) {
+  if (!std::filesystem::is_directory(folder))
+    throw DataError(folder.string() +
+                    ": no such folder (data.format images names a folder with "
+                    "a sub-folder per class)");
+  ImageFolder out;
+  std::vector<std::filesystem::path> files;
+  std::vector<int64_t> labels;
+  for (const auto& classFolder : sortedEntries(folder, true)) {
+    const std::vector<std::filesystem::path> images = sortedEntries(classFolder, false);
+    if (images.empty())
+      continue;  // as ImageFolder: a folder without images is no class
+    for (const auto& f : images) {
+      files.push_back(f);
+      labels.push_back(static_cast<int64_t>(out.classes.size()));
+    }
+    out.classes.push_back(classFolder.filename().string());
+  }
+  if (out.classes.empty())
+    throw DataError(folder.string() +
+                    ": no sub-folder holds PNG or JPEG images (one sub-folder per class)");
+
+  // Decoded in parallel; each image's error kept to report the first by file order.
+  const auto n = static_cast<int64_t>(files.size());
+  std::vector<torch::Tensor> images(files.size());
+  std::vector<std::string> errors(files.size());
+  at::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const auto k = static_cast<size_t>(i);
+      try {
+        images[k] = transformed(decodeImage(files[k], spec.channels), spec);
+      } catch (const DataError& e) {
+        errors[k] = e.what();
+      } catch (const std::exception& e) {
+        errors[k] = files[k].string() + ": " + e.what();
+      }
+    }
+  });
+  for (const auto& e : errors) {
+    if (!e.empty())
+      throw DataError(e);
+  }
+  for (size_t i = 1; i < images.size(); ++i) {
+    if (images[i].sizes() != images[0].sizes())
+      throw DataError(files[i].string() + ": " + sizeText(images[i].size(1), images[i].size(2)) +
+                      ", but " + files[0].filename().string() + " is " +
+                      sizeText(images[0].size(1), images[0].size(2)) +
+                      ": give data.image.resize or crop so that every image comes out the same");
+  }
+  out.arrays.emplace_back("images", torch::stack(images));
+  out.arrays.emplace_back("labels", torch::tensor(labels, torch::kLong));
+  return out;
+}
+
+}  // namespace symtune

@@ -1,0 +1,204 @@
+#include <ostream>
+
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/serialize.h>
+#include <nlohmann/json.hpp>
+
+#include "symtune/binding/binder.h"
+#include "symtune/core/atomic_file.h"
+#include "symtune/runtime/trainer.h"
+
+// Checkpoints and resume (Note [Checkpoints]): one torch::serialize archive holding the model's
+// tensors, the optimizer's state, the random generators and a JSON record of the rest.
+
+namespace symtune {
+
+namespace {
+
+constexpr const char* kFormat = "symtune-checkpoint";
+constexpr int kVersion = 1;
+
+using TensorDict = c10::Dict<std::string, at::Tensor>;
+
+// What makes two runs the same run for a checkpoint: the model, its data and its optimizer.
+nlohmann::json runIdentity(const Session& s) {
+  nlohmann::json id = {{"model", s.model.isZoo() ? s.model.zoo + " (" + s.model.preset + ")"
+                                                 : s.model.file.string()},
+                       {"data_seed", s.data.seed},
+                       {"optimizer", s.optimizer.name},
+                       {"fused", s.optimizer.fused}};
+  if (s.data.files.enabled())
+    id["data"] = s.data.files.format + " " + s.data.files.file.string();
+  return id;
+}
+
+nlohmann::json configurationJson(const control::Configuration& c) {
+  nlohmann::json out = {{"microbatches", c.microbatches}, {"threads", c.threads}};
+  out["remat_budget"] = c.rematBudget ? nlohmann::json(*c.rematBudget) : nlohmann::json(nullptr);
+  out["binding_explore"] =
+      c.bindingExplore ? nlohmann::json(*c.bindingExplore) : nlohmann::json(nullptr);
+  return out;
+}
+
+control::Configuration configurationFrom(const nlohmann::json& in) {
+  control::Configuration c;
+  c.microbatches = in.at("microbatches").get<int>();
+  c.threads = in.at("threads").get<int>();
+  if (in.at("remat_budget").is_number())
+    c.rematBudget = in.at("remat_budget").get<double>();
+  if (in.at("binding_explore").is_boolean())
+    c.bindingExplore = in.at("binding_explore").get<bool>();
+  return c;
+}
+
+// The CPU's generator and each CUDA device's, by device name ("cpu", "cuda:0").
+TensorDict generatorStates() {
+  TensorDict states;
+  states.insert("cpu", at::detail::getDefaultCPUGenerator().get_state());
+  const auto devices = static_cast<int>(torch::cuda::device_count());
+  for (int i = 0; i < devices; ++i) {
+    const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(i));
+    states.insert(device.str(), at::globalContext().defaultGenerator(device).get_state());
+  }
+  return states;
+}
+
+void restoreGenerators(const TensorDict& states) {
+  for (const auto& entry : states) {
+    const at::Device device(entry.key());
+    if (device.is_cuda() && device.index() >= static_cast<int>(torch::cuda::device_count()))
+      continue;  // a device this machine lacks: nothing runs on it
+    at::Generator generator = device.is_cpu() ? at::detail::getDefaultCPUGenerator()
+                                              : at::globalContext().defaultGenerator(device);
+    generator.set_state(entry.value().cpu());
+  }
+}
+
+}  // namespace
+
+void Trainer::saveCheckpoint(const std::filesystem::path& path, const std::string& report) {
+  torch::jit::Module* module = executor_->scriptModule();
+  TORCH_CHECK(module != nullptr, "the model has no TorchScript module to checkpoint");
+  torch::serialize::OutputArchive archive;
+  nlohmann::json record = {{"format", kFormat},
+                           {"version", kVersion},
+                           {"steps", stepsDone()},
+                           {"run", runIdentity(session_)},
+                           {"configuration", configurationJson(configuration())},
+                           {"report", report}};
+  if (const binding::Binder* b = binder())
+    record["bindings"] = b->table().toJson();
+  archive.write("record", c10::IValue(record.dump()));
+  TensorDict parameters, buffers;
+  for (const auto& p : module->named_parameters())
+    parameters.insert(p.name, p.value.detach());
+  for (const auto& b : module->named_buffers())
+    buffers.insert(b.name, b.value);
+  archive.write("parameters", c10::IValue(parameters));
+  archive.write("buffers", c10::IValue(buffers));
+  archive.write("generators", c10::IValue(generatorStates()));
+  torch::serialize::OutputArchive optimizer;
+  optimizer_->inner().save(optimizer);
+  archive.write("optimizer", optimizer);
+
+  try {
+    writeFileAtomically(path, [&](std::ostream& out) { archive.save_to(out); });
+  } catch (const c10::Error& e) {
+    throw std::runtime_error(path.string() + ": cannot write the checkpoint: " + oneLine(e));
+  }
+}
+
+Trainer::Resumed Trainer::resume(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  if (!std::filesystem::is_regular_file(path))
+    throw SetupError(file + ": no checkpoint to resume from");
+  TORCH_CHECK(stepsDone() == 0, "Trainer::resume: the run has taken steps already");
+  torch::serialize::InputArchive archive;
+  nlohmann::json record;
+  TensorDict parameters, buffers, generators;
+  try {
+    archive.load_from(file, device_);
+    c10::IValue value;
+    archive.read("record", value);
+    record = nlohmann::json::parse(value.toStringRef());
+    archive.read("parameters", value);
+    parameters = c10::impl::toTypedDict<std::string, at::Tensor>(value.toGenericDict());
+    archive.read("buffers", value);
+    buffers = c10::impl::toTypedDict<std::string, at::Tensor>(value.toGenericDict());
+    archive.read("generators", value);
+    generators = c10::impl::toTypedDict<std::string, at::Tensor>(value.toGenericDict());
+  } catch (const c10::Error& e) {
+    throw SetupError(file + ": not a readable checkpoint: " + oneLine(e));
+  } catch (const nlohmann::json::exception& e) {
+    throw SetupError(file + ": not a readable checkpoint: " + e.what());
+  }
+  if (record.value("format", "") != kFormat || record.value("version", 0) != kVersion)
+    throw SetupError(file + ": not a " + kFormat + " of version " + std::to_string(kVersion));
+  const nlohmann::json mine = runIdentity(session_);
+  for (const auto& [key, value] : mine.items()) {
+    const nlohmann::json theirs = record["run"].value(key, nlohmann::json());
+    if (theirs != value)
+      throw SetupError(file + ": a checkpoint of another run: its " + key + " is " + theirs.dump() +
+                       ", this session's " + value.dump());
+  }
+
+  Resumed resumed;
+  resumed.steps = record.at("steps").get<int64_t>();
+  resumed.report = record.value("report", "");
+  torch::jit::Module* module = executor_->scriptModule();
+  {
+    torch::NoGradGuard noGrad;
+    const auto restore = [&](const TensorDict& saved, const std::string& name, at::Tensor t,
+                             const char* what) {
+      const auto it = saved.find(name);
+      if (it == saved.end() || it->value().sizes() != t.sizes())
+        throw SetupError(file + ": a checkpoint of another model: its " + what + " " + name +
+                         (it == saved.end() ? " is missing" : " has another shape"));
+      t.copy_(it->value());
+    };
+    size_t count = 0;
+    for (const auto& p : module->named_parameters()) {
+      restore(parameters, p.name, p.value, "parameter");
+      ++count;
+    }
+    if (count != parameters.size())
+      throw SetupError(file + ": a checkpoint of another model: it holds " +
+                       std::to_string(parameters.size()) + " parameters, the model " +
+                       std::to_string(count));
+    for (const auto& b : module->named_buffers())
+      restore(buffers, b.name, b.value, "buffer");
+  }
+  try {
+    torch::serialize::InputArchive optimizer;
+    archive.read("optimizer", optimizer);
+    optimizer_->inner().load(optimizer);
+  } catch (const c10::Error& e) {
+    throw SetupError(file + ": the optimizer's state cannot be restored: " + oneLine(e));
+  }
+  optimizer_->resumeAt(resumed.steps);
+  restoreGenerators(generators);
+  try {
+    configure(configurationFrom(record.at("configuration")));
+  } catch (const SetupError& e) {
+    resumed.notes.push_back(std::string("the checkpoint's configuration is not used: ") + e.what());
+  }
+  if (binding::Binder* b = binder(); b != nullptr && record.contains("bindings")) {
+    try {
+      if (auto why = b->adopt(
+              BindingTable::fromJson(record["bindings"].get<std::string>(), file + " (bindings)")))
+        resumed.notes.push_back("the checkpoint's bindings are not used: " + *why);
+    } catch (const std::exception& e) {
+      resumed.notes.push_back(std::string("the checkpoint's bindings are not used: ") + e.what());
+    }
+  }
+  if (controller_)
+    resumed.notes.push_back(
+        "the online controller learns the configurations' times again from the checkpoint's "
+        "configuration");
+  if (remat_ && session_.remat.budgetFraction)
+    resumed.notes.push_back("the remat budget_fraction is calibrated again");
+  return resumed;
+}
+
+}  // namespace symtune

@@ -1,0 +1,217 @@
+// Checkpoints and resume (Note [Checkpoints] in trainer.h). A run of symtune-runner killed with
+// SIGKILL at several moments and resumed with --resume each time ends with the parameters of an
+// uninterrupted run, bit for bit (CPU, two threads), and its report holds every step once, with
+// the same losses; SIGTERM writes a checkpoint where the run stopped; a checkpoint of another run,
+// a missing one, or --resume without run.checkpoint is a setup error naming the file.
+
+#include "doctest_torch.h"
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <torch/script.h>
+
+#include "batch_run.h"
+#include "child_process.h"
+#include "error_of.h"
+#include "symtune/core/report.h"
+#include "symtune/runtime/trainer.h"
+#include "test_files.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::filesystem::path kData = std::filesystem::path(SYMTUNE_SOURCE_DIR) / "tests" / "data";
+const std::string kRunner = std::string(SYMTUNE_BIN_DIR) + "/symtune-runner";
+
+// The blobs classifier with dropout, so the random generator's state matters.
+void writeModel(const std::filesystem::path& file, int hidden = 32) {
+  torch::manual_seed(5);
+  torch::jit::Module m("Dropout");
+  m.register_attribute("training", c10::BoolType::get(), true);  // as nn.Module's
+  m.register_parameter("w1", torch::randn({hidden, 4}).mul_(0.5).requires_grad_(), false);
+  m.register_parameter("b1", torch::zeros({hidden}).requires_grad_(), false);
+  m.register_parameter("w2", torch::randn({3, hidden}).mul_(0.2).requires_grad_(), false);
+  m.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    h = torch.relu(torch.matmul(x, self.w1.t()) + self.b1)
+    h = torch.dropout(h, 0.3, self.training)
+    return torch.matmul(h, self.w2.t())
+)");
+  m.save(file.string());
+}
+
+// A run in `folder`: its session (steps, a checkpoint every 7), model and outputs there.
+std::filesystem::path writeRun(const std::filesystem::path& folder, int64_t steps) {
+  std::filesystem::create_directories(folder);
+  writeModel(folder / "model.pt");
+  const std::filesystem::path session = folder / "run.json";
+  std::ofstream(session) << R"({"format": "symtune-session", "version": 1, "name": "resumable",
+    "model": {"file": "model.pt", "classes": 3},
+    "data": {"format": "npz", "file": ")"
+                         << (kData / "blobs.npz").string() << R"(", "inputs": ["x"],
+             "target": "y", "batch_size": 16, "seed": 4, "validation_fraction": 0.2,
+             "validate_every": 50},
+    "optimizer": {"name": "adamw", "lr": 0.01, "weight_decay": 0.01},
+    "binding": {"exact": true},
+    "run": {"steps": )" << steps
+                         << R"(, "threads": 2, "save": "trained.pt", "checkpoint": "run.ckpt",
+            "checkpoint_every": 7}})";
+  return session;
+}
+
+symtune::RunReport readReport(const std::filesystem::path& file) {
+  return symtune::reportFromJson(symtune::test::readFile(file));
+}
+
+// Runs symtune-runner to its end; its exit code.
+int runToEnd(const std::filesystem::path& session, const std::vector<std::string>& more = {}) {
+  symtune::test::ChildProcess runner;
+  std::vector<std::string> args = {"--batch", session.string(), "--report",
+                                   (session.parent_path() / "report.json").string()};
+  args.insert(args.end(), more.begin(), more.end());
+  runner.start(kRunner, args);
+  REQUIRE(runner.waitForFinished(300s));
+  INFO(runner.standardOutput(), runner.standardError());
+  return runner.exitCode();
+}
+
+void checkSameParameters(const std::filesystem::path& a, const std::filesystem::path& b) {
+  torch::jit::Module ma = torch::jit::load(a.string()), mb = torch::jit::load(b.string());
+  auto pa = ma.named_parameters(), pb = mb.named_parameters();
+  size_t n = 0;
+  for (auto ia = pa.begin(), ib = pb.begin(); ia != pa.end() && ib != pb.end(); ++ia, ++ib, ++n) {
+    CAPTURE((*ia).name);
+    CHECK((*ia).name == (*ib).name);
+    CHECK(torch::equal((*ia).value, (*ib).value));  // bit for bit
+  }
+  CHECK(n == 3);
+}
+
+}  // namespace
+
+TEST_CASE("a run killed with SIGKILL and resumed ends as the uninterrupted run, bit for bit") {
+  symtune::test::TempDir dir;
+  const int64_t steps = 300;
+  const auto reference = writeRun(dir.path() / "reference", steps);
+  REQUIRE(runToEnd(reference) == 0);
+  const symtune::RunReport uninterrupted = readReport(dir.path() / "reference" / "report.json");
+  REQUIRE(uninterrupted.stepsCompleted() == steps);
+
+  const auto killed = writeRun(dir.path() / "killed", steps);
+  const auto checkpoint = dir.path() / "killed" / "run.ckpt";
+  int kills = 0;
+  // Killed at moments after a checkpoint exists (at once, and part-way to the next ones), then
+  // resumed, until a run gets to its end.
+  for (const auto delay : {0ms, 45ms, 110ms, 20ms}) {
+    symtune::test::ChildProcess runner;
+    std::vector<std::string> args = {"--batch", killed.string(), "--report",
+                                     (killed.parent_path() / "report.json").string()};
+    if (std::filesystem::exists(checkpoint))
+      args.push_back("--resume");
+    const auto before = std::filesystem::exists(checkpoint)
+                            ? std::filesystem::last_write_time(checkpoint)
+                            : std::filesystem::file_time_type::min();
+    runner.start(kRunner, args);
+    // Until this run has written a checkpoint of its own (or ended).
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (!runner.waitForFinished(2ms) && std::chrono::steady_clock::now() < deadline) {
+      if (std::filesystem::exists(checkpoint) &&
+          std::filesystem::last_write_time(checkpoint) != before)
+        break;
+    }
+    std::this_thread::sleep_for(delay);
+    if (runner.waitForFinished(0ms)) {
+      INFO(runner.standardOutput(), runner.standardError());
+      REQUIRE(runner.exitCode() == 0);
+      break;
+    }
+    runner.kill();
+    REQUIRE(runner.waitForFinished(30s));
+    CHECK(runner.exitSignal() == SIGKILL);
+    ++kills;
+  }
+  MESSAGE("killed ", kills, " times");
+  CHECK(kills >= 2);
+  REQUIRE(runToEnd(killed, {"--resume"}) == 0);
+
+  checkSameParameters(dir.path() / "reference" / "trained.pt",
+                      dir.path() / "killed" / "trained.pt");
+  const symtune::RunReport resumed = readReport(dir.path() / "killed" / "report.json");
+  REQUIRE(resumed.stepsCompleted() == steps);  // every step once
+  CHECK(resumed.loss == uninterrupted.loss);   // the same losses, bit for bit
+  CHECK(resumed.stepSeconds.size() == static_cast<size_t>(steps));
+  CHECK(resumed.resumedAt.size() == static_cast<size_t>(kills));
+  for (size_t i = 1; i < resumed.resumedAt.size(); ++i)
+    CHECK(resumed.resumedAt[i] >= resumed.resumedAt[i - 1]);
+  // The validations of the steps before each resume were kept, those after made again.
+  REQUIRE(resumed.validation.size() == uninterrupted.validation.size());
+  for (size_t i = 0; i < resumed.validation.size(); ++i) {
+    CHECK(resumed.validation[i].step == uninterrupted.validation[i].step);
+    CHECK(resumed.validation[i].loss == uninterrupted.validation[i].loss);
+  }
+}
+
+TEST_CASE("SIGTERM writes a checkpoint where the run stopped, and --resume finishes it") {
+  symtune::test::TempDir dir;
+  const auto session = writeRun(dir.path() / "run", 100000);
+  symtune::test::ChildProcess runner;
+  runner.start(kRunner, {"--batch", session.string(), "--report",
+                         (dir.path() / "run" / "report.json").string()});
+  const auto checkpoint = dir.path() / "run" / "run.ckpt";
+  for (int i = 0; i < 6000 && !std::filesystem::exists(checkpoint); ++i)
+    runner.waitForFinished(10ms);
+  REQUIRE(std::filesystem::exists(checkpoint));
+  runner.terminate();
+  REQUIRE(runner.waitForFinished(60s));
+  INFO(runner.standardOutput(), runner.standardError());
+  CHECK(runner.exitCode() == 130);
+  const symtune::RunReport stopped = readReport(dir.path() / "run" / "report.json");
+  CHECK(runner.standardOutput().find("checkpoint after step " +
+                                     std::to_string(stopped.stepsCompleted())) !=
+        std::string::npos);
+  // The checkpoint holds the steps the report does: resumed, the run goes on from there.
+  symtune::Session s = symtune::loadSession(session);
+  s.run.steps = stopped.stepsCompleted() + 5;
+  symtune::BatchOptions options;
+  options.resume = true;
+  const symtune::RunReport finished = symtune::runBatch(s, options);
+  CHECK((finished.status == symtune::RunReport::Status::Completed));
+  CHECK(finished.stepsCompleted() == stopped.stepsCompleted() + 5);
+  CHECK(finished.resumedAt == std::vector<int64_t>{stopped.stepsCompleted()});
+}
+
+TEST_CASE("a checkpoint that is missing or of another run is a setup error naming the file") {
+  symtune::test::TempDir dir;
+  const auto session = writeRun(dir.path() / "a", 10);
+  symtune::Session s = symtune::loadSession(session);
+  symtune::BatchOptions options;
+  options.resume = true;
+  const std::string file = (dir.path() / "a" / "run.ckpt").string();
+  CHECK(symtune::test::errorOf([&] { symtune::runBatch(s, options); }) ==
+        file + ": no checkpoint to resume from");
+  REQUIRE((symtune::runBatch(s, {}).status == symtune::RunReport::Status::Completed));
+
+  // A wider model: its parameters do not fit.
+  writeModel(dir.path() / "a" / "model.pt", 8);
+  s = symtune::loadSession(session);
+  CHECK(symtune::test::errorOf([&] { symtune::runBatch(s, options); }) ==
+        file + ": a checkpoint of another model: its parameter w1 has another shape");
+  // Another optimizer: another run.
+  s.optimizer.name = "sgd";
+  CHECK(symtune::test::errorOf([&] { symtune::runBatch(s, options); }) ==
+        file +
+            ": a checkpoint of another run: its optimizer is \"adamw\", this session's "
+            "\"sgd\"");
+  // Not a checkpoint at all.
+  symtune::test::writeFile(file, "not a checkpoint");
+  CHECK(symtune::test::errorOf([&] {
+          symtune::runBatch(s, options);
+        }).rfind(file + ": not a readable checkpoint: ", 0) == 0);
+  s.run.checkpoint.clear();
+  CHECK(symtune::test::errorOf([&] { symtune::runBatch(s, options); }) ==
+        "--resume needs run.checkpoint in the session, the file it resumes from");
+}
