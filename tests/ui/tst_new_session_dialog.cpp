@@ -44,6 +44,80 @@ class TestNewSessionDialog : public QObject {
     QVERIFY(!dialog.session().contains("rules"));
   }
 
+  // A file model on data files, its loss and outputs: the session the dialog writes, checked
+  // as the user types with the loader's words.
+  void fileModelOnDataFiles() {
+    const QString data = QStringLiteral(SYMTUNE_SOURCE_DIR "/tests/data/");
+    NewSessionDialog dialog;
+    dialog.chooseFile(data + "mlp.pt", "", 3);
+    dialog.chooseData("npz", data + "blobs.npz", "x", "y", 0.2);
+    QVERIFY2(dialog.shownProblem().contains(
+                 "data.batch_size: missing: with data files and no model.inputs it is required"),
+             qPrintable(dialog.shownProblem()));
+    dialog.setBatchSize(16);
+    QCOMPARE(dialog.shownProblem(), QString());
+    QCOMPARE(dialog.check(), QString());
+    const QJsonObject s = dialog.session();
+    QVERIFY(!s["model"].toObject().contains("inputs"));  // the data gives them
+    const QJsonObject d = s["data"].toObject();
+    QCOMPARE(d["format"].toString(), QString("npz"));
+    QCOMPARE(d["inputs"].toArray(), QJsonArray{"x"});
+    QCOMPARE(d["target"].toString(), QString("y"));
+    QCOMPARE(d["batch_size"].toInt(), 16);
+    QCOMPARE(d["validation_fraction"].toDouble(), 0.2);
+    QCOMPARE(s["loss"].toObject()["kind"].toString(), QString("cross_entropy"));
+
+    dialog.chooseData("npz", data + "missing.npz", "x", "y");
+    QCOMPARE(dialog.shownProblem(), data + "missing.npz: no such file or folder");
+    dialog.chooseData("npz", data + "blobs.npz", "", "y");
+    QVERIFY(dialog.shownProblem().contains("data.inputs: missing"));
+    dialog.chooseData("npz", data + "blobs.npz", "x", "y");
+    dialog.chooseFile(data + "none.pt", "", 3);
+    QCOMPARE(dialog.shownProblem(), data + "none.pt: no such model file");
+    dialog.accept();
+    QCOMPARE(dialog.result(), int(QDialog::Rejected));
+  }
+
+  void lossAndOutputs() {
+    const QString data = QStringLiteral(SYMTUNE_SOURCE_DIR "/tests/data/");
+    NewSessionDialog dialog;
+    dialog.chooseFile(data + "aux_mlp.pt", "", 3);
+    dialog.chooseData("npz", data + "blobs.npz", "x", "y");
+    dialog.setBatchSize(8);
+    dialog.chooseOutputs("logits", "aux:0.3, 2");
+    dialog.chooseLoss("cross_entropy", "criterion");
+    QCOMPARE(dialog.shownProblem(), QString());
+    const QJsonObject s = dialog.session();
+    const QJsonObject model = s["model"].toObject();
+    QCOMPARE(model["output"].toString(), QString("logits"));
+    QCOMPARE(
+        model["auxiliary_outputs"].toArray(),
+        (QJsonArray{QJsonObject{{"output", "aux"}, {"weight", 0.3}}, QJsonObject{{"output", 2}}}));
+    QCOMPARE(s["loss"].toObject()["method"].toString(), QString("criterion"));
+    dialog.chooseOutputs("", "aux:0.3");
+    QVERIFY(dialog.shownProblem().contains("model.auxiliary_outputs: needs model.output"));
+    dialog.chooseOutputs("logits");
+    dialog.chooseLoss("mse");
+    QCOMPARE(dialog.shownProblem(), QString());
+    dialog.chooseLoss("nll", "forward");
+    QVERIFY(dialog.shownProblem().contains("loss.method: expected the name of the model's loss"));
+  }
+
+  void imageFolder() {
+    const QString data = QStringLiteral(SYMTUNE_SOURCE_DIR "/tests/data/");
+    NewSessionDialog dialog;
+    dialog.chooseFile(data + "mlp.pt", "", 3);
+    dialog.chooseData("images", data + "images", "", "");
+    dialog.chooseImage("16, 16", "12");
+    dialog.setBatchSize(8);
+    QCOMPARE(dialog.shownProblem(), QString());
+    const QJsonObject image = dialog.session()["data"].toObject()["image"].toObject();
+    QCOMPARE(image["resize"].toArray(), (QJsonArray{16, 16}));
+    QCOMPARE(image["crop"].toInt(), 12);
+    dialog.chooseImage("16, 16", "20");
+    QVERIFY(dialog.shownProblem().contains("data.image.crop: is larger than the resized image"));
+  }
+
   void problemsAreSaidBeforeStarting_data() {
     QTest::addColumn<QString>("file");
     QTest::addColumn<QString>("shape");

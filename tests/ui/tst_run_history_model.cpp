@@ -76,31 +76,31 @@ class TestRunHistoryModel : public QObject {
                "\"features\": {\"samples_per_s\": 1600, \"peak_memory_bytes\": 3145728, "
                "\"grad_global_norm\": 0.75}, \"rules\": {\"in_force\": [], \"fired\": []}, "
                "\"skipped\": false}")
-        << Values{12, 2.5, 1600, 3, 0.75, kNaN, kNaN, kNaN, kNaN}
-        << QStringList{"12", "2.5", "1600.0", "3.00", "0.75", "—", "—", "—", "—"};
+        << Values{12, 2.5, 1600, 3, 0.75, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}
+        << QStringList{"12", "2.5", "1600.0", "3.00", "0.75", "—", "—", "—", "—", "—", "—"};
     QTest::addRow("null features are NaN")
         << QByteArray(
                "{\"type\": \"step\", \"step\": 3, \"loss\": 0.125, \"seconds\": 0.02, "
                "\"features\": {\"samples_per_s\": null, \"peak_memory_bytes\": null, "
                "\"grad_global_norm\": null}, \"rules\": {\"in_force\": [], \"fired\": []}, "
                "\"skipped\": false}")
-        << Values{3, 0.125, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}
-        << QStringList{"3", "0.125", "—", "—", "—", "—", "—", "—", "—"};
+        << Values{3, 0.125, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}
+        << QStringList{"3", "0.125", "—", "—", "—", "—", "—", "—", "—", "—", "—"};
     QTest::addRow("null loss, missing features")
         << QByteArray(
                "{\"type\": \"step\", \"step\": 7, \"loss\": null, \"seconds\": 0.02, "
                "\"features\": {}, \"rules\": {\"in_force\": [], \"fired\": []}, "
                "\"skipped\": false}")
-        << Values{7, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}
-        << QStringList{"7", "—", "—", "—", "—", "—", "—", "—", "—"};
+        << Values{7, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}
+        << QStringList{"7", "—", "—", "—", "—", "—", "—", "—", "—", "—", "—"};
     QTest::addRow("peak memory in MiB")
         << QByteArray(
                "{\"type\": \"step\", \"step\": 0, \"loss\": 1, \"seconds\": 0.02, "
                "\"features\": {\"peak_memory_bytes\": 524288, \"samples_per_s\": 12.25, "
                "\"grad_global_norm\": 1e-7}, \"rules\": {\"in_force\": [], \"fired\": []}, "
                "\"skipped\": false}")
-        << Values{0, 1, 12.25, 0.5, 1e-7, kNaN, kNaN, kNaN, kNaN}
-        << QStringList{"0", "1", "12.3", "0.50", "1e-07", "—", "—", "—", "—"};
+        << Values{0, 1, 12.25, 0.5, 1e-7, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}
+        << QStringList{"0", "1", "12.3", "0.50", "1e-07", "—", "—", "—", "—", "—", "—"};
     // A step held to a memory budget: its budget and predicted peak, as MiB.
     QTest::addRow("under a memory budget")
         << QByteArray(
@@ -110,8 +110,8 @@ class TestRunHistoryModel : public QObject {
                "\"remat\": {\"budget_bytes\": 2097152, \"predicted_peak\": 1572864, "
                "\"peak\": 1048576, \"recomputed\": [\"layer1.0\"], \"attempts\": 0, "
                "\"cached\": true}}")
-        << Values{5, 1, kNaN, 1, kNaN, 2, 1.5, 1, kNaN}
-        << QStringList{"5", "1", "—", "1.00", "—", "2.00", "1.50", "1.00", "—"};
+        << Values{5, 1, kNaN, 1, kNaN, 2, 1.5, 1, kNaN, kNaN, kNaN}
+        << QStringList{"5", "1", "—", "1.00", "—", "2.00", "1.50", "1.00", "—", "—", "—"};
     QTest::addRow("calibrating: no budget, no prediction")
         << QByteArray(
                "{\"type\": \"step\", \"step\": 0, \"loss\": 1, \"seconds\": 0.02, "
@@ -119,8 +119,8 @@ class TestRunHistoryModel : public QObject {
                "\"skipped\": false, \"remat\": {\"budget_bytes\": null, "
                "\"predicted_peak\": null, \"peak\": 1048576, \"recomputed\": [], "
                "\"attempts\": 0, \"cached\": false}}")
-        << Values{0, 1, kNaN, kNaN, kNaN, kNaN, kNaN, 1, kNaN}
-        << QStringList{"0", "1", "—", "—", "—", "—", "—", "1.00", "—"};
+        << Values{0, 1, kNaN, kNaN, kNaN, kNaN, kNaN, 1, kNaN, kNaN, kNaN}
+        << QStringList{"0", "1", "—", "—", "—", "—", "—", "1.00", "—", "—", "—"};
   }
 
   void stepMessagesBecomeRows() {
@@ -149,9 +149,10 @@ class TestRunHistoryModel : public QObject {
     QStringList headers;
     for (int c = 0; c < model.columnCount(); ++c)
       headers << model.headerData(c, Qt::Horizontal).toString();
-    QCOMPARE(headers, (QStringList{"Step", "Loss", "Samples/s", "Peak memory (MiB)",
-                                   "Gradient norm", "Budget (MiB)", "Predicted peak (MiB)",
-                                   "Budgeted peak (MiB)", "Validation loss"}));
+    QCOMPARE(headers,
+             (QStringList{"Step", "Loss", "Samples/s", "Peak memory (MiB)", "Gradient norm",
+                          "Budget (MiB)", "Predicted peak (MiB)", "Budgeted peak (MiB)",
+                          "Validation loss", "Validation top-1", "Validation top-5"}));
   }
 
   void capacityDropsTheOldest_data() {
@@ -296,6 +297,31 @@ class TestRunHistoryModel : public QObject {
     QCOMPARE(charts.validationSeries(0)->points(), (QList<QPointF>{{4, 1.25}}));
     QCOMPARE(charts.series(LiveCharts::LossChart, 0)->points().size(), 4);
     QVERIFY(charts.chart(LiveCharts::LossChart)->legend()->isVisible());  // names the line
+    // Its top-1 on the accuracy chart, shown from then on; no top-5 with three classes.
+    QCOMPARE(run.value(2, RunHistoryModel::ValidationTop1), 0.5);
+    QVERIFY(std::isnan(run.value(2, RunHistoryModel::ValidationTop5)));
+    QCOMPARE(charts.series(LiveCharts::AccuracyChart, 0)->points(), (QList<QPointF>{{4, 0.5}}));
+    QVERIFY(charts.top5Series(0) == nullptr);
+    QVERIFY(charts.accuracyShown());
+  }
+
+  // The accuracy chart stays hidden for a run without accuracies, and draws top-5 dashed.
+  void accuracyChartShowsWithAccuracies() {
+    RunHistoryModel run;
+    LiveCharts charts;
+    charts.addRun(&run);
+    for (int s = 0; s < 4; ++s)
+      run.appendStep(stepMessage(s, 1.0));
+    run.addValidation({2, 10, 0.8, std::nullopt, std::nullopt});  // a regression: no accuracy
+    charts.flush();
+    QVERIFY(!charts.accuracyShown());
+    run.addValidation({4, 10, 0.7, 0.6, 0.9});
+    charts.flush();
+    QVERIFY(charts.accuracyShown());
+    QVERIFY(charts.top5Series(0) != nullptr);
+    QCOMPARE(charts.top5Series(0)->points(), (QList<QPointF>{{3, 0.9}}));
+    QCOMPARE(charts.top5Series(0)->pen().style(), Qt::DashLine);
+    QVERIFY(charts.chart(LiveCharts::AccuracyChart)->legend()->isVisible());
   }
 
   void chartsDropWhatTheModelDrops() {

@@ -30,25 +30,29 @@ namespace {
 
 // The lines a run draws: one per chart, then the memory budget's three — the budget, the peak
 // predicted and the peak held, of the forward and backward the budget holds — drawn dashed and
-// only once the run has a point for them (a run held to a budget: docs/remat.md).
+// only once the run has a point for them (a run held to a budget: docs/remat.md), the validation
+// loss and the validation top-5.
 struct LineSpec {
   int chart;
   RunHistoryModel::Column column;
   Qt::PenStyle style;
   const char* suffix;  // after the run's name in the legend
 };
-constexpr std::array<LineSpec, LiveCharts::ChartCount + 4> kLines = {{
+constexpr std::array<LineSpec, LiveCharts::ChartCount + 5> kLines = {{
     {LiveCharts::LossChart, RunHistoryModel::Loss, Qt::SolidLine, ""},
     {LiveCharts::SamplesChart, RunHistoryModel::SamplesPerSecond, Qt::SolidLine, ""},
     {LiveCharts::MemoryChart, RunHistoryModel::PeakMemoryMiB, Qt::SolidLine, ""},
     {LiveCharts::GradientNormChart, RunHistoryModel::GradientNorm, Qt::SolidLine, ""},
+    {LiveCharts::AccuracyChart, RunHistoryModel::ValidationTop1, Qt::SolidLine, ""},
     {LiveCharts::MemoryChart, RunHistoryModel::BudgetMiB, Qt::DashLine, " budget"},
     {LiveCharts::MemoryChart, RunHistoryModel::PredictedPeakMiB, Qt::DotLine, " predicted"},
     {LiveCharts::MemoryChart, RunHistoryModel::BudgetedPeakMiB, Qt::DashDotLine, " budgeted peak"},
     {LiveCharts::LossChart, RunHistoryModel::ValidationLoss, Qt::DashLine, " validation"},
+    {LiveCharts::AccuracyChart, RunHistoryModel::ValidationTop5, Qt::DashLine, " top-5"},
 }};
 constexpr size_t kBudgetLine = LiveCharts::ChartCount, kPredictedLine = kBudgetLine + 1,
-                 kBudgetedPeakLine = kBudgetLine + 2, kValidationLine = kBudgetLine + 3;
+                 kBudgetedPeakLine = kBudgetLine + 2, kValidationLine = kBudgetLine + 3,
+                 kTop5Line = kBudgetLine + 4;
 
 // Distinct on light and dark backgrounds (Tableau 10).
 constexpr std::array<QRgb, 10> kRunColours = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
@@ -86,7 +90,8 @@ struct LiveCharts::Run {
 
 LiveCharts::LiveCharts(QWidget* parent) : QWidget(parent), refresh_(new QTimer(this)) {
   const std::array<QString, ChartCount> titles = {tr("Loss"), tr("Samples/s"),
-                                                  tr("Peak memory (MiB)"), tr("Gradient norm")};
+                                                  tr("Peak memory (MiB)"), tr("Gradient norm"),
+                                                  tr("Validation accuracy")};
   auto* grid = new QGridLayout(this);
   grid->setContentsMargins(0, 0, 0, 0);
   grid->setSpacing(0);
@@ -109,8 +114,9 @@ LiveCharts::LiveCharts(QWidget* parent) : QWidget(parent), refresh_(new QTimer(t
     views_[i] = new QChartView(c, this);
     views_[i]->setRenderHint(QPainter::Antialiasing);
     views_[i]->setMinimumSize(200, 150);
-    grid->addWidget(views_[i], i / 2, i % 2);
+    grid->addWidget(views_[i], i / 2, i % 2, 1, i == AccuracyChart ? 2 : 1);
   }
+  views_[AccuracyChart]->setVisible(false);  // until a run validates with an accuracy
   refresh_->setSingleShot(true);
   refresh_->setInterval(kRefreshIntervalMs);
   connect(refresh_, &QTimer::timeout, this, &LiveCharts::flush);
@@ -298,6 +304,8 @@ void LiveCharts::flush() {
         }
       }
     }
+    if (i == AccuracyChart)
+      views_[i]->setVisible(xLo <= xHi);
     if (xLo > xHi)  // no points
       continue;
     const auto [x0, x1] = padded(xLo, xHi);
@@ -347,6 +355,15 @@ QLineSeries* LiveCharts::budgetedPeakSeries(int run) const {
 QLineSeries* LiveCharts::validationSeries(int run) const {
   Q_ASSERT(run >= 0 && run < runCount());
   return runs_[static_cast<size_t>(run)].series[kValidationLine];
+}
+
+QLineSeries* LiveCharts::top5Series(int run) const {
+  Q_ASSERT(run >= 0 && run < runCount());
+  return runs_[static_cast<size_t>(run)].series[kTop5Line];
+}
+
+bool LiveCharts::accuracyShown() const {
+  return !views_[AccuracyChart]->isHidden();
 }
 
 void LiveCharts::changeEvent(QEvent* event) {

@@ -19,6 +19,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include <filesystem>
+
 #include "symtune/core/session.h"
 #include "symtune/core/zoo_catalog.h"
 #include "symtune/ui/runner_launcher.h"
@@ -26,8 +28,35 @@
 namespace symtune::ui {
 
 namespace {
+
 enum Source { Zoo = 0, File = 1 };
+
+// "32, 32", "[32 x 32]", "32": the numbers in a size field.
+QJsonArray numbersIn(const QString& text) {
+  QJsonArray out;
+  for (const QString& part :
+       text.split(QRegularExpression(QStringLiteral("[,x×\\s\\[\\]]+")), Qt::SkipEmptyParts))
+    out.append(part.toLongLong());
+  return out;
 }
+
+// A position ("0", "2") or a key ("logits") as the session writes it.
+QJsonValue outputRef(const QString& text) {
+  bool number = false;
+  const int i = text.trimmed().toInt(&number);
+  return number ? QJsonValue(i) : QJsonValue(text.trimmed());
+}
+
+QStringList names(const QString& text) {
+  QStringList out;
+  for (const QString& part : text.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    if (!part.trimmed().isEmpty())
+      out.append(part.trimmed());
+  }
+  return out;
+}
+
+}  // namespace
 
 NewSessionDialog::NewSessionDialog(QWidget* parent) : QDialog(parent) {
   setWindowTitle(tr("New Session"));
@@ -75,7 +104,7 @@ NewSessionDialog::NewSessionDialog(QWidget* parent) : QDialog(parent) {
   inputShape_ = new QLineEdit(QStringLiteral("32, 16"), this);
   inputShape_->setToolTip(tr("The first input's shape, batch dimension first"));
   classes_ = new QSpinBox(this);
-  classes_->setRange(2, 1000000);
+  classes_->setRange(1, 1000000);
   classes_->setValue(10);
   auto* fileRow = new QHBoxLayout;
   fileRow->addWidget(file_, 1);
@@ -120,6 +149,9 @@ NewSessionDialog::NewSessionDialog(QWidget* parent) : QDialog(parent) {
   form->addRow(zooButton, zooRow);
   form->addRow(fileButton, fileRow);
   form->addRow(QString(), shapeRow);
+  trainingRows_ = new QWidget(this);
+  trainingRows_->setLayout(buildTrainingRows());
+  form->addRow(QString(), trainingRows_);
   form->addRow(tr("Steps"), steps_);
   form->addRow(tr("Batch size"), batch_);
   auto* optimizerRow = new QHBoxLayout;
@@ -131,13 +163,181 @@ NewSessionDialog::NewSessionDialog(QWidget* parent) : QDialog(parent) {
   form->addRow(tr("Rules"), rules_);
 
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
-  buttons->button(QDialogButtonBox::Ok)->setText(tr("Start"));
+  start_ = buttons->button(QDialogButtonBox::Ok);
+  start_->setText(tr("Start"));
   connect(buttons, &QDialogButtonBox::accepted, this, &NewSessionDialog::accept);
   connect(buttons, &QDialogButtonBox::rejected, this, &NewSessionDialog::reject);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(form);
   layout->addWidget(problem_);
   layout->addWidget(buttons);
+
+  // Checked as the user types.
+  for (QLineEdit* edit : findChildren<QLineEdit*>())
+    connect(edit, &QLineEdit::textChanged, this, &NewSessionDialog::revalidate);
+  for (QComboBox* box : findChildren<QComboBox*>())
+    connect(box, qOverload<int>(&QComboBox::currentIndexChanged), this,
+            &NewSessionDialog::revalidate);
+  for (QSpinBox* box : findChildren<QSpinBox*>())
+    connect(box, qOverload<int>(&QSpinBox::valueChanged), this, &NewSessionDialog::revalidate);
+  for (QDoubleSpinBox* box : findChildren<QDoubleSpinBox*>())
+    connect(box, qOverload<double>(&QDoubleSpinBox::valueChanged), this,
+            &NewSessionDialog::revalidate);
+  connect(source_, &QButtonGroup::idToggled, this, &NewSessionDialog::revalidate);
+  revalidate();
+}
+
+QLayout* NewSessionDialog::buildTrainingRows() {
+  auto* form = new QFormLayout;
+  form->setContentsMargins(0, 0, 0, 0);
+  dataFormat_ = new QComboBox(this);
+  dataFormat_->addItem(tr("synthetic"), QString());
+  for (const char* format : {"npy", "npz", "torch", "csv", "mnist", "cifar10", "images"})
+    dataFormat_->addItem(QString::fromLatin1(format), QString::fromLatin1(format));
+  dataFile_ = new QLineEdit(this);
+  dataFile_->setPlaceholderText(tr("the data file or folder"));
+  auto* browse = new QPushButton(tr("Browse…"), this);
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString format = dataFormat_->currentData().toString();
+    const bool folder = format == "mnist" || format == "images";
+    const QString path =
+        folder ? QFileDialog::getExistingDirectory(this, tr("Data folder"))
+               : QFileDialog::getOpenFileName(this, tr("Data file"), QString(),
+                                              tr("Data (*.npz *.npy *.pt *.pth *.csv *.bin);;All "
+                                                 "files (*)"));
+    if (!path.isEmpty())
+      dataFile_->setText(path);
+  });
+  auto* fileRow = new QHBoxLayout;
+  fileRow->addWidget(dataFormat_);
+  fileRow->addWidget(dataFile_, 1);
+  fileRow->addWidget(browse);
+  form->addRow(tr("Data"), fileRow);
+
+  dataInputs_ = new QLineEdit(this);
+  dataInputs_->setPlaceholderText(tr("x, lengths"));
+  dataInputs_->setToolTip(
+      tr("The arrays forward takes, in order (keys, positions, columns or "
+         ".npy files)"));
+  dataTarget_ = new QLineEdit(this);
+  dataTarget_->setPlaceholderText(tr("y"));
+  dataLengths_ = new QLineEdit(this);
+  dataLengths_->setPlaceholderText(tr("none"));
+  dataLengths_->setToolTip(tr("Sequences of different lengths: the array of each one's length"));
+  auto* arraysRow = new QHBoxLayout;
+  arraysRow->addWidget(dataInputs_, 2);
+  arraysRow->addWidget(new QLabel(tr("target"), this));
+  arraysRow->addWidget(dataTarget_, 1);
+  arraysRow->addWidget(new QLabel(tr("lengths"), this));
+  arraysRow->addWidget(dataLengths_, 1);
+  form->addRow(tr("Inputs"), arraysRow);
+
+  imageResize_ = new QLineEdit(this);
+  imageResize_->setPlaceholderText(tr("as stored"));
+  imageCrop_ = new QLineEdit(this);
+  imageCrop_->setPlaceholderText(tr("none"));
+  validation_ = new QDoubleSpinBox(this);
+  validation_->setRange(0, 0.9);
+  validation_->setSingleStep(0.05);
+  validation_->setSpecialValueText(tr("none"));
+  validation_->setToolTip(tr("The share of the samples held out for validation"));
+  auto* imageRow = new QHBoxLayout;
+  imageRow->addWidget(new QLabel(tr("images: resize"), this));
+  imageRow->addWidget(imageResize_, 1);
+  imageRow->addWidget(new QLabel(tr("crop"), this));
+  imageRow->addWidget(imageCrop_, 1);
+  imageRow->addWidget(new QLabel(tr("held out"), this));
+  imageRow->addWidget(validation_);
+  form->addRow(QString(), imageRow);
+
+  lossKind_ = new QComboBox(this);
+  lossKind_->addItems({"cross_entropy", "nll", "mse", "l1", "smooth_l1", "bce_with_logits"});
+  lossMethod_ = new QLineEdit(this);
+  lossMethod_->setPlaceholderText(tr("the model's own loss method, if any"));
+  auto* lossRow = new QHBoxLayout;
+  lossRow->addWidget(lossKind_);
+  lossRow->addWidget(lossMethod_, 1);
+  form->addRow(tr("Loss"), lossRow);
+
+  output_ = new QLineEdit(this);
+  output_->setPlaceholderText(tr("the tensor forward returns"));
+  output_->setToolTip(
+      tr("When forward returns a tuple, list, dict or named tuple: the position "
+         "or key of the output the loss reads"));
+  auxiliary_ = new QLineEdit(this);
+  auxiliary_->setPlaceholderText(tr("aux:0.3"));
+  auxiliary_->setToolTip(
+      tr("Auxiliary outputs whose losses add to the training loss, as "
+         "output:weight, comma-separated"));
+  auto* outputRow = new QHBoxLayout;
+  outputRow->addWidget(output_, 1);
+  outputRow->addWidget(new QLabel(tr("auxiliary"), this));
+  outputRow->addWidget(auxiliary_, 1);
+  form->addRow(tr("Output"), outputRow);
+  return form;
+}
+
+QJsonObject NewSessionDialog::dataBlock() const {
+  const QString format = dataFormat_->currentData().toString();
+  if (format.isEmpty())
+    return {};
+  QJsonObject data{{"format", format}};
+  if (format != "npy")
+    data["file"] = dataFile_->text().trimmed();
+  const QStringList inputs = names(dataInputs_->text());
+  if (!inputs.isEmpty())
+    data["inputs"] = QJsonArray::fromStringList(inputs);
+  if (!dataTarget_->text().trimmed().isEmpty())
+    data["target"] = dataTarget_->text().trimmed();
+  if (!dataLengths_->text().trimmed().isEmpty())
+    data["lengths"] = dataLengths_->text().trimmed();
+  if (validation_->value() > 0)
+    data["validation_fraction"] = validation_->value();
+  if (format == "images") {
+    QJsonObject image;
+    if (const QJsonArray resize = numbersIn(imageResize_->text()); !resize.isEmpty())
+      image["resize"] = resize.size() == 1 ? resize.first() : QJsonValue(resize);
+    if (const QJsonArray crop = numbersIn(imageCrop_->text()); !crop.isEmpty())
+      image["crop"] = crop.size() == 1 ? crop.first() : QJsonValue(crop);
+    data["image"] = image;
+  }
+  return data;
+}
+
+QJsonObject NewSessionDialog::lossBlock() const {
+  QJsonObject loss{{"kind", lossKind_->currentText()}};
+  if (!lossMethod_->text().trimmed().isEmpty())
+    loss["method"] = lossMethod_->text().trimmed();
+  return loss;
+}
+
+void NewSessionDialog::chooseData(const QString& format, const QString& file, const QString& inputs,
+                                  const QString& target, double validationFraction) {
+  const int at = dataFormat_->findData(format == "synthetic" ? QString() : format);
+  dataFormat_->setCurrentIndex(at < 0 ? 0 : at);
+  dataFile_->setText(file);
+  dataInputs_->setText(inputs);
+  dataTarget_->setText(target);
+  validation_->setValue(validationFraction);
+}
+
+void NewSessionDialog::chooseImage(const QString& resize, const QString& crop) {
+  imageResize_->setText(resize);
+  imageCrop_->setText(crop);
+}
+
+void NewSessionDialog::chooseLoss(const QString& kind, const QString& method) {
+  lossKind_->setCurrentText(kind);
+  lossMethod_->setText(method);
+}
+
+void NewSessionDialog::chooseOutputs(const QString& output, const QString& auxiliary) {
+  output_->setText(output);
+  auxiliary_->setText(auxiliary);
+}
+
+void NewSessionDialog::setBatchSize(int batch) {
+  batch_->setValue(batch);
 }
 
 void NewSessionDialog::setAvailableRules(const QJsonArray& rules) {
@@ -179,12 +379,23 @@ QJsonObject NewSessionDialog::session() const {
     model["preset"] = preset_->currentText();
   } else {
     model["file"] = file_->text();
-    QJsonArray shape;
-    for (const QString& part : inputShape_->text().split(
-             QRegularExpression(QStringLiteral("[,x×\\s\\[\\]]+")), Qt::SkipEmptyParts))
-      shape.append(part.toLongLong());
-    model["inputs"] = QJsonArray{QJsonObject{{"shape", shape}}};
+    const QJsonArray shape = numbersIn(inputShape_->text());
+    // With data files the data gives the inputs: a shape given anyway is checked against it.
+    if (!shape.isEmpty() || dataFormat_->currentIndex() == 0)
+      model["inputs"] = QJsonArray{QJsonObject{{"shape", shape}}};
     model["classes"] = classes_->value();
+    if (!output_->text().trimmed().isEmpty())
+      model["output"] = outputRef(output_->text());
+    QJsonArray auxiliary;
+    for (const QString& item : names(auxiliary_->text())) {
+      const int colon = item.lastIndexOf(QLatin1Char(':'));
+      QJsonObject aux{{"output", outputRef(colon < 0 ? item : item.left(colon))}};
+      if (colon >= 0)
+        aux["weight"] = item.mid(colon + 1).trimmed().toDouble();
+      auxiliary.append(aux);
+    }
+    if (!auxiliary.isEmpty())
+      model["auxiliary_outputs"] = auxiliary;
   }
   QJsonObject session{
       {"format", "symtune-session"},
@@ -193,8 +404,13 @@ QJsonObject NewSessionDialog::session() const {
       {"model", model},
       {"optimizer", QJsonObject{{"name", optimizer_->currentText()}, {"lr", lr_->value()}}},
       {"run", QJsonObject{{"steps", steps_->value()}}}};
+  QJsonObject data = source_->checkedId() == File ? dataBlock() : QJsonObject{};
   if (batch_->value() > 0)
-    session["data"] = QJsonObject{{"batch_size", batch_->value()}};
+    data["batch_size"] = batch_->value();
+  if (!data.isEmpty())
+    session["data"] = data;
+  if (source_->checkedId() == File)
+    session["loss"] = lossBlock();
   QJsonArray enabled;
   for (int i = 0; i < rules_->count(); ++i) {
     if (rules_->item(i)->checkState() == Qt::Checked)
@@ -208,13 +424,43 @@ QJsonObject NewSessionDialog::session() const {
 QString NewSessionDialog::check() const {
   if (source_->checkedId() == File && file_->text().trimmed().isEmpty())
     return tr("model.file: choose a TorchScript file");
+  Session parsed;
   try {
     // The registry's names are the runner's to check; the rest of the session is checked here.
-    parseSession(QJsonDocument(session()).toJson().toStdString(), "new session");
+    parsed = parseSession(QJsonDocument(session()).toJson().toStdString(), "new session");
   } catch (const SessionError& e) {
     return QString::fromStdString(e.what());
   }
+  // What the loader finds first (the files' contents it reads when the run starts).
+  if (!parsed.model.isZoo() && !std::filesystem::is_regular_file(parsed.model.file))
+    return QString::fromStdString(parsed.model.file.string() + ": no such model file");
+  const DataFilesSpec& files = parsed.data.files;
+  if (files.enabled()) {
+    std::vector<std::filesystem::path> named;
+    if (files.format == "npy") {
+      for (const auto& group : files.inputs)
+        named.emplace_back(group.front());
+      named.emplace_back(files.target);
+    } else {
+      named.push_back(files.file);
+    }
+    for (const auto& path : named) {
+      if (!std::filesystem::exists(path))
+        return QString::fromStdString(path.string() + ": no such file or folder");
+    }
+  }
   return {};
+}
+
+QString NewSessionDialog::shownProblem() const {
+  return problem_->text();
+}
+
+void NewSessionDialog::revalidate() {
+  const QString problem = check();
+  problem_->setText(problem);
+  start_->setEnabled(problem.isEmpty());
+  trainingRows_->setEnabled(source_->checkedId() == File);
 }
 
 void NewSessionDialog::accept() {

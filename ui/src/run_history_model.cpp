@@ -37,6 +37,8 @@ void RunHistoryModel::appendStep(const attach::StepMessage& step) {
       step.remat && step.remat->predictedPeak ? *step.remat->predictedPeak / kMiB : kNaN;
   row[BudgetedPeakMiB] = step.remat ? step.remat->peakBytes / kMiB : kNaN;
   row[ValidationLoss] = kNaN;
+  row[ValidationTop1] = kNaN;
+  row[ValidationTop5] = kNaN;
 
   if (static_cast<int>(rows_.size()) >= capacity_) {
     beginRemoveRows({}, 0, 0);
@@ -54,9 +56,11 @@ void RunHistoryModel::addValidation(const attach::ValidationMessage& validation)
   for (int row = static_cast<int>(rows_.size()) - 1; row >= 0; --row) {
     Row& r = rows_[static_cast<size_t>(row)];
     if (r[Step] == last) {
+      constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
       r[ValidationLoss] = validation.loss;
-      const QModelIndex cell = index(row, ValidationLoss);
-      Q_EMIT dataChanged(cell, cell);
+      r[ValidationTop1] = validation.top1.value_or(kNaN);
+      r[ValidationTop5] = validation.top5.value_or(kNaN);
+      Q_EMIT dataChanged(index(row, ValidationLoss), index(row, ValidationTop5));
       return;
     }
     if (r[Step] < last)
@@ -140,6 +144,10 @@ QVariant RunHistoryModel::headerData(int section, Qt::Orientation orientation, i
       return tr("Budgeted peak (MiB)");
     case ValidationLoss:
       return tr("Validation loss");
+    case ValidationTop1:
+      return tr("Validation top-1");
+    case ValidationTop5:
+      return tr("Validation top-5");
     case ColumnCount:
       break;
   }

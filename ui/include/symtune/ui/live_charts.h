@@ -1,10 +1,12 @@
 #pragma once
 // The Charts dock: loss, samples/s, peak memory and gradient norm against the step, one line per
 // run, several runs overlaid. A run that validates on held-out samples adds a dashed validation
-// loss line to the loss chart. A run held to a memory budget adds three lines to the memory chart:
-// the budget (dashed), the peak its plan was predicted to reach (dotted) and the peak it held
-// (dash-dot), of the forward and backward the budget holds — the solid line is the whole step's,
-// the update's too. Fed by RunHistoryModel; see Note [Live chart updates].
+// loss line to the loss chart and, under a class-index loss, its top-1 accuracy (and top-5,
+// dashed) to the validation accuracy chart, which shows once a run has a point for it. A run held
+// to a memory budget adds three lines to the memory chart: the budget (dashed), the peak its plan
+// was predicted to reach (dotted) and the peak it held (dash-dot), of the forward and backward the
+// budget holds — the solid line is the whole step's, the update's too. Fed by RunHistoryModel; see
+// Note [Live chart updates].
 
 #include <QWidget>
 
@@ -26,7 +28,7 @@ class LiveCharts : public QWidget {
   Q_OBJECT
 
  public:
-  enum Chart { LossChart, SamplesChart, MemoryChart, GradientNormChart, ChartCount };
+  enum Chart { LossChart, SamplesChart, MemoryChart, GradientNormChart, AccuracyChart, ChartCount };
 
   // How often, at most, the charts take new points and rescale their axes.
   static constexpr int kRefreshIntervalMs = 100;
@@ -53,6 +55,11 @@ class LiveCharts : public QWidget {
   // The loss chart's validation line of run `run` (dashed: the loss on held-out samples); null
   // until it has a point.
   QLineSeries* validationSeries(int run) const;
+  // The accuracy chart's top-5 line of run `run` (dashed); null until it has a point. Its top-1
+  // line is series(AccuracyChart, run).
+  QLineSeries* top5Series(int run) const;
+  // Whether the accuracy chart shows: once a run has a validation accuracy.
+  bool accuracyShown() const;
   // Draws pending points and rescales now, instead of at the next refresh.
   void flush();
 

@@ -1,8 +1,12 @@
 #pragma once
-// File ▸ New Session: a zoo model and preset, or a TorchScript file with its input shape; the
-// steps and optimizer; the rules to enable (every rule the runner's registry holds, read with
-// `symtune-runner rules list`). The dialog builds the session JSON (docs/session-format.md) and
-// checks it with the session parser before it closes; the studio then starts it.
+// File ▸ New Session: a zoo model and preset, or a TorchScript file with its input shape, the
+// data it trains on (synthetic, or files in one of the data formats), its loss (a kind, or the
+// model's own method) and which of its outputs the loss reads (and auxiliary outputs with their
+// weights); the steps and optimizer; the rules to enable (every rule the runner's registry holds,
+// read with `symtune-runner rules list`). The dialog builds the session JSON
+// (docs/session-format.md) and checks it as the user types, with the session parser and for the
+// files it names, showing the problem in the loader's words; Start waits for a session that
+// passes. The studio then starts it.
 
 #include <QDialog>
 #include <QJsonObject>
@@ -13,7 +17,9 @@ class QButtonGroup;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
+class QLayout;
 class QLineEdit;
+class QPushButton;
 class QListWidget;
 class QSpinBox;
 
@@ -27,8 +33,12 @@ class NewSessionDialog : public QDialog {
 
   // The session as chosen (no check).
   QJsonObject session() const;
-  // Checks session() with the session parser: "" or the problem ("model.inputs: …").
+  // Checks session() with the session parser, then that the model and data files exist: "" or
+  // the problem, one line as the loader words it ("model.inputs: …", "/data/x.npz: no such
+  // file").
   QString check() const;
+  // The problem shown under the form: check()'s, kept current as the user types.
+  QString shownProblem() const;
 
   // The rules offered, from `symtune-runner rules list` (loadRules runs it) or given directly.
   void setAvailableRules(const QJsonArray& rules);
@@ -39,6 +49,15 @@ class NewSessionDialog : public QDialog {
   // For tests and scripts: choose without clicking.
   void chooseZoo(const QString& model, const QString& preset);
   void chooseFile(const QString& path, const QString& inputShape, int classes);
+  // Data files (format "" or "synthetic": synthetic data); `inputs` comma-separated.
+  void chooseData(const QString& format, const QString& file, const QString& inputs,
+                  const QString& target, double validationFraction = 0);
+  void chooseImage(const QString& resize, const QString& crop);
+  void chooseLoss(const QString& kind, const QString& method = {});
+  // The output the loss reads (a position or a key; "" for a tensor) and auxiliary outputs as
+  // "aux:0.3, 2:0.5" (output:weight, the weight 1 when left out).
+  void chooseOutputs(const QString& output, const QString& auxiliary = {});
+  void setBatchSize(int batch);
   void setSteps(int steps);
   void setName(const QString& name);
   void enableRules(const QStringList& names);
@@ -46,6 +65,11 @@ class NewSessionDialog : public QDialog {
   void accept() override;  // only when check() passes; the problem is shown otherwise
 
  private:
+  QLayout* buildTrainingRows();  // the data, loss and outputs of a file model
+  void revalidate();             // check() into the problem line and the Start button
+  QJsonObject dataBlock() const;
+  QJsonObject lossBlock() const;
+
   QLineEdit* name_;
   QButtonGroup* source_;
   QComboBox *zoo_, *preset_, *optimizer_;
@@ -54,6 +78,12 @@ class NewSessionDialog : public QDialog {
   QDoubleSpinBox* lr_;
   QListWidget* rules_;
   QLabel* problem_;
+  QComboBox *dataFormat_, *lossKind_;
+  QLineEdit *dataFile_, *dataInputs_, *dataTarget_, *dataLengths_, *imageResize_, *imageCrop_;
+  QLineEdit *lossMethod_, *output_, *auxiliary_;
+  QDoubleSpinBox* validation_;
+  QWidget* trainingRows_;
+  QPushButton* start_;
 };
 
 }  // namespace symtune::ui

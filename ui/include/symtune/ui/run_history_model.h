@@ -19,8 +19,9 @@ class RunHistoryModel : public QAbstractTableModel {
   // BudgetMiB, PredictedPeakMiB, BudgetedPeakMiB: a run held to a memory budget (the step's
   // `remat` figures): the budget, the peak its plan was predicted to reach and the peak it held —
   // of the forward and backward, which the budget holds (PeakMemoryMiB covers the update too).
-  // ValidationLoss: the loss on the held-out samples, on the row of the step it followed (a
-  // `validation` message; NaN on the other rows).
+  // ValidationLoss, ValidationTop1, ValidationTop5: the loss and accuracy on the held-out
+  // samples, on the row of the step they followed (a `validation` message; NaN on the other rows,
+  // and for an accuracy the run did not measure).
   enum Column {
     Step,
     Loss,
@@ -31,6 +32,8 @@ class RunHistoryModel : public QAbstractTableModel {
     PredictedPeakMiB,
     BudgetedPeakMiB,
     ValidationLoss,
+    ValidationTop1,
+    ValidationTop5,
     ColumnCount
   };
 
@@ -47,8 +50,8 @@ class RunHistoryModel : public QAbstractTableModel {
   // norm, and under a memory budget the budget, the predicted and the budgeted peak (NaN where
   // the run sent none). Drops the oldest row when the model is full.
   void appendStep(const attach::StepMessage& step);
-  // A `validation` message: its loss on the row of the last step it followed (step - 1), when
-  // the model still holds that row; dataChanged tells the charts.
+  // A `validation` message: its loss, top-1 and top-5 on the row of the last step it followed
+  // (step - 1), when the model still holds that row; dataChanged tells the charts.
   void addValidation(const attach::ValidationMessage& validation);
   void clear();
 
