@@ -89,6 +89,8 @@ void Trainer::saveCheckpoint(const std::filesystem::path& path, const std::strin
                            {"report", report}};
   if (const binding::Binder* b = binder())
     record["bindings"] = b->table().toJson();
+  if (controller_)
+    record["controller"] = controller_->state();
   archive.write("record", c10::IValue(record.dump()));
   TensorDict parameters, buffers;
   for (const auto& p : module->named_parameters())
@@ -192,10 +194,14 @@ Trainer::Resumed Trainer::resume(const std::filesystem::path& path) {
       resumed.notes.push_back(std::string("the checkpoint's bindings are not used: ") + e.what());
     }
   }
-  if (controller_)
-    resumed.notes.push_back(
-        "the online controller learns the configurations' times again from the checkpoint's "
-        "configuration");
+  if (controller_ && record.contains("controller")) {
+    try {
+      controller_->restore(record["controller"].get<std::string>());
+    } catch (const std::exception& e) {
+      resumed.notes.push_back(std::string("the online controller starts learning again: ") +
+                              e.what());
+    }
+  }
   if (remat_ && session_.remat.budgetFraction)
     resumed.notes.push_back("the remat budget_fraction is calibrated again");
   return resumed;

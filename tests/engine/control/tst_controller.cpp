@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -74,6 +75,47 @@ TEST_CASE("the online controller finds the fastest configuration and settles on 
         1.5 * controller.predictedSamplesPerSecond(slowest, "bucket 0"));
   CHECK(controller.predictedSamplesPerSecond(fastest, "bucket 0") ==
         doctest::Approx(1000).epsilon(0.1));  // bucket 0: 1 ms a sample at the fastest
+}
+
+TEST_CASE("a controller restored from its state goes on as the one it was taken from") {
+  // Two controllers fed the same steps: one throughout, one rebuilt from the first's state at
+  // step 60 (a resumed run's). They choose alike from then on, and predict alike to the bit.
+  OnlineController whole(threeKnobs());
+  std::unique_ptr<OnlineController> resumed;
+  std::mt19937_64 rng(5);
+  whole.pin("threads", 1);
+  for (int64_t step = 0; step < 120; ++step) {
+    const std::string bucket = "bucket " + std::to_string(step % 2);
+    if (step == 60) {
+      resumed = std::make_unique<OnlineController>(threeKnobs());
+      resumed->restore(whole.state());
+      CHECK(resumed->pins() == whole.pins());
+      REQUIRE(resumed->log().size() == 1);  // the last decision, to judge the next loss against
+      CHECK(resumed->log().back().chosen == whole.log().back().chosen);
+    }
+    const auto d = whole.choose(step, bucket);
+    const double seconds = secondsPerSample(d.chosen, static_cast<int>(step % 2), rng) * 32;
+    if (resumed) {
+      const auto r = resumed->choose(step, bucket);
+      CHECK(r.chosen == d.chosen);
+      CHECK(r.explored == d.explored);
+      resumed->observe(r, seconds, 32, 1.0);
+    }
+    whole.observe(d, seconds, 32, 1.0);
+  }
+  Configuration c;
+  c.microbatches = 4;
+  c.threads = 1;
+  c.rematBudget = 0.4;
+  CHECK(resumed->predictedSamplesPerSecond(c, "bucket 1") ==
+        whole.predictedSamplesPerSecond(c, "bucket 1"));
+
+  // Another space's state is refused, and the controller stays as it was.
+  OnlineController other(ConfigSpace({Knob{"microbatches", {1, 2}, 1, ""}}));
+  CHECK_THROWS_AS(other.restore(whole.state()), std::invalid_argument);
+  CHECK(other.choose(0, "bucket 0").chosen ==
+        ConfigSpace({Knob{"microbatches", {1, 2}, 1, ""}}).current());
+  CHECK_THROWS_AS(other.restore("not json"), std::invalid_argument);
 }
 
 TEST_CASE("a pinned knob keeps its value; a pin outside the space is refused") {

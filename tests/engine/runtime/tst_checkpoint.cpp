@@ -184,6 +184,37 @@ TEST_CASE("SIGTERM writes a checkpoint where the run stopped, and --resume finis
   CHECK(finished.resumedAt == std::vector<int64_t>{stopped.stepsCompleted()});
 }
 
+TEST_CASE("the online controller's state comes back with the checkpoint") {
+  symtune::test::TempDir dir;
+  symtune::Session s = symtune::loadSession(writeRun(dir.path() / "online", 12));
+  s.control.enabled = true;
+  s.control.mode = "online";
+  symtune::Trainer first(s);
+  for (int i = 0; i < 12; ++i)
+    first.step();
+  first.saveCheckpoint(s.run.checkpoint, "");
+  symtune::Trainer second(s);
+  const symtune::Trainer::Resumed resumed = second.resume(s.run.checkpoint);
+  CHECK(resumed.steps == 12);
+  CHECK(resumed.notes.empty());  // everything carried over
+  const symtune::control::OnlineController* a = first.controller();
+  const symtune::control::OnlineController* b = second.controller();
+  REQUIRE(a != nullptr);
+  REQUIRE(b != nullptr);
+  REQUIRE(b->log().size() == 1);  // the last decision
+  CHECK(b->log().back().step == 11);
+  CHECK(b->log().back().chosen == a->log().back().chosen);
+  CHECK(second.configuration() == first.configuration());
+  // What it learnt of each configuration's time came back, to the bit.
+  const std::string bucket = a->log().back().bucket;
+  for (const symtune::control::Configuration& c : a->space().grid()) {
+    CAPTURE(c.text());
+    CHECK(b->predictedSamplesPerSecond(c, bucket) == a->predictedSamplesPerSecond(c, bucket));
+  }
+  second.step();
+  CHECK(second.stepsDone() == 13);
+}
+
 TEST_CASE("a checkpoint that is missing or of another run is a setup error naming the file") {
   symtune::test::TempDir dir;
   const auto session = writeRun(dir.path() / "a", 10);

@@ -68,6 +68,12 @@ class AdditiveModel {
   double reference() const { return reference_; }
   size_t terms() const { return dim_; }
 
+  // Everything it has learnt, as JSON text (a checkpoint's), and back: restore() on a model of
+  // the same space and signals gives the same posterior, bit for bit. Throws
+  // std::invalid_argument for a state of another space or malformed text.
+  std::string state() const;
+  void restore(const std::string& state);
+
  private:
   ConfigSpace space_;
   double priorVariance_, priorNoise_;

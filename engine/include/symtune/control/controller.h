@@ -125,6 +125,14 @@ class OnlineController {
   const ConfigSpace& space() const { return space_; }
   // The configurations a broken constraint excluded, in the order excluded.
   const std::vector<Configuration>& excluded() const { return excluded_; }
+  // What it has learnt and where it stands, as JSON text (a checkpoint's; Note [Checkpoints] in
+  // trainer.h): the model's terms, the random generator, the first batch's signals, the pins,
+  // the exclusions, the loss's average and the last decision. restore() on a controller of the
+  // same space goes on as this one would have; its log starts again from that last decision.
+  // Throws std::invalid_argument for a state of another space or malformed text.
+  std::string state() const;
+  void restore(const std::string& state);
+
   // The model's mean samples per second of `c` on `bucket` with `signals` (as choose() takes
   // them; the bucket's term 0 when unseen).
   double predictedSamplesPerSecond(const Configuration& c, const std::string& bucket,
@@ -138,6 +146,7 @@ class OnlineController {
   // Why `chosen` beats `other` under the terms `theta`, for a batch of scaled signals `z`.
   std::vector<Driver> drivers(const Configuration& chosen, const Configuration& other,
                               const std::vector<double>& z, const std::vector<double>& theta) const;
+  void read(const std::string& state);  // restore()'s work, done on a copy
   // Checks the step's loss against Note [Divergence constraint].
   void checkLoss(Decision& decision, double loss);
 

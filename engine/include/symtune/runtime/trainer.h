@@ -110,13 +110,14 @@ struct StepResult {
 // count (the data's position: step i trains on batch i, whatever came before — FileDataSource
 // and the synthetic sources draw batch i from the seed and i alone), the CPU's and the CUDA
 // devices' random generators (dropout), the configuration the next step runs with, the binder's
-// table (the kernels each site is bound to) and the caller's report of the steps so far. On the
-// CPU with a fixed thread count the resumed run's parameters equal the uninterrupted run's bit for
-// bit (tests/engine/runtime/tst_checkpoint.cpp). Not carried over, and said so in Resumed::notes:
-// the online controller's model of the configurations (it starts learning again from the
-// configuration the checkpoint holds) and the rematerializer's measurements (a budget_fraction
-// calibrates again); neither changes what a step computes. It is written to a temporary file
-// beside the path, then renamed over it: a run killed while writing leaves the previous one.
+// table (the kernels each site is bound to), the online controller's state (what it learnt of the
+// configurations' times, its random generator, pins and exclusions) and the caller's report of
+// the steps so far. On the CPU with a fixed thread count the resumed run's parameters equal the
+// uninterrupted run's bit for bit (tests/engine/runtime/tst_checkpoint.cpp). Not carried over,
+// and said so in Resumed::notes: the rematerializer's measurements (a budget_fraction calibrates
+// again, its first steps run plain), which do not change what a step computes. It is written to a
+// temporary file beside the path, then renamed over it: a run killed while writing leaves the
+// previous one.
 
 // Note [Micro-batches]
 // A batch can run as k micro-batches of consecutive samples (DataSource::split), each forward,

@@ -1,0 +1,153 @@
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "symtune/control/additive_model.h"
+#include "symtune/control/controller.h"
+
+// The online controller's state for checkpoints (OnlineController::state, AdditiveModel::state).
+// nlohmann writes doubles with as many digits as read them back exactly.
+
+namespace symtune::control {
+
+namespace {
+
+using json = nlohmann::json;
+
+json configurationJson(const ConfigSpace& space, const Configuration& c) {
+  json out = json::object();
+  for (const Knob& k : space.knobs())
+    out[k.name] = valueOf(c, k);
+  return out;
+}
+
+Configuration configurationFrom(const ConfigSpace& space, const json& in) {
+  Configuration c = space.current();
+  for (const auto& [name, value] : in.items()) {
+    if (space.knob(name) == nullptr)
+      throw std::invalid_argument("the controller's state names a knob " + name +
+                                  " this run's space does not have");
+    setValue(c, name, value.get<double>());
+  }
+  return c;
+}
+
+json parsed(const std::string& text, const char* what) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(std::string(what) + ": not valid JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string AdditiveModel::state() const {
+  json contexts = json::object();
+  for (const auto& [name, at] : contexts_)
+    contexts[name] = at;
+  return json{{"terms", dim_},           {"contexts", contexts},
+              {"prior", prior_},         {"precision", precision_},
+              {"moment", moment_},       {"residuals", residualSum_},
+              {"reference", reference_}, {"observations", observations_}}
+      .dump();
+}
+
+void AdditiveModel::restore(const std::string& text) {
+  const json in = parsed(text, "the speed model's state");
+  try {
+    const auto terms = in.at("terms").get<size_t>();
+    const auto contexts = in.at("contexts").get<std::map<std::string, size_t>>();
+    // The knobs' and signals' terms come first; each context adds one.
+    if (terms != knobTerms_ + signals_ * (knobTerms_ + 1) + contexts.size())
+      throw std::invalid_argument("the speed model's state is of another configuration space");
+    auto prior = in.at("prior").get<std::vector<double>>();
+    auto precision = in.at("precision").get<std::vector<double>>();
+    auto moment = in.at("moment").get<std::vector<double>>();
+    if (prior.size() != terms || moment.size() != terms || precision.size() != terms * terms)
+      throw std::invalid_argument("the speed model's state does not hold its terms");
+    const auto residuals = in.at("residuals").get<double>();
+    const auto reference = in.at("reference").get<double>();
+    const auto observations = in.at("observations").get<int64_t>();
+    contexts_ = contexts;  // all read: nothing changes when the state is refused
+    dim_ = terms;
+    prior_ = std::move(prior);
+    precision_ = std::move(precision);
+    moment_ = std::move(moment);
+    residualSum_ = residuals;
+    reference_ = reference;
+    observations_ = observations;
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(std::string("the speed model's state: ") + e.what());
+  }
+}
+
+std::string OnlineController::state() const {
+  std::ostringstream rng;
+  rng << rng_;
+  json pins = json::object();
+  for (const auto& [name, value] : pins_)
+    pins[name] = value;
+  json excluded = json::array();
+  for (const auto& c : excluded_)
+    excluded.push_back(configurationJson(space_, c));
+  json out = {{"model", model_.state()},
+              {"rng", rng.str()},
+              {"signal_reference", signalReference_},
+              {"pins", pins},
+              {"excluded", excluded},
+              {"loss_average", lossAverage_},
+              {"losses", losses_},
+              {"last_diverged", lastDiverged_},
+              {"high_in_a_row", highInARow_}};
+  if (!log_.empty())
+    out["last"] = {{"step", log_.back().step},
+                   {"bucket", log_.back().bucket},
+                   {"chosen", configurationJson(space_, log_.back().chosen)}};
+  return out.dump();
+}
+
+void OnlineController::restore(const std::string& text) {
+  OnlineController next = *this;  // this one changes only when all of the state is read
+  next.read(text);
+  *this = std::move(next);
+}
+
+void OnlineController::read(const std::string& text) {
+  const json in = parsed(text, "the controller's state");
+  try {
+    model_.restore(in.at("model").get<std::string>());
+    std::istringstream rng(in.at("rng").get<std::string>());
+    rng >> rng_;
+    if (!rng)
+      throw std::invalid_argument("the controller's state: its random generator is unreadable");
+    signalReference_ = in.at("signal_reference").get<std::vector<double>>();
+    pins_.clear();
+    for (const auto& [name, value] : in.at("pins").items()) {
+      if (space_.knob(name) == nullptr)
+        throw std::invalid_argument("the controller's state pins a knob " + name +
+                                    " this run's space does not have");
+      pins_[name] = value.get<double>();
+    }
+    excluded_.clear();
+    for (const auto& c : in.at("excluded"))
+      excluded_.push_back(configurationFrom(space_, c));
+    lossAverage_ = in.at("loss_average").get<double>();
+    losses_ = in.at("losses").get<int64_t>();
+    lastDiverged_ = in.at("last_diverged").get<bool>();
+    highInARow_ = in.at("high_in_a_row").get<int64_t>();
+    log_.clear();
+    if (in.contains("last")) {
+      Decision last;
+      last.step = in["last"].at("step").get<int64_t>();
+      last.bucket = in["last"].at("bucket").get<std::string>();
+      last.chosen = configurationFrom(space_, in["last"].at("chosen"));
+      log_.push_back(std::move(last));
+    }
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(std::string("the controller's state: ") + e.what());
+  }
+}
+
+}  // namespace symtune::control
