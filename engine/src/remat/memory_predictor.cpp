@@ -8,6 +8,13 @@ MemoryPredictor::MemoryPredictor(size_t window) : window_(window) {
   TORCH_CHECK(window_ >= 1, "MemoryPredictor: the window must hold at least one step");
 }
 
+std::vector<std::array<double, 3>> MemoryPredictor::observed() const {
+  std::vector<std::array<double, 3>> out;
+  for (const Seen& s : seen_)
+    out.push_back({s.saved, s.peak, s.recomputed});
+  return out;
+}
+
 void MemoryPredictor::observe(double savedBytes, double peakBytes, double recomputedBytes) {
   TORCH_CHECK(savedBytes >= 0 && peakBytes >= 0 && recomputedBytes >= 0,
               "MemoryPredictor: saved, peak and recomputed bytes cannot be negative, got ",

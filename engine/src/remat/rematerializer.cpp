@@ -631,6 +631,21 @@ std::optional<int64_t> Rematerializer::limitFor(double predictedPlain) const {
   return std::max<int64_t>(*budget - reserved_, 0);
 }
 
+Rematerializer::Measurements Rematerializer::measurements() const {
+  return {static_cast<int64_t>(plainSteps_), calibratedPlain_, budgetedSeen_,
+          predictor_.observed()};
+}
+
+void Rematerializer::restore(const Measurements& measured) {
+  MemoryPredictor predictor;  // what observe() refuses leaves this one as it was
+  for (const auto& [saved, peak, recomputed] : measured.steps)
+    predictor.observe(saved, peak, recomputed);
+  predictor_ = std::move(predictor);
+  plainSteps_ = static_cast<size_t>(std::max<int64_t>(measured.plainSteps, 0));
+  calibratedPlain_ = measured.plainPeak;
+  budgetedSeen_ = measured.budgetedSeen;
+}
+
 void Rematerializer::endStep() {
   if (calibratedThisStep_)
     ++plainSteps_;

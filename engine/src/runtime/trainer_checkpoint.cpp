@@ -1,3 +1,4 @@
+#include <array>
 #include <ostream>
 
 #include <ATen/Context.h>
@@ -91,6 +92,13 @@ void Trainer::saveCheckpoint(const std::filesystem::path& path, const std::strin
     record["bindings"] = b->table().toJson();
   if (controller_)
     record["controller"] = controller_->state();
+  if (remat_) {
+    const remat::Rematerializer::Measurements m = remat_->measurements();
+    record["remat"] = {{"plain_steps", m.plainSteps},
+                       {"plain_peak", m.plainPeak},
+                       {"budgeted_seen", m.budgetedSeen},
+                       {"steps", m.steps}};
+  }
   archive.write("record", c10::IValue(record.dump()));
   TensorDict parameters, buffers;
   for (const auto& p : module->named_parameters())
@@ -202,8 +210,19 @@ Trainer::Resumed Trainer::resume(const std::filesystem::path& path) {
                               e.what());
     }
   }
-  if (remat_ && session_.remat.budgetFraction)
-    resumed.notes.push_back("the remat budget_fraction is calibrated again");
+  if (remat_ && record.contains("remat")) {
+    try {
+      const nlohmann::json& r = record["remat"];
+      remat::Rematerializer::Measurements m;
+      m.plainSteps = r.at("plain_steps").get<int64_t>();
+      m.plainPeak = r.at("plain_peak").get<double>();
+      m.budgetedSeen = r.at("budgeted_seen").get<bool>();
+      m.steps = r.at("steps").get<std::vector<std::array<double, 3>>>();
+      remat_->restore(m);
+    } catch (const std::exception& e) {
+      resumed.notes.push_back(std::string("the remat budget is measured again: ") + e.what());
+    }
+  }
   return resumed;
 }
 

@@ -215,6 +215,37 @@ TEST_CASE("the online controller's state comes back with the checkpoint") {
   CHECK(second.stepsDone() == 13);
 }
 
+TEST_CASE("the rematerializer's calibration and measurements come back with the checkpoint") {
+  symtune::test::TempDir dir;
+  const symtune::Session s = symtune::parseSession(
+      R"({"format": "symtune-session", "version": 1, "name": "remat",
+          "model": {"zoo": "dynamic_tagger", "preset": "ci"},
+          "remat": {"budget_fraction": 0.95},
+          "run": {"steps": 6, "threads": 2, "checkpoint": "remat.ckpt"}})",
+      dir.path() / "remat.json");
+  symtune::Trainer first(s);
+  for (int i = 0; i < 3; ++i)
+    first.step();
+  REQUIRE(first.rematerializer() != nullptr);
+  REQUIRE_FALSE(first.rematerializer()->calibrating());
+  first.saveCheckpoint(s.run.checkpoint, "");
+  symtune::Trainer second(s);
+  REQUIRE(second.rematerializer()->calibrating());  // a new run calibrates first
+  CHECK(second.resume(s.run.checkpoint).notes.empty());
+  CHECK_FALSE(second.rematerializer()->calibrating());  // the resumed one does not again
+  const auto a = first.rematerializer()->measurements();
+  const auto b = second.rematerializer()->measurements();
+  CHECK(b.plainSteps == a.plainSteps);
+  CHECK(b.plainPeak == a.plainPeak);
+  CHECK(b.budgetedSeen == a.budgetedSeen);
+  CHECK((b.steps == a.steps));
+  // Its next step is held to the budget the first run calibrated.
+  const symtune::StepResult next = second.step();
+  REQUIRE(next.remat.has_value());
+  CHECK_FALSE(next.remat->plan.calibrating);
+  CHECK(next.remat->plan.limitBytes.has_value());
+}
+
 TEST_CASE("a checkpoint that is missing or of another run is a setup error naming the file") {
   symtune::test::TempDir dir;
   const auto session = writeRun(dir.path() / "a", 10);

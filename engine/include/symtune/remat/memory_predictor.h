@@ -24,10 +24,12 @@
 // steps not on one plane through them, b and c not negative); until then c = 0 and the line
 // above holds on the kept bytes.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <vector>
 
 namespace symtune::remat {
 
@@ -47,6 +49,9 @@ class MemoryPredictor {
   };
   std::optional<Fit> fit() const;
   size_t observations() const { return seen_.size(); }
+  // The steps observe() was given (the window's, oldest first), as {saved, peak, recomputed}:
+  // observing them again in order gives the same fit (a resumed run's).
+  std::vector<std::array<double, 3>> observed() const;
 
  private:
   size_t window_;

@@ -43,6 +43,7 @@
 // lost. When none fits, or the prediction says none does before the step, the run stops with
 // RematInfeasible, which names the smallest budget that fits.
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -168,6 +169,19 @@ class Rematerializer {
     return options_.strategy == Strategy::Plan && options_.budgetFraction &&
            plainSteps_ < static_cast<size_t>(options_.calibrationSteps);
   }
+
+  // What it has measured (checkpoints; Note [Checkpoints] in trainer.h): the calibration (plain
+  // steps seen, the largest plain peak), whether a step held to the budget was seen, and the
+  // predictor's steps. restore() on a resumed run's rematerializer goes on from there rather than
+  // calibrating again; the buckets' profiles and plans are made anew as their batches come.
+  struct Measurements {
+    int64_t plainSteps = 0;
+    double plainPeak = 0;
+    bool budgetedSeen = false;
+    std::vector<std::array<double, 3>> steps;  // MemoryPredictor::observed()
+  };
+  Measurements measurements() const;
+  void restore(const Measurements& measured);
 
   const RematOptions& options() const { return options_; }
   const RematStats& stats() const { return stats_; }

@@ -111,13 +111,14 @@ struct StepResult {
 // and the synthetic sources draw batch i from the seed and i alone), the CPU's and the CUDA
 // devices' random generators (dropout), the configuration the next step runs with, the binder's
 // table (the kernels each site is bound to), the online controller's state (what it learnt of the
-// configurations' times, its random generator, pins and exclusions) and the caller's report of
-// the steps so far. On the CPU with a fixed thread count the resumed run's parameters equal the
-// uninterrupted run's bit for bit (tests/engine/runtime/tst_checkpoint.cpp). Not carried over,
-// and said so in Resumed::notes: the rematerializer's measurements (a budget_fraction calibrates
-// again, its first steps run plain), which do not change what a step computes. It is written to a
-// temporary file beside the path, then renamed over it: a run killed while writing leaves the
-// previous one.
+// configurations' times, its random generator, pins and exclusions), the rematerializer's
+// measurements (a budget_fraction's calibration, the memory predictor's steps) and the caller's
+// report of the steps so far. On the CPU with a fixed thread count the resumed run's parameters
+// equal the uninterrupted run's bit for bit (tests/engine/runtime/tst_checkpoint.cpp). What is
+// not carried over is made again as the batches come (the remat buckets' profiles and plans) or
+// said in Resumed::notes (state the run cannot use: another space's controller, a table measured
+// elsewhere). It is written to a temporary file beside the path, then renamed over it: a run
+// killed while writing leaves the previous one.
 
 // Note [Micro-batches]
 // A batch can run as k micro-batches of consecutive samples (DataSource::split), each forward,
