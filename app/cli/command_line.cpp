@@ -150,6 +150,17 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     return parseRulesCommand(args);
   if (!args.empty() && args[0] == "tune")
     return parseTuneCommand(args);
+  if (!args.empty() && args[0] == "check") {
+    if (args.size() == 2 && (args[1] == "-h" || args[1] == "--help")) {
+      cl.mode = CommandLine::Mode::Help;
+      return cl;
+    }
+    if (args.size() != 2 || args[1].empty() || args[1][0] == '-')
+      throw std::invalid_argument("check needs one session (symtune check SESSION)");
+    cl.mode = CommandLine::Mode::Check;
+    cl.session = args[1];
+    return cl;
+  }
   if (!args.empty() && args[0] == "bindings") {
     cl.mode = CommandLine::Mode::Bindings;
     for (size_t i = 1; i < args.size(); ++i) {
@@ -315,6 +326,11 @@ std::string usage(const std::string& program, bool studio) {
          "the\n"
          "      [--linger SECONDS]     last step it serves until stopped, or until no client has\n"
          "                             been attached for SECONDS\n"
+         "  " +
+         program +
+         " check SESSION             set the session up as a run would (the model loaded, the\n"
+         "                             data read, the model run once on the first batch) and\n"
+         "                             say what it would train, or the problem in one line\n"
          "  " +
          program +
          " rules check FILE          check a rule pack (.json) or a rules file\n"

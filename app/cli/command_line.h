@@ -9,7 +9,7 @@
 namespace symtune::app {
 
 struct CommandLine {
-  enum class Mode { Studio, Batch, Graph, Rules, Bindings, Tune, Help, Version };
+  enum class Mode { Studio, Batch, Graph, Rules, Bindings, Tune, Check, Help, Version };
   Mode mode = Mode::Studio;
   std::string session;                    // --batch SESSION, or the studio's optional SESSION
   std::optional<std::string> report;      // --report FILE

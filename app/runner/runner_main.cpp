@@ -120,6 +120,31 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   return 1;
 }
 
+// `check SESSION`: the trainer built as --batch builds it, no step taken.
+int runCheckCommand(const symtune::app::CommandLine& cl) {
+  symtune::Session session;
+  try {
+    session = symtune::loadSession(cl.session);
+  } catch (const symtune::SessionError& e) {
+    return fail(e.what(), 2);
+  }
+  if (!session.rules.empty())
+    loadRulePlugins();
+  try {
+    symtune::Trainer trainer(session);
+    std::cout << trainer.modelDescription() << ", " << trainer.parameterCount()
+              << " parameters, batch " << trainer.batchSize() << ", " << trainer.device().str();
+    if (!trainer.dataDescription().empty())
+      std::cout << "; " << trainer.dataDescription();
+    std::cout << std::endl;
+  } catch (const symtune::SetupError& e) {
+    return fail(cl.session + ": " + e.what(), 2);
+  } catch (const std::exception& e) {
+    return fail(cl.session + ": " + symtune::oneLine(e), 2);
+  }
+  return 0;
+}
+
 int runGraphCommand(const symtune::app::CommandLine& cl) {
   const std::filesystem::path target = cl.graphTarget;
   symtune::Graph graph;
@@ -192,6 +217,8 @@ int main(int argc, char** argv) {
       return symtune::app::runBindingsCommand(cl);
     case symtune::app::CommandLine::Mode::Tune:
       return symtune::app::runTuneCommand(cl);
+    case symtune::app::CommandLine::Mode::Check:
+      return runCheckCommand(cl);
     case symtune::app::CommandLine::Mode::Studio:
       break;
   }

@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
     case symtune::app::CommandLine::Mode::Batch:
     case symtune::app::CommandLine::Mode::Graph:
     case symtune::app::CommandLine::Mode::Tune:
+    case symtune::app::CommandLine::Mode::Check:
       return handOverToRunner(argv);
     case symtune::app::CommandLine::Mode::Rules:
       // A rewrite's IR needs LibTorch's parser: the runner checks such files.

@@ -366,6 +366,37 @@ class TestBatch : public QObject {
     QVERIFY(none.err.contains("tune needs --budget-steps N"));
   }
 
+  // `symtune check SESSION`: the run set up as --batch would, no step taken; what is wrong in one
+  // line, exit status 2.
+  void checkCommandSetsTheRunUp() {
+    const QString sessions = QStringLiteral(SYMTUNE_SOURCE_DIR "/resources/sessions/");
+    const Result ok = run({"check", sessions + "image_classifier.json"});
+    QVERIFY2(ok.exitCode == 0, qPrintable(ok.err));
+    QCOMPARE(ok.out.trimmed(),
+             QString("cnn.pt, 1443 parameters, batch 16, cpu; images: 54 training samples (18 "
+                     "held out), inputs images [3, 16, 16] Float; target labels [] Long"));
+    QTemporaryDir dir;
+    // The shorter side to 16 keeps the aspect: the images come out of different sizes.
+    const QString wrong = writeFile(dir, "wrong.json",
+                                    R"({"format": "symtune-session", "version": 1,
+                   "model": {"file": ")" +
+                                        QByteArray(SYMTUNE_SOURCE_DIR) +
+                                        R"(/tests/data/cnn.pt", "classes": 3},
+                   "data": {"format": "images", "file": ")" +
+                                        QByteArray(SYMTUNE_SOURCE_DIR) +
+                                        R"(/tests/data/images", "batch_size": 8,
+                            "image": {"resize": 16}}})");
+    const Result bad = run({"check", wrong});
+    QCOMPARE(bad.exitCode, 2);
+    QVERIFY2(bad.err.contains(wrong + ": " SYMTUNE_SOURCE_DIR "/tests/data/images/"),
+             qPrintable(bad.err));
+    QVERIFY2(bad.err.contains("give data.image.resize or crop so that every image comes out the "
+                              "same"),
+             qPrintable(bad.err));
+    QCOMPARE(bad.err.count('\n'), 1);
+    QCOMPARE(run({"check"}).exitCode, 2);
+  }
+
   void bindingsCommandErrors_data() {
     QTest::addColumn<QByteArray>("file");
     QTest::addColumn<QString>("message");

@@ -78,6 +78,32 @@ class TestNewSessionDialog : public QObject {
     QCOMPARE(dialog.result(), int(QDialog::Rejected));
   }
 
+  // Once the session parses, symtune-runner check sets the run up as --batch would: what the
+  // parser cannot see (an array the file lacks) is said in the loader's words.
+  void runnerCheckSaysWhatTheLoaderSays() {
+    const QString data = QStringLiteral(SYMTUNE_SOURCE_DIR "/tests/data/");
+    NewSessionDialog dialog;
+    dialog.setCheckDelay(0);
+    dialog.chooseFile(data + "mlp.pt", "", 3);
+    dialog.setBatchSize(16);
+    dialog.chooseData("npz", data + "blobs.npz", "x", "label");
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog.checking(), 120000);
+    QCOMPARE(dialog.shownProblem(), data + "blobs.npz: no array \"label\" (it holds: x, y)");
+    dialog.accept();
+    QCOMPARE(dialog.result(), int(QDialog::Rejected));
+    dialog.chooseData("npz", data + "blobs.npz", "x", "y", 0.2);
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog.checking(), 120000);
+    QCOMPARE(dialog.shownProblem(), QString());
+    QVERIFY2(dialog.checkedText().startsWith("mlp.pt, 131 parameters, batch 16, cpu; "),
+             qPrintable(dialog.checkedText()));
+    // A model whose output does not fit the classes: the loader's shape check.
+    dialog.chooseFile(data + "mlp.pt", "", 5);
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog.checking(), 120000);
+    QVERIFY2(dialog.shownProblem().startsWith("mlp.pt: forward returned shape [16, 3], expected "
+                                              "[16, 5]"),
+             qPrintable(dialog.shownProblem()));
+  }
+
   void lossAndOutputs() {
     const QString data = QStringLiteral(SYMTUNE_SOURCE_DIR "/tests/data/");
     NewSessionDialog dialog;

@@ -3,6 +3,7 @@
 #include <QButtonGroup>
 #include <QComboBox>
 #include <QDialogButtonBox>
+#include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -17,6 +18,8 @@
 #include <QRadioButton>
 #include <QRegularExpression>
 #include <QSpinBox>
+#include <QTemporaryFile>
+#include <QTimer>
 #include <QVBoxLayout>
 
 #include <filesystem>
@@ -162,6 +165,16 @@ NewSessionDialog::NewSessionDialog(QWidget* parent) : QDialog(parent) {
   form->addRow(tr("Node statistics every"), sampling_);
   form->addRow(tr("Rules"), rules_);
 
+  checked_ = new QLabel(this);
+  checked_->setWordWrap(true);
+  checked_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  checkTimer_ = new QTimer(this);
+  checkTimer_->setSingleShot(true);
+  checkTimer_->setInterval(400);
+  connect(checkTimer_, &QTimer::timeout, this, &NewSessionDialog::startRunnerCheck);
+  checkFile_ =
+      new QTemporaryFile(QDir::temp().filePath(QStringLiteral("symtune-new-XXXXXX.json")), this);
+
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
   start_ = buttons->button(QDialogButtonBox::Ok);
   start_->setText(tr("Start"));
@@ -170,6 +183,7 @@ NewSessionDialog::NewSessionDialog(QWidget* parent) : QDialog(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(form);
   layout->addWidget(problem_);
+  layout->addWidget(checked_);
   layout->addWidget(buttons);
 
   // Checked as the user types.
@@ -461,9 +475,103 @@ void NewSessionDialog::revalidate() {
   problem_->setText(problem);
   start_->setEnabled(problem.isEmpty());
   trainingRows_->setEnabled(source_->checkedId() == File);
+  // The runner's check of the session as it now stands, a moment after the last edit.
+  if (runnerCheck_ != nullptr) {
+    runnerCheck_->disconnect(this);
+    runnerCheck_->kill();
+    runnerCheck_->deleteLater();
+    runnerCheck_ = nullptr;
+  }
+  checked_->clear();
+  if (problem.isEmpty())
+    checkTimer_->start();
+  else
+    checkTimer_->stop();
+}
+
+void NewSessionDialog::startRunnerCheck() {
+  Session s;
+  try {
+    s = parseSession(QJsonDocument(session()).toJson().toStdString(), "new session");
+  } catch (const SessionError&) {
+    return;  // revalidate() said so
+  }
+  // The runner reads it from a temporary file: paths the user gave relative to the working
+  // folder become absolute.
+  const auto absolute = [](std::filesystem::path& p) {
+    if (!p.empty())
+      p = std::filesystem::absolute(p);
+  };
+  absolute(s.model.file);
+  absolute(s.data.files.file);
+  if (s.data.files.format == "npy") {
+    for (auto& group : s.data.files.inputs)
+      group.front() = std::filesystem::absolute(group.front()).string();
+    s.data.files.target = std::filesystem::absolute(s.data.files.target).string();
+    if (!s.data.files.lengths.empty())
+      s.data.files.lengths = std::filesystem::absolute(s.data.files.lengths).string();
+  }
+  s.binding.useTable = false;  // nothing read or written beside the temporary file
+  if (!checkFile_->open())
+    return;
+  checkFile_->resize(0);
+  checkFile_->write(QByteArray::fromStdString(sessionJson(s)));
+  checkFile_->close();
+  runnerCheck_ = new QProcess(this);
+  connect(runnerCheck_, &QProcess::finished, this,
+          [this](int code, QProcess::ExitStatus) { runnerChecked(code); });
+  connect(runnerCheck_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
+    if (e == QProcess::FailedToStart && runnerCheck_ != nullptr) {  // no runner: parser only
+      runnerCheck_->deleteLater();
+      runnerCheck_ = nullptr;
+    }
+  });
+  checked_->setText(tr("Checking the model and data…"));
+  runnerCheck_->start(RunnerLauncher::runnerPath(),
+                      {QStringLiteral("check"), checkFile_->fileName()});
+}
+
+void NewSessionDialog::runnerChecked(int exitCode) {
+  QProcess* process = runnerCheck_;
+  if (process == nullptr)
+    return;
+  runnerCheck_ = nullptr;
+  process->deleteLater();
+  if (exitCode == 0) {
+    checked_->setText(
+        tr("Checked: %1").arg(QString::fromUtf8(process->readAllStandardOutput()).trimmed()));
+    return;
+  }
+  // "symtune: error: /tmp/symtune-new-….json: mlp.pt: …": the problem without the runner's and
+  // the temporary file's names.
+  QString why = QString::fromUtf8(process->readAllStandardError()).trimmed();
+  for (const QString& prefix :
+       {QStringLiteral("symtune: error: "), checkFile_->fileName() + QStringLiteral(": ")}) {
+    if (why.startsWith(prefix))
+      why = why.mid(prefix.size());
+  }
+  checked_->clear();
+  problem_->setText(why.isEmpty() ? tr("The runner's check failed (exit status %1)").arg(exitCode)
+                                  : why);
+  start_->setEnabled(false);
+}
+
+QString NewSessionDialog::checkedText() const {
+  return checked_->text().startsWith(tr("Checked: ")) ? checked_->text().mid(tr("Checked: ").size())
+                                                      : QString();
+}
+
+bool NewSessionDialog::checking() const {
+  return checkTimer_->isActive() || runnerCheck_ != nullptr;
+}
+
+void NewSessionDialog::setCheckDelay(int ms) {
+  checkTimer_->setInterval(ms);
 }
 
 void NewSessionDialog::accept() {
+  if (!start_->isEnabled() && !problem_->text().isEmpty())
+    return;  // the runner's check found a problem: shown
   const QString problem = check();
   problem_->setText(problem);
   if (problem.isEmpty())

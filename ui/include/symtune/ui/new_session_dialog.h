@@ -5,8 +5,10 @@
 // weights); the steps and optimizer; the rules to enable (every rule the runner's registry holds,
 // read with `symtune-runner rules list`). The dialog builds the session JSON
 // (docs/session-format.md) and checks it as the user types, with the session parser and for the
-// files it names, showing the problem in the loader's words; Start waits for a session that
-// passes. The studio then starts it.
+// files it names, then (a moment after the last edit) with `symtune-runner check`, which sets the
+// run up as --batch would — the model loaded, the data read, the model run on the first batch —
+// showing the problem in the loader's words, or what it would train; Start waits for a session
+// that passes. The studio then starts it.
 
 #include <QDialog>
 #include <QJsonObject>
@@ -19,7 +21,10 @@ class QDoubleSpinBox;
 class QLabel;
 class QLayout;
 class QLineEdit;
+class QProcess;
 class QPushButton;
+class QTemporaryFile;
+class QTimer;
 class QListWidget;
 class QSpinBox;
 
@@ -37,8 +42,15 @@ class NewSessionDialog : public QDialog {
   // the problem, one line as the loader words it ("model.inputs: …", "/data/x.npz: no such
   // file").
   QString check() const;
-  // The problem shown under the form: check()'s, kept current as the user types.
+  // The problem shown under the form: check()'s, kept current as the user types, or the runner's
+  // check's once it has answered.
   QString shownProblem() const;
+  // What the runner's check said the session would train ("" until it answered, or when it
+  // found a problem); whether it is still to answer.
+  QString checkedText() const;
+  bool checking() const;
+  // How long after the last edit the runner's check starts (ms; tests make it 0).
+  void setCheckDelay(int ms);
 
   // The rules offered, from `symtune-runner rules list` (loadRules runs it) or given directly.
   void setAvailableRules(const QJsonArray& rules);
@@ -67,6 +79,8 @@ class NewSessionDialog : public QDialog {
  private:
   QLayout* buildTrainingRows();  // the data, loss and outputs of a file model
   void revalidate();             // check() into the problem line and the Start button
+  void startRunnerCheck();       // symtune-runner check on the session as it stands
+  void runnerChecked(int exitCode);
   QJsonObject dataBlock() const;
   QJsonObject lossBlock() const;
 
@@ -84,6 +98,10 @@ class NewSessionDialog : public QDialog {
   QDoubleSpinBox* validation_;
   QWidget* trainingRows_;
   QPushButton* start_;
+  QLabel* checked_;
+  QTimer* checkTimer_;
+  QProcess* runnerCheck_ = nullptr;  // the check under way, if any
+  QTemporaryFile* checkFile_;        // the session it checks
 };
 
 }  // namespace symtune::ui
