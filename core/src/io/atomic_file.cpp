@@ -6,9 +6,24 @@
 #include <string>
 #include <system_error>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace symtune {
+
+namespace {
+
+// Asks the kernel to put `path` (a file or a folder) on the disk; false when it could not.
+bool synced(const std::filesystem::path& path, bool folder) {
+  const int fd = ::open(path.c_str(), folder ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0)
+    return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
 
 void writeFileAtomically(const std::filesystem::path& path,
                          const std::function<void(std::ostream&)>& write) {
@@ -35,11 +50,19 @@ void writeFileAtomically(const std::filesystem::path& path,
       throw std::runtime_error(path.string() + ": write failed");
     }
   }
+  // On the disk before it replaces the old file, and the rename with it: a machine that loses
+  // power keeps the old file or the new, whole.
+  if (!synced(tmp, false)) {
+    std::filesystem::remove(tmp, ec);
+    throw std::runtime_error(path.string() + ": cannot sync the file to disk (" +
+                             std::generic_category().message(errno) + ")");
+  }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
     throw std::runtime_error(path.string() + ": cannot replace the file (" + ec.message() + ")");
   }
+  synced(dir, true);  // the rename itself; a folder that cannot be synced still holds the file
 }
 
 void writeFileAtomically(const std::filesystem::path& path, const std::string& text) {
