@@ -5,6 +5,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -257,6 +258,18 @@ double StepPeak::bytes() const {
   return static_cast<double>(std::max<int64_t>(peak - live_, 0));
 }
 
+// A mode's setup that runs the model through SyMuGen's evaluator under the plan `planOf` makes.
+std::function<void(Trainer&)> recomputing(const char* name,
+                                          std::function<SegmentPlan(SegmentExecutor&)> planOf) {
+  return [name, planOf = std::move(planOf)](Trainer& trainer) {
+    torch::jit::Module* module = trainer.executor().scriptModule();
+    TORCH_CHECK(module != nullptr, name, " needs a TorchScript model");
+    auto executor = std::make_unique<SegmentExecutor>(*module, name);
+    executor->setPlan(planOf(*executor));
+    trainer.setExecutor(std::move(executor));
+  };
+}
+
 const std::vector<Mode>& baselineModes() {
   static const std::vector<Mode> modes = {
       {"script", "TorchScript's default (profiling) executor", {}, {}, {}},
@@ -284,13 +297,13 @@ const std::vector<Mode>& baselineModes() {
        [](Session& session) { session.binding.enabled = true; }},
       {"checkpoint",
        "full activation checkpointing of every top-level block",
-       [](Trainer& trainer) {
-         torch::jit::Module* module = trainer.executor().scriptModule();
-         TORCH_CHECK(module != nullptr, "checkpointing needs a TorchScript model");
-         auto executor = std::make_unique<SegmentExecutor>(*module, "checkpoint");
-         executor->setPlan(executor->recomputeAll());
-         trainer.setExecutor(std::move(executor));
-       },
+       recomputing("checkpoint", [](SegmentExecutor& e) { return e.recomputeAll(); }),
+       {},
+       {}},
+      {"selective",
+       "selective recomputation: every run of cheap ops recomputed without the matmul or "
+       "convolution that closes it, whose saved input is freed until its backward",
+       recomputing("selective", [](SegmentExecutor& e) { return e.recomputeCheapOps(); }),
        {},
        {}},
       {"per-node",

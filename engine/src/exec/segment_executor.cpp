@@ -72,4 +72,14 @@ SegmentPlan SegmentExecutor::recomputeAll() const {
   return plan;
 }
 
+SegmentPlan SegmentExecutor::recomputeCheapOps() {
+  const std::vector<std::string>& runs = gen_.opRuns();
+  SegmentPlan plan;
+  for (const auto& unit : gen_.recomputableUnits()) {
+    if (std::find(runs.begin(), runs.end(), unit.parent) != runs.end())
+      plan.recompute.insert(unit.name);
+  }
+  return plan;
+}
+
 }  // namespace symtune

@@ -10,6 +10,7 @@
 #include <ATen/SequenceNumber.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,13 @@ struct SyMuGen::CheckpointSpan {
   // no gradient either (a mask, positions), runs as usual — checkpointed, its outputs would need
   // one.
   bool readsAttributes = true;
+  // A run of ops's lighter variant (Note [Runs without their closing op] in symugen_runs.cpp): the
+  // run but its closing op, which saves `dropped` (outputs only it reads); null where none.
+  std::shared_ptr<const CheckpointSpan> lighter;
+  // Of a lighter variant: the closing op, and the outputs that are freed once it has run and made
+  // again before its backward.
+  const Node* consumer = nullptr;
+  std::vector<const Value*> dropped;
 };
 
 // What an op saves for its backward, read from its cost template's "saved for backward"
@@ -187,6 +195,9 @@ class SyMuGen::Evaluator {
   OpBinder* binder() const { return binder_; }
   // Sums every op's template cost (ForwardOptions::countCost).
   void setCountCost(bool on) { countCost_ = on; }
+  // A recomputation in backward: batch norms leave their running statistics as the forward left
+  // them (Note [Recomputed batch norms]).
+  void setRecomputing(bool on) { recomputing_ = on; }
   const ForwardCost& cost() const { return cost_; }
 
  private:
@@ -221,14 +232,25 @@ class SyMuGen::Evaluator {
       } else if (plan_ != nullptr && runStarts && plan_->recompute.count(run->second->block) > 0 &&
                  runCheckpointed(run->second)) {
         node = run->second->last;
+      } else if (plan_ != nullptr && runStarts && run->second->lighter != nullptr &&
+                 plan_->recompute.count(run->second->lighter->block) > 0 &&
+                 runCheckpointed(run->second->lighter)) {
+        node = run->second->lighter->last;
       } else {
-        if (countCost_ && runStarts)
+        if (countCost_ && runStarts) {
           openRun(*run->second);  // its ops run here, one by one
+          if (run->second->lighter != nullptr)
+            openRun(*run->second->lighter);
+        }
         runNode(node);
+        if (!pendingDrops_.empty())
+          releaseDropped(node);
         dropDead(node);
       }
-      if (openRun_ && openRun_->span->last == node)
-        closeRun();
+      for (size_t i = openRuns_.size(); i-- > 0;) {
+        if (openRuns_[i].span->last == node)
+          closeRun(i);
+      }
       while (!unitEnds.empty() && unitEnds.back() == node) {
         unitEnds.pop_back();
         units_.pop_back();
@@ -352,6 +374,15 @@ class SyMuGen::Evaluator {
     std::vector<c10::IValue> inputs;
     if (countCost_)
       inputs = stack;
+    // Note [Recomputed batch norms]
+    // A batch norm in training mode normalises by the batch's statistics and moves its running
+    // statistics towards them, in place. Run again in backward it would move them twice a step.
+    // With momentum 0 the update leaves them as they are and the output is the same (it reads
+    // the batch's statistics, not the running ones), so a recomputed span changes nothing the
+    // forward did not.
+    if (recomputing_ && isBatchNorm(node) && stack.size() > 6 && stack[5].isBool() &&
+        stack[5].toBool())
+      stack[6] = c10::IValue(0.0);
     const uint64_t before = at::sequence_number::peek();
     {
       CurrentNodeScope scope(nodeId);  // OpTracer attributes the op's events to the node
@@ -377,6 +408,8 @@ class SyMuGen::Evaluator {
     if (countCost_)
       countCost(node, inputs);
   }
+
+  static bool isBatchNorm(const Node* node) { return node->kind() == c10::aten::batch_norm; }
 
   // The node's ATen operation, made once per SyMuGen (Note [Step capture]): every forward runs
   // the same nodes.
@@ -421,6 +454,8 @@ class SyMuGen::Evaluator {
       return;  // int arithmetic, list and shape bookkeeping: no tensor work
     if (!gen_.runSpans_.empty())
       noteSaved(node, inputs);
+    if (!droppedToCount_.empty())
+      countDropped(node, inputs);
     const OpCost cost = evaluateCost(node->kind().toQualString(), in, out);
     if (!cost.known || !cost.flops) {
       ++cost_.opsWithoutCost;
@@ -440,11 +475,11 @@ class SyMuGen::Evaluator {
       u.savedBytes += cost.savedBytes.value_or(0);
       counted = unit;
     }
-    if (openRun_) {
-      ForwardCost::Unit& u = cost_.units[openRun_->span->block];
+    for (OpenRun& run : openRuns_) {
+      ForwardCost::Unit& u = cost_.units[run.span->block];
       u.flops += *cost.flops;
       u.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
-      countRunSaved(node, inputs, in, out, cost);
+      countRunSaved(run, node, inputs, in, out, cost);
     }
   }
 
@@ -487,11 +522,11 @@ class SyMuGen::Evaluator {
 
   void openRun(const CheckpointSpan& span) {
     ++cost_.units[span.block].executions;
-    openRun_.emplace();
-    openRun_->span = &span;
+    OpenRun& run = openRuns_.emplace_back();
+    run.span = &span;
     for (const Value* v : span.inputs)
-      storagesOf(valueOf(v), openRun_->inputs);
-    openRun_->kept = openRun_->inputs;
+      storagesOf(valueOf(v), run.inputs);
+    run.kept = run.inputs;
     if (parameterStorages_.empty()) {
       for (const auto& p : gen_.module_.parameters())
         storagesOf(p, parameterStorages_);
@@ -500,7 +535,7 @@ class SyMuGen::Evaluator {
     }
   }
 
-  void countRunSaved(const Node* node, const std::vector<c10::IValue>& inputs,
+  void countRunSaved(OpenRun& run, const Node* node, const std::vector<c10::IValue>& inputs,
                      const std::vector<ValueInfo>& in, const std::vector<ValueInfo>& out,
                      const OpCost& cost) {
     const SavedOperands& saved = savedOperandsOf(node);
@@ -515,13 +550,38 @@ class SyMuGen::Evaluator {
       if (value == nullptr || !value->isTensor() || !value->toTensor().defined() ||
           !value->toTensor().has_storage())
         continue;
-      openRun_->saved.push_back(value->toTensor().storage());
+      run.saved.push_back(value->toTensor().storage());
     }
     if (!saved.rest.empty()) {
       if (const auto rest = evaluateCostExpression(saved.rest, in, out))
-        openRun_->own += *rest;
+        run.own += *rest;
     } else if (saved.whole.empty()) {
-      openRun_->own += cost.savedBytes.value_or(0);
+      run.own += cost.savedBytes.value_or(0);
+    }
+  }
+
+  // A lighter run's dropped outputs free what its closing op saves of them (Note [Runs without
+  // their closing op]): counted when that op runs, each storage once.
+  void countDropped(const Node* node, const std::vector<c10::IValue>& inputs) {
+    for (size_t i = droppedToCount_.size(); i-- > 0;) {
+      DroppedToCount& d = droppedToCount_[i];
+      if (d.consumer != node)
+        continue;
+      std::unordered_set<const c10::StorageImpl*> once;
+      for (const auto& [output, index] : savedOperandsOf(node).whole) {
+        if (output || index >= inputs.size())
+          continue;
+        std::vector<c10::Storage> saved;
+        storagesOf(inputs[index], saved);
+        for (const auto& s : saved) {
+          for (const auto& dropped : d.storages) {
+            if (s.unsafeGetStorageImpl() == dropped.unsafeGetStorageImpl() &&
+                once.insert(s.unsafeGetStorageImpl()).second)
+              cost_.units[*d.unit].savedBytes += static_cast<double>(s.nbytes());
+          }
+        }
+      }
+      droppedToCount_.erase(droppedToCount_.begin() + static_cast<std::ptrdiff_t>(i));
     }
   }
 
@@ -559,11 +619,20 @@ class SyMuGen::Evaluator {
     keptAnyway_.clear();
   }
 
-  void closeRun() {
-    OpenRun& run = *openRun_;
+  void closeRun(size_t index) {
+    OpenRun& run = openRuns_[index];
     runInputs_.emplace_back(&run.span->block, run.inputs);
-    for (const Value* v : run.span->outputs)
-      storagesOf(valueOf(v), run.kept);
+    for (const Value* v : run.span->outputs) {
+      const bool dropped = std::find(run.span->dropped.begin(), run.span->dropped.end(), v) !=
+                           run.span->dropped.end();
+      if (!dropped) {
+        storagesOf(valueOf(v), run.kept);
+      } else {
+        if (droppedToCount_.empty() || droppedToCount_.back().unit != &run.span->block)
+          droppedToCount_.push_back({run.span->consumer, &run.span->block, {}});
+        storagesOf(valueOf(v), droppedToCount_.back().storages);
+      }
+    }
     std::unordered_set<const c10::StorageImpl*> kept;
     for (const auto& s : run.kept)
       kept.insert(s.unsafeGetStorageImpl());
@@ -574,8 +643,18 @@ class SyMuGen::Evaluator {
       if (kept.insert(storage.unsafeGetStorageImpl()).second)  // each storage once
         freed += static_cast<double>(storage.nbytes());
     }
+    if (!run.span->dropped.empty() && !droppedToCount_.empty() &&
+        droppedToCount_.back().unit == &run.span->block) {
+      // A dropped output one of the run's own ops saves is counted already.
+      auto& storages = droppedToCount_.back().storages;
+      storages.erase(std::remove_if(storages.begin(), storages.end(),
+                                    [&](const c10::Storage& s) {
+                                      return kept.count(s.unsafeGetStorageImpl()) > 0;
+                                    }),
+                     storages.end());
+    }
     cost_.units[run.span->block].savedBytes += freed;
-    openRun_.reset();
+    openRuns_.erase(openRuns_.begin() + static_cast<std::ptrdiff_t>(index));
   }
 
   void dropDead(const Node* node) {
@@ -591,6 +670,9 @@ class SyMuGen::Evaluator {
   // that require grad) or need not be (it reads no parameter and no input that needs a
   // gradient): the caller then runs it as usual.
   bool runCheckpointed(const std::shared_ptr<const CheckpointSpan>& span);
+  // After `node` has run: frees the dropped outputs of the lighter runs it closes and arranges
+  // their return before its backward (symugen_checkpoint.cpp).
+  void releaseDropped(const Node* node);
 
   void markTaken(const Block* branch) { taken_.insert(gen_.blockRegions_.at(branch)); }
 
@@ -620,8 +702,20 @@ class SyMuGen::Evaluator {
   const SegmentPlan* plan_ = nullptr;
   int64_t recomputed_ = 0;
   bool countCost_ = false;
+  bool recomputing_ = false;
   std::vector<const std::string*> units_;  // the units open around the running node (countCost_)
-  std::optional<OpenRun> openRun_;         // the run of ops open around it (countCost_)
+  // The runs of ops open around it (countCost_): a run, and its lighter variant with it.
+  std::vector<OpenRun> openRuns_;
+  struct DroppedToCount {
+    const Node* consumer = nullptr;
+    const std::string* unit = nullptr;
+    std::vector<c10::Storage> storages;
+  };
+  std::vector<DroppedToCount> droppedToCount_;
+  // Lighter runs checkpointed in this forward whose closing op has not run yet.
+  std::vector<std::pair<const Node*, std::function<void(const std::vector<at::Tensor>&)>>>
+      pendingDrops_;
+  std::vector<c10::Storage> parameterKeep_;  // parameters' and buffers' storages (releaseDropped)
   std::vector<c10::Storage> parameterStorages_;
   // What the forward's ops save and the batch (kept whatever the plan), and each run execution's
   // inputs (Note [Counting a run's saved bytes]).

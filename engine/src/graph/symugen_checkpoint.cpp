@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
@@ -30,22 +32,9 @@ namespace symtune {
 // block, appending to a caller's list, prim::SetAttr on a module it was given), and — decided at
 // run time — list or tuple inputs holding tensors that require grad.
 // A random op inside a span draws the same numbers when recomputed (Note [Checkpoint RNG]).
-// Limitation: an op that updates state it does not take as an input (batch norm's running
-// statistics, read through the module) updates it once more, as with PyTorch's checkpointing.
-
-// Note [Loop-body spans]
-// A loop's trips keep their activations until the backward reaches them, so a long loop (the
-// tagger's time steps) holds as many trips' activations as it runs, and a top-level block around it
-// can only be checkpointed whole. A loop body is cut into runs of nodes between the nodes that
-// write to a value from outside them (`outs.append(h)`: recomputing an append would append twice),
-// its leading views of outside tensors left out (`gi_all[:, t]`: the span reads the view, whose
-// gradient is its own size); each run that computes a tensor op is a span of its own, named after
-// the loop ("rnn loop #23": the loop's node in the static graph, after its module path), and a plan
-// that names the loop recomputes all of them: every trip then keeps only each run's inputs (the
-// carried state, the tensors read from outside, not copied) and runs the trip's run again when the
-// backward reaches it. Loops whose bodies hold a top-level block's span (a block called in a loop)
-// are not cut: that block is the unit there; nor are loops around a loop that is cut (the inner
-// loop is the unit).
+// A batch norm's running statistics, which it updates in place, are updated by the forward only
+// (Note [Recomputed batch norms] in evaluator.h); another op that updated state it does not take
+// as an input would update it once more, as with PyTorch's checkpointing.
 
 // Note [Checkpoint RNG]
 // A span's forward keeps the random state it began with — the default CPU generator's, and the
@@ -57,92 +46,6 @@ namespace symtune {
 // of aten's, no op of another namespace, which might draw without saying) keeps no state: a
 // generator's state is a few kilobytes, per execution of the span — per trip of a loop-body
 // span.
-
-namespace {
-
-constexpr int kNoBlock = -1;
-constexpr int kAnyBlock = -2;  // constants: belong to whichever span surrounds them
-
-// Every value defined inside `node` (its outputs and, recursively, its blocks' values).
-void collectDefined(const Node* node, std::unordered_set<const Value*>& out) {
-  for (const Value* v : node->outputs())
-    out.insert(v);
-  for (const Block* b : node->blocks()) {
-    for (const Value* v : b->inputs())
-      out.insert(v);
-    for (const Node* inner : b->nodes())
-      collectDefined(inner, out);
-  }
-}
-
-bool containsTensor(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::TensorType)
-    return true;
-  for (const auto& inner : type->containedTypes()) {
-    if (containsTensor(inner))
-      return true;
-  }
-  return false;
-}
-
-bool allTensorTypes(c10::ArrayRef<c10::TypePtr> types) {
-  for (const auto& t : types) {
-    if (t->kind() != c10::TypeKind::TensorType)
-      return false;
-  }
-  return true;
-}
-
-// Whether a span output of this type can pass through CheckpointFunction with its gradient: a
-// Tensor, a tuple or list of Tensors, or a value holding no tensor at all (an int, a bool).
-bool passable(const c10::TypePtr& type) {
-  if (type->kind() == c10::TypeKind::TensorType || !containsTensor(type))
-    return true;
-  if (auto tuple = type->cast<c10::TupleType>())
-    return allTensorTypes(tuple->elements());
-  if (auto list = type->cast<c10::ListType>())
-    return list->getElementType()->kind() == c10::TypeKind::TensorType;
-  return false;
-}
-
-// Whether `node` (or a node nested in it) writes to one of `inputs` in place: recomputing the span
-// would then start from the written value, or write to a leaf autograd refuses.
-bool writesTo(const Node* node, const std::unordered_set<const Value*>& inputs) {
-  if (node->kind() == c10::prim::SetAttr && inputs.count(node->input(0)))
-    return true;
-  if (const auto* schema = node->maybeSchema()) {
-    for (size_t i = 0; i < node->inputs().size() && i < schema->arguments().size(); ++i) {
-      const auto* alias = schema->arguments()[i].alias_info();
-      if (alias && alias->isWrite() && inputs.count(node->input(i)))
-        return true;
-    }
-  }
-  for (const Block* b : node->blocks()) {
-    for (const Node* inner : b->nodes()) {
-      if (writesTo(inner, inputs))
-        return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
-// A node that computes nothing: a view of a tensor, a shape query, a constant or list building.
-bool detail::isViewOrShape(const Node* node) {
-  static const std::unordered_set<c10::Symbol> kinds{
-      c10::aten::select,        c10::aten::slice,
-      c10::aten::view,          c10::aten::reshape,
-      c10::aten::unsqueeze,     c10::aten::squeeze,
-      c10::aten::transpose,     c10::aten::t,
-      c10::aten::permute,       c10::aten::expand,
-      c10::aten::narrow,        c10::aten::size,
-      c10::aten::dim,           c10::aten::len,
-      c10::aten::__getitem__,   c10::prim::Constant,
-      c10::prim::ListConstruct, c10::prim::TupleConstruct,
-      c10::prim::DictConstruct, c10::prim::NumToTensor};
-  return kinds.count(node->kind()) != 0;
-}
 
 namespace {
 
@@ -172,6 +75,43 @@ bool allTensors(c10::ArrayRef<c10::IValue> items) {
   return true;
 }
 
+// Generators and their states (Note [Checkpoint RNG]).
+struct RngStates : torch::CustomClassHolder {
+  std::vector<std::pair<at::Generator, at::Tensor>> states;
+
+  // The CPU generator's state and the CUDA generators' of the devices `tensors` are on.
+  static c10::intrusive_ptr<RngStates> take(at::TensorList tensors) {
+    auto taken = c10::make_intrusive<RngStates>();
+    taken->add(at::detail::getDefaultCPUGenerator());
+    std::set<c10::DeviceIndex> devices;
+    for (const auto& t : tensors) {
+      if (t.defined() && t.is_cuda())
+        devices.insert(t.get_device());
+    }
+    for (const c10::DeviceIndex d : devices)
+      taken->add(at::globalContext().defaultGenerator(at::Device(at::kCUDA, d)));
+    return taken;
+  }
+
+  // Sets every generator to its kept state; returns the states they had.
+  c10::intrusive_ptr<RngStates> swapIn() const {
+    auto previous = c10::make_intrusive<RngStates>();
+    for (const auto& [generator, state] : states) {
+      at::Generator g = generator;
+      std::lock_guard<std::mutex> lock(g.mutex());
+      previous->states.emplace_back(g, g.get_state());
+      g.set_state(state);
+    }
+    return previous;
+  }
+
+ private:
+  void add(at::Generator g) {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    states.emplace_back(g, g.get_state());
+  }
+};
+
 // One execution of a span: what its backward needs to run it again.
 struct SpanRun : torch::CustomClassHolder {
   SyMuGen* gen = nullptr;
@@ -192,6 +132,61 @@ struct SpanRun : torch::CustomClassHolder {
     c10::TupleTypePtr tupleType;  // Tuple: a named tuple's type (its field names)
   };
   std::vector<Output> layout;
+  c10::intrusive_ptr<RngStates> rng;  // the states it began with, when it may draw
+
+  // A lighter run's outputs freed after its closing op (Note [Runs without their closing op]).
+  struct Dropped {
+    c10::intrusive_ptr<c10::StorageImpl> storage;
+    size_t nbytes = 0;
+    at::TensorOptions options;
+    int64_t offset = 0;
+    std::vector<int64_t> sizes, strides;
+    size_t flat = 0;  // among the flat outputs
+  };
+  std::vector<Dropped> dropped;
+  torch::autograd::variable_list kept;  // its inputs, until the refill
+  bool refilled = false;
+  // Made by the refill, for the backward: the inputs as leaves, the outputs with their graph.
+  std::optional<std::pair<torch::autograd::variable_list, torch::autograd::variable_list>> again;
+
+  // Runs the span again with gradients from `saved` (its inputs) and its random state.
+  std::pair<torch::autograd::variable_list, torch::autograd::variable_list> recompute(
+      const torch::autograd::variable_list& saved) {
+    torch::autograd::variable_list in;
+    for (const auto& t : saved)
+      in.push_back(t.detach().requires_grad_(t.requires_grad()));
+    at::AutoGradMode grad(true);
+    const auto found = rng ? rng->swapIn() : c10::make_intrusive<RngStates>();
+    torch::autograd::variable_list outs;
+    try {
+      outs = flatten(run(in), /*learn=*/false);
+    } catch (...) {
+      found->swapIn();
+      throw;
+    }
+    found->swapIn();
+    return {std::move(in), std::move(outs)};
+  }
+
+  // Before the closing op's backward: the lighter run again, its dropped outputs filled back.
+  void refill() {
+    if (refilled)
+      return;
+    refilled = true;
+    again = recompute(kept);
+    kept.clear();
+    at::NoGradGuard noGrad;
+    for (const Dropped& d : dropped) {
+      c10::StorageImpl* storage = d.storage.get();
+      if (storage->nbytes() != d.nbytes) {  // two outputs may share one storage
+        storage->set_data_ptr_noswap(storage->allocator()->allocate(d.nbytes));
+        storage->set_nbytes(d.nbytes);
+      }
+      at::empty({0}, d.options)
+          .set_(c10::Storage(d.storage), d.offset, d.sizes, d.strides)
+          .copy_(again->second[d.flat].detach());
+    }
+  }
 
   std::vector<c10::IValue> run(const torch::autograd::variable_list& tensors) {
     std::vector<c10::IValue> in = inputs;
@@ -207,6 +202,7 @@ struct SpanRun : torch::CustomClassHolder {
     Graph unused;
     SyMuGen::Evaluator eval(*gen, unused, /*record=*/false);
     eval.setBinder(binder);
+    eval.setRecomputing(true);
     return eval.runSpan(*span, in);
   }
 
@@ -214,10 +210,17 @@ struct SpanRun : torch::CustomClassHolder {
     torch::autograd::variable_list flat;
     if (learn)
       layout.clear();
-    for (const auto& value : outs) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const c10::IValue& value = outs[i];
       Output o;
       o.first = flat.size();
-      if (value.isTensor() && value.toTensor().defined()) {
+      // A parameter read in the span passes as itself, not as the function's output: made one, it
+      // would take the function as its history.
+      const bool attribute =
+          i < span->outputs.size() && span->outputs[i]->node()->kind() == c10::prim::GetAttr;
+      if (attribute) {
+        o.other = value;
+      } else if (value.isTensor() && value.toTensor().defined()) {
         o.kind = Output::Tensor;
         flat.push_back(value.toTensor());
       } else if (value.isTuple() && allTensors(value.toTupleRef().elements())) {
@@ -272,43 +275,6 @@ struct SpanRun : torch::CustomClassHolder {
   }
 };
 
-// Generators and their states (Note [Checkpoint RNG]).
-struct RngStates : torch::CustomClassHolder {
-  std::vector<std::pair<at::Generator, at::Tensor>> states;
-
-  // The CPU generator's state and the CUDA generators' of the devices `tensors` are on.
-  static c10::intrusive_ptr<RngStates> take(at::TensorList tensors) {
-    auto taken = c10::make_intrusive<RngStates>();
-    taken->add(at::detail::getDefaultCPUGenerator());
-    std::set<c10::DeviceIndex> devices;
-    for (const auto& t : tensors) {
-      if (t.defined() && t.is_cuda())
-        devices.insert(t.get_device());
-    }
-    for (const c10::DeviceIndex d : devices)
-      taken->add(at::globalContext().defaultGenerator(at::Device(at::kCUDA, d)));
-    return taken;
-  }
-
-  // Sets every generator to its kept state; returns the states they had.
-  c10::intrusive_ptr<RngStates> swapIn() const {
-    auto previous = c10::make_intrusive<RngStates>();
-    for (const auto& [generator, state] : states) {
-      at::Generator g = generator;
-      std::lock_guard<std::mutex> lock(g.mutex());
-      previous->states.emplace_back(g, g.get_state());
-      g.set_state(state);
-    }
-    return previous;
-  }
-
- private:
-  void add(at::Generator g) {
-    std::lock_guard<std::mutex> lock(g.mutex());
-    states.emplace_back(g, g.get_state());
-  }
-};
-
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   // `tensors`: the span's tensor inputs, then a grad-requiring placeholder so that the outputs
   // require grad even when no input does (the span's parameters are not inputs).
@@ -320,7 +286,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     tensors.pop_back();
     ctx->save_for_backward(tensors);
     if (run->span->draws)
-      ctx->saved_data["rng"] = c10::IValue::make_capsule(RngStates::take(tensors));
+      run->rng = RngStates::take(tensors);
     auto outs = run->flatten(run->run(tensors), /*learn=*/true);
     ctx->saved_data["run"] = c10::IValue::make_capsule(run);
     return outs;
@@ -329,25 +295,10 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     auto run = c10::static_intrusive_pointer_cast<SpanRun>(ctx->saved_data["run"].toCapsule());
-    torch::autograd::variable_list inputs;
-    for (const auto& t : ctx->get_saved_variables())
-      inputs.push_back(t.detach().requires_grad_(t.requires_grad()));
-    torch::autograd::variable_list outs;
-    {
-      at::AutoGradMode grad(true);
-      const auto kept = ctx->saved_data.find("rng");
-      const auto found =
-          kept != ctx->saved_data.end()
-              ? c10::static_intrusive_pointer_cast<RngStates>(kept->second.toCapsule())->swapIn()
-              : c10::make_intrusive<RngStates>();
-      try {
-        outs = run->flatten(run->run(inputs), /*learn=*/false);
-      } catch (...) {
-        found->swapIn();
-        throw;
-      }
-      found->swapIn();
-    }
+    // A lighter run whose closing op's backward has run is recomputed already.
+    auto [inputs, outs] =
+        run->again ? std::move(*run->again) : run->recompute(ctx->get_saved_variables());
+    run->again.reset();
     torch::autograd::variable_list roots, rootGrads;
     for (size_t i = 0; i < outs.size() && i < grads.size(); ++i) {
       if (outs[i].requires_grad() && grads[i].defined()) {
@@ -368,272 +319,86 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
 
 }  // namespace
 
-// The span of `owner`'s nodes first..last named `name`, with what it reads from before it and
-// what is read after it; null when checkpointing would get it wrong: an output whose tensors are
-// nested (a tuple holding a tuple, an Optional) would lose its gradient, and a span that writes to
-// its own input (an in-place ReLU block) cannot be recomputed from it.
-std::shared_ptr<SyMuGen::CheckpointSpan> detail::makeSpan(const Block* owner, const Node* first,
-                                                          const Node* last, std::string name) {
-  auto span = std::make_shared<SyMuGen::CheckpointSpan>();
-  span->block = std::move(name);
-  span->first = first;
-  span->last = last;
-  std::unordered_set<const Value*> defined, seen;
-  for (const Node* n = first;; n = n->next()) {
-    collectDefined(n, defined);
-    if (n == last)
-      break;
-  }
-  for (const Node* n = first;; n = n->next()) {
-    detail::forEachUse(n, [&](const Value* v) {
-      if (!defined.count(v) && seen.insert(v).second)
-        span->inputs.push_back(v);
-    });
-    if (n == last)
-      break;
-  }
-  std::unordered_set<const Value*> readAfter;
-  for (const Node* n = last->next(); n != owner->return_node(); n = n->next())
-    detail::forEachUse(n, [&](const Value* v) { readAfter.insert(v); });
-  for (const Value* v : owner->outputs())
-    readAfter.insert(v);
-  for (const Node* n = first;; n = n->next()) {
-    for (const Value* v : n->outputs()) {
-      if (readAfter.count(v))
-        span->outputs.push_back(v);
-    }
-    if (n == last)
-      break;
-  }
-  for (const Value* v : span->outputs) {
-    if (!passable(v->type()))
-      return nullptr;
-  }
-  const std::unordered_set<const Value*> inputs(span->inputs.begin(), span->inputs.end());
-  for (const Node* n = first;; n = n->next()) {
-    if (writesTo(n, inputs))
-      return nullptr;
-    if (n == last)
-      break;
-  }
-  span->draws = false;
-  span->readsAttributes = false;
-  std::function<void(const Node*)> drawsIn = [&](const Node* n) {
-    // aten's and prim's random ops say so; another namespace's op (symtune::bias_dropout_add)
-    // may draw without saying.
-    const bool known = n->kind().is_aten() || n->kind().is_prim();
-    span->draws = span->draws || n->isNondeterministic() || (!known && n->maybeSchema());
-    span->readsAttributes = span->readsAttributes || (n->kind() == c10::prim::GetAttr &&
-                                                      containsTensor(n->output()->type()));
-    for (const Block* b : n->blocks()) {
-      for (const Node* inner : b->nodes())
-        drawsIn(inner);
-    }
-  };
-  for (const Node* n = first;; n = n->next()) {
-    drawsIn(n);
-    if (n == last)
-      break;
-  }
-  return span;
-}
+namespace {
 
-std::vector<std::string> SyMuGen::segmentBlocks() const {
-  std::vector<std::string> blocks;
-  for (const auto& child : module_.named_children()) {
-    const auto type = child.value.type()->name();
-    if (type && type->name().rfind("Sequential", 0) == 0) {
-      for (const auto& member : child.value.named_children())
-        blocks.push_back(child.name + "." + member.name);
+// Which of a lighter run's dropped outputs can be freed; false when none.
+bool holdDropped(const SyMuGen::CheckpointSpan& span, SpanRun& run,
+                 const torch::autograd::variable_list& outs, torch::autograd::variable_list tensors,
+                 const std::vector<c10::Storage>& parameters) {
+  std::unordered_set<const c10::StorageImpl*> keep;
+  for (const auto& s : parameters)
+    keep.insert(s.unsafeGetStorageImpl());
+  for (const auto& t : tensors) {
+    if (t.has_storage())
+      keep.insert(t.storage().unsafeGetStorageImpl());
+  }
+  std::vector<size_t> candidates;
+  for (size_t i = 0; i < span.outputs.size(); ++i) {
+    const bool dropped =
+        std::find(span.dropped.begin(), span.dropped.end(), span.outputs[i]) != span.dropped.end();
+    const SpanRun::Output& o = run.layout[i];
+    if (dropped && o.kind == SpanRun::Output::Tensor) {
+      candidates.push_back(o.first);
     } else {
-      blocks.push_back(child.name);
+      for (size_t k = o.first; k < o.first + o.count; ++k) {
+        if (outs[k].has_storage())
+          keep.insert(outs[k].storage().unsafeGetStorageImpl());
+      }
     }
   }
-  return blocks;
-}
-
-void SyMuGen::prepareCheckpointSpans() {
-  if (spansReady_)
-    return;
-  spansReady_ = true;
-  std::vector<std::string> blocks = segmentBlocks();
-  auto blockOf = [&](const Node* node) {
-    if (node->kind() == c10::prim::Constant)
-      return kAnyBlock;
-    const std::string path = detail::modulePathOf(node);
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      if (path == blocks[i] || path.rfind(blocks[i] + ".", 0) == 0)
-        return static_cast<int>(i);
-    }
-    return kNoBlock;
-  };
-  auto addSpan = [&](const Block* owner, const Node* first, const Node* last, int block) {
-    if (auto span = detail::makeSpan(owner, first, last, blocks[static_cast<size_t>(block)]))
-      spans_[first] = std::move(span);
-  };
-  auto addLoopSpan = [&](const Block* body, const Node* first, const Node* last,
-                         const std::string& name) {
-    // Leading views and shape queries stay outside: a view of a tensor from outside the loop
-    // (`gi_all[:, t]`) is then the span's input and gets the gradient of its own size, where the
-    // whole tensor as the input would get a zero-filled gradient of its whole size every trip.
-    while (first != last && detail::isViewOrShape(first))
-      first = first->next();
-    bool computes = false;
-    for (const Node* n = first;; n = n->next()) {
-      computes = computes ||
-                 (n->kind().is_aten() && !detail::isViewOrShape(n) && n->outputs().size() > 0 &&
-                  n->output(0)->type()->kind() == c10::TypeKind::TensorType);
-      if (n == last)
-        break;
-    }
-    if (!computes || spans_.count(first) != 0)
-      return;
-    blocks.push_back(name);  // addSpan names the span after blocks[block]
-    addSpan(body, first, last, static_cast<int>(blocks.size() - 1));
-    if (spans_.count(first) != 0 &&
-        std::find(loopSpans_.begin(), loopSpans_.end(), name) == loopSpans_.end())
-      loopSpans_.push_back(name);
-  };
-  // Spans within each block; the blocks of nodes outside any span are searched too (a block
-  // called in a loop body).
-  std::function<void(const Block*)> scan = [&](const Block* b) {
-    const Node* first = nullptr;
-    const Node* last = nullptr;
-    int current = kNoBlock;
-    for (const Node* node : b->nodes()) {
-      const int block = blockOf(node);
-      if (block == kAnyBlock)
-        continue;
-      if (block != current) {
-        if (current >= 0)
-          addSpan(b, first, last, current);
-        current = block;
-        first = node;
-      }
-      last = node;
-      if (block == kNoBlock) {
-        for (const Block* inner : node->blocks())
-          scan(inner);
-      }
-    }
-    if (current >= 0)
-      addSpan(b, first, last, current);
-  };
-  scan(ir_->block());
-
-  // Loop bodies (Note [Loop-body spans]), at any depth, where no top-level span lies in them.
-  std::function<bool(const Block*)> holdsSpan = [&](const Block* b) {
-    for (const Node* n : b->nodes()) {
-      if (spans_.count(n) != 0)
-        return true;
-      for (const Block* inner : n->blocks()) {
-        if (holdsSpan(inner))
-          return true;
-      }
-    }
-    return false;
-  };
-  std::vector<const Node*> loops;
-  std::function<void(const Block*)> findLoops = [&](const Block* b) {
-    for (const Node* n : b->nodes()) {
-      if (n->kind() == c10::prim::Loop)
-        loops.push_back(n);
-      for (const Block* inner : n->blocks())
-        findLoops(inner);
-    }
-  };
-  findLoops(ir_->block());
-  // Inner loops first: an outer loop whose body then holds an inner loop's spans is not cut (the
-  // inner loop is the unit there), so no op counts for two loops a plan could take apart.
-  for (size_t k = loops.size(); k-- > 0;) {
-    const Node* loop = loops[k];
-    const Block* body = loop->blocks()[0];
-    if (holdsSpan(body))
+  for (const size_t flat : candidates) {
+    const at::Tensor& t = outs[flat];
+    if (!t.has_storage() || keep.count(t.storage().unsafeGetStorageImpl()) > 0 ||
+        t.storage().allocator() == nullptr)
       continue;
-    // Named by its node in the static graph; a loop the graph does not show, by its place among
-    // the loops ("loop k3").
-    const auto id = nodeIds_.find(loop);
-    const std::string path = detail::modulePathOf(loop);
-    const std::string name = (path.empty() ? "" : path + " ") +
-                             (id != nodeIds_.end() ? "loop #" + std::to_string(id->second.value())
-                                                   : "loop k" + std::to_string(k));
-    const int parent = blockOf(loop);
-    loopParents_[name] = parent >= 0 ? blocks[static_cast<size_t>(parent)] : "";
-    const Node* first = nullptr;
-    const Node* last = nullptr;
-    for (const Node* n : body->nodes()) {
-      std::unordered_set<const Value*> inside, outside;
-      collectDefined(n, inside);
-      detail::forEachUse(n, [&](const Value* v) {
-        if (!inside.count(v))
-          outside.insert(v);
-      });
-      if (writesTo(n, outside)) {
-        if (first != nullptr)
-          addLoopSpan(body, first, last, name);
-        first = last = nullptr;
-        continue;
-      }
-      if (first == nullptr)
-        first = n;
-      last = n;
-    }
-    if (first != nullptr)
-      addLoopSpan(body, first, last, name);
+    SpanRun::Dropped d;
+    d.storage =
+        c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(t.storage().unsafeGetStorageImpl());
+    d.nbytes = t.storage().nbytes();
+    d.options = t.options();
+    d.offset = t.storage_offset();
+    d.sizes = t.sizes().vec();
+    d.strides = t.strides().vec();
+    d.flat = flat;
+    run.dropped.push_back(std::move(d));
   }
-
-  detail::cutOpRuns(spans_, nodeIds_, runSpans_, opRuns_, runParents_);
+  if (run.dropped.empty())
+    return false;
+  run.kept = std::move(tensors);
+  return true;
 }
 
-const std::vector<std::string>& SyMuGen::opRuns() {
-  prepareCheckpointSpans();
-  return opRuns_;
-}
-
-const std::vector<std::string>& SyMuGen::loopSpans() {
-  prepareCheckpointSpans();
-  return loopSpans_;
-}
-
-std::vector<SyMuGen::RecomputableUnit> SyMuGen::recomputableUnits() {
-  std::vector<RecomputableUnit> units;
-  for (auto& block : segmentBlocks())
-    units.push_back({std::move(block), ""});
-  for (const auto& loop : loopSpans())
-    units.push_back({loop, loopParents_.at(loop)});
-  for (const auto& run : opRuns())
-    units.push_back({run, runParents_.at(run)});
-  return units;
-}
-
-std::map<std::string, std::vector<NodeId>> SyMuGen::unitNodes() {
-  prepareCheckpointSpans();
-  std::map<std::string, std::vector<NodeId>> nodes;
-  std::function<void(const Node*, std::vector<NodeId>&)> collect = [&](const Node* n,
-                                                                       std::vector<NodeId>& out) {
-    if (const auto id = nodeIds_.find(n); id != nodeIds_.end())
-      out.push_back(id->second);
-    for (const Block* b : n->blocks()) {
-      for (const Node* inner : b->nodes())
-        collect(inner, out);
+// Once the closing op has run (`made`: its outputs): frees the dropped storages and hooks the
+// refill on the op's outputs that carry a gradient back.
+std::function<void(const std::vector<at::Tensor>&)> releaser(c10::intrusive_ptr<SpanRun> run) {
+  return [run = std::move(run)](const std::vector<at::Tensor>& made) {
+    std::vector<const at::Tensor*> carriers;
+    for (const auto& t : made) {
+      if (t.defined() && t.requires_grad())
+        carriers.push_back(&t);
+      for (const auto& d : run->dropped) {
+        if (t.defined() && t.has_storage() && t.storage().unsafeGetStorageImpl() == d.storage.get())
+          carriers.clear();  // the op's output is its input's storage: nothing to free
+      }
+    }
+    if (carriers.empty()) {
+      run->dropped.clear();
+      run->kept.clear();
+      return;
+    }
+    for (const at::Tensor* t : carriers)
+      t->register_hook([run](const at::Tensor&) { run->refill(); });
+    for (const auto& d : run->dropped) {
+      c10::StorageImpl* storage = d.storage.get();
+      if (storage->nbytes() == 0)
+        continue;
+      storage->set_data_ptr_noswap(at::DataPtr(nullptr, storage->device()));
+      storage->set_nbytes(0);
     }
   };
-  for (const auto* spans : {&spans_, &runSpans_}) {
-    for (const auto& [first, span] : *spans) {
-      std::vector<NodeId>& out = nodes[span->block];
-      for (const Node* n = span->first;; n = n->next()) {
-        collect(n, out);
-        if (n == span->last)
-          break;
-      }
-    }
-  }
-  for (auto& [name, ids] : nodes) {
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  }
-  return nodes;
 }
+
+}  // namespace
 
 bool SyMuGen::Evaluator::runCheckpointed(const std::shared_ptr<const CheckpointSpan>& spanRef) {
   if (!at::GradMode::is_enabled())
@@ -673,8 +438,36 @@ bool SyMuGen::Evaluator::runCheckpointed(const std::shared_ptr<const CheckpointS
     if (node == span.last)
       break;
   }
+  if (span.consumer != nullptr) {
+    if (parameterKeep_.empty()) {
+      for (const auto& p : gen_.module_.parameters())
+        storagesOf(p, parameterKeep_);
+      for (const auto& b : gen_.module_.buffers())
+        storagesOf(b, parameterKeep_);
+    }
+    tensors.pop_back();  // the placeholder
+    if (holdDropped(span, *run, outs, std::move(tensors), parameterKeep_))
+      pendingDrops_.emplace_back(span.consumer, releaser(run));
+  }
   ++recomputed_;
   return true;
+}
+
+void SyMuGen::Evaluator::releaseDropped(const Node* node) {
+  for (size_t i = 0; i < pendingDrops_.size();) {
+    if (pendingDrops_[i].first != node) {
+      ++i;
+      continue;
+    }
+    std::vector<at::Tensor> made;
+    for (const Value* v : node->outputs()) {
+      const auto it = env_.find(v);
+      if (it != env_.end() && it->second.isTensor())
+        made.push_back(it->second.toTensor());
+    }
+    pendingDrops_[i].second(made);
+    pendingDrops_.erase(pendingDrops_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
 }
 
 }  // namespace symtune

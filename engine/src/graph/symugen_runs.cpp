@@ -87,6 +87,102 @@ bool closesRun(const Node* node) {
   return kinds.count(node->kind()) != 0;
 }
 
+// Note [Runs without their closing op]
+// A run recomputed whole runs its closing op again: the matmul or convolution that the run exists
+// to avoid recomputing. Its lighter variant leaves that op's forward where it was: the run's ops
+// up to it (and not the views of parameters read just before it) run without gradients, keeping
+// only their inputs, and their outputs that only the closing op reads and that it saves for its
+// backward (the GELU's output a transformer's second matmul keeps, the layer norm's the QKV
+// projection keeps) are handed to it; once it has run their storage is freed, the tensors it
+// saved left without memory. A hook on the op's output runs the lighter run again, with
+// gradients, just before the op's backward and fills the freed storage back with what it
+// computes; the run's own backward then goes through that recomputation. It frees what the run
+// frees whole, the op's input among it, without the op's cost (Megatron-LM's checkpointing
+// without output does the same for activation functions). A run that an `if`, a loop or its
+// span's end cut short gets one too where an output of it has one reader, the next expensive op
+// of the same block, which saves it (a batch norm and ReLU whose output the next block's
+// convolution keeps): the whole run is recomputed, its output freed after that op. Named after
+// the op ("layer1.0 run #26 before #28"), it is the run's child for the planner, which takes one
+// or the other. A run whose op does not run where the plan lets the hook be set (inside another
+// recomputed unit) frees nothing more than the run would.
+std::shared_ptr<SyMuGen::CheckpointSpan> lighterRun(
+    const SyMuGen::CheckpointSpan& run, const std::unordered_map<const Node*, NodeId>& nodeIds) {
+  const Block* owner = run.first->owningBlock();
+  const Node* consumer = nullptr;
+  const Node* last = run.last;
+  // The values the run computes: not a parameter, a constant, or a view of one.
+  std::unordered_set<const Value*> computed;
+  for (const Node* n = run.first;; n = n->next()) {
+    const bool passive = n->kind() == c10::prim::GetAttr || n->kind() == c10::prim::Constant;
+    const bool view = detail::isViewOrShape(n);
+    for (const Value* v : n->outputs()) {
+      if (!passive && (!view || (!n->inputs().empty() && computed.count(n->input(0)) > 0)))
+        computed.insert(v);
+    }
+    if (n == run.last)
+      break;
+  }
+  const auto readsComputed = [&](const Node* n) {
+    return std::any_of(n->inputs().begin(), n->inputs().end(),
+                       [&](const Value* v) { return computed.count(v) > 0; });
+  };
+  if (closesRun(run.last)) {
+    if (run.last == run.first)
+      return nullptr;  // the op alone
+    consumer = run.last;
+    // Back over the nodes before the op that read nothing the run computes (a parameter's view).
+    const auto aside = [&](const Node* n) {
+      return (detail::isViewOrShape(n) || n->kind() == c10::prim::GetAttr) && !readsComputed(n);
+    };
+    last = consumer->prev();
+    while (last != run.first && aside(last))
+      last = last->prev();
+    if (aside(last))
+      return nullptr;  // nothing before the op computes
+  }
+  const auto saves = [](const Node* op, const Value* v) {
+    for (const auto& [output, index] : savedOperandsOf(op).whole) {
+      if (!output && index < op->inputs().size() && op->inputs()[index] == v)
+        return true;
+    }
+    return false;
+  };
+  // Its single reader, when that is an expensive op after it in the same block that saves it.
+  const auto readerOf = [&](const Value* v) -> const Node* {
+    if (v->uses().size() != 1 || v->type()->kind() != c10::TypeKind::TensorType)
+      return nullptr;
+    const Node* user = v->uses()[0].user;
+    if (user->owningBlock() != owner || !closesRun(user) || !saves(user, v) || !user->isAfter(last))
+      return nullptr;
+    return user;
+  };
+  std::vector<const Value*> dropped;
+  for (const Node* n = run.first;; n = n->next()) {
+    for (const Value* v : n->outputs()) {
+      const Node* reader = readerOf(v);
+      if (reader != nullptr && computed.count(v) > 0 &&
+          (consumer == nullptr || reader == consumer)) {
+        consumer = reader;
+        dropped.push_back(v);
+      }
+    }
+    if (n == last)
+      break;
+  }
+  if (dropped.empty())
+    return nullptr;
+  const auto id = nodeIds.find(consumer);
+  std::string name = run.block + " before " +
+                     (id != nodeIds.end() ? "#" + std::to_string(id->second.value())
+                                          : std::string("its closing op"));
+  auto lighter = detail::makeSpan(owner, run.first, last, std::move(name));
+  if (lighter == nullptr)
+    return nullptr;
+  lighter->consumer = consumer;
+  lighter->dropped = std::move(dropped);
+  return lighter;
+}
+
 }  // namespace
 
 void detail::cutOpRuns(
@@ -138,6 +234,10 @@ void detail::cutOpRuns(
     }
     if (auto run = detail::makeSpan(first->owningBlock(), first, last, name)) {
       parents[name] = in.block;
+      if (auto lighter = lighterRun(*run, nodeIds)) {
+        parents[lighter->block] = name;
+        run->lighter = std::move(lighter);
+      }
       found.emplace_back(first, std::move(run));
     }
   };
@@ -199,6 +299,8 @@ void detail::cutOpRuns(
   });
   for (auto& [first, run] : found) {
     names.push_back(run->block);
+    if (run->lighter != nullptr)
+      names.push_back(run->lighter->block);
     runs[first] = std::move(run);
   }
 }

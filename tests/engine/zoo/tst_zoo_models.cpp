@@ -53,13 +53,28 @@ const Expect kModels[] = {
     {"early_exit", 50, 0.8, true, false, 3e-3},     {"tree_rnn", 80, 0.9, false, true, 3e-3},
 };
 
-// Two trainers of one model trained alike: their parameters agree to rounding.
+// Two trainers of one model trained alike: their parameters, and their buffers (batch norms'
+// running statistics: a recomputed batch norm must not move them again), agree to rounding.
 void checkSameParameters(symtune::Trainer& a, symtune::Trainer& b) {
   const auto p = a.executor().parameters(), q = b.executor().parameters();
   REQUIRE(p.size() == q.size());
   for (size_t i = 0; i < p.size(); ++i) {
     INFO("parameter ", i);
     CHECK(torch::allclose(p[i], q[i], 1e-4, 1e-6));
+  }
+  const auto* ma = a.executor().scriptModule();
+  const auto* mb = b.executor().scriptModule();
+  REQUIRE(ma != nullptr);
+  REQUIRE(mb != nullptr);
+  std::vector<at::Tensor> ba, bb;
+  for (const auto& t : ma->buffers())
+    ba.push_back(t);
+  for (const auto& t : mb->buffers())
+    bb.push_back(t);
+  REQUIRE(ba.size() == bb.size());
+  for (size_t i = 0; i < ba.size(); ++i) {
+    INFO("buffer ", i);
+    CHECK(torch::allclose(ba[i].to(torch::kDouble), bb[i].to(torch::kDouble), 1e-4, 1e-6));
   }
 }
 
@@ -357,30 +372,44 @@ TEST_CASE_FIXTURE(TwoThreads, "each model trains the same with its loops recompu
 }
 
 // Runs of ops recomputed (Note [Op runs]): every model trains as without, each run keeping only
-// its inputs.
+// its inputs — the runs whole, and their lighter variants, which leave the closing op's forward
+// where it was and free its saved input until its backward (Note [Runs without their closing op]).
 TEST_CASE_FIXTURE(TwoThreads, "each model trains the same with its runs of ops recomputed") {
-  for (const Expect& e : kModels) {
-    INFO(std::string(e.model));
-    symtune::Trainer plain(sessionFor(e)), recomputed(sessionFor(e));
-    plain.setExecutor(std::make_unique<symtune::SegmentExecutor>(*plain.executor().scriptModule()));
-    auto executor =
-        std::make_unique<symtune::SegmentExecutor>(*recomputed.executor().scriptModule());
-    auto* runs = executor.get();
-    const std::vector<std::string> names = runs->symugen()->opRuns();
-    REQUIRE_FALSE(names.empty());
-    symtune::SegmentPlan plan;
-    plan.recompute.insert(names.begin(), names.end());
-    runs->setPlan(plan);
-    recomputed.setExecutor(std::move(executor));
-    for (int i = 0; i < 3; ++i) {
-      const double a = plain.step().loss, b = recomputed.step().loss;
-      INFO("step ", i, ": ", a, " vs ", b);
-      CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
+  for (const bool lighter : {false, true}) {
+    int modelsRecomputed = 0;
+    for (const Expect& e : kModels) {
+      INFO(std::string(e.model), std::string(lighter ? ", lighter variants" : ", runs whole"));
+      symtune::Trainer plain(sessionFor(e)), recomputed(sessionFor(e));
+      plain.setExecutor(
+          std::make_unique<symtune::SegmentExecutor>(*plain.executor().scriptModule()));
+      auto executor =
+          std::make_unique<symtune::SegmentExecutor>(*recomputed.executor().scriptModule());
+      auto* runs = executor.get();
+      std::vector<std::string> names;
+      for (const auto& name : runs->symugen()->opRuns()) {
+        if ((name.find(" before #") != std::string::npos) == lighter)
+          names.push_back(name);
+      }
+      if (lighter && names.empty())
+        continue;  // no run here closes on an op that saves what the run made
+      REQUIRE_FALSE(names.empty());
+      symtune::SegmentPlan plan;
+      plan.recompute.insert(names.begin(), names.end());
+      runs->setPlan(plan);
+      recomputed.setExecutor(std::move(executor));
+      for (int i = 0; i < 3; ++i) {
+        const double a = plain.step().loss, b = recomputed.step().loss;
+        INFO("step ", i, ": ", a, " vs ", b);
+        CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
+      }
+      // The tagger's head reads its inputs as a list (torch.cat): it runs as usual.
+      modelsRecomputed += runs->lastRecomputed() > 0 ? 1 : 0;
+      checkSameParameters(plain, recomputed);
+      MESSAGE(std::string(e.model), ": ", names.size(), std::string(lighter ? " lighter" : ""),
+              " runs of ops, ", runs->lastRecomputed(),
+              " run executions recomputed in the last step");
     }
-    CHECK(runs->lastRecomputed() > 0);
-    checkSameParameters(plain, recomputed);
-    MESSAGE(std::string(e.model), ": ", names.size(), " runs of ops, ", runs->lastRecomputed(),
-            " run executions recomputed in the last step");
+    CHECK(modelsRecomputed >= (lighter ? 5 : 6));
   }
 }
 
@@ -409,10 +438,13 @@ TEST_CASE_FIXTURE(TwoThreads, "a run of ops counts what it would free") {
   std::map<std::string, std::string> parents;
   for (const auto& u : gen.recomputableUnits())
     parents[u.name] = u.parent;
-  // From the first matmul on: the run up to it could free nothing (it saves x and w).
-  REQUIRE(gen.opRuns().size() == size_t{1});
-  for (const auto& run : gen.opRuns())
-    CHECK(parents.at(run) == "ffn");
+  // From the first matmul on: the run up to it could free nothing (it saves x and w). The run
+  // without its closing matmul is its child.
+  REQUIRE(gen.opRuns().size() == size_t{2});
+  const std::string run = gen.opRuns()[0], lighter = gen.opRuns()[1];
+  CHECK(parents.at(run) == "ffn");
+  CHECK(parents.at(lighter) == run);
+  CHECK(lighter.rfind(run + " before #", 0) == 0);
   symtune::ForwardCost cost;
   {
     torch::NoGradGuard noGrad;
@@ -420,22 +452,80 @@ TEST_CASE_FIXTURE(TwoThreads, "a run of ops counts what it would free") {
     options.countCost = true;
     cost = gen.forward({x}, options).cost;
   }
-  const std::string run = gen.opRuns()[0];
   CHECK(cost.units.at(run).savedBytes == (3 - 1) * 8 * 16 * 4.0);
   CHECK(cost.units.at(run).flops > 2.0 * 8 * 16 * 16);
   CHECK(cost.units.at(run).executions == 1);
+  // The same bytes — the product the matmul saves among them — without the matmul's FLOPs.
+  CHECK(cost.units.at(lighter).savedBytes == (3 - 1) * 8 * 16 * 4.0);
+  CHECK(cost.units.at(lighter).flops < 2.0 * 8 * 16 * 16);
+  CHECK(cost.units.at(lighter).executions == 1);
   CHECK(cost.units.at("ffn").executions == 1);
 
-  // Recomputed, the run gives the gradients of the plain forward.
+  // Recomputed, the run or its lighter variant gives the gradients of the plain forward.
   auto plainRoot = module();
   plainRoot.forward({x}).toTensor().sum().backward();
-  symtune::SegmentExecutor executor(root);
-  executor.setPlan(symtune::SegmentPlan{{run}});
-  executor.forward({x}).sum().backward();
-  CHECK(executor.lastRecomputed() == int64_t{1});
-  const auto p = plainRoot.parameters(), q = root.parameters();
-  for (auto pi = p.begin(), qi = q.begin(); pi != p.end(); ++pi, ++qi)
-    CHECK(torch::allclose((*pi).grad(), (*qi).grad()));
+  for (const auto& unit : {run, lighter}) {
+    INFO(unit);
+    auto recomputedRoot = module();
+    symtune::SegmentExecutor executor(recomputedRoot);
+    executor.setPlan(symtune::SegmentPlan{{unit}});
+    executor.forward({x}).sum().backward();
+    CHECK(executor.lastRecomputed() == int64_t{1});
+    const auto p = plainRoot.parameters(), q = recomputedRoot.parameters();
+    for (auto pi = p.begin(), qi = q.begin(); pi != p.end(); ++pi, ++qi)
+      CHECK(torch::allclose((*pi).grad(), (*qi).grad()));
+  }
+}
+
+// A run without its closing op frees, between the forward and the backward, what the op saves of
+// it (Note [Runs without their closing op]): for (σ(h)·h)·w the matmul's input σ(h)·h, with h and
+// σ(h), keeping the first matmul's output in their place — two tensors fewer than the plain
+// forward holds. Its backward fills the storage back before the matmul's backward reads it.
+TEST_CASE_FIXTURE(TwoThreads,
+                  "a run without its closing op frees that op's input until its "
+                  "backward") {
+  REQUIRE(symtune::CpuAllocationCounter::active());
+  const int64_t n = 256;
+  const auto module = [&] {
+    torch::manual_seed(4);
+    auto ffn = scriptedBlock("Ffn",
+                             "def forward(self, x: Tensor) -> Tensor:\n"
+                             "    h = x.mm(self.w) + self.b\n"
+                             "    return (torch.sigmoid(h) * h).mm(self.w)\n",
+                             {n, n}, n);
+    torch::jit::Module root("Root");
+    root.register_attribute("training", c10::BoolType::get(), true);
+    root.register_module("ffn", ffn);
+    root.define("def forward(self, x: Tensor) -> Tensor:\n    return self.ffn.forward(x)\n");
+    return root;
+  };
+  const auto x = torch::randn({n, n});
+  const double tensorBytes = static_cast<double>(n * n * 4);
+  std::map<std::string, double> held;  // live bytes the forward leaves for the backward
+  std::map<std::string, std::vector<at::Tensor>> grads;
+  auto probe = module();
+  symtune::SegmentExecutor names(probe);
+  const std::string run = names.symugen()->opRuns()[0], lighter = names.symugen()->opRuns()[1];
+  for (const std::string& unit : {std::string(), run, lighter}) {
+    auto root = module();
+    symtune::SegmentExecutor executor(root);
+    if (!unit.empty())
+      executor.setPlan(symtune::SegmentPlan{{unit}});
+    const int64_t before = symtune::CpuAllocationCounter::counters().current;
+    auto out = executor.forward({x}).sum();
+    held[unit] = static_cast<double>(symtune::CpuAllocationCounter::counters().current - before);
+    out.backward();
+    for (const auto& p : root.parameters())
+      grads[unit].push_back(p.grad().clone());
+  }
+  INFO("plain ", held[""], ", the run whole ", held[run], ", without its matmul ", held[lighter]);
+  CHECK(held[""] - held[lighter] >= 1.9 * tensorBytes);
+  CHECK(held[""] - held[lighter] <= 2.1 * tensorBytes);
+  CHECK(std::abs(held[run] - held[lighter]) <= 0.1 * tensorBytes);
+  for (const auto& unit : {run, lighter}) {
+    for (size_t i = 0; i < grads[""].size(); ++i)
+      CHECK(torch::allclose(grads[""][i], grads[unit][i]));
+  }
 }
 
 // Blocks checkpointing would get wrong run as usual: one that writes to its input in place (an

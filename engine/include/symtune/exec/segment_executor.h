@@ -44,6 +44,9 @@ class SegmentExecutor final : public Executor {
   const SegmentPlan& plan() const { return plan_; }
   // The plan that recomputes every segment: full activation checkpointing.
   SegmentPlan recomputeAll() const;
+  // The plan that recomputes every run of ops without its closing op (Note [Runs without their
+  // closing op]): selective recomputation of the cheap ops, the matmuls and convolutions kept.
+  SegmentPlan recomputeCheapOps();
   // How many segment calls the last forward ran without keeping activations (a segment that
   // cannot be recomputed safely runs as usual: Note [Checkpointed spans]).
   int64_t lastRecomputed() const { return lastRecomputed_; }

@@ -1,0 +1,394 @@
+// Where SyMuGen's checkpointed spans lie: the top-level blocks' calls, loop bodies, runs of ops
+// (Note [Checkpointed spans] in symugen_checkpoint.cpp, which runs them).
+
+#include <algorithm>
+#include <functional>
+#include <unordered_set>
+
+#include "evaluator.h"
+
+namespace symtune {
+
+// Note [Loop-body spans]
+// A loop's trips keep their activations until the backward reaches them, so a long loop (the
+// tagger's time steps) holds as many trips' activations as it runs, and a top-level block around it
+// can only be checkpointed whole. A loop body is cut into runs of nodes between the nodes that
+// write to a value from outside them (`outs.append(h)`: recomputing an append would append twice),
+// its leading views of outside tensors left out (`gi_all[:, t]`: the span reads the view, whose
+// gradient is its own size); each run that computes a tensor op is a span of its own, named after
+// the loop ("rnn loop #23": the loop's node in the static graph, after its module path), and a plan
+// that names the loop recomputes all of them: every trip then keeps only each run's inputs (the
+// carried state, the tensors read from outside, not copied) and runs the trip's run again when the
+// backward reaches it. Loops whose bodies hold a top-level block's span (a block called in a loop)
+// are not cut: that block is the unit there; nor are loops around a loop that is cut (the inner
+// loop is the unit).
+
+namespace {
+
+constexpr int kNoBlock = -1;
+constexpr int kAnyBlock = -2;  // constants: belong to whichever span surrounds them
+
+// Every value defined inside `node` (its outputs and, recursively, its blocks' values).
+void collectDefined(const Node* node, std::unordered_set<const Value*>& out) {
+  for (const Value* v : node->outputs())
+    out.insert(v);
+  for (const Block* b : node->blocks()) {
+    for (const Value* v : b->inputs())
+      out.insert(v);
+    for (const Node* inner : b->nodes())
+      collectDefined(inner, out);
+  }
+}
+
+bool containsTensor(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType)
+    return true;
+  for (const auto& inner : type->containedTypes()) {
+    if (containsTensor(inner))
+      return true;
+  }
+  return false;
+}
+
+bool allTensorTypes(c10::ArrayRef<c10::TypePtr> types) {
+  for (const auto& t : types) {
+    if (t->kind() != c10::TypeKind::TensorType)
+      return false;
+  }
+  return true;
+}
+
+// Whether a span output of this type can pass through CheckpointFunction with its gradient: a
+// Tensor, a tuple or list of Tensors, a value holding no tensor at all (an int, a bool), or a
+// submodule.
+bool passable(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType || !containsTensor(type))
+    return true;
+  // A submodule (a GetAttr of the module that a later op reads its parameters through) passes as
+  // itself: gradients reach its parameters through the ops that read them.
+  if (const auto cls = type->cast<c10::ClassType>(); cls != nullptr && cls->is_module())
+    return true;
+  if (auto tuple = type->cast<c10::TupleType>())
+    return allTensorTypes(tuple->elements());
+  if (auto list = type->cast<c10::ListType>())
+    return list->getElementType()->kind() == c10::TypeKind::TensorType;
+  return false;
+}
+
+// Whether `node` (or a node nested in it) writes to one of `inputs` in place: recomputing the span
+// would then start from the written value, or write to a leaf autograd refuses.
+bool writesTo(const Node* node, const std::unordered_set<const Value*>& inputs) {
+  if (node->kind() == c10::prim::SetAttr && inputs.count(node->input(0)))
+    return true;
+  if (const auto* schema = node->maybeSchema()) {
+    for (size_t i = 0; i < node->inputs().size() && i < schema->arguments().size(); ++i) {
+      const auto* alias = schema->arguments()[i].alias_info();
+      if (alias && alias->isWrite() && inputs.count(node->input(i)))
+        return true;
+    }
+  }
+  for (const Block* b : node->blocks()) {
+    for (const Node* inner : b->nodes()) {
+      if (writesTo(inner, inputs))
+        return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// A node that computes nothing: a view of a tensor, a shape query, a constant or list building.
+bool detail::isViewOrShape(const Node* node) {
+  static const std::unordered_set<c10::Symbol> kinds{
+      c10::aten::select,        c10::aten::slice,
+      c10::aten::view,          c10::aten::reshape,
+      c10::aten::unsqueeze,     c10::aten::squeeze,
+      c10::aten::transpose,     c10::aten::t,
+      c10::aten::permute,       c10::aten::expand,
+      c10::aten::narrow,        c10::aten::size,
+      c10::aten::dim,           c10::aten::len,
+      c10::aten::__getitem__,   c10::prim::Constant,
+      c10::prim::ListConstruct, c10::prim::TupleConstruct,
+      c10::prim::DictConstruct, c10::prim::NumToTensor};
+  return kinds.count(node->kind()) != 0;
+}
+
+// The span of `owner`'s nodes first..last named `name`, with what it reads from before it and
+// what is read after it; null when checkpointing would get it wrong: an output whose tensors are
+// nested (a tuple holding a tuple, an Optional) would lose its gradient, and a span that writes to
+// its own input (an in-place ReLU block) cannot be recomputed from it.
+std::shared_ptr<SyMuGen::CheckpointSpan> detail::makeSpan(const Block* owner, const Node* first,
+                                                          const Node* last, std::string name) {
+  auto span = std::make_shared<SyMuGen::CheckpointSpan>();
+  span->block = std::move(name);
+  span->first = first;
+  span->last = last;
+  std::unordered_set<const Value*> defined, seen;
+  for (const Node* n = first;; n = n->next()) {
+    collectDefined(n, defined);
+    if (n == last)
+      break;
+  }
+  for (const Node* n = first;; n = n->next()) {
+    detail::forEachUse(n, [&](const Value* v) {
+      if (!defined.count(v) && seen.insert(v).second)
+        span->inputs.push_back(v);
+    });
+    if (n == last)
+      break;
+  }
+  std::unordered_set<const Value*> readAfter;
+  for (const Node* n = last->next(); n != owner->return_node(); n = n->next())
+    detail::forEachUse(n, [&](const Value* v) { readAfter.insert(v); });
+  for (const Value* v : owner->outputs())
+    readAfter.insert(v);
+  for (const Node* n = first;; n = n->next()) {
+    for (const Value* v : n->outputs()) {
+      if (readAfter.count(v))
+        span->outputs.push_back(v);
+    }
+    if (n == last)
+      break;
+  }
+  for (const Value* v : span->outputs) {
+    if (!passable(v->type()))
+      return nullptr;
+  }
+  const std::unordered_set<const Value*> inputs(span->inputs.begin(), span->inputs.end());
+  for (const Node* n = first;; n = n->next()) {
+    if (writesTo(n, inputs))
+      return nullptr;
+    if (n == last)
+      break;
+  }
+  span->draws = false;
+  span->readsAttributes = false;
+  std::function<void(const Node*)> drawsIn = [&](const Node* n) {
+    // aten's and prim's random ops say so; another namespace's op (symtune::bias_dropout_add)
+    // may draw without saying.
+    const bool known = n->kind().is_aten() || n->kind().is_prim();
+    span->draws = span->draws || n->isNondeterministic() || (!known && n->maybeSchema());
+    span->readsAttributes = span->readsAttributes || (n->kind() == c10::prim::GetAttr &&
+                                                      containsTensor(n->output()->type()));
+    for (const Block* b : n->blocks()) {
+      for (const Node* inner : b->nodes())
+        drawsIn(inner);
+    }
+  };
+  for (const Node* n = first;; n = n->next()) {
+    drawsIn(n);
+    if (n == last)
+      break;
+  }
+  return span;
+}
+
+std::vector<std::string> SyMuGen::segmentBlocks() const {
+  std::vector<std::string> blocks;
+  for (const auto& child : module_.named_children()) {
+    const auto type = child.value.type()->name();
+    if (type && type->name().rfind("Sequential", 0) == 0) {
+      for (const auto& member : child.value.named_children())
+        blocks.push_back(child.name + "." + member.name);
+    } else {
+      blocks.push_back(child.name);
+    }
+  }
+  return blocks;
+}
+
+void SyMuGen::prepareCheckpointSpans() {
+  if (spansReady_)
+    return;
+  spansReady_ = true;
+  std::vector<std::string> blocks = segmentBlocks();
+  auto blockOf = [&](const Node* node) {
+    if (node->kind() == c10::prim::Constant)
+      return kAnyBlock;
+    const std::string path = detail::modulePathOf(node);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (path == blocks[i] || path.rfind(blocks[i] + ".", 0) == 0)
+        return static_cast<int>(i);
+    }
+    return kNoBlock;
+  };
+  auto addSpan = [&](const Block* owner, const Node* first, const Node* last, int block) {
+    if (auto span = detail::makeSpan(owner, first, last, blocks[static_cast<size_t>(block)]))
+      spans_[first] = std::move(span);
+  };
+  auto addLoopSpan = [&](const Block* body, const Node* first, const Node* last,
+                         const std::string& name) {
+    // Leading views and shape queries stay outside: a view of a tensor from outside the loop
+    // (`gi_all[:, t]`) is then the span's input and gets the gradient of its own size, where the
+    // whole tensor as the input would get a zero-filled gradient of its whole size every trip.
+    while (first != last && detail::isViewOrShape(first))
+      first = first->next();
+    bool computes = false;
+    for (const Node* n = first;; n = n->next()) {
+      computes = computes ||
+                 (n->kind().is_aten() && !detail::isViewOrShape(n) && n->outputs().size() > 0 &&
+                  n->output(0)->type()->kind() == c10::TypeKind::TensorType);
+      if (n == last)
+        break;
+    }
+    if (!computes || spans_.count(first) != 0)
+      return;
+    blocks.push_back(name);  // addSpan names the span after blocks[block]
+    addSpan(body, first, last, static_cast<int>(blocks.size() - 1));
+    if (spans_.count(first) != 0 &&
+        std::find(loopSpans_.begin(), loopSpans_.end(), name) == loopSpans_.end())
+      loopSpans_.push_back(name);
+  };
+  // Spans within each block; the blocks of nodes outside any span are searched too (a block
+  // called in a loop body).
+  std::function<void(const Block*)> scan = [&](const Block* b) {
+    const Node* first = nullptr;
+    const Node* last = nullptr;
+    int current = kNoBlock;
+    for (const Node* node : b->nodes()) {
+      const int block = blockOf(node);
+      if (block == kAnyBlock)
+        continue;
+      if (block != current) {
+        if (current >= 0)
+          addSpan(b, first, last, current);
+        current = block;
+        first = node;
+      }
+      last = node;
+      if (block == kNoBlock) {
+        for (const Block* inner : node->blocks())
+          scan(inner);
+      }
+    }
+    if (current >= 0)
+      addSpan(b, first, last, current);
+  };
+  scan(ir_->block());
+
+  // Loop bodies (Note [Loop-body spans]), at any depth, where no top-level span lies in them.
+  std::function<bool(const Block*)> holdsSpan = [&](const Block* b) {
+    for (const Node* n : b->nodes()) {
+      if (spans_.count(n) != 0)
+        return true;
+      for (const Block* inner : n->blocks()) {
+        if (holdsSpan(inner))
+          return true;
+      }
+    }
+    return false;
+  };
+  std::vector<const Node*> loops;
+  std::function<void(const Block*)> findLoops = [&](const Block* b) {
+    for (const Node* n : b->nodes()) {
+      if (n->kind() == c10::prim::Loop)
+        loops.push_back(n);
+      for (const Block* inner : n->blocks())
+        findLoops(inner);
+    }
+  };
+  findLoops(ir_->block());
+  // Inner loops first: an outer loop whose body then holds an inner loop's spans is not cut (the
+  // inner loop is the unit there), so no op counts for two loops a plan could take apart.
+  for (size_t k = loops.size(); k-- > 0;) {
+    const Node* loop = loops[k];
+    const Block* body = loop->blocks()[0];
+    if (holdsSpan(body))
+      continue;
+    // Named by its node in the static graph; a loop the graph does not show, by its place among
+    // the loops ("loop k3").
+    const auto id = nodeIds_.find(loop);
+    const std::string path = detail::modulePathOf(loop);
+    const std::string name = (path.empty() ? "" : path + " ") +
+                             (id != nodeIds_.end() ? "loop #" + std::to_string(id->second.value())
+                                                   : "loop k" + std::to_string(k));
+    const int parent = blockOf(loop);
+    loopParents_[name] = parent >= 0 ? blocks[static_cast<size_t>(parent)] : "";
+    const Node* first = nullptr;
+    const Node* last = nullptr;
+    for (const Node* n : body->nodes()) {
+      std::unordered_set<const Value*> inside, outside;
+      collectDefined(n, inside);
+      detail::forEachUse(n, [&](const Value* v) {
+        if (!inside.count(v))
+          outside.insert(v);
+      });
+      if (writesTo(n, outside)) {
+        if (first != nullptr)
+          addLoopSpan(body, first, last, name);
+        first = last = nullptr;
+        continue;
+      }
+      if (first == nullptr)
+        first = n;
+      last = n;
+    }
+    if (first != nullptr)
+      addLoopSpan(body, first, last, name);
+  }
+
+  detail::cutOpRuns(spans_, nodeIds_, runSpans_, opRuns_, runParents_);
+}
+
+const std::vector<std::string>& SyMuGen::opRuns() {
+  prepareCheckpointSpans();
+  return opRuns_;
+}
+
+const std::vector<std::string>& SyMuGen::loopSpans() {
+  prepareCheckpointSpans();
+  return loopSpans_;
+}
+
+std::vector<SyMuGen::RecomputableUnit> SyMuGen::recomputableUnits() {
+  std::vector<RecomputableUnit> units;
+  for (auto& block : segmentBlocks())
+    units.push_back({std::move(block), ""});
+  for (const auto& loop : loopSpans())
+    units.push_back({loop, loopParents_.at(loop)});
+  for (const auto& run : opRuns())
+    units.push_back({run, runParents_.at(run)});
+  return units;
+}
+
+std::map<std::string, std::vector<NodeId>> SyMuGen::unitNodes() {
+  prepareCheckpointSpans();
+  std::map<std::string, std::vector<NodeId>> nodes;
+  std::function<void(const Node*, std::vector<NodeId>&)> collect = [&](const Node* n,
+                                                                       std::vector<NodeId>& out) {
+    if (const auto id = nodeIds_.find(n); id != nodeIds_.end())
+      out.push_back(id->second);
+    for (const Block* b : n->blocks()) {
+      for (const Node* inner : b->nodes())
+        collect(inner, out);
+    }
+  };
+  const auto add = [&](const CheckpointSpan& span) {
+    std::vector<NodeId>& out = nodes[span.block];
+    for (const Node* n = span.first;; n = n->next()) {
+      collect(n, out);
+      if (n == span.last)
+        break;
+    }
+  };
+  for (const auto* spans : {&spans_, &runSpans_}) {
+    for (const auto& [first, span] : *spans) {
+      add(*span);
+      if (span->lighter != nullptr)
+        add(*span->lighter);
+    }
+  }
+  for (auto& [name, ids] : nodes) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  }
+  return nodes;
+}
+
+// A lighter run's outputs wait for its closing op (Note [Runs without their closing op]): the
+// storages of the dropped ones that nothing else the step keeps shares (an input, a parameter,
+// another output) are freed once that op has run, and the op's output gets the hook that fills
+// them back.
+
+}  // namespace symtune
