@@ -362,9 +362,10 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     remat.rejectUnknown({"budget_mb", "budget_fraction", "strategy", "calibration_steps"});
     s.remat.enabled = true;
     s.remat.strategy = remat.string("strategy", s.remat.strategy);
-    if (s.remat.strategy != "plan" && s.remat.strategy != "checkpoint")
-      remat.fail("strategy",
-                 "expected \"plan\" or \"checkpoint\", found " + inQuotes(s.remat.strategy));
+    if (s.remat.strategy != "plan" && s.remat.strategy != "checkpoint" &&
+        s.remat.strategy != "selective")
+      remat.fail("strategy", "expected \"plan\", \"checkpoint\" or \"selective\", found " +
+                                 inQuotes(s.remat.strategy));
     if (remat.has("budget_mb")) {
       const double mb = remat.number("budget_mb", 0);
       if (!(mb > 0))
@@ -385,10 +386,10 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     s.remat.calibrationSteps = static_cast<int>(calibration);
     if (s.remat.budgetMb && s.remat.budgetFraction)
       remat.fail("budget_fraction", "give budget_mb or budget_fraction, not both");
-    if (s.remat.strategy == "checkpoint" && s.remat.budgetFraction)
-      remat.fail("budget_fraction",
-                 "the checkpoint strategy takes budget_mb (it runs no plain step to measure what "
-                 "the fraction is of)");
+    if (s.remat.strategy != "plan" && s.remat.budgetFraction)
+      remat.fail("budget_fraction", "the " + s.remat.strategy +
+                                        " strategy takes budget_mb (it runs no plain step to "
+                                        "measure what the fraction is of)");
     if (s.remat.strategy == "plan" && !s.remat.budgetMb && !s.remat.budgetFraction)
       remat.fail("budget_mb", "the planner needs a budget: budget_mb or budget_fraction");
   }

@@ -96,9 +96,10 @@ void checkOptions(const RematOptions& options_) {
   TORCH_CHECK(
       options_.strategy != Strategy::Plan || options_.budgetBytes || options_.budgetFraction,
       "remat: the planner needs a budget (in bytes or as a fraction of the plain peak)");
-  TORCH_CHECK(options_.strategy != Strategy::Checkpoint || !options_.budgetFraction,
-              "remat: the checkpoint strategy takes a budget in bytes, not a fraction (it runs no "
-              "plain step to measure what the fraction is of)");
+  TORCH_CHECK(options_.strategy == Strategy::Plan || !options_.budgetFraction, "remat: the ",
+              options_.strategy == Strategy::Checkpoint ? "checkpoint" : "selective",
+              " strategy takes a budget in bytes, not a fraction (it runs no plain step to measure "
+              "what the fraction is of)");
   TORCH_CHECK(options_.calibrationSteps >= 1, "remat: at least one calibration step, got ",
               options_.calibrationSteps);
   TORCH_CHECK(options_.margin >= 0 && options_.margin < 1,
@@ -382,6 +383,17 @@ SegmentPlan Rematerializer::everyBlock(const Bucket& bucket) const {
   return plan;
 }
 
+SegmentPlan Rematerializer::cheapOps(const Bucket& bucket) const {
+  SegmentPlan plan;
+  const std::vector<RematUnit> units = choosable(bucket);
+  for (const auto& unit : units) {
+    // A lighter variant's parent is its run.
+    if (std::find(runs_.begin(), runs_.end(), unit.parent) != runs_.end())
+      plan.recompute.insert(unit.name);
+  }
+  return plan;
+}
+
 std::vector<SegmentPlan> Rematerializer::leastHolding(const Bucket& bucket) const {
   std::vector<SegmentPlan> plans{freeingMost(bucket)};
   SegmentPlan blocks = everyBlock(bucket);
@@ -580,6 +592,8 @@ StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& i
     // Every top-level block, held to the budget when there is one to hold to.
     return planOfSegments(bucket, key, everyBlock(bucket));
   }
+  if (options_.strategy == Strategy::Selective)
+    return planOfSegments(bucket, key, cheapOps(bucket));
   if (options_.budgetFraction && plainSteps_ < static_cast<size_t>(options_.calibrationSteps)) {
     // The plain peak the fraction is of: measured on the first steps, run plain and unenforced.
     StepPlan plain;

@@ -66,8 +66,9 @@ void Trainer::setUpRemat() {
     options.budgetBytes = static_cast<int64_t>(std::llround(*spec.budgetMb * 1e6));
   options.budgetFraction = spec.budgetFraction;
   options.calibrationSteps = spec.calibrationSteps;
-  options.strategy =
-      spec.strategy == "checkpoint" ? remat::Strategy::Checkpoint : remat::Strategy::Plan;
+  options.strategy = spec.strategy == "checkpoint"  ? remat::Strategy::Checkpoint
+                     : spec.strategy == "selective" ? remat::Strategy::Selective
+                                                    : remat::Strategy::Plan;
   std::vector<at::Tensor> buffers;
   for (const auto& b : executor_->scriptModule()->buffers())  // `module` went with the old one
     buffers.push_back(b);

@@ -77,7 +77,12 @@ std::vector<RejectedSession> rejectedSessions() {
       {"remat unknown strategy",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})",
                    R"(, "remat": {"budget_fraction": 0.5, "strategy": "dtr"})"),
-       "remat.strategy: expected \"plan\" or \"checkpoint\", found \"dtr\""},
+       "remat.strategy: expected \"plan\", \"checkpoint\" or \"selective\", found \"dtr\""},
+      {"remat selective with a fraction",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                   R"(, "remat": {"budget_fraction": 0.5, "strategy": "selective"})"),
+       "remat.budget_fraction: the selective strategy takes budget_mb (it runs no plain step to "
+       "measure what the fraction is of)"},
       {"control micro-batches zero",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"microbatches": 0})"),
        "control.microbatches: expected a number of micro-batches from 1 to 1024, found 0"},
@@ -405,6 +410,12 @@ TEST_CASE("remat: off unless the session has the block, which needs a budget for
                                         R"(, "remat": {"strategy": "checkpoint"})"),
                             kOrigin);
   CHECK_FALSE(blocks.remat.budgetMb.has_value());
+  const Session cheap =
+      symtune::parseSession(sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                                        R"(, "remat": {"strategy": "selective"})"),
+                            kOrigin);
+  CHECK(cheap.remat.strategy == "selective");
+  CHECK_FALSE(cheap.remat.budgetMb.has_value());
 }
 
 TEST_CASE("a file model session resolves its paths against the session file") {

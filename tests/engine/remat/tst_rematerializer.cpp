@@ -322,6 +322,34 @@ TEST_CASE("options without a budget, with two, or out of range are refused") {
   RematOptions checkpoint;
   checkpoint.strategy = symtune::remat::Strategy::Checkpoint;
   CHECK_NOTHROW(make(checkpoint));  // every block: no budget needed
+  RematOptions selective;
+  selective.strategy = symtune::remat::Strategy::Selective;
+  CHECK_NOTHROW(make(selective));
+  selective.budgetFraction = 0.5;
+  CHECK_THROWS_AS(make(selective), c10::Error);  // no plain step to take the fraction of
+}
+
+// The selective strategy (docs/remat.md, "Runs without their closing op"): every step recomputes
+// the runs' lighter variants and nothing else, and trains as the plain run does.
+TEST_CASE_FIXTURE(TwoThreads,
+                  "the selective strategy recomputes the cheap ops and trains the same") {
+  for (const char* model : {"transformer_xl", "moe_topk"}) {
+    INFO(model);
+    symtune::Session s = sessionFor(model);
+    s.remat.enabled = true;
+    s.remat.strategy = "selective";
+    symtune::Trainer trainer(s);
+    const auto plain = plainTrainer(model);
+    for (int i = 0; i < 3; ++i) {
+      const symtune::StepResult r = trainer.step();
+      const double expected = plain->step().loss;
+      CHECK(std::abs(r.loss - expected) <= 1e-5 * std::abs(expected));
+      REQUIRE(r.remat.has_value());
+      CHECK_FALSE(r.remat->plan.segments.empty());
+      for (const auto& unit : r.remat->plan.segments.recompute)
+        CHECK(unit.find(" before #") != std::string::npos);
+    }
+  }
 }
 
 // The studio's set_budget (docs/remat.md, "The studio"): a budget changed between steps holds

@@ -208,7 +208,8 @@ struct RematSpec {
   // of the plain step's predicted peak. At most one; the planner needs one of them.
   std::optional<double> budgetMb;
   std::optional<double> budgetFraction;
-  // "plan": the planner's cheapest units under the budget; "checkpoint": every top-level block.
+  // "plan": the planner's cheapest units under the budget; "checkpoint": every top-level block;
+  // "selective": every run of ops without its closing op (the matmuls and convolutions kept).
   std::string strategy = "plan";
   // With budget_fraction: the first steps, run plain and unenforced, whose largest peak the
   // fraction is of.

@@ -64,6 +64,9 @@ namespace symtune::remat {
 enum class Strategy {
   Plan,        // the planner's cheapest units under the budget
   Checkpoint,  // every top-level block recomputed (full activation checkpointing)
+  // Every run of ops without its closing op (selective recomputation: the matmuls and
+  // convolutions keep their forward; Note [Runs without their closing op]).
+  Selective,
 };
 
 struct RematOptions {
@@ -215,6 +218,8 @@ class Rematerializer {
   SegmentPlan freeingMost(const Bucket& bucket) const;
   // Every top-level unit: full checkpointing.
   SegmentPlan everyBlock(const Bucket& bucket) const;
+  // Every run's lighter variant (Strategy::Selective) among the units a plan may name.
+  SegmentPlan cheapOps(const Bucket& bucket) const;
   // The plans that may hold least, the likeliest first (by the fit, once it knows what a
   // recomputed block adds): freeingMost, everyBlock, the step as written.
   std::vector<SegmentPlan> leastHolding(const Bucket& bucket) const;
