@@ -332,6 +332,21 @@ bool holdDropped(const SyMuGen::CheckpointSpan& span, SpanRun& run,
     if (t.has_storage())
       keep.insert(t.storage().unsafeGetStorageImpl());
   }
+  // Tensors the span reads inside a list or a tuple: an op that returns its input as it is
+  // (`contiguous` of a contiguous tensor) would hand one on as its output.
+  std::function<void(const c10::IValue&)> keepHeld = [&](const c10::IValue& value) {
+    if (value.isTensor() && value.toTensor().defined() && value.toTensor().has_storage()) {
+      keep.insert(value.toTensor().storage().unsafeGetStorageImpl());
+    } else if (value.isTuple()) {
+      for (const auto& item : value.toTupleRef().elements())
+        keepHeld(item);
+    } else if (value.isList()) {
+      for (const auto& item : value.toListRef())
+        keepHeld(item);
+    }
+  };
+  for (const auto& value : run.inputs)
+    keepHeld(value);
   std::vector<size_t> candidates;
   for (size_t i = 0; i < span.outputs.size(); ++i) {
     const bool dropped =
