@@ -147,7 +147,8 @@ build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 --model dynamic_re
   2> "$OUT/bench-telemetry.log" || status=1
 
 # The six models' gpu presets in the modes DynaCompiler is measured in (TorchScript, op by op,
-# bound) and full checkpointing, then the Python anchor on the same parameters and
+# bound), full checkpointing and selective recomputation (lighter runs, their storage freed to
+# the caching allocator), then the Python anchor on the same parameters and
 # batches (exported to the machine's /tmp: the ResNet's batches are large), in what is left of the
 # call's budget (GPU_CHECK_BUDGET seconds, default 570: the device tool allows 600 a call). The
 # checks above come first; when too little is left the suite is skipped and says so — it is a
@@ -160,7 +161,7 @@ else
   anchor=$(( left - 40 - suite ))
   export_dir=$(mktemp -d /tmp/symtune-anchor.XXXXXX)
   timeout "$suite" build/gpu/bin/symtune-bench --preset gpu --steps 10 --warmup 3 \
-    --modes script,eager,bind,checkpoint --baseline eager --budget $(( suite - 60 )) \
+    --modes script,eager,bind,checkpoint,selective --baseline eager --budget $(( suite - 60 )) \
     --export-anchor "$export_dir" --output "$OUT/bench-gpu.json" \
     2> "$OUT/bench-gpu.log" || status=1
   # torch.compile's default backend (inductor) needs Triton on CUDA; without it, aot_eager (the
