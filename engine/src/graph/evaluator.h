@@ -527,12 +527,17 @@ class SyMuGen::Evaluator {
     for (const Value* v : span.inputs)
       storagesOf(valueOf(v), run.inputs);
     run.kept = run.inputs;
+  }
+
+  // The storages of the module's parameters and buffers (found once per forward).
+  const std::vector<c10::Storage>& parameterStorages() {
     if (parameterStorages_.empty()) {
       for (const auto& p : gen_.module_.parameters())
         storagesOf(p, parameterStorages_);
       for (const auto& b : gen_.module_.buffers())
         storagesOf(b, parameterStorages_);
     }
+    return parameterStorages_;
   }
 
   void countRunSaved(OpenRun& run, const Node* node, const std::vector<c10::IValue>& inputs,
@@ -600,7 +605,7 @@ class SyMuGen::Evaluator {
     std::unordered_set<const c10::StorageImpl*> kept;
     for (const auto& s : keptAnyway_)
       kept.insert(s.unsafeGetStorageImpl());
-    for (const auto& s : parameterStorages_)
+    for (const auto& s : parameterStorages())
       kept.insert(s.unsafeGetStorageImpl());
     // Each storage once per run: a loop's run reads the same tensor from outside every trip.
     std::map<std::string, std::unordered_set<const c10::StorageImpl*>> charged;
@@ -636,7 +641,7 @@ class SyMuGen::Evaluator {
     std::unordered_set<const c10::StorageImpl*> kept;
     for (const auto& s : run.kept)
       kept.insert(s.unsafeGetStorageImpl());
-    for (const auto& s : parameterStorages_)
+    for (const auto& s : parameterStorages())
       kept.insert(s.unsafeGetStorageImpl());
     double freed = run.own;
     for (const auto& storage : run.saved) {
@@ -715,8 +720,7 @@ class SyMuGen::Evaluator {
   // Lighter runs checkpointed in this forward whose closing op has not run yet.
   std::vector<std::pair<const Node*, std::function<void(const std::vector<at::Tensor>&)>>>
       pendingDrops_;
-  std::vector<c10::Storage> parameterKeep_;  // parameters' and buffers' storages (releaseDropped)
-  std::vector<c10::Storage> parameterStorages_;
+  std::vector<c10::Storage> parameterStorages_;  // parameterStorages()
   // What the forward's ops save and the batch (kept whatever the plan), and each run execution's
   // inputs (Note [Counting a run's saved bytes]).
   std::vector<c10::Storage> keptAnyway_;

@@ -454,14 +454,8 @@ bool SyMuGen::Evaluator::runCheckpointed(const std::shared_ptr<const CheckpointS
       break;
   }
   if (span.consumer != nullptr) {
-    if (parameterKeep_.empty()) {
-      for (const auto& p : gen_.module_.parameters())
-        storagesOf(p, parameterKeep_);
-      for (const auto& b : gen_.module_.buffers())
-        storagesOf(b, parameterKeep_);
-    }
     tensors.pop_back();  // the placeholder
-    if (holdDropped(span, *run, outs, std::move(tensors), parameterKeep_))
+    if (holdDropped(span, *run, outs, std::move(tensors), parameterStorages()))
       pendingDrops_.emplace_back(span.consumer, releaser(run));
   }
   ++recomputed_;
