@@ -3,6 +3,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -168,7 +170,8 @@ struct SpanRun : torch::CustomClassHolder {
     return {std::move(in), std::move(outs)};
   }
 
-  // Before the closing op's backward: the lighter run again, its dropped outputs filled back.
+  // Before the closing op's backward: the lighter run again, its dropped outputs filled back
+  // (Note [Refilling by sharing]).
   void refill() {
     if (refilled)
       return;
@@ -178,14 +181,47 @@ struct SpanRun : torch::CustomClassHolder {
     at::NoGradGuard noGrad;
     for (const Dropped& d : dropped) {
       c10::StorageImpl* storage = d.storage.get();
-      if (storage->nbytes() != d.nbytes) {  // two outputs may share one storage
+      const at::Tensor& made = again->second[d.flat];
+      if (storage->nbytes() != d.nbytes) {  // else two outputs share it, filled already
+        if (sameLayout(d, made)) {
+          storage->set_data_ptr_noswap(sharedDataPtr(made.storage()));
+          storage->set_nbytes(d.nbytes);
+          continue;
+        }
         storage->set_data_ptr_noswap(storage->allocator()->allocate(d.nbytes));
         storage->set_nbytes(d.nbytes);
+      } else if (made.has_storage() && made.storage().data() == storage->data()) {
+        continue;  // its memory is the recomputed storage's already
       }
       at::empty({0}, d.options)
           .set_(c10::Storage(d.storage), d.offset, d.sizes, d.strides)
-          .copy_(again->second[d.flat].detach());
+          .copy_(made.detach());
     }
+  }
+
+  // Note [Refilling by sharing]
+  // The recomputation's output lives on until the run's own backward (its graph saves it: a
+  // ReLU keeps what it returns), and the closing op's backward comes first: copying it into the
+  // freed storage would hold the tensor twice just where the step peaks, in the backward (on the
+  // early-exit network a stage's convolution backward peaked 1.6 MB higher for it). Where the
+  // recomputed tensor lies in its storage exactly as the freed one did — same bytes, offset and
+  // strides, which the same ops on the same shapes give — the freed storage takes the
+  // recomputed storage's memory instead: a data pointer whose context holds a reference to that
+  // storage, so the memory goes when the last of the two lets go. Nothing writes either in the
+  // backward (a saved tensor is read, and its version was checked when it was saved). Otherwise
+  // (a layout that differs) it is copied.
+  static bool sameLayout(const Dropped& d, const at::Tensor& made) {
+    return made.defined() && made.has_storage() && made.storage().nbytes() == d.nbytes &&
+           made.storage_offset() == d.offset && made.sizes().vec() == d.sizes &&
+           made.strides().vec() == d.strides && made.dtype() == d.options.dtype() &&
+           made.device() == d.options.device() && made.storage().data() != nullptr;
+  }
+
+  static at::DataPtr sharedDataPtr(const c10::Storage& owner) {
+    auto* hold = new c10::Storage(owner);
+    return at::DataPtr(
+        const_cast<void*>(owner.data()), hold,
+        [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, owner.device());
   }
 
   std::vector<c10::IValue> run(const torch::autograd::variable_list& tensors) {
@@ -299,15 +335,22 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     auto [inputs, outs] =
         run->again ? std::move(*run->again) : run->recompute(ctx->get_saved_variables());
     run->again.reset();
-    torch::autograd::variable_list roots, rootGrads;
+    // From the outputs' graph edges, the outputs themselves let go first: what the recomputed
+    // graph does not save goes as the plain backward lets it go, not at the end of this one.
+    torch::autograd::edge_list roots;
+    torch::autograd::variable_list rootGrads;
     for (size_t i = 0; i < outs.size() && i < grads.size(); ++i) {
       if (outs[i].requires_grad() && grads[i].defined()) {
-        roots.push_back(outs[i]);
+        roots.push_back(torch::autograd::impl::gradient_edge(outs[i]));
         rootGrads.push_back(grads[i]);
       }
     }
-    if (!roots.empty())
-      torch::autograd::backward(roots, rootGrads);
+    outs.clear();
+    if (!roots.empty()) {
+      torch::autograd::Engine::get_default_engine().execute(roots, rootGrads, /*keep_graph=*/false,
+                                                            /*create_graph=*/false,
+                                                            /*accumulate_grad=*/true);
+    }
     torch::autograd::variable_list result;
     for (const auto& in : inputs)
       result.push_back(in.requires_grad() ? in.grad() : at::Tensor());
