@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -145,8 +146,14 @@ class SyMuGen::Evaluator {
         storagesOf(in, keptAnyway_);  // the caller holds the batch
     }
     runBlock(gen_.ir_->block());
-    if (countCost_)
+    if (countCost_) {
+      // What the forward returns lives on with the caller (its loss may save it).
+      std::vector<c10::Storage> returned;
+      storagesOf(valueOf(gen_.ir_->outputs()[0]), returned);
+      for (const auto& s : returned)
+        outputCredits_.erase(s.unsafeGetStorageImpl());
       chargeRunInputs();
+    }
     return valueOf(gen_.ir_->outputs()[0]);
   }
 
@@ -224,7 +231,7 @@ class SyMuGen::Evaluator {
       if (countCost_ && starts) {
         units_.push_back(&span->second->block);
         unitEnds.push_back(span->second->last);
-        ++cost_.units[span->second->block].executions;
+        openRun(*span->second, /*whole=*/true);  // what it frees, as a run's
       }
       if (plan_ != nullptr && starts && plan_->recompute.count(span->second->block) > 0 &&
           runCheckpointed(span->second)) {
@@ -452,18 +459,16 @@ class SyMuGen::Evaluator {
       tensors = tensors || v.type == "Tensor";
     if (!tensors)
       return;  // int arithmetic, list and shape bookkeeping: no tensor work
-    if (!gen_.runSpans_.empty())
-      noteSaved(node, inputs);
     if (!droppedToCount_.empty())
       countDropped(node, inputs);
     const OpCost cost = evaluateCost(node->kind().toQualString(), in, out);
+    noteSaved(node, inputs, in, out, cost);
     if (!cost.known || !cost.flops) {
       ++cost_.opsWithoutCost;
       return;
     }
     cost_.flops += *cost.flops;
     cost_.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
-    cost_.savedBytes += cost.savedBytes.value_or(0);
     // Each unit open around the node, once (a loop body's spans share the loop's name).
     const std::string* counted = nullptr;
     for (const std::string* unit : units_) {
@@ -472,13 +477,14 @@ class SyMuGen::Evaluator {
       ForwardCost::Unit& u = cost_.units[*unit];
       u.flops += *cost.flops;
       u.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
-      u.savedBytes += cost.savedBytes.value_or(0);
       counted = unit;
     }
     for (OpenRun& run : openRuns_) {
-      ForwardCost::Unit& u = cost_.units[run.span->block];
-      u.flops += *cost.flops;
-      u.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
+      if (!run.whole) {
+        ForwardCost::Unit& u = cost_.units[run.span->block];
+        u.flops += *cost.flops;
+        u.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
+      }
       countRunSaved(run, node, inputs, in, out, cost);
     }
   }
@@ -490,6 +496,11 @@ class SyMuGen::Evaluator {
   // run's ops report the operands their templates save (SavedOperands); at the run's end the
   // storages of those that are none of those are counted, each once, in bytes (a tensor two ops
   // save is freed once), with the rest of each template's sum (what the op allocates itself).
+  // Blocks and loop bodies (each trip a span) are counted the same way, and the forward's total
+  // too: every storage its ops save, each once, but the parameters, and the rest of each sum.
+  // So every unit and the total are in one measure — bytes of memory, not the templates' sum,
+  // which counts a tensor as often as ops save it (a convolution's input its ReLU saves too) —
+  // and the predictor's one slope from the total's bytes to the peak holds for each unit's.
   // And what it keeps that nothing kept before is charged to it: an input that no op of the
   // forward saves (the scores a scale reads, which die with the plain forward's next op) is held
   // until the run's backward when the run is recomputed. At the forward's end, each run's inputs
@@ -497,13 +508,16 @@ class SyMuGen::Evaluator {
   // storage once per run (a loop's run reads the same tensor from outside every trip), which may
   // leave nothing. Every storage seen is held until it is counted, so none is freed and reused at
   // the same address meanwhile (a forward without grad frees each value after its last reader):
-  // the counting forward holds what a training forward holds.
+  // the counting forward holds what a training forward holds. And it is credited what it saves of
+  // its own outputs when no op after it saves them (a block's last ReLU keeps its output, which
+  // the next op, an add, does not): recomputed, the output lives only as long as its readers.
   struct OpenRun {
     const CheckpointSpan* span = nullptr;
     std::vector<c10::Storage> kept;    // inputs, parameters, outputs
     std::vector<c10::Storage> inputs;  // its inputs' (also in `kept`)
     std::vector<c10::Storage> saved;   // what its ops save
     double own = 0;                    // the templates' rest
+    bool whole = false;  // a block's or a loop body's span: its FLOPs count through units_
   };
 
   static void storagesOf(const c10::IValue& value, std::vector<c10::Storage>& out) {
@@ -520,10 +534,11 @@ class SyMuGen::Evaluator {
     }
   }
 
-  void openRun(const CheckpointSpan& span) {
+  void openRun(const CheckpointSpan& span, bool whole = false) {
     ++cost_.units[span.block].executions;
     OpenRun& run = openRuns_.emplace_back();
     run.span = &span;
+    run.whole = whole;
     for (const Value* v : span.inputs)
       storagesOf(valueOf(v), run.inputs);
     run.kept = run.inputs;
@@ -590,20 +605,48 @@ class SyMuGen::Evaluator {
     }
   }
 
-  // Every op's saved operands, for chargeRunInputs.
-  void noteSaved(const Node* node, const std::vector<c10::IValue>& inputs) {
+  // Every op's saved operands, for chargeRunInputs and the forward's total.
+  void noteSaved(const Node* node, const std::vector<c10::IValue>& inputs,
+                 const std::vector<ValueInfo>& in, const std::vector<ValueInfo>& out,
+                 const OpCost& cost) {
     const SavedOperands& saved = savedOperandsOf(node);
+    const size_t before = savedAll_.size();
     for (const auto& [output, index] : saved.whole) {
       if (output && index < node->outputs().size())
-        storagesOf(valueOf(node->outputs()[index]), keptAnyway_);
+        storagesOf(valueOf(node->outputs()[index]), savedAll_);
       else if (!output && index < inputs.size())
-        storagesOf(inputs[index], keptAnyway_);
+        storagesOf(inputs[index], savedAll_);
+    }
+    for (size_t i = before; i < savedAll_.size(); ++i)
+      outputCredits_.erase(savedAll_[i].unsafeGetStorageImpl());  // saved after its unit
+    if (!saved.rest.empty()) {
+      if (const auto rest = evaluateCostExpression(saved.rest, in, out))
+        savedOwn_ += *rest;
+    } else if (saved.whole.empty()) {
+      savedOwn_ += cost.savedBytes.value_or(0);
     }
   }
 
+  // The forward's saved bytes: each storage its ops save once, but the parameters, and the
+  // templates' rest.
+  double totalSaved() {
+    std::unordered_set<const c10::StorageImpl*> once;
+    for (const auto& s : parameterStorages())
+      once.insert(s.unsafeGetStorageImpl());
+    double total = savedOwn_;
+    for (const auto& s : savedAll_) {
+      if (once.insert(s.unsafeGetStorageImpl()).second)
+        total += static_cast<double>(s.nbytes());
+    }
+    return total;
+  }
+
   void chargeRunInputs() {
+    cost_.savedBytes = totalSaved();
     std::unordered_set<const c10::StorageImpl*> kept;
     for (const auto& s : keptAnyway_)
+      kept.insert(s.unsafeGetStorageImpl());
+    for (const auto& s : savedAll_)
       kept.insert(s.unsafeGetStorageImpl());
     for (const auto& s : parameterStorages())
       kept.insert(s.unsafeGetStorageImpl());
@@ -618,15 +661,23 @@ class SyMuGen::Evaluator {
           freed -= static_cast<double>(s.nbytes());
       }
     }
+    for (const auto& [storage, credit] : outputCredits_) {
+      for (const std::string* unit : credit.units)
+        cost_.units[*unit].savedBytes += static_cast<double>(credit.storage.nbytes());
+    }
     for (const auto& [name, storages] : charged)
       cost_.units[name].savedBytes = std::max(0.0, cost_.units[name].savedBytes);
+    outputCredits_.clear();
     runInputs_.clear();
     keptAnyway_.clear();
+    savedAll_.clear();
+    savedOwn_ = 0;
   }
 
   void closeRun(size_t index) {
     OpenRun& run = openRuns_[index];
     runInputs_.emplace_back(&run.span->block, run.inputs);
+    const size_t firstOutput = run.kept.size();
     for (const Value* v : run.span->outputs) {
       const bool dropped = std::find(run.span->dropped.begin(), run.span->dropped.end(), v) !=
                            run.span->dropped.end();
@@ -643,6 +694,24 @@ class SyMuGen::Evaluator {
       kept.insert(s.unsafeGetStorageImpl());
     for (const auto& s : parameterStorages())
       kept.insert(s.unsafeGetStorageImpl());
+    // Its outputs its own ops save, but its inputs and the parameters: credited unless an op
+    // after it saves them too.
+    std::unordered_set<const c10::StorageImpl*> savedHere, notOutputs;
+    for (const auto& s : run.saved)
+      savedHere.insert(s.unsafeGetStorageImpl());
+    for (size_t i = 0; i < firstOutput; ++i)
+      notOutputs.insert(run.kept[i].unsafeGetStorageImpl());
+    for (const auto& s : parameterStorages())
+      notOutputs.insert(s.unsafeGetStorageImpl());
+    for (size_t i = firstOutput; i < run.kept.size(); ++i) {
+      const c10::Storage& s = run.kept[i];
+      if (savedHere.count(s.unsafeGetStorageImpl()) > 0 &&
+          notOutputs.count(s.unsafeGetStorageImpl()) == 0) {
+        auto& credit = outputCredits_[s.unsafeGetStorageImpl()];
+        credit.storage = s;
+        credit.units.insert(&run.span->block);
+      }
+    }
     double freed = run.own;
     for (const auto& storage : run.saved) {
       if (kept.insert(storage.unsafeGetStorageImpl()).second)  // each storage once
@@ -721,9 +790,16 @@ class SyMuGen::Evaluator {
   std::vector<std::pair<const Node*, std::function<void(const std::vector<at::Tensor>&)>>>
       pendingDrops_;
   std::vector<c10::Storage> parameterStorages_;  // parameterStorages()
-  // What the forward's ops save and the batch (kept whatever the plan), and each run execution's
-  // inputs (Note [Counting a run's saved bytes]).
-  std::vector<c10::Storage> keptAnyway_;
+  // The batch and what the forward's ops save (kept whatever the plan), the templates' rest, and
+  // each run execution's inputs (Note [Counting a run's saved bytes]).
+  std::vector<c10::Storage> keptAnyway_, savedAll_;
+  double savedOwn_ = 0;
+  // Outputs of unit executions their own ops save and no op has saved since, with the units.
+  struct OutputCredit {
+    c10::Storage storage;
+    std::set<const std::string*> units;
+  };
+  std::unordered_map<const c10::StorageImpl*, OutputCredit> outputCredits_;
   std::vector<std::pair<const std::string*, std::vector<c10::Storage>>> runInputs_;
   ForwardCost cost_;
   OpBinder* binder_ = nullptr;

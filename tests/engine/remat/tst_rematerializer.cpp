@@ -173,7 +173,8 @@ TEST_CASE_FIXTURE(TwoThreads, "a step that ran out and ran again leaves the buff
 }
 
 TEST_CASE("plans are kept per shape bucket and made anew for a new one") {
-  // Three blocks of a matmul and a tanh, and peaks that follow what a step keeps exactly.
+  // Three blocks of a matmul, a tanh and a matmul again (each frees the tanh's output, which both
+  // save), and peaks that follow what a step keeps exactly.
   torch::manual_seed(1);
   torch::jit::Module m("Net");
   for (const char* name : {"a", "b", "c"}) {
@@ -181,7 +182,7 @@ TEST_CASE("plans are kept per shape bucket and made anew for a new one") {
     block.register_parameter("w", (torch::randn({64, 64}) / 8).requires_grad_(), false);
     block.define(R"(
 def forward(self, x: Tensor):
-    return torch.tanh(torch.matmul(x, self.w))
+    return torch.matmul(torch.tanh(torch.matmul(x, self.w)), self.w)
 )");
     m.register_module(name, block);
   }
@@ -194,7 +195,7 @@ def forward(self, x: Tensor):
     return 1e4 + 0.8 * p.keptSavedBytes;
   };
   const auto rows = [](int64_t n) { return std::vector<c10::IValue>{torch::randn({n, 64})}; };
-  double saved = 0;  // the largest batch's, by the templates
+  double saved = 0;  // the largest batch's, counted
   {
     torch::NoGradGuard noGrad;
     symtune::ForwardOptions counting;

@@ -50,13 +50,17 @@ struct StepCapture {
 // each trip, with that trip's shapes).
 struct ForwardCost {
   double flops = 0;
-  double bytes = 0;       // read plus written
-  double savedBytes = 0;  // saved for backward, by the templates (symtune/remat/memory_predictor.h)
+  double bytes = 0;  // read plus written
+  // Saved for backward: the storages the templates' saved operands lie in, each once, the
+  // parameters left out, and what the ops allocate for themselves
+  // (symtune/remat/memory_predictor.h).
+  double savedBytes = 0;
   int64_t opsWithoutCost = 0;  // tensor op executions without a template (or shapes it needs)
   // Per unit a SegmentPlan can recompute (SyMuGen::recomputableUnits()): the same sums over the
-  // ops that ran inside it (a loop's ops count for the block around it too). A run of ops (Note
-  // [Op runs]) counts as saved only what it would free: the bytes its ops save of tensors it
-  // makes itself and does not hand on, less the inputs it would keep that no op saves.
+  // ops that ran inside it (a loop's ops count for the block around it too). Its saved bytes are
+  // what recomputing it would free (Note [Counting a run's saved bytes]): the bytes its ops save
+  // of tensors it makes itself and does not hand on, less the inputs it would keep that no op
+  // saves.
   struct Unit {
     double flops = 0, bytes = 0, savedBytes = 0;
     // How many times a span of it began: a block's calls, a loop body's spans over its trips, a

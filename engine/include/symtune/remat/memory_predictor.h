@@ -4,12 +4,13 @@
 // Note [Memory predictor]
 // What a training step holds at its peak is mostly what its forward saves for the backward, and
 // that grows with the batch's shapes and branches: a longer sequence, more tree levels, more
-// images through the second stage. SyMuGen's cost templates give, for one forward on the batch's
-// inputs, the activation bytes each op saves for its backward (ForwardCost::savedBytes, summed
-// over the ops that ran — the branches taken, the trips made). The templates count every saved
-// input of every op, so a tensor two ops save counts twice, and they know nothing of the
-// allocator's rounding or the backward's own temporaries: the predictor does not take them at
-// their word, but learns from the measured history how a model's peaks follow them. It fits
+// images through the second stage. SyMuGen's cost templates name, for one forward on the batch's
+// inputs, the operands each op saves for its backward; the counted forward adds up the storages
+// they lie in, each once (a tensor two ops save counts once), the parameters left out, with what
+// the templates say the ops allocate for themselves (ForwardCost::savedBytes, over the ops that
+// ran — the branches taken, the trips made; Note [Counting a run's saved bytes]). That knows
+// nothing of the allocator's rounding or the backward's own temporaries: the predictor does not
+// take it at its word, but learns from the measured history how a model's peaks follow it. It fits
 // peak ≈ a + b · saved by least squares over the steps it has seen (the last `window` of them),
 // which carries a model's constant part (gradients of parameters a step allocates, the loss's
 // buffers) in `a` and the template's over- or under-counting in `b`. With one step seen, or all

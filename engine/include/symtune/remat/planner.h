@@ -5,16 +5,17 @@
 // plan meets.
 //
 // Note [Remat planner]
-// A unit is what a SegmentPlan can name: a top-level block, a loop whose body is recomputed
-// trip by trip (SyMuGen::loopSpans()), or a run of ops inside either (SyMuGen::opRuns()). The units
-// form a tree: a loop inside a block is that block's child, a run its block's or its loop's.
-// Recomputing a unit recomputes its children with it, so a plan takes a unit or some of its
-// children (and theirs), never both. Recomputing a unit frees (about) the activations it saves for
-// its backward — the templates' saved bytes times the predictor's slope, bytes of peak per template
-// byte — and costs its forward once more. The planner minimises the total cost of the units it
-// recomputes subject to the freed bytes covering what the predicted peak exceeds the budget by: a
-// covering knapsack, solved exactly by dynamic programming over the needed bytes cut into 512 equal
-// parts (each unit's bytes rounded down to whole parts, so a plan it returns never frees less than
+// A unit is what a SegmentPlan can name: a top-level block, a loop whose body is recomputed trip by
+// trip (SyMuGen::loopSpans()), or a run of ops inside either (SyMuGen::opRuns()). The units form a
+// tree: a loop inside a block is that block's child, a run its block's or its loop's. Recomputing a
+// unit recomputes its children with it, so a plan takes a unit or some of its children (and
+// theirs), never both. Recomputing a unit frees (about) the activations it saves for its backward
+// that nothing else keeps — counted on the batch in the measure of the forward's total (Note
+// [Counting a run's saved bytes]), times the predictor's slope, bytes of peak per counted byte —
+// and costs its forward once more. The planner minimises the total cost of the units it recomputes
+// subject to the freed bytes covering what the predicted peak exceeds the budget by: a covering
+// knapsack, solved exactly by dynamic programming over the needed bytes cut into 512 equal parts
+// (each unit's bytes rounded down to whole parts, so a plan it returns never frees less than
 // needed). Per unit the choice is the unit itself or the cheapest sum of its children's covers,
 // each child choosing the same way; across the top-level units the covers add up. Units that free
 // nothing are never chosen.
@@ -47,7 +48,7 @@ struct RematPlan {
 
 // A model's units (SyMuGen::recomputableUnits()) priced from a counted forward (ForwardOptions::
 // countCost; ForwardCost::units): each frees `bytesPerSavedByte` times the bytes its ops save for
-// backward (the predictor's slope: bytes of peak per template byte) and costs its forward once
+// backward (the predictor's slope: bytes of peak per counted byte) and costs its forward once
 // more, `secondsPerFlop` a FLOP and `secondsPerByte` a byte moved, and `secondsPerSpan` each time
 // one of its spans runs (a checkpointed span's own work: its autograd function and the nested
 // backward that runs it again — what makes a loop recomputed trip by trip dearer than the block
