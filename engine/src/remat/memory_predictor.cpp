@@ -50,19 +50,39 @@ std::optional<MemoryPredictor::Fit> MemoryPredictor::fit() const {
     sxy += x * y;
     sry += r * y;
   }
+  // Through the origin instead where the intercept would come out negative (Note [Memory
+  // predictor]): sums about zero, not about the means.
+  double zxx = 0, zrr = 0, zxr = 0, zxy = 0, zry = 0;
+  for (const auto& s : seen_) {
+    zxx += s.saved * s.saved;
+    zrr += s.recomputed * s.recomputed;
+    zxr += s.saved * s.recomputed;
+    zxy += s.saved * s.peak;
+    zry += s.recomputed * s.peak;
+  }
   // Both terms, when the steps tell them apart and neither comes out negative.
   const double det = sxx * srr - sxr * sxr;
   if (seen_.size() >= 3 && det > 1e-6 * sxx * srr && sxx > 0 && srr > 0) {
     const double b = (sxy * srr - sry * sxr) / det;
     const double c = (sry * sxx - sxy * sxr) / det;
-    if (b >= 0 && c >= 0)
+    if (b >= 0 && c >= 0 && my - b * mx - c * mr >= 0)
       return Fit{my - b * mx - c * mr, b, c};
+    const double zdet = zxx * zrr - zxr * zxr;
+    if (b >= 0 && c >= 0 && zdet > 1e-6 * zxx * zrr) {
+      const double zb = (zxy * zrr - zry * zxr) / zdet;
+      const double zc = (zry * zxx - zxy * zxr) / zdet;
+      if (zb >= 0 && zc >= 0)
+        return Fit{0, zb, zc};
+    }
   }
-  // The kept bytes alone: distinct sizes and a rising fit give the line. Else the mean ratio of
-  // peak to saved bytes (or the mean peak, when the templates saw nothing saved).
+  // The kept bytes alone: distinct sizes and a rising fit give the line (through the origin where
+  // it would cross below it). Else the mean ratio of peak to saved bytes (or the mean peak, when
+  // the templates saw nothing saved).
   if (sxx > 1e-9 * mx * mx && sxy > 0) {
     const double slope = sxy / sxx;
-    return Fit{my - slope * mx, slope, 0};
+    if (my - slope * mx >= 0)
+      return Fit{my - slope * mx, slope, 0};
+    return Fit{0, zxy / zxx, 0};
   }
   return mx > 0 ? Fit{0, my / mx, 0} : Fit{my, 0, 0};
 }

@@ -58,6 +58,24 @@ TEST_CASE("the window keeps the last steps; a falling fit gives way to the ratio
   CHECK_THROWS(p.observe(10, -1));
 }
 
+TEST_CASE("a line that would cross below zero goes through the origin") {
+  MemoryPredictor p;
+  p.observe(100, 50);
+  p.observe(200, 250);  // the line through them: peak = 2·saved - 150, negative below 75
+  const auto fit = *p.fit();
+  CHECK(fit.intercept == 0);
+  // Least squares through the origin: (100·50 + 200·250) / (100² + 200²).
+  CHECK(fit.slope == doctest::Approx(55000.0 / 50000.0));
+  CHECK(*p.predict(20) > 0);
+
+  MemoryPredictor two;  // the same with a recomputed block's term
+  two.observe(100, 50);
+  two.observe(200, 250);
+  two.observe(150, 200, 50);
+  CHECK(two.fit()->intercept >= 0);
+  CHECK(*two.predict(10, 10) > 0);
+}
+
 TEST_CASE("a recomputed block's term is fitted once the steps tell it apart, never negative") {
   MemoryPredictor p;
   p.observe(1000, 600);                  // plain: peak = 100 + 0.5·kept

@@ -15,7 +15,11 @@
 // which carries a model's constant part (gradients of parameters a step allocates, the loss's
 // buffers) in `a` and the template's over- or under-counting in `b`. With one step seen, or all
 // steps at one size, it scales that step's peak by the saved bytes (b = peak / saved, a = 0). A
-// fit whose slope comes out negative (noise over too narrow a range) falls back to that ratio.
+// fit whose slope comes out negative (noise over too narrow a range) falls back to that ratio;
+// one whose intercept comes out negative (steps over a narrow range of sizes, extrapolated to a
+// plan that keeps a fifth of them: Transformer-XL's first planned step was predicted at -26 MB)
+// goes through the origin instead, peak ≈ b · saved fitted without an intercept (a step's
+// constant part — the parameters' gradients, the loss's buffers — is never below nothing).
 //
 // Under a remat plan a step keeps less, but a recomputed block's activations live again while
 // its backward runs: how much of them adds to the peak depends on what else is alive then (on
