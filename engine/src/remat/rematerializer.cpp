@@ -617,6 +617,9 @@ StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& i
     ++stats_.cacheHits;
     StepPlan step = *bucket.plan;
     step.cached = true;
+    // What the fit says of the plan now: it has learnt from the steps since the plan was made
+    // (the first steps under a plan of a kind not seen before miss by most).
+    step.predictedPeak = predictedPeak(bucket, step.segments, *fit);
     return step;
   }
   bucket.plan = planFor(bucket, key, *fit);
