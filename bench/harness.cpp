@@ -695,7 +695,7 @@ std::string table(const json& results) {
       if (m.contains("infeasible")) {
         out << "  " << std::left << std::setw(14) << m["mode"].get<std::string>()
             << " infeasible: smallest feasible budget " << std::setprecision(1)
-            << m["smallest_feasible_bytes"].get<double>() / 1048576.0 << " MB\n"
+            << m["smallest_feasible_bytes"].get<double>() / 1e6 << " MB\n"
             << std::right;
         continue;
       }
@@ -704,8 +704,8 @@ std::string table(const json& results) {
           << std::setprecision(1) << std::setw(11) << m["samples_per_s"]["median"].get<double>()
           << std::setprecision(3) << std::setw(8) << ratio["samples_per_s"].get<double>()
           << std::setprecision(1) << std::setw(11) << 1e3 * m["step_s"]["median"].get<double>()
-          << std::setw(11) << m["peak_bytes"]["median"].get<double>() / 1048576.0
-          << std::setprecision(3) << std::setw(8)
+          << std::setw(11) << m["peak_bytes"]["median"].get<double>() / 1e6 << std::setprecision(3)
+          << std::setw(8)
           << (ratio["peak_bytes"].is_null() ? 0.0 : ratio["peak_bytes"].get<double>())
           << std::setw(10) << m["loss_agreement"]["max_rel_dev"].get<double>()
           << std::setprecision(2) << std::setw(10)

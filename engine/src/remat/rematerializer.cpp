@@ -473,20 +473,24 @@ std::pair<SegmentPlan, double> Rematerializer::leastByFit(const Bucket& bucket,
 StepPlan Rematerializer::planFor(Bucket& bucket, const std::string& key,
                                  const MemoryPredictor::Fit& fit) {
   StepPlan step =
-      planUnder(bucket, key, fit, static_cast<double>(*limitFor(predictedPlain(bucket, fit))));
+      planUnder(bucket, key, fit, static_cast<double>(*limitFor(predictedPlain(bucket, fit))),
+                std::nullopt, static_cast<double>(reserved_));
   ++stats_.plansMade;
   return step;
 }
 
 StepPlan Rematerializer::planUnder(const Bucket& bucket, const std::string& key,
                                    const MemoryPredictor::Fit& fit, double budget,
-                                   std::optional<double> fraction) const {
+                                   std::optional<double> fraction, double held) const {
   const auto peakOf = [&](const SegmentPlan& plan) { return predictedPeak(bucket, plan, fit); };
   const double plain = predictedPlain(bucket, fit);
   StepPlan step;
   const auto [least, smallest] = leastByFit(bucket, fit);
   if (smallest > budget) {
-    std::string what = "remat: the budget of " + formatBytes(budget);
+    // The budget and the smallest that fits are the step's: with what the micro-batches before
+    // this one hold (Note [Micro-batches] in trainer.h), not only what is left for this one.
+    const double needed = smallest + held;
+    std::string what = "remat: the budget of " + formatBytes(budget + held);
     if (!fraction)
       fraction = options_.budgetFraction;
     if (fraction) {
@@ -494,8 +498,17 @@ StepPlan Rematerializer::planUnder(const Bucket& bucket, const std::string& key,
       std::snprintf(share, sizeof share,
                     " (budget_fraction %.2f of the plain peak %s; at least %.2f fits)", *fraction,
                     formatBytes(std::max(calibratedPlain_, plain)).c_str(),
-                    smallest / std::max(calibratedPlain_, plain));
+                    needed / std::max(calibratedPlain_, plain));
       what += share;
+    }
+    if (held > 0) {
+      throw RematInfeasible(what + ", " + formatBytes(held) +
+                                " of it held by the micro-batches before this one, is below what "
+                                "any plan fits: even with the plan that holds least the step on " +
+                                key + " is predicted to peak " + formatBytes(smallest) +
+                                " above them, and the smallest feasible budget is " +
+                                formatBytes(needed),
+                            needed);
     }
     throw RematInfeasible(what +
                               " is below what any plan fits: even with the plan that holds least "
@@ -700,10 +713,15 @@ StepPlan Rematerializer::backOff(const StepPlan& plan, const std::vector<Segment
   const std::vector<SegmentPlan> least = leastHolding(bucket);
   const auto next = std::find_if_not(least.begin(), least.end(), wasTried);
   if (next == least.end()) {
-    throw RematInfeasible("remat: the step on " + plan.bucket + " ran out of its budget of " +
-                              formatBytes(static_cast<double>(plan.limitBytes.value_or(0))) +
-                              " under every plan that may hold least",
-                          0);
+    std::string held;
+    if (reserved_ > 0)
+      held = " (" + formatBytes(static_cast<double>(reserved_)) +
+             " of it held by the micro-batches before this one)";
+    throw RematInfeasible(
+        "remat: the step on " + plan.bucket + " ran out of its budget of " +
+            formatBytes(static_cast<double>(plan.limitBytes.value_or(0) + reserved_)) + held +
+            " under every plan that may hold least",
+        0);
   }
   StepPlan retry = planOfSegments(bucket, plan.bucket, *next);
   retry.limitBytes = plan.limitBytes;

@@ -251,6 +251,9 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
           startOver();
         }
         segments->setPlan(before);
+        // The budget it needs is the step's: with what the micro-batches before it hold.
+        if (needed > 0)
+          needed += static_cast<double>(carried);
         throw remat::RematInfeasible(std::string(e.what()) + "; it needs " +
                                          remat::formatBytes(needed) +
                                          " (measured without the budget): the smallest feasible "

@@ -1,7 +1,8 @@
 // Micro-batches (Note [Micro-batches] in symtune/runtime/trainer.h): a batch split into
 // micro-batches trains as the batch, a model that normalises over the batch is not split, a step no
-// remat plan fits whole runs split under its budget, and the trainer's guards raise
-// OptimizeRequired once per new shape bucket.
+// remat plan fits whole runs split under its budget, a budget a later micro-batch overruns names
+// the step's smallest feasible one, and the trainer's guards raise OptimizeRequired once per new
+// shape bucket.
 
 #include "doctest_torch.h"
 
@@ -251,6 +252,43 @@ TEST_CASE_FIXTURE(TwoThreads,
   }
   symtune::test::checkEach(split.executor().parameters(), whole.executor().parameters(), 1e-5,
                            "parameters");
+}
+
+TEST_CASE_FIXTURE(TwoThreads,
+                  "a budget a later micro-batch overruns names the step's smallest feasible one") {
+  // The smallest budget the first of two micro-batches fits (nothing held before it).
+  symtune::Session probe = sessionFor("dynamic_tagger", 2);
+  probe.remat.enabled = true;
+  probe.remat.budgetMb = 0.01;
+  probe.control.splitOnOverrun = false;
+  double first = 0;
+  try {
+    symtune::Trainer(probe).step();
+    FAIL("a 10 kB budget trained a step");
+  } catch (const symtune::remat::RematInfeasible& e) {
+    first = e.smallestFeasibleBytes();
+  }
+  REQUIRE(first > 0);
+  // A budget the first micro-batch fits and the second, which starts with the first's
+  // gradients held, does not: what it names is a budget for the step, above the one it had.
+  symtune::Session tight = probe;
+  double gradients = 0;
+  {
+    symtune::Trainer t(sessionFor("dynamic_tagger"));
+    for (const auto& p : t.executor().parameters())
+      gradients += p.requires_grad() ? static_cast<double>(p.nbytes()) : 0.0;
+  }
+  const double budget = first + 0.5 * gradients;
+  tight.remat.budgetMb = budget / 1e6;
+  try {
+    symtune::Trainer(tight).step();
+    FAIL("the second micro-batch fitted a budget its first left too little of");
+  } catch (const symtune::remat::RematInfeasible& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("held by the micro-batches before this one") != std::string::npos);
+    CHECK(e.smallestFeasibleBytes() > budget);
+  }
 }
 
 TEST_CASE_FIXTURE(TwoThreads, "a trainer raises OptimizeRequired once for each new shape bucket") {

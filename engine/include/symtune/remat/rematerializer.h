@@ -228,8 +228,11 @@ class Rematerializer {
   StepPlan planFor(Bucket& bucket, const std::string& key, const MemoryPredictor::Fit& fit);
   // The cheapest plan predicted to keep the bucket's step under `budget` bytes; throws
   // RematInfeasible (naming `fraction`, or the options', as the budget's share) when none does.
+  // `held`: what the step's budget holds besides `budget` (reserved_), named in the message and
+  // added to the smallest feasible budget it reports.
   StepPlan planUnder(const Bucket& bucket, const std::string& key, const MemoryPredictor::Fit& fit,
-                     double budget, std::optional<double> fraction = std::nullopt) const;
+                     double budget, std::optional<double> fraction = std::nullopt,
+                     double held = 0) const;
   // The peak the fit predicts for the bucket's step under `plan`; the plain step's.
   double predictedPeak(const Bucket& bucket, const SegmentPlan& plan,
                        const MemoryPredictor::Fit& fit) const;
