@@ -45,13 +45,14 @@ std::optional<double> number(const std::string& text) {
 
 // What a configured mode's name asks for.
 struct Components {
-  std::optional<double> fraction;   // remat:F
-  std::optional<double> megabytes;  // remat_mb:X
-  int microbatches = 1;             // micro:K
-  int threads = 0;                  // threads:T
-  bool bind = false;                // bind
-  bool split = false;               // split (split_on_overrun)
-  bool online = false;              // online (the online controller)
+  std::optional<double> fraction;      // remat:F
+  std::optional<double> megabytes;     // remat_mb:X
+  int microbatches = 1;                // micro:K
+  int threads = 0;                     // threads:T
+  bool bind = false;                   // bind
+  bool split = false;                  // split (split_on_overrun)
+  bool online = false;                 // online (the online controller)
+  std::optional<double> conservative;  // conservative:C (the controller's; with online)
 };
 
 std::optional<Components> parse(const std::string& name) {
@@ -68,6 +69,8 @@ std::optional<Components> parse(const std::string& name) {
       c.split = true;
     } else if (key == "online" && colon == std::string::npos) {
       c.online = true;
+    } else if (key == "conservative" && value && *value >= 0 && *value < 1) {
+      c.conservative = value;
     } else if (key == "remat" && value && *value > 0 && *value <= 1 && !c.megabytes) {
       c.fraction = value;
     } else if (key == "remat_mb" && value && *value > 0 && !c.fraction) {
@@ -88,6 +91,8 @@ std::optional<Components> parse(const std::string& name) {
     return std::nullopt;
   if (c.split && !c.fraction && !c.megabytes)
     return std::nullopt;  // splitting is the remat budget's back-off
+  if (c.conservative && !c.online)
+    return std::nullopt;  // the controller's
   return c;
 }
 
@@ -109,6 +114,13 @@ std::string describe(const Components& c, const std::string& name) {
     add("a step no plan fits split into more micro-batches");
   if (c.online)
     add("the online controller choosing each step's configuration");
+  if (c.conservative) {
+    char share[32];
+    std::snprintf(share, sizeof share, "%g", *c.conservative);
+    add(*c.conservative > 0 ? std::string("exploring while it keeps ") + share +
+                                  " of its first configuration's throughput"
+                            : std::string("exploring freely"));
+  }
   if (c.threads > 0)
     add(std::to_string(c.threads) + " intra-op threads");
   return out;
@@ -180,6 +192,8 @@ const Mode* configuredMode(const std::string& name) {
       session.control.microbatches = c.microbatches;
       session.control.splitOnOverrun = c.split;
       session.control.mode = c.online ? "online" : "fixed";
+      if (c.conservative)
+        session.control.conservative = *c.conservative;
     }
   };
   made.push_back(std::move(mode));

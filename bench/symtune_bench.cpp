@@ -62,8 +62,10 @@ batch, the cheapest units recomputed to keep the step under F times its predicte
 the budget enforced), bind+remat:F (the same with DynaCompiler's binding, measured outside the
 budget); and modes named by their configuration, '+' between the parts: remat:F or remat_mb:X
 (the planner under X MB), micro:K (K micro-batches), threads:T, split (with a remat budget: a
-step no plan fits split into more micro-batches), bind (with a remat budget), e.g.
-remat:0.6+micro:2+threads:1
+step no plan fits split into more micro-batches), bind (with a remat budget), online (the online
+controller choosing each step's configuration), conservative:C (with online: after its warm-up
+it explores while the run keeps C of its first configuration's throughput; 0: freely), e.g.
+remat:0.6+micro:2+threads:1, online+conservative:0
 )";
 
 std::vector<std::string> split(const std::string& list) {

@@ -333,6 +333,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         for (const auto& driver : r.decision->drivers)
           d.drivers.emplace_back(driver.what, driver.factor);
         d.violation = r.decision->violation;
+        d.heldBack = r.decision->heldBack;
         if (!d.violation.empty() && options.progress != nullptr)
           *options.progress << "step " << r.step << ": " << d.violation << std::endl;
         report.decisions.push_back(std::move(d));

@@ -46,10 +46,20 @@ TEST_CASE("a configured mode's name says how its session runs") {
   configuredMode("remat_mb:3+online+split")->configure(controlled);
   CHECK(controlled.control.mode == "online");
   CHECK(controlled.control.splitOnOverrun);
+  CHECK(controlled.control.conservative == 0.97);  // the session's default
+  symtune::Session free;
+  const symtune::bench::Mode* freely = configuredMode("online+conservative:0");
+  REQUIRE(freely != nullptr);
+  freely->configure(free);
+  CHECK(free.control.mode == "online");
+  CHECK(free.control.conservative == 0);
+  CHECK(freely->description ==
+        "the online controller choosing each step's configuration; exploring freely");
   CHECK(configuredMode("bind+remat:0.6") != nullptr);
 
-  for (const char* wrong : {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0",
-                            "micro:2.5", "threads:x", "remat:0.5+jit", ""}) {
+  for (const char* wrong :
+       {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0", "micro:2.5", "threads:x",
+        "remat:0.5+jit", "conservative:0.5", "online+conservative:1", ""}) {
     INFO(std::string(wrong));
     CHECK(configuredMode(wrong) == nullptr);
   }

@@ -60,8 +60,12 @@ StepMessage step(int64_t index, int microbatches, std::optional<double> measured
     c.batchSignals = {{"batch_size", 16}, {"sequence_length", 40}};
     c.drivers = {{"threads 1 rather than 2", 1.11}};
   }
-  if (index == 2)
+  if (index == 2) {
     c.violation = "the loss diverged (nan against its average 2.1)";
+    c.heldBack =
+        "microbatches 4, threads 1: as slow as it may be, it could take the run below "
+        "0.97 of the throughput of microbatches 1, threads 2 since the warm-up";
+  }
   m.control = c;
   return throughTheProtocol(m);
 }
@@ -91,6 +95,12 @@ class TestControlDock : public QObject {
     QCOMPARE(model.data(model.index(0, ControlLogModel::StepColumn)).toLongLong(), 2LL);
     QCOMPARE(model.data(model.index(1, ControlLogModel::ExploredColumn)).toString(),
              QString("explored"));
+    // A draw conservative exploration held back says so, and what it was.
+    QCOMPARE(model.data(model.index(0, ControlLogModel::ExploredColumn)).toString(),
+             QString("held back"));
+    QVERIFY(model.data(model.index(0, ControlLogModel::ConfigurationColumn), Qt::ToolTipRole)
+                .toString()
+                .contains("Held back: microbatches 4, threads 1: as slow as it may be"));
     QCOMPARE(model.data(model.index(0, ControlLogModel::MeasuredColumn)).toString(),
              QString("640.0"));
     QCOMPARE(model.data(model.index(2, ControlLogModel::MeasuredColumn)).toString(), QString());

@@ -139,7 +139,7 @@ QVariant ControlLogModel::data(const QModelIndex& index, int role) const {
       case MeasuredColumn:
         return c.samplesPerSecond ? rate(*c.samplesPerSecond) : QString();
       case ExploredColumn:
-        return c.explored ? tr("explored") : QString();
+        return c.explored ? tr("explored") : !c.heldBack.empty() ? tr("held back") : QString();
       case MicrobatchesColumn:
         return QVariant::fromValue<qlonglong>(c.microbatches);
       case WhyColumn:
@@ -177,6 +177,8 @@ QVariant ControlLogModel::data(const QModelIndex& index, int role) const {
       batchSignals << QStringLiteral("%1 %2").arg(QString::fromStdString(name), value(v));
     if (!batchSignals.isEmpty())
       lines << tr("The batch: %1").arg(batchSignals.join(QStringLiteral(", ")));
+    if (!c.heldBack.empty())
+      lines << tr("Held back: %1").arg(QString::fromStdString(c.heldBack));
     if (!c.violation.empty())
       lines << tr("Broke a constraint: %1").arg(QString::fromStdString(c.violation));
     return lines.join('\n');

@@ -154,6 +154,8 @@ StepMessage decodeStep(const Reader& r) {
       }
       if (d.contains("violation") && !d["violation"].is_null())
         control.violation = r.string(d, "violation");
+      if (d.contains("held_back") && !d["held_back"].is_null())
+        control.heldBack = r.string(d, "held_back");
     }
     s.control = std::move(control);
   }
@@ -427,6 +429,8 @@ json encode(const StepMessage& m) {
       out["control"]["decision"]["drivers"] = drivers;
       out["control"]["decision"]["violation"] =
           c.violation.empty() ? json(nullptr) : json(c.violation);
+      out["control"]["decision"]["held_back"] =
+          c.heldBack.empty() ? json(nullptr) : json(c.heldBack);
     }
   }
   return out;

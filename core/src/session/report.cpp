@@ -122,7 +122,8 @@ std::string toJson(const RunReport& r) {
                            {"alternatives", alternatives},
                            {"signals", batchSignals},
                            {"drivers", drivers},
-                           {"violation", d.violation.empty() ? json(nullptr) : json(d.violation)}});
+                           {"violation", d.violation.empty() ? json(nullptr) : json(d.violation)},
+                           {"held_back", d.heldBack.empty() ? json(nullptr) : json(d.heldBack)}});
     }
     out["control"] = {{"microbatches", r.microbatches},
                       {"splits", splits},

@@ -63,6 +63,7 @@ void readControl(const json& control, RunReport& r) {
       decision.drivers.emplace_back(driver.at("what").get<std::string>(),
                                     driver.value("factor", 1.0));
     decision.violation = text(d, "violation");
+    decision.heldBack = text(d, "held_back");
     r.decisions.push_back(std::move(decision));
   }
 }

@@ -398,7 +398,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   if (top.has("control")) {
     const JsonFields control = top.object("control");
     control.rejectUnknown({"mode", "microbatches", "split_on_overrun", "threads", "remat_budget",
-                           "binding_explore", "tuned"});
+                           "binding_explore", "conservative", "warmup_steps", "tuned"});
     s.control.enabled = true;
     s.control.mode = control.string("mode", s.control.mode);
     if (s.control.mode != "fixed" && s.control.mode != "online" && s.control.mode != "tuned")
@@ -410,6 +410,17 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                                        std::to_string(parts));
     s.control.microbatches = static_cast<int>(parts);
     s.control.splitOnOverrun = control.boolean("split_on_overrun", s.control.splitOnOverrun);
+    s.control.conservative = control.number("conservative", s.control.conservative);
+    if (!(s.control.conservative >= 0 && s.control.conservative < 1))
+      control.fail("conservative",
+                   "expected the share of the first configuration's throughput to keep, in [0, "
+                   "1) (0: explore freely), found " +
+                       numberText(s.control.conservative));
+    const int64_t warmup = control.integer("warmup_steps", s.control.warmupSteps);
+    if (warmup < 0 || warmup > 1000000)
+      control.fail("warmup_steps",
+                   "expected a number of steps from 0 to 1000000, found " + std::to_string(warmup));
+    s.control.warmupSteps = static_cast<int>(warmup);
     const int64_t threads = control.integer("threads", s.control.threads);
     if (threads < 0 || threads > 1024)
       control.fail("threads",
@@ -549,7 +560,9 @@ std::string sessionJson(const Session& s) {
     nlohmann::json control = {{"mode", s.control.mode},
                               {"microbatches", s.control.microbatches},
                               {"split_on_overrun", s.control.splitOnOverrun},
-                              {"threads", s.control.threads}};
+                              {"threads", s.control.threads},
+                              {"conservative", s.control.conservative},
+                              {"warmup_steps", s.control.warmupSteps}};
     if (s.control.rematBudget)
       control["remat_budget"] = *s.control.rematBudget;
     if (s.control.bindingExplore)

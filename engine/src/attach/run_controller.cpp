@@ -54,6 +54,7 @@ StepMessage stepMessage(const StepResult& r) {
       for (const auto& driver : d.drivers)
         out.drivers.emplace_back(driver.what, driver.factor);
       out.violation = d.violation;
+      out.heldBack = d.heldBack;
     }
     m.control = std::move(out);
   }

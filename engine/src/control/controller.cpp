@@ -29,6 +29,37 @@ OnlineController::OnlineController(ConfigSpace space, ControllerOptions options)
   grid_ = space_.grid();
   if (grid_.empty() || space_.knobs().empty())
     throw std::invalid_argument("the online controller needs a configuration space with knobs");
+  if (!(options_.conservative >= 0 && options_.conservative < 1))
+    throw std::invalid_argument(
+        "the online controller's conservative share must be in [0, 1), got " +
+        number(options_.conservative));
+  baseline_ = space_.current();
+}
+
+double OnlineController::slowerAtMost(const Configuration& c, const std::string& bucket,
+                                      const std::vector<double>& z,
+                                      const TermPosterior& post) const {
+  if (c == baseline_)
+    return 0;
+  const std::vector<double> x = model_.features(c, bucket, z);
+  const std::vector<double> xb = model_.features(baseline_, bucket, z);
+  // The difference's mean and spread: the bucket's and the signals' own terms, the same for
+  // both, cancel.
+  std::vector<double> dx(x.size());
+  for (size_t k = 0; k < x.size(); ++k)
+    dx[k] = x[k] - xb[k];
+  return dot(dx, post.mean) + options_.pessimism * std::sqrt(post.variance(dx));
+}
+
+bool OnlineController::affordable(size_t i, const std::string& bucket, const std::vector<double>& z,
+                                  const TermPosterior& post) const {
+  if (grid_[i] == baseline_)
+    return true;
+  const double baseline =
+      std::exp(model_.predict(model_.features(baseline_, bucket, z), post.mean)) *
+      static_cast<double>(lastSamples_);
+  return spent_ + baseline * std::exp(slowerAtMost(grid_[i], bucket, z, post)) <=
+         (baselineSpent_ + baseline) / options_.conservative;
 }
 
 bool OnlineController::allowed(const Configuration& c) const {
@@ -144,8 +175,29 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   }
   if (best == grid_.size())  // the pins allow nothing in the grid
     throw std::invalid_argument("the pinned knobs leave no configuration of the space");
+  if (options_.conservative > 0 && observations > 0 && observed_ >= options_.warmupSteps &&
+      !affordable(best, bucket, z, post)) {
+    // Note [Conservative exploration]: the mean's best if the run can afford it, else the
+    // baseline (when the pins and exclusions allow it).
+    const size_t drawn = best;
+    const auto baseline = std::find(grid_.begin(), grid_.end(), baseline_);
+    if (affordable(byMean.front().second, bucket, z, post))
+      best = byMean.front().second;
+    else if (baseline != grid_.end() && allowed(baseline_))
+      best = static_cast<size_t>(baseline - grid_.begin());
+    else
+      best = byMean.front().second;
+    if (best != drawn) {
+      d.heldBack = grid_[drawn].text() +
+                   ": as slow as it may be, it could take the run "
+                   "below " +
+                   number(options_.conservative) + " of the throughput of " + baseline_.text() +
+                   " since the warm-up";
+    }
+  }
   d.chosen = grid_[best];
-  d.explored = observations > 0 && byMean.front().second != best;
+  // Held back to the baseline is not exploring.
+  d.explored = observations > 0 && byMean.front().second != best && d.heldBack.empty();
   if (observations > 0)
     d.predictedSamplesPerSecond =
         std::exp(-model_.predict(model_.features(d.chosen, bucket, z), theta));
@@ -209,6 +261,25 @@ void OnlineController::observe(Decision decision, double stepSeconds, int64_t sa
                                std::optional<double> loss) {
   if (loss)
     checkLoss(decision, *loss);
+  // Note [Conservative exploration]: the time since the warm-up, and the baseline's on the same
+  // batches (its mean before this step teaches the model, where it did not run).
+  if (stepSeconds > 0 && samples > 0 && observed_ >= options_.warmupSteps) {
+    // The baseline is taken to have been as much faster than the step's configuration as the
+    // model allows: a saving is counted only as far as the model is sure of it.
+    double baseline = stepSeconds;
+    if (decision.chosen != baseline_ && model_.observations() > 0) {
+      std::vector<double> batchSignals;
+      for (const auto& [name, value] : decision.batchSignals)
+        batchSignals.push_back(value);
+      baseline = stepSeconds * std::exp(-slowerAtMost(decision.chosen, decision.bucket,
+                                                      scaled(batchSignals), model_.posterior()));
+    }
+    spent_ += stepSeconds;
+    baselineSpent_ += baseline;
+  }
+  ++observed_;
+  if (stepSeconds > 0 && samples > 0)
+    lastSamples_ = samples;
   // stepSeconds 0: logged, not learnt from; nor is a step whose loss diverged.
   if (stepSeconds > 0 && samples > 0) {
     decision.samplesPerSecond = static_cast<double>(samples) / stepSeconds;

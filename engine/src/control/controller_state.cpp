@@ -100,7 +100,12 @@ std::string OnlineController::state() const {
               {"loss_average", lossAverage_},
               {"losses", losses_},
               {"last_diverged", lastDiverged_},
-              {"high_in_a_row", highInARow_}};
+              {"high_in_a_row", highInARow_},
+              {"baseline", configurationJson(space_, baseline_)},
+              {"observed", observed_},
+              {"spent", spent_},
+              {"baseline_spent", baselineSpent_},
+              {"last_samples", lastSamples_}};
   if (!log_.empty())
     out["last"] = {{"step", log_.back().step},
                    {"bucket", log_.back().bucket},
@@ -137,6 +142,13 @@ void OnlineController::read(const std::string& text) {
     losses_ = in.at("losses").get<int64_t>();
     lastDiverged_ = in.at("last_diverged").get<bool>();
     highInARow_ = in.at("high_in_a_row").get<int64_t>();
+    // Note [Conservative exploration]; a state written before it counts from its restore.
+    if (in.contains("baseline"))
+      baseline_ = configurationFrom(space_, in["baseline"]);
+    observed_ = in.value("observed", int64_t{0});
+    spent_ = in.value("spent", 0.0);
+    baselineSpent_ = in.value("baseline_spent", 0.0);
+    lastSamples_ = in.value("last_samples", int64_t{1});
     log_.clear();
     if (in.contains("last")) {
       Decision last;

@@ -54,6 +54,8 @@ void Trainer::setUpControl() {
   if (session_.control.mode == "online") {
     control::ControllerOptions options;
     options.seed = session_.data.seed;
+    options.conservative = session_.control.conservative;
+    options.warmupSteps = session_.control.warmupSteps;
     controller_ = std::make_unique<control::OnlineController>(configSpace(), options);
   }
 }

@@ -363,6 +363,10 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
   c.batchSignals = {{"batch_size", 32}, {"sequence_length", 512}};
   c.drivers = {{"sequence_length 512", 1.25}, {"microbatches 2 rather than 1", 0.9}};
   c.violation = "the loss diverged (nan against its average 2.1) when the configuration changed";
+  c.heldBack =
+      "microbatches 8, threads 1, remat_budget 0.3: as slow as it may be, it could take "
+      "the run below 0.97 of the throughput of microbatches 1, threads 2, remat_budget "
+      "0.6 since the warm-up";
   m.control = c;
   const json wire = encode(m);
   CHECK(wire["control"]["knobs"]["threads"] == 1);
@@ -381,6 +385,7 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
   CHECK(back.control->batchSignals == c.batchSignals);  // by name, as the knobs
   CHECK(back.control->drivers == c.drivers);            // largest first, as sent
   CHECK(back.control->violation == c.violation);
+  CHECK(back.control->heldBack == c.heldBack);
   // A fixed configuration: no decision; a step not learnt from: no measure.
   m.control->decided = false;
   CHECK_FALSE(encode(m)["control"].contains("decision"));

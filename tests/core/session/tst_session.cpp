@@ -92,7 +92,14 @@ std::vector<RejectedSession> rejectedSessions() {
       {"control unknown field",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"modes": 1})"),
        "control.modes: unknown field (known here: mode, microbatches, split_on_overrun, threads, "
-       "remat_budget, binding_explore, tuned)"},
+       "remat_budget, binding_explore, conservative, warmup_steps, tuned)"},
+      {"control conservative of 1",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"conservative": 1})"),
+       "control.conservative: expected the share of the first configuration's throughput to keep, "
+       "in [0, 1) (0: explore freely), found 1"},
+      {"control negative warm-up",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"warmup_steps": -1})"),
+       "control.warmup_steps: expected a number of steps from 0 to 1000000, found -1"},
       {"control binding_explore without binding",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})",
                    R"(, "binding": {"enabled": false}, "control": {"binding_explore": false})"),
@@ -336,6 +343,16 @@ TEST_CASE("control: off unless the session has the block; written back as read")
   CHECK(defaults.control.enabled);
   CHECK(defaults.control.splitOnOverrun);
   CHECK(defaults.control.mode == "fixed");
+  CHECK(defaults.control.conservative == 0.97);
+  CHECK(defaults.control.warmupSteps == 30);
+  const Session free = symtune::parseSession(
+      symtune::sessionJson(symtune::parseSession(
+          sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                      R"(, "control": {"mode": "online", "conservative": 0, "warmup_steps": 5})"),
+          kOrigin)),
+      kOrigin);
+  CHECK(free.control.conservative == 0);
+  CHECK(free.control.warmupSteps == 5);
   const Session online =
       symtune::parseSession(symtune::sessionJson(symtune::parseSession(
                                 sessionText(R"("model": {"zoo": "dynamic_tagger"})",

@@ -83,10 +83,12 @@ struct StepControl {
   bool explored = false;
   std::vector<ControlAlternative> alternatives;  // the next best by the model's mean
   // The batch's signals (feature name, value); why the chosen beat the first alternative (what,
-  // factor on the predicted samples per second), largest first; the constraint the step broke.
+  // factor on the predicted samples per second), largest first; the constraint the step broke;
+  // the configuration the draw chose that conservative exploration held back, and why.
   std::vector<std::pair<std::string, double>> batchSignals;
   std::vector<std::pair<std::string, double>> drivers;
   std::string violation;
+  std::string heldBack;
 };
 
 struct StepMessage {

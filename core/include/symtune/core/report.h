@@ -89,8 +89,9 @@ struct RunReport {
   std::vector<std::pair<int64_t, std::vector<std::string>>> optimizeRequired;
   // Under the online controller, each step's decision: the configuration chosen, predicted and
   // measured samples per second, whether the choice explored, the next best by the model, the
-  // batch's signals, why the chosen beat the next best (what, factor), and the constraint the step
-  // broke (empty: none).
+  // batch's signals, why the chosen beat the next best (what, factor), the constraint the step
+  // broke (empty: none), and the configuration the draw chose that conservative exploration held
+  // back, and why (empty: none).
   struct Decision {
     int64_t step = 0;
     std::string chosen;
@@ -99,6 +100,7 @@ struct RunReport {
     std::vector<std::pair<std::string, double>> alternatives;
     std::vector<std::pair<std::string, double>> batchSignals, drivers;
     std::string violation;
+    std::string heldBack;
   };
   std::vector<Decision> decisions;
 

@@ -231,6 +231,11 @@ struct ControlSpec {
   // micro-batches (again, until it fits or the batch cannot be split further), and the run goes on
   // so split, rather than stopping. Off without a `control` block.
   bool splitOnOverrun = true;
+  // The online controller's conservative exploration (docs/control.md): after `warmupSteps`
+  // decisions it explores only while the run keeps `conservative` of the throughput its first
+  // configuration would have had (0: explores freely throughout).
+  double conservative = 0.97;
+  int warmupSteps = 30;
   // LibTorch's intra-op threads for the run's steps; 0: as run.threads has it.
   int threads = 0;
   // The remat budget as a share of the plain peak, tighter than remat.budget_fraction (which

@@ -39,6 +39,23 @@
 // for `divergenceWarmup` steps in a row has moved to a new level: the average starts again. (So the
 // configuration that ran before stays: the space never runs out.) Pins that leave only excluded
 // configurations are released, and a pin that would is refused.
+//
+// Note [Conservative exploration]
+// Exploring costs the steps it spends on slower configurations. After its first `warmupSteps`
+// decisions the controller explores only as far as the run can afford: the seconds its measured
+// steps took since then must stay within 1/`conservative` of what the configuration the run began
+// with (its baseline) would have taken on the same batches — that configuration's measured time
+// on the steps it ran, and on the others the step's time less as much as the model allows the
+// baseline to have been faster (a saving counts only as far as the model is sure of it; a cost
+// in full). A configuration the draw chooses
+// runs only if, taken as slow as the model says it may be (its mean relative to the baseline
+// plus `pessimism` standard deviations of that difference), the run would still keep to it;
+// otherwise the mean's best runs when it passes the same test, and else the baseline. So the run's
+// throughput from the warm-up on stays at `conservative` of the baseline's or above as far as
+// the model's uncertainty is right, exploration goes on from what faster configurations save (a
+// configuration 3 % faster than the baseline pays for exploring 6 % of a step, each step), and a
+// configuration held back is named in the decision (Decision::heldBack). This is the conservative
+// bandit's rule (Kazerouni et al., "Conservative contextual linear bandits", 2017) on the time.
 
 #include <cstdint>
 #include <map>
@@ -69,6 +86,12 @@ struct ControllerOptions {
   // Note [Divergence constraint].
   double divergence = 3.0;
   int divergenceWarmup = 5;
+  // Note [Conservative exploration]: the share of the baseline's throughput the run keeps to
+  // after `warmupSteps` decisions (0: explores freely throughout), and how many standard
+  // deviations slower than its mean a configuration may be taken to be.
+  double conservative = 0.97;
+  int64_t warmupSteps = 30;
+  double pessimism = 1.0;
 };
 
 // One reason the chosen configuration beat the next best by the model's mean: a knob value it
@@ -98,6 +121,9 @@ struct Decision {
   std::optional<double> samplesPerSecond;  // measured, once observed
   // The constraint the step broke, one line (Note [Divergence constraint]); empty: none.
   std::string violation;
+  // The configuration the draw chose and Note [Conservative exploration] held back, and why, one
+  // line; empty: none.
+  std::string heldBack;
 };
 
 class OnlineController {
@@ -122,6 +148,10 @@ class OnlineController {
   const std::map<std::string, double>& pins() const { return pins_; }
 
   const std::vector<Decision>& log() const { return log_; }
+  // Note [Conservative exploration]: the configuration the run began with, and the seconds the
+  // steps since the warm-up took and the baseline is reckoned to have taken on them.
+  const Configuration& baseline() const { return baseline_; }
+  std::pair<double, double> secondsSinceWarmup() const { return {spent_, baselineSpent_}; }
   const ConfigSpace& space() const { return space_; }
   // The configurations a broken constraint excluded, in the order excluded.
   const std::vector<Configuration>& excluded() const { return excluded_; }
@@ -149,6 +179,14 @@ class OnlineController {
   void read(const std::string& state);  // restore()'s work, done on a copy
   // Checks the step's loss against Note [Divergence constraint].
   void checkLoss(Decision& decision, double loss);
+  // Note [Conservative exploration]: how much slower than the baseline (the log of the ratio of
+  // their times) `c` may be on a batch of `bucket` and scaled signals `z` under the terms'
+  // posterior `post` — its mean plus `pessimism` standard deviations — and whether grid_[i] may
+  // run on such a batch.
+  double slowerAtMost(const Configuration& c, const std::string& bucket,
+                      const std::vector<double>& z, const TermPosterior& post) const;
+  bool affordable(size_t i, const std::string& bucket, const std::vector<double>& z,
+                  const TermPosterior& post) const;
 
   ConfigSpace space_;
   ControllerOptions options_;
@@ -164,6 +202,12 @@ class OnlineController {
   int64_t losses_ = 0;
   bool lastDiverged_ = false;
   int64_t highInARow_ = 0;  // finite losses over the bound, in a row
+  // Note [Conservative exploration].
+  Configuration baseline_;
+  int64_t observed_ = 0;      // decisions observed
+  double spent_ = 0;          // seconds of the measured steps since the warm-up
+  double baselineSpent_ = 0;  // what the baseline took, or would have, on them
+  int64_t lastSamples_ = 1;   // the last measured step's samples
 };
 
 }  // namespace symtune::control

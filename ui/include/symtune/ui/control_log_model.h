@@ -2,8 +2,9 @@
 // The Controller dock's table: each step of the attached run that carried its configuration (the
 // attach protocol's `step` message under a `control` block, docs/control.md), newest first — the
 // configuration, the online controller's predicted and measured samples per second, whether it
-// explored, the micro-batches the step ran as, why (a broken constraint, or what drove the choice)
-// — and the run's configuration space (its `control` message). No widgets.
+// explored (or held a draw back, Note [Conservative exploration] in controller.h), the
+// micro-batches the step ran as, why (a broken constraint, or what drove the choice) — and the
+// run's configuration space (its `control` message). No widgets.
 //
 //   ControlLogModel model;
 //   model.setControl(controlMessage);   // none: the run has no control block
