@@ -333,10 +333,11 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
 json controllerSummary(const control::OnlineController& controller,
                        const std::vector<double>& measured) {
   std::map<std::string, int64_t> runs;
-  int64_t explored = 0;
+  int64_t explored = 0, heldBack = 0;
   for (const auto& d : controller.log()) {
     ++runs[d.chosen.text()];
     explored += d.explored;
+    heldBack += !d.heldBack.empty();
   }
   std::vector<std::pair<int64_t, std::string>> byRuns;
   for (const auto& [text, n] : runs)
@@ -350,6 +351,10 @@ json controllerSummary(const control::OnlineController& controller,
                                  measured.end());
   return {{"decisions", controller.log().size()},
           {"explored", explored},
+          {"held_back", heldBack},
+          {"seconds_since_warmup",
+           {{"spent", controller.secondsSinceWarmup().first},
+            {"baseline_reckoned", controller.secondsSinceWarmup().second}}},
           {"last",
            controller.log().empty() ? json(nullptr) : json(controller.log().back().chosen.text())},
           {"samples_per_s_last_quarter", measured.empty() ? json(nullptr) : json(median(last))},

@@ -46,7 +46,7 @@ TEST_CASE("a configured mode's name says how its session runs") {
   configuredMode("remat_mb:3+online+split")->configure(controlled);
   CHECK(controlled.control.mode == "online");
   CHECK(controlled.control.splitOnOverrun);
-  CHECK(controlled.control.conservative == 0.97);  // the session's default
+  CHECK(controlled.control.conservative == 0);  // the session's default
   symtune::Session free;
   const symtune::bench::Mode* freely = configuredMode("online+conservative:0");
   REQUIRE(freely != nullptr);
@@ -55,6 +55,9 @@ TEST_CASE("a configured mode's name says how its session runs") {
   CHECK(free.control.conservative == 0);
   CHECK(freely->description ==
         "the online controller choosing each step's configuration; exploring freely");
+  symtune::Session kept;
+  configuredMode("online+conservative:0.97")->configure(kept);
+  CHECK(kept.control.conservative == 0.97);
   CHECK(configuredMode("bind+remat:0.6") != nullptr);
 
   for (const char* wrong :

@@ -343,15 +343,15 @@ TEST_CASE("control: off unless the session has the block; written back as read")
   CHECK(defaults.control.enabled);
   CHECK(defaults.control.splitOnOverrun);
   CHECK(defaults.control.mode == "fixed");
-  CHECK(defaults.control.conservative == 0.97);
+  CHECK(defaults.control.conservative == 0);
   CHECK(defaults.control.warmupSteps == 30);
   const Session free = symtune::parseSession(
       symtune::sessionJson(symtune::parseSession(
           sessionText(R"("model": {"zoo": "dynamic_tagger"})",
-                      R"(, "control": {"mode": "online", "conservative": 0, "warmup_steps": 5})"),
+                      R"(, "control": {"mode": "online", "conservative": 0.9, "warmup_steps": 5})"),
           kOrigin)),
       kOrigin);
-  CHECK(free.control.conservative == 0);
+  CHECK(free.control.conservative == 0.9);
   CHECK(free.control.warmupSteps == 5);
   const Session online =
       symtune::parseSession(symtune::sessionJson(symtune::parseSession(

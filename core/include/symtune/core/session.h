@@ -233,8 +233,8 @@ struct ControlSpec {
   bool splitOnOverrun = true;
   // The online controller's conservative exploration (docs/control.md): after `warmupSteps`
   // decisions it explores only while the run keeps `conservative` of the throughput its first
-  // configuration would have had (0: explores freely throughout).
-  double conservative = 0.97;
+  // configuration would have had (0, the default: explores freely throughout).
+  double conservative = 0;
   int warmupSteps = 30;
   // LibTorch's intra-op threads for the run's steps; 0: as run.threads has it.
   int threads = 0;

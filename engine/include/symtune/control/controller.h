@@ -41,7 +41,9 @@
 // configurations are released, and a pin that would is refused.
 //
 // Note [Conservative exploration]
-// Exploring costs the steps it spends on slower configurations. After its first `warmupSteps`
+// Exploring costs the steps it spends on slower configurations. With `conservative` above 0 (off
+// by default: the reckoning below trusts the model's view of the baseline, and a model that
+// misjudges it lets a slower configuration run, docs/control.md), after its first `warmupSteps`
 // decisions the controller explores only as far as the run can afford: the seconds its measured
 // steps took since then must stay within 1/`conservative` of what the configuration the run began
 // with (its baseline) would have taken on the same batches — that configuration's measured time
@@ -87,9 +89,10 @@ struct ControllerOptions {
   double divergence = 3.0;
   int divergenceWarmup = 5;
   // Note [Conservative exploration]: the share of the baseline's throughput the run keeps to
-  // after `warmupSteps` decisions (0: explores freely throughout), and how many standard
-  // deviations slower than its mean a configuration may be taken to be.
-  double conservative = 0.97;
+  // after `warmupSteps` decisions (0, the default: explores freely throughout; off until its
+  // reckoning survives a model that misjudges the baseline, docs/control.md), and how many
+  // standard deviations slower than its mean a configuration may be taken to be.
+  double conservative = 0;
   int64_t warmupSteps = 30;
   double pessimism = 1.0;
 };
