@@ -152,7 +152,8 @@ nlohmann::ordered_json gridSummary(const nlohmann::ordered_json& modeResults,
 
 // A mode under the online controller: how often each configuration ran, how many choices
 // explored and how many draws conservative exploration held back (with the seconds since its
-// warm-up against what it reckoned its baseline took), and the median samples per second of the last quarter of the measured steps
+// warm-up against what it reckoned its baseline took), and the median samples per second of the
+// last quarter of the measured steps
 // (`measured`, in order), where it has settled.
 nlohmann::ordered_json controllerSummary(const control::OnlineController& controller,
                                          const std::vector<double>& measured);
