@@ -334,10 +334,18 @@ json controllerSummary(const control::OnlineController& controller,
                        const std::vector<double>& measured) {
   std::map<std::string, int64_t> runs;
   int64_t explored = 0, heldBack = 0;
+  json steps = json::array();  // each decision, in order: what ran, predicted and measured
   for (const auto& d : controller.log()) {
     ++runs[d.chosen.text()];
     explored += d.explored;
     heldBack += !d.heldBack.empty();
+    steps.push_back({{"step", d.step},
+                     {"bucket", d.bucket},
+                     {"chosen", d.chosen.text()},
+                     {"explored", d.explored},
+                     {"held_back", !d.heldBack.empty()},
+                     {"predicted_samples_per_s", d.predictedSamplesPerSecond},
+                     {"samples_per_s", d.samplesPerSecond ? json(*d.samplesPerSecond) : json()}});
   }
   std::vector<std::pair<int64_t, std::string>> byRuns;
   for (const auto& [text, n] : runs)
@@ -358,7 +366,8 @@ json controllerSummary(const control::OnlineController& controller,
           {"last",
            controller.log().empty() ? json(nullptr) : json(controller.log().back().chosen.text())},
           {"samples_per_s_last_quarter", measured.empty() ? json(nullptr) : json(median(last))},
-          {"chosen", chosen}};
+          {"chosen", chosen},
+          {"steps", steps}};
 }
 
 }  // namespace symtune::bench

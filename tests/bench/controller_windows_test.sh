@@ -16,15 +16,30 @@ mkdir -p "$TMP"
 
 "$BENCH_BIN" --preset ci --models dynamic_tagger --modes script,threads:1,micro:2+threads:1,online \
   --steps 8 --warmup 1 --output "$TMP/run.json" > /dev/null
-python3 "$WINDOWS_PY" "$TMP/run.json" --default threads:1 --window 2 --output "$TMP/windows.json"
+python3 "$WINDOWS_PY" "$TMP/run.json" --default threads:1 --window 2 --warmup-steps 2 \
+  --output "$TMP/windows.json"
 python3 - "$TMP/run.json" "$TMP/windows.json" <<'PY'
 import json, sys
 run = json.load(open(sys.argv[1]))
 windows = json.load(open(sys.argv[2]))
-for mode in run["models"][0]["modes"]:
+modes = {m["mode"]: m for m in run["models"][0]["modes"]}
+for mode in modes.values():
     assert len(mode["samples_per_s_steps"]) == 8, mode["mode"]
+# The controller's decisions, one per step with the warm-up's: what ran, and what it measured
+# where it learnt from the step (not the first two).
+decisions = modes["online"]["controller"]["steps"]
+assert [d["step"] for d in decisions] == list(range(9)), decisions
+assert decisions[0]["samples_per_s"] is None and decisions[1]["samples_per_s"] is None
+assert all(d["chosen"].startswith("microbatches ") for d in decisions), decisions
+assert len(windows["models"]) == 1
 model = windows["models"][0]
 assert model["model"] == "dynamic_tagger", model
+assert model["mode"] == "online", model
+def harmonic(v):
+    return len(v) / sum(1 / x for x in v)
+expected = (harmonic(modes["online"]["samples_per_s_steps"][2:]) /
+            harmonic(modes["threads:1"]["samples_per_s_steps"][2:]))
+assert abs(model["after_warmup_over_default"] - expected) < 1e-9 * expected, model
 assert model["default"] == "threads:1"
 assert model["best"] in ("threads:1", "micro:2+threads:1"), model["best"]
 assert len(model["windows"]) == 4, model["windows"]

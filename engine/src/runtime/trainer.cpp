@@ -640,17 +640,21 @@ StepResult Trainer::runStep(Graph* capture) {
   r.optimizeRequired = stats.optimizeRequired;
   r.loss = stats.loss.item<double>();  // synchronises with the device: step time is real
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  ++stepsRun_;
   if (decision) {
     // Rewarded by the step without building its batch. A step that met something new (a shape
-    // bucket, a branch pattern: measured, counted and planned on the way), the first (TorchScript
-    // profiles it), one that calibrates remat (plain, perhaps whole) or one in which the binder
-    // measured (binding_explore pays for what every later step gains) is logged, not learnt
-    // from: its one-off costs are no configuration's.
+    // bucket, a branch pattern: measured, counted and planned on the way), one of the first two
+    // this trainer runs (TorchScript's executor profiles the first and optimizes on the second:
+    // Transformer-XL's second step ran at half the speed of the steps after it, and learnt from,
+    // it made the whole batch look slower than two micro-batches), one that calibrates remat
+    // (plain, perhaps whole) or one in which the binder measured (binding_explore pays for what
+    // every later step gains) is logged, not learnt from: its one-off costs are no
+    // configuration's.
     const double seconds = r.seconds - timings.data;
     const bool measuredBindings =
         stepBinder != nullptr && stepBinder->measurements() != measuredBefore;
     const bool oneOff =
-        r.step == 0 || r.optimizeRequired.has_value() || calibrating || measuredBindings;
+        stepsRun_ <= 2 || r.optimizeRequired.has_value() || calibrating || measuredBindings;
     controller_->observe(*decision, oneOff ? 0.0 : seconds, whole.size, r.loss);
     r.decision = controller_->log().back();
   }

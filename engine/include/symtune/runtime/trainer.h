@@ -314,7 +314,8 @@ class Trainer {
   std::vector<Batch> validationBatches_;  // the held-out samples (data files only)
   std::vector<torch::Tensor> trainable_;  // the parameters the optimizer updates
   int microbatches_ = 1;
-  int threads_ = 0;  // set by configure(); 0: as the run began
+  int64_t stepsRun_ = 0;  // steps this object ran: from 0 after a resume too (a fresh executor)
+  int threads_ = 0;       // set by configure(); 0: as the run began
   int threadsAtStart_ = 1;
   std::optional<double> rematBudget_;                       // set by configure()
   std::optional<bool> bindingExplore_;                      // set by configure()
