@@ -151,20 +151,25 @@ double AdditiveModel::predict(const std::vector<double>& x,
   return reference_ + dot(x, terms);
 }
 
-void AdditiveModel::observe(const std::vector<double>& x, double y) {
+double AdditiveModel::observe(const std::vector<double>& x, double y) {
   if (observations_ == 0)
     reference_ = y;  // the terms are of the time relative to the first observation's
   const double centred = y - reference_;
-  const double residual = centred - dot(x, posterior().mean);
-  residualSum_ += residual * residual;
+  const TermPosterior post = posterior();
+  const double residual = centred - dot(x, post.mean);
+  // Note [Steps at half speed].
+  const double r2 = residual * residual / (noise() + post.variance(x));
+  const double weight = std::isinf(tails_) ? 1.0 : std::min(1.0, (tails_ + 1) / (tails_ + r2));
+  residualSum_ += weight * residual * residual;
   for (size_t i = 0; i < dim_; ++i) {
     if (x[i] == 0)
       continue;
-    moment_[i] += x[i] * centred;
+    moment_[i] += weight * x[i] * centred;
     for (size_t j = 0; j < dim_; ++j)
-      precision_[i * dim_ + j] += x[i] * x[j];
+      precision_[i * dim_ + j] += weight * x[i] * x[j];
   }
   ++observations_;
+  return weight;
 }
 
 }  // namespace symtune::control

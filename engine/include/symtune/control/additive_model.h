@@ -13,6 +13,19 @@
 // drawn as widely as the prior says (by a factor of e at variance 1) and gets tried, while a term
 // measured n times narrows to about s²/n. The noise's variance is estimated from the one-step-
 // ahead residuals (each observation against the mean before it), starting from priorNoise.
+//
+// Note [Steps at half speed]
+// A step's time on a shared machine now and then doubles for no reason of its configuration
+// (another tenant's burst): the tagger's steps on this project's 2-vCPU machine ran at under
+// 0.75x the same configuration's speed in a second trainer on up to 16 of 200 steps, and learnt at
+// full weight such steps are the likeliest reason the controller held its fastest configuration
+// 20 % slower than it was and let a 12 % slower one run. So an observation is weighed as a
+// Student-t likelihood of `tails` degrees of freedom weighs it (its EM weight), at most fully:
+// with r its residual over its predictive spread (the square root of the noise's variance plus
+// the posterior variance of its prediction, so the first observation of an untried term, whose
+// spread is the prior's, is hardly doubted), the weight is min(1, (tails + 1) / (tails + r²)),
+// in XᵀX, Xᵀy and the noise's estimate alike, fixed when it comes in: at the default 4, a step
+// 2 spreads off counts 0.63, one at half speed among steps 5 % apart about 0.2.
 
 #include <cstdint>
 #include <map>
@@ -40,6 +53,10 @@ class AdditiveModel {
   AdditiveModel(const ConfigSpace& space, double priorVariance, double priorNoise,
                 size_t signalCount = 0, double signalVariance = 0.25);
 
+  // Note [Steps at half speed]: the degrees of freedom of the likelihood the observations are
+  // weighed by (default 4); infinity weighs every observation fully, as the normal's would.
+  void setTails(double tails) { tails_ = tails; }
+
   // Adds a term for context `name` (with its prior) unless it has one.
   void addContext(const std::string& name);
   // The features of `c` on `context` with signal values `signalValues` (one per signal, missing
@@ -55,8 +72,8 @@ class AdditiveModel {
     return knobTerms_ + signal * (knobTerms_ + 1) + 1;
   }
   // An observation: features `x`, `y` the log of seconds per sample (less whatever the caller's
-  // own estimate explains).
-  void observe(const std::vector<double>& x, double y);
+  // own estimate explains). Returns the weight it counts with (Note [Steps at half speed]).
+  double observe(const std::vector<double>& x, double y);
 
   TermPosterior posterior() const;
   // The log seconds per sample the terms predict for features `x`.
@@ -84,7 +101,8 @@ class AdditiveModel {
   size_t dim_ = 0;
   std::vector<double> prior_;               // each term's prior precision
   std::vector<double> precision_, moment_;  // diag(prior_) + XᵀX (row-major), Xᵀy
-  double residualSum_ = 0;
+  double residualSum_ = 0;                  // the observations' weighted squared residuals
+  double tails_ = 4.0;
   double reference_ = 0;  // the first observation's y: what the terms add to
   int64_t observations_ = 0;
 };
