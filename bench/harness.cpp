@@ -249,12 +249,13 @@ StepPeak::StepPeak(const torch::Device& device) : device_(device) {
   }
 }
 
-double StepPeak::bytes() const {
+double StepPeak::bytes(std::optional<int64_t> beforeResets) const {
   int64_t peak = live_;
   if (device_.is_cuda())
     peak = compat::cudaPeakAllocatedBytes(device_.index()).value_or(live_);
   else if (CpuAllocationCounter::active())
     peak = CpuAllocationCounter::counters().peak;
+  peak = std::max(peak, beforeResets.value_or(peak));
   return static_cast<double>(std::max<int64_t>(peak - live_, 0));
 }
 
@@ -568,7 +569,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
           config.lockstep->pass(model, i, m, modes.size());
         continue;
       }
-      const double peakBytes = peak.bytes();
+      const double peakBytes = peak.bytes(r.peakBeforeResets);
       records[m].allPeaks.push_back(peakBytes);
       if (modes[m]->leave)
         modes[m]->leave();

@@ -116,7 +116,8 @@ Session benchSession(const std::string& model, const RunConfig& config);
 class StepPeak {
  public:
   explicit StepPeak(const torch::Device& device);
-  double bytes() const;
+  // `beforeResets`: StepResult::peakBeforeResets (Note [A step's peak across resets]).
+  double bytes(std::optional<int64_t> beforeResets = std::nullopt) const;
 
  private:
   torch::Device device_;

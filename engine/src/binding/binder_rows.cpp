@@ -37,6 +37,7 @@ void Binder::runRows(SiteState& s, torch::jit::Stack& stack, LoopFrames& loops) 
       event.sourceGrad = source.requires_grad() && at::GradMode::is_enabled();
     }
     group.recorded.push_back(std::move(event));
+    ++noted_;
     s.candidates.front()->run(s.site, s.op, stack, loops);
     return;
   }

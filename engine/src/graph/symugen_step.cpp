@@ -64,7 +64,7 @@ std::vector<ValueInfo> savedTensorsOf(const std::shared_ptr<torch::autograd::Nod
 void SyMuGen::prepareEvaluator() {
   if (lastUsesReady_)
     return;
-  detail::collectLastUses(ir_->block(), lastUses_);
+  detail::collectLastUses(ir_->block(), lastUses_, loopEntries_);
   lastUsesReady_ = true;
 }
 

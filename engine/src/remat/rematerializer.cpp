@@ -20,8 +20,19 @@ namespace symtune::remat {
 
 namespace {
 
-// A plan is reused while the plain peak it was made for moves by less than this share.
+// A plan is reused while the plain peak it was made for, and the limit it was made under, move
+// by less than this share.
 constexpr double kPlanTolerance = 0.02;
+// The plans a bucket keeps, one per limit (Note [Plans per limit]).
+constexpr size_t kPlansPerBucket = 4;
+
+// Whether a plan made under `made` may run under `now` (Note [Plans per limit]).
+bool sameLimit(const std::optional<int64_t>& made, const std::optional<int64_t>& now) {
+  if (!made || !now)
+    return made.has_value() == now.has_value();
+  return std::abs(static_cast<double>(*made - *now)) <=
+         kPlanTolerance * static_cast<double>(std::max(*made, *now));
+}
 // An overrun widens the bucket's margin by this share of the budget, up to kMostMargin.
 constexpr double kMarginStep = 0.10;
 constexpr double kMostMargin = 0.50;
@@ -151,7 +162,7 @@ void Rematerializer::setBudget(std::optional<int64_t> bytes, std::optional<doubl
       plainSteps_ = static_cast<size_t>(options_.calibrationSteps);
   }
   for (auto& [key, bucket] : buckets_)
-    bucket.plan.reset();
+    bucket.plans.clear();
 }
 
 namespace {
@@ -299,7 +310,7 @@ void Rematerializer::setOpRuns(bool on) {
     return;
   opRuns_ = on;
   for (auto& [key, bucket] : buckets_)
-    bucket.plan.reset();
+    bucket.plans.clear();
 }
 
 std::vector<RematUnit> Rematerializer::choosable(const Bucket& bucket) const {
@@ -624,19 +635,25 @@ StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& i
     return most;
   }
   const double plain = predictedPlain(bucket, *fit);
-  if (bucket.plan && bucket.plan->predictedPlain &&
-      std::abs(plain - *bucket.plan->predictedPlain) <= kPlanTolerance * plain &&
-      bucket.plan->limitBytes == limitFor(*bucket.plan->predictedPlain)) {
+  for (auto made = bucket.plans.rbegin(); made != bucket.plans.rend(); ++made) {
+    if (!made->predictedPlain || std::abs(plain - *made->predictedPlain) > kPlanTolerance * plain)
+      continue;
+    const std::optional<int64_t> limit = limitFor(*made->predictedPlain);
+    if (!sameLimit(made->limitBytes, limit))
+      continue;
     ++stats_.cacheHits;
-    StepPlan step = *bucket.plan;
+    StepPlan step = *made;
     step.cached = true;
+    step.limitBytes = limit;  // the step's own: what is held before it moves a little
     // What the fit says of the plan now: it has learnt from the steps since the plan was made
     // (the first steps under a plan of a kind not seen before miss by most).
     step.predictedPeak = predictedPeak(bucket, step.segments, *fit);
     return step;
   }
-  bucket.plan = planFor(bucket, key, *fit);
-  return *bucket.plan;
+  if (bucket.plans.size() >= kPlansPerBucket)
+    bucket.plans.erase(bucket.plans.begin());
+  bucket.plans.push_back(planFor(bucket, key, *fit));
+  return bucket.plans.back();
 }
 
 const std::vector<RematUnit>* Rematerializer::unitsOf(const std::string& bucket) const {
@@ -682,7 +699,14 @@ void Rematerializer::endStep() {
   calibratedThisStep_ = false;
 }
 
-void Rematerializer::observe(const StepPlan& plan, double peakBytes, double reserved) {
+void Rematerializer::observe(const StepPlan& plan, double peakBytes, double reserved,
+                             bool settled) {
+  if (!settled) {
+    // Note [Steps the binder settles in]. A run whose binder settles in on every step calibrates
+    // on them all the same, after as many again as it calibrates on.
+    if (!plan.calibrating || ++unsettledPlain_ <= static_cast<size_t>(options_.calibrationSteps))
+      return;
+  }
   if (plan.calibrating) {
     if (stepwise_)
       calibratedThisStep_ = true;
@@ -701,7 +725,7 @@ StepPlan Rematerializer::backOff(const StepPlan& plan, const std::vector<Segment
   TORCH_CHECK(found != buckets_.end(), "remat: backOff for a bucket never prepared: ", plan.bucket);
   Bucket& bucket = found->second;
   bucket.margin = std::min(kMostMargin, bucket.margin + kMarginStep);
-  bucket.plan.reset();                             // plans anew with the wider margin
+  bucket.plans.clear();                            // plans anew with the wider margin
   bucket.overran.insert(plan.segments.recompute);  // and not with this plan again
   // The plans that may hold least, in turn: the first this step has not tried.
   const auto wasTried = [&](const SegmentPlan& p) {

@@ -547,6 +547,7 @@ StepResult Trainer::runStep(Graph* capture) {
         self.microbatches_ = microbatches;  // a step that failed split nothing
     }
   } reset{*this, false, microbatchesBefore};
+  stepHighest_ = 0;
   if (remat_)
     remat_->beginStep();
   const MetaStepStats stats = optimizer_->step(
@@ -628,6 +629,8 @@ StepResult Trainer::runStep(Graph* capture) {
     broker_->afterUpdate();
 
   StepResult r;
+  if (stepHighest_ > 0)
+    r.peakBeforeResets = stepHighest_;
   r.step = stats.step;
   r.skipped = stats.skipped;
   r.rulesInForce = std::move(lastRules_.inForce);
@@ -688,7 +691,7 @@ StepResult Trainer::runStep(Graph* capture) {
     }
     r.nodes = profile;
   }
-  r.features = broker_->endStep(timings, r.loss, lr, whole.size, sequence);
+  r.features = broker_->endStep(timings, r.loss, lr, whole.size, sequence, r.peakBeforeResets);
   return r;
 }
 

@@ -18,8 +18,12 @@ namespace symtune {
 namespace {
 
 // The live bytes on `device` now, resetting its peak to them (what a step's peak is measured
-// above), and the peak since.
-int64_t resetPeak(const torch::Device& device) {
+// above), and the peak since. `highest` keeps the peak it resets (Note [A step's peak across
+// resets] in trainer.h).
+int64_t resetPeak(const torch::Device& device, int64_t& highest) {
+  highest = std::max(highest, device.is_cuda()
+                                  ? compat::cudaPeakAllocatedBytes(device.index()).value_or(0)
+                                  : CpuAllocationCounter::counters().peak);
   if (device.is_cuda()) {
     compat::cudaResetPeakStats(device.index());
     return compat::cudaPeakAllocatedBytes(device.index()).value_or(0);
@@ -100,7 +104,7 @@ void Trainer::setRematBudget(std::optional<double> megabytes, std::optional<doub
 }
 
 int64_t Trainer::liveNow() {
-  return resetPeak(device_);
+  return resetPeak(device_, stepHighest_);
 }
 
 std::map<std::string, std::vector<NodeId>> Trainer::rematUnitNodes() {
@@ -152,7 +156,7 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   // A micro-batch after the first begins with the gradients of those before it held: the
   // step's budget holds them too (Note [Micro-batches]).
   const int64_t carried =
-      stepLive_ ? std::max<int64_t>(resetPeak(device_) - *stepLive_, 0) : int64_t{0};
+      stepLive_ ? std::max<int64_t>(resetPeak(device_, stepHighest_) - *stepLive_, 0) : int64_t{0};
   remat::StepPlan plan = remat_->prepare(gen, inputs, carried);
   // A step that overruns runs again from the same random state, so it draws what it would have,
   // and from the same buffers (batch norm's running statistics, updated by every forward).
@@ -177,15 +181,15 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   StepResult::Remat step;
   // Every attempt is held to, and measured above, what was live when the first began (a failed
   // one may leave a little behind).
-  const int64_t live = resetPeak(device_);
+  const int64_t live = resetPeak(device_, stepHighest_);
   std::vector<SegmentPlan> tried;
   const binding::Binder* binder = this->binder();
   const remat::StepPlan first = plan;
   for (;;) {
     tried.push_back(plan.segments);
     segments->setPlan(plan.segments);
-    const int64_t measured = binder != nullptr ? binder->measurements() : 0;
-    resetPeak(device_);
+    const int64_t settling = binder != nullptr ? binder->settling() : 0;
+    resetPeak(device_, stepHighest_);
     std::optional<remat::ScopedCpuBudget> budget;
     if (plan.limitBytes && !device_.is_cuda())
       budget.emplace(*plan.limitBytes, live);
@@ -193,12 +197,15 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
       torch::Tensor loss = pass();
       budget.reset();
       const auto peak = static_cast<double>(peakSinceReset(device_, live));
-      remat_->observe(plan, peak, static_cast<double>(carried));
+      remat_->observe(plan, peak, static_cast<double>(carried),
+                      binder == nullptr || binder->settling() == settling);
       // Reported above what was live when the step began, as its budget is.
       step.peakBytes = peak + static_cast<double>(carried);
       step.plan = plan;
       if (step.plan.limitBytes)
         *step.plan.limitBytes += carried;
+      if (step.plan.predictedPeak)
+        *step.plan.predictedPeak += static_cast<double>(carried);  // as the peak is reported
       out = step;
       return loss;
     } catch (const c10::OutOfMemoryError&) {
@@ -206,10 +213,12 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
       releaseFailedBackward();
       startOver();
       ++step.attempts;
-      // The binder measured sites of a new bucket in the attempt: outside the budget, but what
-      // it notes for them on the way (a loop's trips' inputs) is the step's. Those sites are
-      // bound now: the same plan again, until an attempt measures nothing new.
-      if (binder != nullptr && binder->measurements() > measured)
+      // The binder settled in sites of a new bucket in the attempt (Note [Steps the binder
+      // settles in] in rematerializer.h): it measured them outside the budget, but what it
+      // notes for them on the way (a loop's trips' inputs) is the step's. Those sites are bound,
+      // or measured at their next execution, now: the same plan again, until an attempt settles
+      // nothing new.
+      if (binder != nullptr && binder->settling() > settling)
         continue;
       try {
         plan = remat_->backOff(plan, tried);
@@ -240,7 +249,7 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
         double needed = 0;
         for (const SegmentPlan& p : tried) {
           segments->setPlan(p);
-          resetPeak(device_);
+          resetPeak(device_, stepHighest_);
           try {
             pass();
             const auto peak = static_cast<double>(peakSinceReset(device_, live));

@@ -74,7 +74,8 @@ StepFeatures MetaInfoBroker::featuresSoFar(double loss, double learningRate) con
 }
 
 const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, double learningRate,
-                                            int64_t batchSize, int64_t sequenceLength) {
+                                            int64_t batchSize, int64_t sequenceLength,
+                                            std::optional<int64_t> peakBeforeResets) {
   StepFeatures f;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   f[Feature::Step] = static_cast<double>(step_);
@@ -87,8 +88,10 @@ const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, d
   f[Feature::BatchSize] = static_cast<double>(batchSize);
   f[Feature::SequenceLength] = static_cast<double>(sequenceLength);
 
-  const MemoryCounters cpu =
+  MemoryCounters cpu =
       countedStep_ ? CpuAllocationCounter::counters() : memory_.counters(c10::DeviceType::CPU);
+  if (countedStep_ && peakBeforeResets)
+    cpu.peak = std::max(cpu.peak, *peakBeforeResets);  // Note [A step's peak across resets]
   const MemoryCounters cuda = memory_.counters(c10::DeviceType::CUDA);
   f[Feature::PeakMemory] = static_cast<double>(std::max(cpu.peak, cuda.peak));
   f[Feature::LiveMemory] = static_cast<double>(cpu.current + cuda.current);

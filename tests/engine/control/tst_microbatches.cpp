@@ -245,6 +245,10 @@ TEST_CASE_FIXTURE(TwoThreads,
     REQUIRE(b.remat.has_value());
     REQUIRE(b.remat->plan.limitBytes.has_value());
     CHECK(b.remat->peakBytes <= static_cast<double>(*b.remat->plan.limitBytes));
+    // Each micro-batch reset the peak; the step says the highest it cleared (Note [A step's
+    // peak across resets]), which a caller that reset it before the step would not see.
+    CHECK(b.peakBeforeResets.has_value());
+    CHECK_FALSE(a.peakBeforeResets.has_value());  // nothing resets a step without a budget
     if (step == 0) {
       INFO(b.splitNote);
       CHECK(b.splitNote.find("split into 2 micro-batches") != std::string::npos);

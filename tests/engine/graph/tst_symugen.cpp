@@ -13,6 +13,7 @@
 
 #include "symtune/core/cost_templates.h"
 #include "symtune/graph/symugen.h"
+#include "symtune/telemetry/memory_tracker.h"
 #include "symtune/zoo/model_zoo.h"
 
 using namespace symtune;
@@ -213,4 +214,32 @@ TEST_CASE_FIXTURE(TwoThreads, "a captured step computes what the module's own fo
     return got.sum();
   });
   CHECK(torch::allclose(got, expected, 1e-5, 1e-6));
+}
+
+// Note [A loop's initial values]: a loop's initial carried value that its body does not read by
+// name is dropped as the loop starts, so the evaluator holds two of the loop's tensors at a time,
+// not three.
+TEST_CASE_FIXTURE(TwoThreads, "the evaluator does not hold a loop's initial value through it") {
+  torch::jit::Module m("Net");
+  m.define(R"(
+def forward(self, x: Tensor, n: int):
+    h = x * 2.0
+    for i in range(n):
+        h = h + 1.0
+    return h.sum()
+)");
+  SyMuGen gen(m);
+  const torch::Tensor x = torch::randn({256, 1024});  // 1 MiB
+  const int64_t bytes = x.numel() * static_cast<int64_t>(x.element_size());
+  REQUIRE(CpuAllocationCounter::active());
+  torch::NoGradGuard noGrad;
+  CpuAllocationCounter::resetPeak();
+  const EvaluatorRun run = gen.forward({x, c10::IValue(int64_t{4})});
+  const int64_t peak = CpuAllocationCounter::counters().peak;
+  CHECK(run.output.toTensor().item<double>() ==
+        doctest::Approx((x * 2.0 + 4.0).sum().item<double>()).epsilon(1e-4));
+  // The last trip's input and output; before, the initial value too.
+  CHECK(peak >= 2 * bytes);
+  CHECK(peak < 2 * bytes + bytes / 2);
+  MESSAGE("peak ", peak / 1024, " KiB for tensors of ", bytes / 1024, " KiB");
 }

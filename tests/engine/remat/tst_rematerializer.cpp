@@ -172,9 +172,9 @@ TEST_CASE_FIXTURE(TwoThreads, "a step that ran out and ran again leaves the buff
   symtune::test::checkEach(a, b, 0, "buffers");
 }
 
-TEST_CASE("plans are kept per shape bucket and made anew for a new one") {
-  // Three blocks of a matmul, a tanh and a matmul again (each frees the tanh's output, which both
-  // save), and peaks that follow what a step keeps exactly.
+// Three blocks of a matmul, a tanh and a matmul again (each frees the tanh's output, which both
+// save).
+torch::jit::Module threeBlocks() {
   torch::manual_seed(1);
   torch::jit::Module m("Net");
   for (const char* name : {"a", "b", "c"}) {
@@ -190,6 +190,12 @@ def forward(self, x: Tensor):
 def forward(self, x: Tensor):
     return self.c.forward(self.b.forward(self.a.forward(x))).sum()
 )");
+  return m;
+}
+
+TEST_CASE("plans are kept per shape bucket and made anew for a new one") {
+  // Peaks that follow what a step keeps exactly.
+  torch::jit::Module m = threeBlocks();
   symtune::SyMuGen gen(m, "net");
   const auto peakOf = [](const symtune::remat::StepPlan& p) {
     return 1e4 + 0.8 * p.keptSavedBytes;
@@ -237,6 +243,83 @@ def forward(self, x: Tensor):
   CHECK(reused >= 3);
   MESSAGE(kept.size(), " buckets, ", stats.plansMade, " plans made, ", stats.cacheHits,
           " reused over ", stats.steps, " steps");
+}
+
+// Note [Plans per limit]: a step split in two holds its second micro-batch to the budget less
+// what the first left (a few bytes more or less each step); each micro-batch's plan is made once
+// and reused, held to the step's own limit.
+TEST_CASE("a split step's micro-batches each reuse their plan") {
+  torch::jit::Module m = threeBlocks();
+  symtune::SyMuGen gen(m, "net");
+  const auto peakOf = [](const symtune::remat::StepPlan& p) {
+    return 1e4 + 0.8 * p.keptSavedBytes;
+  };
+  const std::vector<c10::IValue> rows{torch::randn({64, 64})};
+  double saved = 0;
+  {
+    torch::NoGradGuard noGrad;
+    symtune::ForwardOptions counting;
+    counting.countCost = true;
+    saved = gen.forward(rows, counting).cost.savedBytes;
+  }
+  symtune::remat::RematOptions options;
+  options.budgetBytes = static_cast<int64_t>(1e4 + 0.8 * saved);
+  const int64_t held = *options.budgetBytes / 4;  // what the first micro-batch leaves
+  symtune::remat::Rematerializer remat(options, {});
+  const symtune::remat::StepPlan first = remat.prepare(gen, rows);
+  remat.observe(first, peakOf(first));
+  // After the first step the second micro-batch always reuses its plan, though the first
+  // micro-batch's comes between (with one plan per bucket, each was planned anew every time);
+  // the first's is made again only where the fit moves.
+  int secondReused = 0;
+  for (int step = 0; step < 9; ++step) {
+    INFO("step ", step);
+    for (const int64_t before : {int64_t{0}, held + 64 * (step % 3)}) {
+      const symtune::remat::StepPlan plan = remat.prepare(gen, rows, before);
+      if (step > 0 && before > 0)
+        secondReused += plan.cached ? 1 : 0;
+      REQUIRE(plan.limitBytes);
+      CHECK(*plan.limitBytes == *options.budgetBytes - before);  // the step's own limit
+      if (before > 0)
+        CHECK_FALSE(plan.segments.empty());  // less left: something recomputed
+      remat.observe(plan, peakOf(plan), static_cast<double>(before));
+    }
+  }
+  CHECK(secondReused == 8);
+  CHECK(remat.stats().plansMade <= 4);  // of 18 steps
+  MESSAGE(remat.stats().plansMade, " plans made, ", remat.stats().cacheHits, " reused");
+}
+
+// Note [Steps the binder settles in]: a step whose binder met a new bucket peaks above the
+// model's steady state; it neither calibrates the plain peak nor teaches the fit.
+TEST_CASE("a step the binder settled in is not what the budget is a fraction of") {
+  torch::jit::Module m = threeBlocks();
+  symtune::SyMuGen gen(m, "net");
+  const std::vector<c10::IValue> rows{torch::randn({64, 64})};
+  symtune::remat::RematOptions options;
+  options.budgetFraction = 0.5;
+  options.calibrationSteps = 1;
+  symtune::remat::Rematerializer remat(options, {});
+  const symtune::remat::StepPlan settling = remat.prepare(gen, rows);
+  REQUIRE(settling.calibrating);
+  remat.observe(settling, 3e6, 0, /*settled=*/false);
+  const symtune::remat::StepPlan plain = remat.prepare(gen, rows);
+  REQUIRE(plain.calibrating);  // still calibrating: the step above did not count
+  remat.observe(plain, 1e6);
+  const symtune::remat::StepPlan held = remat.prepare(gen, rows);
+  CHECK_FALSE(held.calibrating);
+  REQUIRE(held.limitBytes);
+  CHECK(*held.limitBytes == 500000);  // half the settled step's peak, not the settling one's
+  CHECK(remat.measurements().steps.size() == 1);
+
+  // A run whose binder settles in on every step still calibrates, after as many again.
+  symtune::remat::Rematerializer always(options, {});
+  for (int i = 0; i < 2; ++i) {
+    const symtune::remat::StepPlan step = always.prepare(gen, rows);
+    REQUIRE(step.calibrating);
+    always.observe(step, 2e6, 0, /*settled=*/false);
+  }
+  CHECK_FALSE(always.prepare(gen, rows).calibrating);
 }
 
 // The tagger's ci preset, its graph and a rematerializer holding it to a gigabyte.

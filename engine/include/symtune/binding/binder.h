@@ -130,6 +130,10 @@ class Binder final : public OpBinder {
   std::vector<OpSite> sites() const;
   // (site, bucket)s measured, and bound by the cost model, since construction.
   int64_t measurements() const { return measurements_; }
+  // Those, and the executions run as written to note their inputs for a measurement to come
+  // (a loop-carried rows group's first in a bucket): a forward that moves it holds what a forward
+  // in the steady state does not (Note [Steps the binder settles in] in rematerializer.h).
+  int64_t settling() const { return measurements_ + noted_; }
   int64_t predictions() const { return predictions_; }
   // Site executions run by a candidate other than the reference.
   int64_t boundExecutions() const { return boundExecutions_; }
@@ -240,6 +244,7 @@ class Binder final : public OpBinder {
   std::unique_ptr<SiteState> loss_;  // the loss site, made on first use
   std::vector<int64_t> signature_;
   int64_t measurements_ = 0;
+  int64_t noted_ = 0;  // settling()'s executions run as written to be noted
   bool exploring_ = true;
   bool deferred_ = false;  // a (site, bucket) went unmeasured for want of exploring
   int64_t predictions_ = 0;

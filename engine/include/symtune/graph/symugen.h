@@ -174,6 +174,9 @@ class SyMuGen {
   std::unordered_map<const torch::jit::Block*, RegionId> blockRegions_;
   // The values each node reads last in its block (the evaluator drops them after the node).
   std::unordered_map<const torch::jit::Node*, std::vector<const torch::jit::Value*>> lastUses_;
+  // Of those, per loop node, the values it only hands its body as initial carried values: the
+  // evaluator drops them as the loop starts (Note [A loop's initial values]).
+  std::unordered_map<const torch::jit::Node*, std::vector<const torch::jit::Value*>> loopEntries_;
   // Each operator node's ATen operation, made on its first execution (the evaluator's).
   std::unordered_map<const torch::jit::Node*, torch::jit::Operation> operations_;
   bool lastUsesReady_ = false;

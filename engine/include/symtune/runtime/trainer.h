@@ -89,6 +89,17 @@ struct StepResult {
     std::string note;  // a budget set on the running job that no plan met, and what ran instead
   };
   std::optional<Remat> remat;
+  // Note [A step's peak across resets]
+  // Under a remat budget the trainer resets the allocation counter's peak before each attempt and
+  // micro-batch (each is held to the budget above what was live as it began), so a caller that
+  // reset it before the step and reads it after sees only the last micro-batch's. This is the
+  // highest peak those resets cleared, in the counter's own terms (CpuAllocationCounter's
+  // `peak`, or the CUDA caching allocator's peak of allocated bytes): the step's peak is the
+  // larger of it and the counter's peak after the step, above what was live before it. Before
+  // this, symtune-bench reported the last micro-batch's peak for a split step (the tree network
+  // bound in four micro-batches: 1.3 MB, 1.5 MB with the micro-batches before the last).
+  // nullopt: nothing reset.
+  std::optional<int64_t> peakBeforeResets;
   // How many micro-batches the batch ran as (Note [Micro-batches]), and, when the step was split
   // further because no remat plan fitted its budget whole, why.
   int microbatches = 1;
@@ -329,6 +340,8 @@ class Trainer {
   // above it, so the gradients of those before it count (nullopt: the step runs whole).
   std::optional<int64_t> stepLive_;
   int64_t liveNow();  // resets the device's peak to what is live, and returns it
+  // The highest peak the remat side reset in the running step (StepResult::peakBeforeResets).
+  int64_t stepHighest_ = 0;
 };
 
 // The first line of a LibTorch error, without its C++ backtrace.

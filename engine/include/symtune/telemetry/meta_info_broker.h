@@ -62,8 +62,11 @@ class MetaInfoBroker {
   void beforeUpdate() { gradients_.beforeUpdate(); }
   void afterUpdate() { gradients_.afterUpdate(); }
   // Computes the step's features, keeps them and hands them to every subscriber.
+  // `peakBeforeResets`: the highest CPU allocation counter peak the trainer reset during the step
+  // (StepResult::peakBeforeResets), which the step's peak includes.
   const StepFeatures& endStep(const StepTimings& timings, double loss, double learningRate,
-                              int64_t batchSize, int64_t sequenceLength);
+                              int64_t batchSize, int64_t sequenceLength,
+                              std::optional<int64_t> peakBeforeResets = std::nullopt);
 
   // What rules read during a step, after afterBackward(): the previous step's features with this
   // step's index, loss (and its delta and moving average), gradient statistics and learning
