@@ -357,7 +357,7 @@ json controllerSummary(const control::OnlineController& controller,
   const size_t quarter = std::min(measured.size(), std::max<size_t>(1, measured.size() / 4));
   const std::vector<double> last(measured.end() - static_cast<std::ptrdiff_t>(quarter),
                                  measured.end());
-  return {{"decisions", controller.log().size()},
+  return {{"decisions", controller.decisions()},
           {"explored", explored},
           {"held_back", heldBack},
           {"seconds_since_warmup",

@@ -293,6 +293,9 @@ void OnlineController::observe(Decision decision, double stepSeconds, int64_t sa
     }
   }
   log_.push_back(std::move(decision));
+  ++decisions_;
+  while (log_.size() > std::max<size_t>(options_.logKept, 1))
+    log_.pop_front();
 }
 
 void OnlineController::pin(const std::string& name, double value) {

@@ -157,6 +157,7 @@ void OnlineController::read(const std::string& text) {
       last.chosen = configurationFrom(space_, in["last"].at("chosen"));
       log_.push_back(std::move(last));
     }
+    decisions_ = static_cast<int64_t>(log_.size());
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("the controller's state: ") + e.what());
   }

@@ -42,6 +42,21 @@ double secondsPerSample(const Configuration& c, int bucket, std::mt19937_64& rng
 
 }  // namespace
 
+TEST_CASE("the controller keeps its latest decisions and counts them all") {
+  symtune::control::ControllerOptions options;
+  options.logKept = 5;
+  OnlineController controller(threeKnobs(), options);
+  std::mt19937_64 rng(5);
+  for (int64_t step = 0; step < 12; ++step) {
+    const auto d = controller.choose(step, "bucket 0");
+    controller.observe(d, secondsPerSample(d.chosen, 0, rng) * 32, 32);
+  }
+  CHECK(controller.decisions() == 12);
+  REQUIRE(controller.log().size() == 5);
+  CHECK(controller.log().front().step == 7);
+  CHECK(controller.log().back().step == 11);
+}
+
 TEST_CASE("the online controller finds the fastest configuration and settles on it") {
   OnlineController controller(threeKnobs());
   std::mt19937_64 rng(3);
@@ -61,6 +76,7 @@ TEST_CASE("the online controller finds the fastest configuration and settles on 
   MESSAGE("the fastest chosen in ", best, " of the last 50 steps");
   CHECK(best >= 40);
   REQUIRE(controller.log().size() == 200);
+  CHECK(controller.decisions() == 200);
   const auto& last = controller.log().back();
   REQUIRE(last.samplesPerSecond.has_value());
   // The model's prediction for what it chose is within 15 % of what the step measured.

@@ -60,6 +60,7 @@
 // bandit's rule (Kazerouni et al., "Conservative contextual linear bandits", 2017) on the time.
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <random>
@@ -95,6 +96,9 @@ struct ControllerOptions {
   double conservative = 0;
   int64_t warmupSteps = 30;
   double pessimism = 1.0;
+  // How many decisions log() keeps, the latest: a run of millions of steps does not keep them all
+  // (a decision, with its alternatives and drivers, is a few hundred bytes).
+  size_t logKept = 10000;
 };
 
 // One reason the chosen configuration beat the next best by the model's mean: a knob value it
@@ -150,7 +154,9 @@ class OnlineController {
   void unpin(const std::string& name);
   const std::map<std::string, double>& pins() const { return pins_; }
 
-  const std::vector<Decision>& log() const { return log_; }
+  // The last options.logKept decisions, oldest first; decisions() counts every one.
+  const std::deque<Decision>& log() const { return log_; }
+  int64_t decisions() const { return decisions_; }
   // Note [Conservative exploration]: the configuration the run began with, and the seconds the
   // steps since the warm-up took and the baseline is reckoned to have taken on them.
   const Configuration& baseline() const { return baseline_; }
@@ -199,7 +205,8 @@ class OnlineController {
   std::vector<Configuration> excluded_;
   std::vector<double> signalReference_;  // the first batch's signals
   std::mt19937_64 rng_;
-  std::vector<Decision> log_;
+  std::deque<Decision> log_;
+  int64_t decisions_ = 0;
   // Note [Divergence constraint]: the losses' average and count, whether the last step diverged.
   double lossAverage_ = 0;
   int64_t losses_ = 0;
