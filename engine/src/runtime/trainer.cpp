@@ -349,29 +349,6 @@ std::vector<std::pair<Batch, double>> Trainer::microBatches(const Batch& whole, 
   return out;
 }
 
-std::vector<torch::Tensor> Trainer::takeGradients() {
-  std::vector<torch::Tensor> held;
-  held.reserve(trainable_.size());
-  for (auto& p : trainable_) {
-    held.push_back(p.grad());
-    p.mutable_grad().reset();
-  }
-  return held;
-}
-
-void Trainer::addGradients(const std::vector<torch::Tensor>& held) {
-  torch::NoGradGuard noGrad;
-  for (size_t i = 0; i < held.size(); ++i) {
-    if (!held[i].defined())
-      continue;
-    torch::Tensor& grad = trainable_[i].mutable_grad();
-    if (grad.defined())
-      grad.add_(held[i]);  // the sum autograd's accumulation makes: a + b is b + a
-    else
-      grad = held[i];
-  }
-}
-
 const Graph& Trainer::staticGraph() {
   return graphOfModel().staticGraph();
 }
@@ -490,19 +467,16 @@ StepResult Trainer::runStep(Graph* capture) {
     backwardSeconds = secondsSince(tb);
     return loss;
   };
-  // The micro-batches in turn, their gradients adding up (Note [Micro-batches]). Under a budget,
-  // where a micro-batch may run again, the gradients of those before it wait aside.
+  // The micro-batches in turn, their gradients adding up (Note [Micro-batches]).
   const auto runParts = [&] {
     torch::Tensor total;
     for (size_t j = 0; j < parts.size(); ++j) {
       const Batch& part = parts[j].first;
       const double weight = parts[j].second;
-      const std::vector<torch::Tensor> held =
-          j > 0 && remat_ ? takeGradients() : std::vector<torch::Tensor>{};
       std::optional<StepResult::Remat> partRemat;
       const auto pass = [&, first = j == 0] { return passOf(part, weight, first); };
+      partIndex_ = j;
       torch::Tensor loss = remat_ ? runRemat(part.inputs, pass, partRemat) : pass();
-      addGradients(held);
       timings.forward += forwardSeconds;
       timings.backward += backwardSeconds;
       if (branches)
@@ -554,7 +528,8 @@ StepResult Trainer::runStep(Graph* capture) {
       [&] {
         std::optional<at::Tensor> rngState;
         std::vector<at::Tensor> buffers, kept;
-        if (splits) {
+        // A split, or a micro-batch after the first that overran, starts the step over from here.
+        if (remat_ && (splits || parts.size() > 1)) {
           rngState = at::globalContext().defaultGenerator(device_).get_state();
           torch::NoGradGuard noGrad;
           for (const auto& b : executor_->scriptModule()->buffers()) {
@@ -563,6 +538,21 @@ StepResult Trainer::runStep(Graph* capture) {
           }
         }
         torch::Tensor loss;
+        const auto putBack = [&] {
+          optimizer_->inner().zero_grad();
+          auto generator = at::globalContext().defaultGenerator(device_);
+          generator.set_state(*rngState);
+          torch::NoGradGuard noGrad;
+          for (size_t i = 0; i < buffers.size(); ++i)
+            buffers[i].copy_(kept[i]);
+          timings.forward = timings.backward = 0;
+          owners = SequenceOwners{};
+          patterns.clear();
+          if (rematStep)
+            attemptsBefore += rematStep->attempts;
+          rematStep.reset();
+        };
+        int restarts = 0;
         for (;;) {
           const int more = static_cast<int>(parts.size()) * 2;
           splitting_ = splits && !calibrating && more <= whole.size;  // calibration is unenforced
@@ -572,6 +562,14 @@ StepResult Trainer::runStep(Graph* capture) {
           try {
             loss = runParts();
             break;
+          } catch (const StartOver&) {
+            // A micro-batch after the first overran (Note [Micro-batches]).
+            if (++restarts > kMostRestarts)
+              throw remat::RematInfeasible(
+                  "remat: a micro-batch after the first ran out of its budget in " +
+                      std::to_string(restarts) + " attempts of the step",
+                  0);
+            putBack();  // the step's attempts count the one that overran
           } catch (const remat::RematInfeasible& e) {
             if (!splitting_)
               throw;
@@ -581,25 +579,12 @@ StepResult Trainer::runStep(Graph* capture) {
             } catch (const SplitError&) {
               throw e;  // what the user needs to know is the budget
             }
-            optimizer_->inner().zero_grad();
-            auto generator = at::globalContext().defaultGenerator(device_);
-            generator.set_state(*rngState);
-            {
-              torch::NoGradGuard noGrad;
-              for (size_t i = 0; i < buffers.size(); ++i)
-                buffers[i].copy_(kept[i]);
-            }
+            putBack();
             splitNote += (splitNote.empty() ? "" : "; ") + std::string(e.what()) + ": split into " +
                          std::to_string(more) + " micro-batches";
             microbatches_ = more;
             parts = std::move(smaller);
             optimizer_->noteFacts(factsOf(parts));
-            timings.forward = timings.backward = 0;
-            owners = SequenceOwners{};
-            patterns.clear();
-            if (rematStep)
-              attemptsBefore += rematStep->attempts;
-            rematStep.reset();
           }
         }
         if (rematStep)

@@ -126,6 +126,7 @@ torch::Tensor Trainer::runRemat(const std::vector<c10::IValue>& inputs,
     // was wrong): the step, put back as it began, runs under the budget that held before.
     const SetBudget before = *rematBefore_;
     rematBefore_.reset();
+    const bool laterPart = partIndex_ > 0;
     std::optional<int64_t> bytes;
     if (before.megabytes)
       bytes = static_cast<int64_t>(std::llround(*before.megabytes * 1e6));
@@ -133,13 +134,20 @@ torch::Tensor Trainer::runRemat(const std::vector<c10::IValue>& inputs,
     session_.remat.budgetMb = before.megabytes;
     session_.remat.budgetFraction = before.fraction;
     rematBudget_.reset();
-    torch::Tensor loss = runPlanned(inputs, pass, out);
     char budget[64];
     if (before.megabytes)
       std::snprintf(budget, sizeof budget, "budget_mb %g", *before.megabytes);
     else
       std::snprintf(budget, sizeof budget, "budget_fraction %g", before.fraction.value_or(0));
-    out->note = std::string(e.what()) + "; back to " + budget;
+    const std::string note = std::string(e.what()) + "; back to " + budget;
+    if (laterPart) {
+      // The micro-batches before it added to the gradients: the whole step again, under the
+      // budget that held before (Note [Micro-batches]), and it says why.
+      startOverNote_ = note;
+      throw StartOver{};
+    }
+    torch::Tensor loss = runPlanned(inputs, pass, out);
+    out->note = note;
     return loss;
   }
 }
@@ -202,6 +210,8 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
       // Reported above what was live when the step began, as its budget is.
       step.peakBytes = peak + static_cast<double>(carried);
       step.plan = plan;
+      step.note = std::move(startOverNote_);  // a budget put back by a step that started over
+      startOverNote_.clear();
       if (step.plan.limitBytes)
         *step.plan.limitBytes += carried;
       if (step.plan.predictedPeak)
@@ -211,17 +221,28 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
     } catch (const c10::OutOfMemoryError&) {
       budget.reset();
       releaseFailedBackward();
-      startOver();
+      // A micro-batch after the first may have added to the gradients of those before it: the
+      // step starts over from its first (Note [Micro-batches]), this bucket planned anew there.
+      const bool laterPart = partIndex_ > 0;
+      if (laterPart)
+        segments->setPlan(before);
+      else
+        startOver();
       ++step.attempts;
       // The binder settled in sites of a new bucket in the attempt (Note [Steps the binder
       // settles in] in rematerializer.h): it measured them outside the budget, but what it
       // notes for them on the way (a loop's trips' inputs) is the step's. Those sites are bound,
       // or measured at their next execution, now: the same plan again, until an attempt settles
       // nothing new.
-      if (binder != nullptr && binder->settling() > settling)
+      if (binder != nullptr && binder->settling() > settling) {
+        if (laterPart)
+          throw StartOver{};
         continue;
+      }
       try {
         plan = remat_->backOff(plan, tried);
+        if (laterPart)
+          throw StartOver{};  // the back-off widened the bucket's margin for the next plan
       } catch (const remat::RematInfeasible& e) {
         if (binder != nullptr) {
           // Bound, no plan fitted: what the binder holds while it first meets a shape bucket
@@ -232,6 +253,8 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
           binder = nullptr;
           bindingNote_ = "binding off from step " + std::to_string(optimizer_->stepCount()) +
                          ": bound, no plan fitted the remat budget (" + e.what() + ")";
+          if (laterPart)
+            throw StartOver{};
           plan = first;
           tried.clear();
           continue;

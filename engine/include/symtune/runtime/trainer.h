@@ -136,10 +136,14 @@ struct StepResult {
 // loss and backward in turn, whose gradients add up to the batch's: each micro-batch's loss is
 // weighted by its share of the batch's counted targets (those not -100), so the sum of the
 // weighted mean losses is the batch's mean loss and the gradients are the batch's to rounding.
-// Before a micro-batch runs, the gradients of those before it are taken off the parameters and
-// added back after it (the same sum, in the same order, as autograd's accumulation), so a
-// micro-batch that overruns its budget and runs again (Note [Planning per batch]) starts from
-// nothing of its own. Not for a model that normalises over the batch (batch norm in training:
+// Each micro-batch's backward adds to the gradients of those before it, as autograd accumulates.
+// Under a remat budget a micro-batch after the first that overruns its budget cannot run again on
+// its own (its backward may have added part of its gradients): the step starts over from its first
+// micro-batch, with the random state and the buffers put back, and plans the overrun bucket anew
+// with the wider margin (Note [Planning per batch]); at most kMostRestarts times. Until 2026-12-03
+// the gradients of the micro-batches before were taken off and added back after, which held a
+// second copy of them through every micro-batch after the first (on the tree network, 0.4 MB of a
+// 1.9 MB budget). Not for a model that normalises over the batch (batch norm in training:
 // each micro-batch would have its own statistics); the knob says so (Trainer::configSpace). On the
 // CPU a step that calibrates a remat budget_fraction runs the batch whole, so the fraction is of
 // the whole batch's plain peak and a split step can meet a budget the whole batch cannot (on a GPU,
@@ -292,8 +296,11 @@ class Trainer {
   const std::optional<std::string>& unsplittable();
   // `whole` as `parts` micro-batches on the device, each with its loss weight.
   std::vector<std::pair<Batch, double>> microBatches(const Batch& whole, int parts);
-  std::vector<torch::Tensor> takeGradients();
-  void addGradients(const std::vector<torch::Tensor>& held);
+  // A micro-batch after the first overran its budget: the step starts over (Note [Micro-batches]).
+  struct StartOver {};
+  static constexpr int kMostRestarts = 8;
+  size_t partIndex_ = 0;       // the running micro-batch's
+  std::string startOverNote_;  // why a step started over, for its remat record
 
   Session session_;
   torch::Device device_{torch::kCPU};
