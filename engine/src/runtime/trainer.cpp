@@ -560,16 +560,21 @@ StepResult Trainer::runStep(Graph* capture) {
           if (remat_ && parts.size() > 1)
             stepLive_ = liveNow();
           try {
-            loss = runParts();
-            break;
-          } catch (const StartOver&) {
-            // A micro-batch after the first overran (Note [Micro-batches]).
-            if (++restarts > kMostRestarts)
+            try {
+              loss = runParts();
+              break;
+            } catch (const StartOver&) {
+              // A micro-batch after the first overran (Note [Micro-batches]): the step again,
+              // or, past kMostRestarts, as for a budget no plan fits (split further, or stop).
+              if (++restarts <= kMostRestarts) {
+                putBack();  // the step's attempts count the one that overran
+                continue;
+              }
               throw remat::RematInfeasible(
                   "remat: a micro-batch after the first ran out of its budget in " +
                       std::to_string(restarts) + " attempts of the step",
                   0);
-            putBack();  // the step's attempts count the one that overran
+            }
           } catch (const remat::RematInfeasible& e) {
             if (!splitting_)
               throw;
@@ -585,6 +590,7 @@ StepResult Trainer::runStep(Graph* capture) {
             microbatches_ = more;
             parts = std::move(smaller);
             optimizer_->noteFacts(factsOf(parts));
+            restarts = 0;
           }
         }
         if (rematStep)
