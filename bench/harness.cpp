@@ -61,6 +61,8 @@ struct ModeRecord {
   std::vector<double> allPeaks, savedBytes;  // every step: its peak; the templates' saved bytes
   std::vector<double> stepSeconds, samplesPerSecond, data, forward, backward, optimizer, peakBytes;
   std::vector<int64_t> measurements;     // binder measurements per step, warm-up included
+  std::vector<int> microbatches;         // every step: how many micro-batches it ran as
+  std::vector<std::string> splitNotes;   // why a step was split further, where one was
   std::vector<StepResult::Remat> remat;  // every step under a budget, warm-up included
   std::string infeasible;  // why the mode stopped: its budget is below what any plan fits
   double smallestFeasible = 0;
@@ -577,6 +579,9 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
         config.lockstep->pass(model, i, m, modes.size());
       ModeRecord& rec = records[m];
       rec.losses.push_back(r.loss);
+      rec.microbatches.push_back(r.microbatches);
+      if (!r.splitNote.empty())
+        rec.splitNotes.push_back("step " + std::to_string(i) + ": " + r.splitNote);
       if (r.remat)
         rec.remat.push_back(*r.remat);
       if (binder != nullptr)
@@ -655,6 +660,12 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
            {"peak_bytes", basePeak > 0 ? json(median(rec.peakBytes) / basePeak) : json(nullptr)}}},
          {"loss_agreement", lossAgreement(rec.losses, base.losses)},
          {"roofline", roofline}});
+    if (std::any_of(rec.microbatches.begin(), rec.microbatches.end(), [](int k) { return k > 1; }))
+      modeResults.back()["microbatches_steps"] = rec.microbatches;  // warm-up included
+    if (!rec.splitNotes.empty())
+      modeResults.back()["split_notes"] = rec.splitNotes;
+    if (const auto& note = trainers[m]->bindingNote())
+      modeResults.back()["binding_note"] = *note;
     if (const binding::Binder* binder = trainers[m]->binder())
       modeResults.back()["binding"] = bindingSummary(*binder, rec, config.warmup);
     if (const remat::Rematerializer* remat = trainers[m]->rematerializer())

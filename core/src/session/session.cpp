@@ -359,8 +359,11 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // remat
   if (top.has("remat")) {
     const JsonFields remat = top.object("remat");
-    remat.rejectUnknown({"budget_mb", "budget_fraction", "strategy", "calibration_steps"});
+    remat.rejectUnknown({"budget_mb", "budget_fraction", "strategy", "calibration_steps", "bind"});
     s.remat.enabled = true;
+    s.remat.bind = remat.boolean("bind", s.remat.bind);
+    if (s.remat.bind && !s.binding.enabled)
+      remat.fail("bind", "needs binding on (binding.enabled)");
     s.remat.strategy = remat.string("strategy", s.remat.strategy);
     if (s.remat.strategy != "plan" && s.remat.strategy != "checkpoint" &&
         s.remat.strategy != "selective")
@@ -442,10 +445,10 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
       s.control.rematBudget = share;
     }
     if (control.has("binding_explore")) {
-      if (!s.binding.enabled || s.remat.enabled || s.binding.budget == 0)
+      if (!s.binding.enabled || (s.remat.enabled && !s.remat.bind) || s.binding.budget == 0)
         control.fail("binding_explore",
                      "needs a binder that measures: binding on, with a measuring budget, and no "
-                     "remat block (under which binding is off)");
+                     "remat block but one with bind true (without it binding is off)");
       s.control.bindingExplore = control.boolean("binding_explore", true);
     }
     if (control.has("tuned")) {
@@ -549,7 +552,8 @@ std::string sessionJson(const Session& s) {
       {"save", s.binding.save}};
   if (s.remat.enabled) {
     nlohmann::json remat = {{"strategy", s.remat.strategy},
-                            {"calibration_steps", s.remat.calibrationSteps}};
+                            {"calibration_steps", s.remat.calibrationSteps},
+                            {"bind", s.remat.bind}};
     if (s.remat.budgetMb)
       remat["budget_mb"] = *s.remat.budgetMb;
     if (s.remat.budgetFraction)

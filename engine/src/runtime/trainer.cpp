@@ -22,6 +22,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The micro-batches a step no plan fits in `k` runs as next: 1, 2, 3, 4, 6, 8, 12, 16, ... (the
+// powers of two and three times them), at most the batch's `samples` (Note [Splitting further]).
+int nextSplit(int k, int64_t samples) {
+  int next = 1;
+  while (next <= k)
+    next = next == 1 ? 2 : (next & (next - 1)) == 0 ? next / 2 * 3 : next / 3 * 4;
+  return static_cast<int>(std::min<int64_t>(next, std::max<int64_t>(samples, k)));
+}
+
 double secondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -163,12 +172,14 @@ void Trainer::setUpBinding() {
   torch::jit::Module* module = executor_->scriptModule();
   if (!session_.binding.enabled || module == nullptr)
     return;
-  if (session_.remat.enabled) {
-    // Binding and a remat budget do mix (the binder measures outside the budget), but not yet
-    // as a default: a bound step that first meets a shape bucket holds what the binder notes for
-    // its measurements inside the budget, and a fraction of the bound plain peak can leave no
-    // plan that fits (docs/remat.md, "With the binder"); symtune-bench's bind+remat:F modes bind.
-    bindingNote_ = "binding off: the session's remat block holds each step to a budget";
+  if (session_.remat.enabled && !session_.remat.bind) {
+    // Binding and a remat budget do mix (the binder measures outside the budget; remat.bind),
+    // but not as a default: a bound step that first meets a shape bucket holds what the binder
+    // notes for its measurements inside the budget, and a fraction of the bound plain peak can
+    // leave no plan that fits (docs/remat.md, "With the binder").
+    bindingNote_ =
+        "binding off: the session's remat block holds each step to a budget (remat.bind "
+        "binds under it)";
     return;
   }
   auto segments = std::make_unique<SegmentExecutor>(*module, session_.name);
@@ -506,7 +517,7 @@ StepResult Trainer::runStep(Graph* capture) {
     return total;
   };
   // Under an enforced budget no plan fits the step as it is split: it runs again from the start
-  // in twice as many micro-batches, and the run goes on so split.
+  // in more micro-batches (Note [Splitting further]), and the run goes on so split.
   const bool splits = remat_ && session_.control.enabled && session_.control.splitOnOverrun &&
                       !unsplittable().has_value();
   const int microbatchesBefore = microbatches_;
@@ -554,11 +565,13 @@ StepResult Trainer::runStep(Graph* capture) {
         };
         int restarts = 0;
         for (;;) {
-          const int more = static_cast<int>(parts.size()) * 2;
-          splitting_ = splits && !calibrating && more <= whole.size;  // calibration is unenforced
+          const int more = nextSplit(static_cast<int>(parts.size()), whole.size);
+          splitting_ = splits && !calibrating && more > static_cast<int>(parts.size());
+          // (calibration is unenforced)
           stepLive_.reset();
           if (remat_ && parts.size() > 1)
             stepLive_ = liveNow();
+          settlingBefore_ = binder() != nullptr ? binder()->settling() : 0;
           try {
             try {
               loss = runParts();

@@ -165,7 +165,17 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   // step's budget holds them too (Note [Micro-batches]).
   const int64_t carried =
       stepLive_ ? std::max<int64_t>(resetPeak(device_, stepHighest_) - *stepLive_, 0) : int64_t{0};
-  remat::StepPlan plan = remat_->prepare(gen, inputs, carried);
+  remat::StepPlan plan;
+  try {
+    plan = remat_->prepare(gen, inputs, carried);
+  } catch (const remat::RematInfeasible&) {
+    // What the micro-batches before it held may include what the binder noted as it met their
+    // buckets, released when it measures them (Note [Steps the binder settles in]): the step
+    // again, those buckets settled, before it splits further.
+    if (partIndex_ > 0 && binder() != nullptr && binder()->settling() > settlingBefore_)
+      throw StartOver{};
+    throw;
+  }
   // A step that overruns runs again from the same random state, so it draws what it would have,
   // and from the same buffers (batch norm's running statistics, updated by every forward).
   auto generator = at::globalContext().defaultGenerator(device_);
@@ -244,11 +254,12 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
         if (laterPart)
           throw StartOver{};  // the back-off widened the bucket's margin for the next plan
       } catch (const remat::RematInfeasible& e) {
-        if (binder != nullptr) {
-          // Bound, no plan fitted: what the binder holds while it first meets a shape bucket
-          // (the inputs it notes for its measurements) is the step's and can take it past the
-          // budget. The run goes on unbound, as a session without binding: the binder goes,
-          // with what it held, and the step starts over from its first plan.
+        // No plan fitted. Bound, a step the trainer may split further splits and stays bound
+        // (Note [A bound step no plan fits] in trainer.h); one it may not goes on unbound, as a
+        // session without binding: what the binder holds while it first meets a shape bucket
+        // (the inputs it notes for its measurements) may be what took it past the budget. The
+        // binder goes with what it held and the step starts over from its first plan.
+        if (binder != nullptr && !splitting_) {
           segments->setBinder(nullptr);
           binder = nullptr;
           bindingNote_ = "binding off from step " + std::to_string(optimizer_->stepCount()) +

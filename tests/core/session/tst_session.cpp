@@ -104,12 +104,16 @@ std::vector<RejectedSession> rejectedSessions() {
        sessionText(R"("model": {"zoo": "dynamic_tagger"})",
                    R"(, "binding": {"enabled": false}, "control": {"binding_explore": false})"),
        "control.binding_explore: needs a binder that measures: binding on, with a measuring "
-       "budget, and no remat block (under which binding is off)"},
+       "budget, and no remat block but one with bind true (without it binding is off)"},
+      {"remat bind without binding",
+       sessionText(R"("model": {"zoo": "tree_rnn"})",
+                   R"(, "binding": {"enabled": false}, "remat": {"budget_mb": 2, "bind": true})"),
+       "remat.bind: needs binding on (binding.enabled)"},
       {"control binding_explore under remat",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})",
                    R"(, "remat": {"budget_fraction": 0.5}, "control": {"binding_explore": true})"),
        "control.binding_explore: needs a binder that measures: binding on, with a measuring "
-       "budget, and no remat block (under which binding is off)"},
+       "budget, and no remat block but one with bind true (without it binding is off)"},
       {"control remat budget without a fraction",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})",
                    R"(, "control": {"remat_budget": 0.5})"),
@@ -412,9 +416,19 @@ TEST_CASE("remat: off unless the session has the block, which needs a budget for
   REQUIRE(share.remat.budgetFraction.has_value());
   CHECK(*share.remat.budgetFraction == doctest::Approx(0.5));
   CHECK_FALSE(share.remat.budgetMb.has_value());
+  CHECK_FALSE(share.remat.bind);
   const Session again = symtune::parseSession(symtune::sessionJson(share), kOrigin);
   CHECK(again.remat.enabled);
   CHECK(*again.remat.budgetFraction == doctest::Approx(0.5));
+
+  // remat.bind: bound under the budget, binding on.
+  const Session bound = symtune::parseSession(
+      sessionText(
+          R"("model": {"zoo": "tree_rnn"})",
+          R"(, "remat": {"budget_mb": 1.9, "bind": true}, "control": {"binding_explore": true})"),
+      kOrigin);
+  CHECK(bound.remat.bind);
+  CHECK(symtune::parseSession(symtune::sessionJson(bound), kOrigin).remat.bind);
 
   const Session bytes = symtune::parseSession(
       sessionText(R"("model": {"zoo": "dynamic_resnet"})",

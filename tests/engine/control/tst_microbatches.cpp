@@ -1,8 +1,8 @@
 // Micro-batches (Note [Micro-batches] in symtune/runtime/trainer.h): a batch split into
 // micro-batches trains as the batch, a model that normalises over the batch is not split, a step no
-// remat plan fits whole runs split under its budget, a budget a later micro-batch overruns names
-// the step's smallest feasible one, and the trainer's guards raise OptimizeRequired once per new
-// shape bucket.
+// remat plan fits whole runs split under its budget (bound, it stays bound), a later micro-batch
+// holds no second copy of the gradients, and the trainer's guards raise OptimizeRequired once per
+// new shape bucket.
 
 #include "doctest_torch.h"
 
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "symtune/binding/binder.h"
 #include "symtune/binding/shape_bucket.h"
 #include "symtune/remat/rematerializer.h"
 #include "symtune/runtime/loss.h"
@@ -293,6 +294,57 @@ TEST_CASE_FIXTURE(TwoThreads, "a later micro-batch holds no second copy of the g
   REQUIRE(b.remat->plan.limitBytes.has_value());
   CHECK(b.remat->peakBytes <= static_cast<double>(*b.remat->plan.limitBytes));
   symtune::test::checkEach(held.executor().parameters(), free.executor().parameters(), 1e-5,
+                           "parameters");
+}
+
+// Note [A bound step no plan fits]: under a budget no bound plan fits whole, the step splits and
+// keeps its binder (until 2026-12-03 the binder went first and the run split unbound).
+TEST_CASE_FIXTURE(TwoThreads, "a bound step no plan fits whole splits and stays bound") {
+  // The bound step's peak with nothing recomputed, as the budget counts it.
+  symtune::Session s = sessionFor("tree_rnn");
+  s.binding.enabled = true;
+  s.remat.enabled = true;
+  s.remat.bind = true;  // bound under the budget
+  s.remat.budgetMb = 1000;
+  double plain = 0;
+  {
+    symtune::Trainer t(s);
+    REQUIRE(t.binder() != nullptr);
+    for (int step = 0; step < 3; ++step) {
+      const symtune::StepResult r = t.step();
+      REQUIRE(r.remat.has_value());
+      plain = std::max(plain, r.remat->peakBytes);
+    }
+  }
+  REQUIRE(plain > 0);
+  s.remat.budgetMb = 0.45 * plain / 1e6;
+  s.control.enabled = true;
+  symtune::Trainer split(s);
+  symtune::Trainer whole(sessionFor("tree_rnn"));
+  std::vector<int> counts{1};
+  for (int step = 0; step < 4; ++step) {
+    INFO("step ", step);
+    const symtune::StepResult a = whole.step(), b = split.step();
+    INFO(b.splitNote);
+    CHECK(b.microbatches >= 2);
+    // Note [Splitting further]: 1, 2, 3, 4, 6, 8, ... micro-batches, one count after another.
+    for (size_t at = b.splitNote.find("split into "); at != std::string::npos;
+         at = b.splitNote.find("split into ", at + 1)) {
+      const int count = std::stoi(b.splitNote.substr(at + 11));
+      const int k = counts.back();
+      CHECK(count == (k < 4 ? k + 1 : (k & (k - 1)) == 0 ? k / 2 * 3 : k / 3 * 4));
+      counts.push_back(count);
+    }
+    CHECK(b.microbatches == counts.back());
+    CHECK(b.loss == doctest::Approx(a.loss).epsilon(1e-4));
+    REQUIRE(b.remat.has_value());
+    REQUIRE(b.remat->plan.limitBytes.has_value());
+    CHECK(b.remat->peakBytes <= static_cast<double>(*b.remat->plan.limitBytes));
+  }
+  INFO(split.bindingNote().value_or(""));
+  REQUIRE(split.binder() != nullptr);
+  CHECK(split.binder()->boundExecutions() > 0);
+  symtune::test::checkEach(split.executor().parameters(), whole.executor().parameters(), 1e-4,
                            "parameters");
 }
 

@@ -214,6 +214,9 @@ struct RematSpec {
   // With budget_fraction: the first steps, run plain and unenforced, whose largest peak the
   // fraction is of.
   int calibrationSteps = 1;
+  // Run bound (DynaCompiler's binder on, measuring outside the budget) under the budget; off, a
+  // session with a remat block runs unbound. Needs binding.enabled.
+  bool bind = false;
   bool enabled = false;  // the session has a `remat` block
 };
 
@@ -227,9 +230,9 @@ struct ControlSpec {
   // Each batch runs as this many micro-batches whose gradients add up to the batch's (the
   // online controller's first step starts from it).
   int microbatches = 1;
-  // Under the remat block's enforced budget, a step that no plan fits is split into twice as many
-  // micro-batches (again, until it fits or the batch cannot be split further), and the run goes on
-  // so split, rather than stopping. Off without a `control` block.
+  // Under the remat block's enforced budget, a step that no plan fits is split into more
+  // micro-batches (1, 2, 3, 4, 6, 8, ...; again, until it fits or the batch cannot be split
+  // further), and the run goes on so split, rather than stopping. Off without a `control` block.
   bool splitOnOverrun = true;
   // The online controller's conservative exploration (docs/control.md): after `warmupSteps`
   // decisions it explores only while the run keeps `conservative` of the throughput its first

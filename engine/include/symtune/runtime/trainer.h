@@ -149,6 +149,28 @@ struct StepResult {
 // the whole batch's plain peak and a split step can meet a budget the whole batch cannot (on a GPU,
 // where the whole batch may not fit the device, it calibrates as configured).
 
+// Note [A bound step no plan fits]
+// Under a remat budget a bound step (DynaCompiler's binder on the executor: remat.bind) that no
+// plan fits, even after the attempts the binder settled in (Note [Steps the binder settles in]
+// in rematerializer.h), splits into more micro-batches when the trainer may split it
+// (control.split_on_overrun) and keeps its binder. Only a step that cannot split further drops
+// the binder and starts over unbound (the binding note says from which step). Bound, each zoo
+// model's step peaks lower than unbound (docs/benchmarks.md: `bind` against `eager`), so a batch
+// no bound plan fits would not fit unbound either but for what the binder holds while it first
+// meets a bucket, which the attempts it settled in already allow for. Until 2026-12-03 the binder
+// went first: the tree network held to 1.913 MB (0.43 of its plain peak) ran unbound in eight
+// micro-batches at 0.53x `script`'s throughput; bound it runs in three at 0.74x.
+//
+// Note [Splitting further]
+// A step no plan fits as it is split runs again in the next count of 1, 2, 3, 4, 6, 8, 12, 16, ...
+// (the powers of two and three times them; at most the batch's samples, micro-batches of a count
+// that does not divide the batch differing by one sample at most), and the run goes on at the
+// first count that fits. Each micro-batch runs every op once more (on the tree network most of a
+// step's time is per op, not per sample), so the fewer the faster; each count tried costs the
+// step one attempt. Until 2026-12-03 the count doubled: the bound tree network under 1.913 MB
+// went from two micro-batches to four (0.61x `script`'s throughput with a fixed four) where three
+// fit (0.74x).
+
 class Trainer {
  public:
   // Builds the model, data and optimizer, and sets up the session's rules
@@ -299,8 +321,9 @@ class Trainer {
   // A micro-batch after the first overran its budget: the step starts over (Note [Micro-batches]).
   struct StartOver {};
   static constexpr int kMostRestarts = 8;
-  size_t partIndex_ = 0;       // the running micro-batch's
-  std::string startOverNote_;  // why a step started over, for its remat record
+  size_t partIndex_ = 0;        // the running micro-batch's
+  std::string startOverNote_;   // why a step started over, for its remat record
+  int64_t settlingBefore_ = 0;  // the binder's settling() as the step's attempt began
 
   Session session_;
   torch::Device device_{torch::kCPU};
