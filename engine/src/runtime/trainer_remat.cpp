@@ -211,6 +211,7 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
     std::optional<remat::ScopedCpuBudget> budget;
     if (plan.limitBytes && !device_.is_cuda())
       budget.emplace(*plan.limitBytes, live);
+    const int64_t refused = CpuAllocationCounter::refusals();
     try {
       torch::Tensor loss = pass();
       budget.reset();
@@ -228,7 +229,12 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
         *step.plan.predictedPeak += static_cast<double>(carried);  // as the peak is reported
       out = step;
       return loss;
-    } catch (const c10::OutOfMemoryError&) {
+    } catch (const std::exception& failure) {
+      // Out of memory, or the budget refused an allocation and something on the way (TorchScript's
+      // interpreter) raised another error for it (Note [Enforced CPU budget]).
+      if (dynamic_cast<const c10::OutOfMemoryError*>(&failure) == nullptr &&
+          CpuAllocationCounter::refusals() == refused)
+        throw;
       budget.reset();
       releaseFailedBackward();
       // A micro-batch after the first may have added to the gradients of those before it: the

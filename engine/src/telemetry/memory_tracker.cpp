@@ -117,6 +117,7 @@ namespace {
 AtomicCounters gCpuCounts;
 std::atomic<c10::DeleterFnPtr> gWrappedDeleter{nullptr};
 std::atomic<int64_t> gCpuLimit{-1};  // Note [Enforced CPU budget]; -1: none
+std::atomic<int64_t> gCpuRefusals{0};
 
 std::string mebibytes(int64_t bytes) {
   char text[32];
@@ -149,6 +150,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     const int64_t limit = gCpuLimit.load(std::memory_order_relaxed);
     if (const auto past = gCpuCounts.addWithin(bytes, limit)) {
       block.clear();  // its own deleter: nothing was counted
+      gCpuRefusals.fetch_add(1, std::memory_order_relaxed);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "Symtune's CPU memory budget: allocating ",
                        mebibytes(bytes), " would take the live CPU tensors to ", mebibytes(*past),
                        ", past the budget's limit of ", mebibytes(limit));
@@ -199,6 +201,10 @@ void CpuAllocationCounter::setLimit(std::optional<int64_t> bytes) {
 std::optional<int64_t> CpuAllocationCounter::limit() {
   const int64_t limit = gCpuLimit.load();
   return limit >= 0 ? std::optional<int64_t>(limit) : std::nullopt;
+}
+
+int64_t CpuAllocationCounter::refusals() {
+  return gCpuRefusals.load(std::memory_order_relaxed);
 }
 
 ScopedAllocationLimitLift::ScopedAllocationLimitLift() : limit_(CpuAllocationCounter::limit()) {

@@ -2,8 +2,9 @@
 // c10::OutOfMemoryError and allocate nothing; what fits runs; budgets nest and put back the
 // limit they found; a suspension lifts it for work that is not the step's (the binder's
 // measurements) and forgets that work's peak; threads allocating at once never take the live
-// bytes past it together; a
-// training step that needs more than its budget fails, one that needs less completes under it.
+// bytes past it together; a refusal inside TorchScript reaches the caller as another error and is
+// counted; a training step that needs more than its budget fails, one that needs less completes
+// under it.
 
 #include "doctest_torch.h"
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include <c10/util/Exception.h>
+#include <torch/jit.h>
 #include <torch/torch.h>
 
 #include "symtune/remat/memory_budget.h"
@@ -60,6 +62,28 @@ TEST_CASE("an allocation past the budget raises OutOfMemoryError and allocates n
   CHECK_FALSE(CpuAllocationCounter::limit().has_value());
   CHECK_NOTHROW(mebibytes(64));
   CHECK_THROWS(ScopedCpuBudget(-1));
+}
+
+// Note [Enforced CPU budget]: TorchScript's interpreter rethrows what an op raised as another
+// error; the refusal is counted, which is how the trainer knows a step ran out.
+TEST_CASE("a refusal inside TorchScript reaches the caller as another error, and is counted") {
+  const auto unit = torch::jit::compile(R"(
+def fill(n: int):
+    return torch.ones([n])
+)");
+  ScopedCpuBudget budget(2 * kMiB);
+  const int64_t before = CpuAllocationCounter::refusals();
+  std::string message;
+  try {
+    unit->run_method("fill", int64_t{4 * kMiB / 4});
+  } catch (const std::exception& e) {  // LibTorch 2.11's interpreter: a std::runtime_error
+    message = e.what();
+  }
+  INFO(message);
+  CHECK(message.find("past the budget's limit") != std::string::npos);
+  CHECK(CpuAllocationCounter::refusals() == before + 1);
+  CHECK_NOTHROW(unit->run_method("fill", int64_t{kMiB / 4}));
+  CHECK(CpuAllocationCounter::refusals() == before + 1);
 }
 
 TEST_CASE("budgets nest: the tighter limit holds inside, each puts back the one it found") {

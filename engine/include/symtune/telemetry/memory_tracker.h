@@ -62,6 +62,11 @@ const ThreadMemoryTotals& threadMemoryTotals();
 // "does it fit" is testable on a CPU. The check and the count are one atomic step, so threads
 // allocating at once never take the count past the limit together. Blocks the wrapper does not
 // count (allocated before it was installed, or by another allocator) are outside the limit.
+// The error can reach the caller as another: TorchScript's interpreter (a region the binder runs
+// through TorchScript) rethrows what an op raised as a std::runtime_error with its message, so a
+// caller that backs off on running out asks refusals() whether the limit refused an allocation
+// in the meantime (a bound Transformer-XL under 66 MB stopped on the first such error until
+// 2026-12-04).
 class CpuAllocationCounter {
  public:
   // Installs the wrapper as LibTorch's CPU allocator (once); false when it cannot be — another
@@ -73,6 +78,8 @@ class CpuAllocationCounter {
   // wrapper must be active for a limit to hold (setLimit installs it).
   static void setLimit(std::optional<int64_t> bytes);
   static std::optional<int64_t> limit();
+  // How many allocations a limit has refused so far (each raised c10::OutOfMemoryError).
+  static int64_t refusals();
 };
 
 class MemoryTracker {
