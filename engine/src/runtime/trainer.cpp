@@ -565,9 +565,9 @@ StepResult Trainer::runStep(Graph* capture) {
         };
         int restarts = 0;
         for (;;) {
+          // A calibrating step is unenforced: it never splits.
           const int more = nextSplit(static_cast<int>(parts.size()), whole.size);
           splitting_ = splits && !calibrating && more > static_cast<int>(parts.size());
-          // (calibration is unenforced)
           stepLive_.reset();
           if (remat_ && parts.size() > 1)
             stepLive_ = liveNow();

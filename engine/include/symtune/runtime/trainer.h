@@ -159,7 +159,8 @@ struct StepResult {
 // no bound plan fits would not fit unbound either but for what the binder holds while it first
 // meets a bucket, which the attempts it settled in already allow for. Until 2026-12-03 the binder
 // went first: the tree network held to 1.913 MB (0.43 of its plain peak) ran unbound in eight
-// micro-batches at 0.53x `script`'s throughput; bound it runs in three at 0.74x.
+// micro-batches at 0.53x `script`'s throughput; bound it runs in three at 0.71x (the median of
+// 15 rounds: docs/benchmarks.md, "The tree network at 0.45 of the plain peak").
 //
 // Note [Splitting further]
 // A step no plan fits as it is split runs again in the next count of 1, 2, 3, 4, 6, 8, 12, 16, ...
@@ -169,7 +170,7 @@ struct StepResult {
 // step's time is per op, not per sample), so the fewer the faster; each count tried costs the
 // step one attempt. Until 2026-12-03 the count doubled: the bound tree network under 1.913 MB
 // went from two micro-batches to four (0.61x `script`'s throughput with a fixed four) where three
-// fit (0.74x).
+// fit (0.71x).
 
 class Trainer {
  public:
