@@ -68,14 +68,22 @@ double TermPosterior::variance(const std::vector<double>& x) const {
 }
 
 AdditiveModel::AdditiveModel(const ConfigSpace& space, double priorVariance, double priorNoise,
-                             size_t signalCount, double signalVariance)
+                             size_t signalCount, double signalVariance, OrdinalPrior ordinal)
     : space_(space), priorVariance_(priorVariance), priorNoise_(priorNoise), signals_(signalCount) {
   for (const Knob& k : space_.knobs()) {
+    // Note [Ordinal knobs].
+    const bool trended =
+        ordinal.trend > 0 && ordinal.deviation > 0 && k.values.size() >= 3 &&
+        std::all_of(k.values.begin(), k.values.end(), [](double v) { return v > 0; });
     knobOffset_.push_back(knobTerms_);
-    knobTerms_ += k.values.size();
+    trended_.push_back(trended);
+    for (size_t i = 0; i < k.values.size(); ++i)
+      prior_.push_back(1.0 / (trended ? ordinal.deviation : priorVariance_));
+    if (trended)
+      prior_.push_back(1.0 / ordinal.trend);
+    knobTerms_ += k.values.size() + (trended ? 1 : 0);
   }
   dim_ = knobTerms_ + signals_ * (knobTerms_ + 1);
-  prior_.assign(knobTerms_, 1.0 / priorVariance_);
   prior_.resize(dim_, 1.0 / signalVariance);
   precision_.assign(dim_ * dim_, 0.0);
   for (size_t i = 0; i < dim_; ++i)
@@ -110,6 +118,8 @@ std::vector<double> AdditiveModel::features(const Configuration& c, const std::s
       if (sameValue(knobs[k].values[i], v))
         x[knobOffset_[k] + i] = 1.0;
     }
+    if (trended_[k] && v > 0)
+      x[knobOffset_[k] + knobs[k].values.size()] = std::log2(v / knobs[k].values.front());
   }
   for (size_t j = 0; j < signals_ && j < signalValues.size(); ++j) {
     const size_t at = interactionOffset(j);
@@ -121,6 +131,10 @@ std::vector<double> AdditiveModel::features(const Configuration& c, const std::s
   if (found != contexts_.end())
     x[found->second] = 1.0;
   return x;
+}
+
+bool AdditiveModel::learnt(size_t term) const {
+  return term < dim_ && precision_[term * dim_ + term] > prior_[term];
 }
 
 double AdditiveModel::noise() const {

@@ -24,7 +24,7 @@ OnlineController::OnlineController(ConfigSpace space, ControllerOptions options)
     : space_(std::move(space)),
       options_(options),
       model_(space_, options.priorVariance, options.priorNoise, options.signalNames.size(),
-             options.signalVariance),
+             options.signalVariance, options.ordinal),
       rng_(options.seed) {
   grid_ = space_.grid();
   if (grid_.empty() || space_.knobs().empty())
@@ -71,6 +71,28 @@ bool OnlineController::allowed(const Configuration& c) const {
   return std::find(excluded_.begin(), excluded_.end(), c) == excluded_.end();
 }
 
+bool OnlineController::outward(const Configuration& c) const {
+  if (!options_.outward || model_.observations() == 0)
+    return true;
+  const auto& knobs = space_.knobs();
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    if (!model_.trended(k) || pins_.count(knobs[k].name) != 0)
+      continue;
+    const std::vector<double>& values = knobs[k].values;
+    const auto at = std::find_if(values.begin(), values.end(),
+                                 [&](double v) { return sameValue(v, valueOf(c, knobs[k])); });
+    if (at == values.end())
+      continue;
+    const auto i = static_cast<size_t>(at - values.begin());
+    const size_t from = model_.knobOffset(k);
+    const bool near = model_.learnt(from + i) || (i > 0 && model_.learnt(from + i - 1)) ||
+                      (i + 1 < values.size() && model_.learnt(from + i + 1));
+    if (!near)
+      return false;
+  }
+  return true;
+}
+
 std::vector<double> OnlineController::scaled(const std::vector<double>& batchSignals) const {
   std::vector<double> z(options_.signalNames.size(), 0.0);
   for (size_t j = 0; j < z.size() && j < batchSignals.size() && j < signalReference_.size(); ++j) {
@@ -105,7 +127,7 @@ std::vector<Driver> OnlineController::drivers(const Configuration& chosen,
     if (sameValue(vc, vo))
       continue;
     double gain = 0;
-    for (size_t i = 0; i < knobs[k].values.size(); ++i) {
+    for (size_t i = 0; i < model_.knobWidth(k); ++i) {
       const size_t at = model_.knobOffset(k) + i;
       gain += (xo[at] - xc[at]) * theta[at];
     }
@@ -151,11 +173,22 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   const std::vector<double> draw = post.draw(rng_);
   const int64_t observations = model_.observations();
 
+  // What may run: the allowed configurations, of them those outward (Note [Explored outward])
+  // when there are any.
+  std::vector<bool> eligible(grid_.size());
+  bool anyOutward = false;
+  for (size_t i = 0; i < grid_.size(); ++i) {
+    eligible[i] = allowed(grid_[i]) && outward(grid_[i]);
+    anyOutward = anyOutward || eligible[i];
+  }
+  for (size_t i = 0; i < grid_.size() && !anyOutward; ++i)
+    eligible[i] = allowed(grid_[i]);
+
   std::vector<std::pair<double, size_t>> byMean;
   size_t best = grid_.size();
   double bestDrawn = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < grid_.size(); ++i) {
-    if (!allowed(grid_[i]))
+    if (!eligible[i])
       continue;
     const std::vector<double> x = model_.features(grid_[i], bucket, z);
     byMean.emplace_back(model_.predict(x, theta), i);

@@ -97,6 +97,71 @@ TEST_CASE("the online controller finds the fastest configuration and settles on 
         doctest::Approx(1000).epsilon(0.1));  // bucket 0: 1 ms a sample at the fastest
 }
 
+TEST_CASE("micro-batches are explored outward from what was measured, and the far end seldom") {
+  // The MoE's costs under its budget, roughly: each doubling of the micro-batches slower than the
+  // one before, one thread 1.8 times slower; the run begins at the fastest (1 micro-batch, 2
+  // threads). Note [Ordinal knobs], Note [Explored outward].
+  const ConfigSpace space(
+      {Knob{"microbatches", {1, 2, 4, 8, 16}, 1, ""}, Knob{"threads", {1, 2}, 2, ""}});
+  const auto seconds = [](const Configuration& c, std::mt19937_64& rng) {
+    const std::map<int, double> micro{{1, 1.0}, {2, 1.15}, {4, 1.54}, {8, 2.13}, {16, 3.5}};
+    std::lognormal_distribution<double> noise(0.0, 0.05);
+    return 1e-3 * micro.at(c.microbatches) * (c.threads == 1 ? 1.8 : 1.0) * noise(rng);
+  };
+  // The run's throughput over the fastest configuration's, over 150 steps; how many steps ran
+  // eight micro-batches or more; and whether every step's micro-batches were learnt, or next to
+  // a count learnt, before it.
+  struct Run {
+    double overBest = 0;
+    int farSteps = 0;
+    bool outward = true;
+  };
+  const auto run = [&](symtune::control::ControllerOptions options) {
+    Run r;
+    OnlineController controller(space, options);
+    std::mt19937_64 rng(options.seed + 100);
+    std::vector<int> learnt;
+    double spent = 0;
+    const int64_t samples = 32, steps = 150;
+    for (int64_t step = 0; step < steps; ++step) {
+      const auto d = controller.choose(step, "bucket");
+      const int m = d.chosen.microbatches;
+      const auto near = [&](int v) { return v == m || 2 * v == m || v == 2 * m; };
+      if (step > 0 && std::none_of(learnt.begin(), learnt.end(), near))
+        r.outward = false;
+      r.farSteps += m >= 8;
+      const double took = seconds(d.chosen, rng) * samples;
+      spent += took;
+      controller.observe(d, took, samples);
+      learnt.push_back(m);
+    }
+    r.overBest = 1e-3 * samples * steps / spent;
+    return r;
+  };
+  std::vector<double> ordinal, independent;
+  int ordinalFar = 0, independentFar = 0;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    symtune::control::ControllerOptions options;
+    options.seed = seed;
+    const Run a = run(options);
+    CHECK(a.outward);
+    ordinal.push_back(a.overBest);
+    ordinalFar += a.farSteps;
+    options.ordinal = {0, 0};
+    options.outward = false;
+    const Run b = run(options);
+    independent.push_back(b.overBest);
+    independentFar += b.farSteps;
+  }
+  std::sort(ordinal.begin(), ordinal.end());
+  std::sort(independent.begin(), independent.end());
+  MESSAGE("over the fastest, the median of 8 runs of 150 steps: ", ordinal[4], " (", ordinalFar,
+          " steps of 8 or 16 micro-batches in all) with the trend explored outward, ",
+          independent[4], " (", independentFar, ") with independent terms");
+  CHECK(ordinal[4] > independent[4]);
+  CHECK(ordinalFar < independentFar);
+}
+
 TEST_CASE("after its warm-up the controller explores only what keeps the run near its baseline") {
   // The configuration the run begins with (1 micro-batch, 2 threads, budget 0.6) is the fastest
   // here; every other is 4 % to 2.6 times slower.

@@ -26,6 +26,22 @@
 // spread is the prior's, is hardly doubted), the weight is min(1, (tails + 1) / (tails + r²)),
 // in XᵀX, Xᵀy and the noise's estimate alike, fixed when it comes in: at the default 4, a step
 // 2 spreads off counts 0.63, one at half speed among steps 5 % apart about 0.2.
+//
+// Note [Ordinal knobs]
+// A knob whose values are counts or shares in order — micro-batches 1, 2, 4, …, 16, threads 1, 2,
+// 4, remat budgets 0.3 … 0.6 — does not act on the time value by value at random: each doubling
+// of the micro-batches adds about as much per-micro-batch overhead as the one before. With
+// independent terms, an untried value is drawn as widely as the prior says around the reference,
+// whatever the values beside it measured, so the MoE under its budget, 1.15x slower in two
+// micro-batches and 1.5x in four, still drew sixteen on one thread (4x slower) and eight, and
+// its exploring cost it 12-17 % of a 150-step run (docs/benchmarks.md). So, given an OrdinalPrior,
+// a knob of three values or more, all positive, has besides its value terms a trend term, its
+// feature log2(value / its first value), with prior variance `trend`, and its value terms narrow to
+// `deviation`: the values' effect is a slope in the log of the value plus a deviation of each value
+// from it. Two values measured give the slope (less what their deviations take), and what lies
+// beyond them is predicted along it: sixteen micro-batches, unmeasured, are predicted slow from
+// what two and four measured. Knobs of two values keep independent terms at the prior's variance (a
+// slope through two values is their difference: nothing to extrapolate).
 
 #include <cstdint>
 #include <map>
@@ -36,6 +52,13 @@
 #include "symtune/control/config_space.h"
 
 namespace symtune::control {
+
+// Note [Ordinal knobs]: the prior variances of an ordinal knob's trend and of each value's
+// deviation from it (log seconds per sample, squared); trend 0: no trend terms.
+struct OrdinalPrior {
+  double trend = 0;
+  double deviation = 0;
+};
 
 // The terms' posterior at one moment.
 struct TermPosterior {
@@ -51,7 +74,7 @@ class AdditiveModel {
  public:
   // `signalCount` numbers describe a batch; their terms' prior variance is `signalVariance`.
   AdditiveModel(const ConfigSpace& space, double priorVariance, double priorNoise,
-                size_t signalCount = 0, double signalVariance = 0.25);
+                size_t signalCount = 0, double signalVariance = 0.25, OrdinalPrior ordinal = {});
 
   // Note [Steps at half speed]: the degrees of freedom of the likelihood the observations are
   // weighed by (default 4); infinity weighs every observation fully, as the normal's would.
@@ -64,9 +87,16 @@ class AdditiveModel {
   // signal's value on its own term and on the term of each knob value `c` takes.
   std::vector<double> features(const Configuration& c, const std::string& context = "",
                                const std::vector<double>& signalValues = {}) const;
-  // Where the terms of knob `knob` (its index in the space) begin; those of signal `signal` on
-  // knob values begin at interactionOffset(signal), its own term one before.
+  // Where the terms of knob `knob` (its index in the space) begin: one per value, then its trend
+  // when it has one (Note [Ordinal knobs]); those of signal `signal` on knob values begin at
+  // interactionOffset(signal), its own term one before.
   size_t knobOffset(size_t knob) const { return knobOffset_[knob]; }
+  size_t knobWidth(size_t knob) const {
+    return space_.knobs()[knob].values.size() + (trended_[knob] ? 1 : 0);
+  }
+  bool trended(size_t knob) const { return trended_[knob]; }
+  // Whether any observation used term `term` (weighed above nothing).
+  bool learnt(size_t term) const;
   size_t knobTerms() const { return knobTerms_; }
   size_t interactionOffset(size_t signal) const {
     return knobTerms_ + signal * (knobTerms_ + 1) + 1;
@@ -95,6 +125,7 @@ class AdditiveModel {
   ConfigSpace space_;
   double priorVariance_, priorNoise_;
   std::vector<size_t> knobOffset_;  // where each knob's terms begin
+  std::vector<bool> trended_;       // whether each knob has a trend term (Note [Ordinal knobs])
   size_t knobTerms_ = 0;            // the knobs' terms; each signal's 1 + knobTerms_ follow
   size_t signals_ = 0;
   std::map<std::string, size_t> contexts_;
