@@ -57,6 +57,30 @@ struct SyMuGen::CheckpointSpan {
   std::vector<const Value*> dropped;
 };
 
+// A storage the counting forward has seen (Note [Seen storages]).
+//
+// Note [Seen storages]
+// The counting forward tells storages apart by their StorageImpl: two tensors share bytes when
+// they share one. Were a storage freed while the count runs, another could take its address, so
+// every storage seen is held until it is counted — weakly: the StorageImpl object stays allocated
+// (no other takes its address), its bytes are freed when the forward drops its last tensor, as a
+// forward without grad frees them. Held strongly (until 2026-12-04) the counting forward kept what
+// a training forward keeps: its peak was the plain step's, outside any budget, and on each new
+// shape bucket a Transformer-XL run under a 111.3 MB budget read 130-209 MB.
+class SeenStorage {
+ public:
+  SeenStorage() = default;
+  SeenStorage(const c10::Storage& s)  // NOLINT(google-explicit-constructor): as a c10::Storage
+      : weak_(s.getWeakStorageImpl()), impl_(s.unsafeGetStorageImpl()), nbytes_(s.nbytes()) {}
+  c10::StorageImpl* unsafeGetStorageImpl() const { return impl_; }
+  size_t nbytes() const { return nbytes_; }  // when it was seen
+
+ private:
+  c10::weak_intrusive_ptr<c10::StorageImpl> weak_{c10::intrusive_ptr<c10::StorageImpl>()};
+  c10::StorageImpl* impl_ = nullptr;
+  size_t nbytes_ = 0;
+};
+
 // What an op saves for its backward, read from its cost template's "saved for backward"
 // expression: the operands it names whole (`bytes(in0) + bytes(out0)`) and the rest of the sum
 // (`numel(in0)`: a dropout's mask, a cell's gates), which the op allocates itself.
@@ -181,7 +205,7 @@ class SyMuGen::Evaluator {
     runBlock(gen_.ir_->block());
     if (countCost_) {
       // What the forward returns lives on with the caller (its loss may save it).
-      std::vector<c10::Storage> returned;
+      std::vector<SeenStorage> returned;
       storagesOf(valueOf(gen_.ir_->outputs()[0]), returned);
       for (const auto& s : returned)
         outputCredits_.erase(s.unsafeGetStorageImpl());
@@ -507,21 +531,20 @@ class SyMuGen::Evaluator {
   // until the run's backward when the run is recomputed. At the forward's end, each run's inputs
   // whose storage no op saved (and that are not the batch) are taken off what it frees, each
   // storage once per run (a loop's run reads the same tensor from outside every trip), which may
-  // leave nothing. Every storage seen is held until it is counted, so none is freed and reused at
-  // the same address meanwhile (a forward without grad frees each value after its last reader):
-  // the counting forward holds what a training forward holds. And it is credited what it saves of
+  // leave nothing. Every storage seen is held, weakly, until it is counted (Note [Seen storages]).
+  // And it is credited what it saves of
   // its own outputs when no op after it saves them (a block's last ReLU keeps its output, which
   // the next op, an add, does not): recomputed, the output lives only as long as its readers.
   struct OpenRun {
     const CheckpointSpan* span = nullptr;
-    std::vector<c10::Storage> kept;    // inputs, parameters, outputs
-    std::vector<c10::Storage> inputs;  // its inputs' (also in `kept`)
-    std::vector<c10::Storage> saved;   // what its ops save
-    double own = 0;                    // the templates' rest
+    std::vector<SeenStorage> kept;    // inputs, parameters, outputs
+    std::vector<SeenStorage> inputs;  // its inputs' (also in `kept`)
+    std::vector<SeenStorage> saved;   // what its ops save
+    double own = 0;                   // the templates' rest
     bool whole = false;  // a block's or a loop body's span: its FLOPs count through units_
   };
 
-  static void storagesOf(const c10::IValue& value, std::vector<c10::Storage>& out) {
+  static void storagesOf(const c10::IValue& value, std::vector<SeenStorage>& out) {
     if (value.isTensor()) {
       const at::Tensor& t = value.toTensor();
       if (t.defined() && t.has_storage())
@@ -538,7 +561,7 @@ class SyMuGen::Evaluator {
   void openRun(const CheckpointSpan& span, bool whole = false);
 
   // The storages of the module's parameters and buffers (found once per forward).
-  const std::vector<c10::Storage>& parameterStorages() {
+  const std::vector<SeenStorage>& parameterStorages() {
     if (parameterStorages_.empty()) {
       for (const auto& p : gen_.module_.parameters())
         storagesOf(p, parameterStorages_);
@@ -621,24 +644,24 @@ class SyMuGen::Evaluator {
   struct DroppedToCount {
     const Node* consumer = nullptr;
     const std::string* unit = nullptr;
-    std::vector<c10::Storage> storages;
+    std::vector<SeenStorage> storages;
   };
   std::vector<DroppedToCount> droppedToCount_;
   // Lighter runs checkpointed in this forward whose closing op has not run yet.
   std::vector<std::pair<const Node*, std::function<void(const std::vector<at::Tensor>&)>>>
       pendingDrops_;
-  std::vector<c10::Storage> parameterStorages_;  // parameterStorages()
+  std::vector<SeenStorage> parameterStorages_;  // parameterStorages()
   // The batch and what the forward's ops save (kept whatever the plan), the templates' rest, and
   // each run execution's inputs (Note [Counting a run's saved bytes]).
-  std::vector<c10::Storage> keptAnyway_, savedAll_;
+  std::vector<SeenStorage> keptAnyway_, savedAll_;
   double savedOwn_ = 0;
   // Outputs of unit executions their own ops save and no op has saved since, with the units.
   struct OutputCredit {
-    c10::Storage storage;
+    SeenStorage storage;
     std::set<const std::string*> units;
   };
   std::unordered_map<const c10::StorageImpl*, OutputCredit> outputCredits_;
-  std::vector<std::pair<const std::string*, std::vector<c10::Storage>>> runInputs_;
+  std::vector<std::pair<const std::string*, std::vector<SeenStorage>>> runInputs_;
   ForwardCost cost_;
   OpBinder* binder_ = nullptr;
   std::unordered_map<const Node*, bool> bound_;  // binder_->binds(), per node

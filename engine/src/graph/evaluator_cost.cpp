@@ -80,7 +80,7 @@ void SyMuGen::Evaluator::countRunSaved(OpenRun& run, const Node* node,
     if (value == nullptr || !value->isTensor() || !value->toTensor().defined() ||
         !value->toTensor().has_storage())
       continue;
-    run.saved.push_back(value->toTensor().storage());
+    run.saved.emplace_back(value->toTensor().storage());
   }
   if (!saved.rest.empty()) {
     if (const auto rest = evaluateCostExpression(saved.rest, in, out))
@@ -99,7 +99,7 @@ void SyMuGen::Evaluator::countDropped(const Node* node, const std::vector<c10::I
     for (const auto& [output, index] : savedOperandsOf(node).whole) {
       if (output || index >= inputs.size())
         continue;
-      std::vector<c10::Storage> saved;
+      std::vector<SeenStorage> saved;
       storagesOf(inputs[index], saved);
       for (const auto& s : saved) {
         for (const auto& dropped : d.storages) {
@@ -208,7 +208,7 @@ void SyMuGen::Evaluator::closeRun(size_t index) {
   for (const auto& s : parameterStorages())
     notOutputs.insert(s.unsafeGetStorageImpl());
   for (size_t i = firstOutput; i < run.kept.size(); ++i) {
-    const c10::Storage& s = run.kept[i];
+    const SeenStorage& s = run.kept[i];
     if (savedHere.count(s.unsafeGetStorageImpl()) > 0 &&
         notOutputs.count(s.unsafeGetStorageImpl()) == 0) {
       auto& credit = outputCredits_[s.unsafeGetStorageImpl()];
@@ -226,7 +226,7 @@ void SyMuGen::Evaluator::closeRun(size_t index) {
     // A dropped output one of the run's own ops saves is counted already.
     auto& storages = droppedToCount_.back().storages;
     storages.erase(std::remove_if(storages.begin(), storages.end(),
-                                  [&](const c10::Storage& s) {
+                                  [&](const SeenStorage& s) {
                                     return kept.count(s.unsafeGetStorageImpl()) > 0;
                                   }),
                    storages.end());

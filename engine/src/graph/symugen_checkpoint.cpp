@@ -367,7 +367,7 @@ namespace {
 // Which of a lighter run's dropped outputs can be freed; false when none.
 bool holdDropped(const SyMuGen::CheckpointSpan& span, SpanRun& run,
                  const torch::autograd::variable_list& outs, torch::autograd::variable_list tensors,
-                 const std::vector<c10::Storage>& parameters) {
+                 const std::vector<SeenStorage>& parameters) {
   std::unordered_set<const c10::StorageImpl*> keep;
   for (const auto& s : parameters)
     keep.insert(s.unsafeGetStorageImpl());

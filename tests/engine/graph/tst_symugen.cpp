@@ -243,3 +243,34 @@ def forward(self, x: Tensor, n: int):
   CHECK(peak < 2 * bytes + bytes / 2);
   MESSAGE("peak ", peak / 1024, " KiB for tensors of ", bytes / 1024, " KiB");
 }
+
+// Note [Seen storages]: the counting forward counts what a training forward would save, and holds
+// none of it: without grad, each value is freed after its last reader.
+TEST_CASE_FIXTURE(TwoThreads, "the counting forward counts what a step saves without holding it") {
+  torch::jit::Module m("Net");
+  m.define(R"(
+def forward(self, x: Tensor):
+    h = torch.tanh(x)
+    h = torch.tanh(h)
+    h = torch.tanh(h)
+    h = torch.tanh(h)
+    return h.sum()
+)");
+  SyMuGen gen(m);
+  const torch::Tensor x = torch::randn({256, 1024});  // 1 MiB
+  const int64_t bytes = x.numel() * static_cast<int64_t>(x.element_size());
+  REQUIRE(CpuAllocationCounter::active());
+  torch::NoGradGuard noGrad;
+  ForwardOptions counting;
+  counting.countCost = true;
+  CpuAllocationCounter::resetPeak();
+  const int64_t before = CpuAllocationCounter::counters().current;
+  const EvaluatorRun run = gen.forward({x}, counting);
+  const int64_t peak = CpuAllocationCounter::counters().peak - before;
+  // Each tanh saves its output for backward: four tensors of x's size.
+  MESSAGE("counted ", run.cost.savedBytes / 1024, " KiB saved; the forward's peak ", peak / 1024,
+          " KiB, for tensors of ", bytes / 1024, " KiB");
+  CHECK(run.cost.savedBytes >= 4.0 * static_cast<double>(bytes));
+  // One tanh's input and output at a time; held, the four outputs would be.
+  CHECK(peak < 2 * bytes + bytes / 2);
+}
