@@ -532,9 +532,9 @@ class SyMuGen::Evaluator {
   // whose storage no op saved (and that are not the batch) are taken off what it frees, each
   // storage once per run (a loop's run reads the same tensor from outside every trip), which may
   // leave nothing. Every storage seen is held, weakly, until it is counted (Note [Seen storages]).
-  // And it is credited what it saves of
-  // its own outputs when no op after it saves them (a block's last ReLU keeps its output, which
-  // the next op, an add, does not): recomputed, the output lives only as long as its readers.
+  // And it is credited what it saves of its own outputs when no op after it saves them (a block's
+  // last ReLU keeps its output, which the next op, an add, does not): recomputed, the output lives
+  // only as long as its readers.
   struct OpenRun {
     const CheckpointSpan* span = nullptr;
     std::vector<SeenStorage> kept;    // inputs, parameters, outputs

@@ -533,6 +533,7 @@ StepResult Trainer::runStep(Graph* capture) {
     }
   } reset{*this, false, microbatchesBefore};
   stepHighest_ = 0;
+  preparing_ = 0;
   if (remat_)
     remat_->beginStep();
   const MetaStepStats stats = optimizer_->step(
@@ -649,20 +650,34 @@ StepResult Trainer::runStep(Graph* capture) {
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   ++stepsRun_;
   if (decision) {
-    // Rewarded by the step without building its batch. A step that met something new (a shape
-    // bucket, a branch pattern: measured, counted and planned on the way), one of the first two
-    // this trainer runs (TorchScript's executor profiles the first and optimizes on the second:
-    // Transformer-XL's second step ran at half the speed of the steps after it, and learnt from,
-    // it made the whole batch look slower than two micro-batches), one that calibrates remat
-    // (plain, perhaps whole) or one in which the binder measured (binding_explore pays for what
-    // every later step gains) is logged, not learnt from: its one-off costs are no
-    // configuration's.
+    // Rewarded by the step without building its batch. One of the first two this trainer runs
+    // (TorchScript's executor profiles the first and optimizes on the second: Transformer-XL's
+    // second step ran at half the speed of the steps after it, and learnt from, it made the whole
+    // batch look slower than two micro-batches), one that calibrates remat (plain, perhaps whole)
+    // or one in which the binder measured (binding_explore pays for what every later step gains)
+    // is logged, not learnt from: its one-off costs are no configuration's.
+    //
+    // Note [A new bucket's step, learnt from]
+    // A step that met something new (a shape bucket, a branch pattern) was not learnt from
+    // either, until 2026-12-04; but a micro-batch count the controller tries for the first time
+    // is a new bucket, so each count it explored ran twice — once unlearnt, once learnt — and the
+    // second step of sixteen micro-batches took the MoE's run as long as four ordinary ones. Under
+    // a remat budget, what a new bucket costs the step is the plan's preparation (the counting
+    // forward and the planner), which the trainer times (preparing_): the step is learnt from
+    // with that time taken off. What is left unmeasured (a kernel's first call on a new shape)
+    // the model's weighing of steps far off its prediction covers (Note [Steps at half speed] in
+    // additive_model.h). Without remat the new bucket's costs are TorchScript's, unmeasured: such
+    // a step is still not learnt from.
     const double seconds = r.seconds - timings.data;
     const bool measuredBindings =
         stepBinder != nullptr && stepBinder->measurements() != measuredBefore;
-    const bool oneOff =
-        stepsRun_ <= 2 || r.optimizeRequired.has_value() || calibrating || measuredBindings;
-    controller_->observe(*decision, oneOff ? 0.0 : seconds, whole.size, r.loss);
+    const bool oneOff = stepsRun_ <= 2 || calibrating || measuredBindings;
+    // Note [A new bucket's step, learnt from].
+    const bool unplanned = r.optimizeRequired.has_value() && r.remat == std::nullopt;
+    const double learnt = oneOff || unplanned
+                              ? 0.0
+                              : std::max(seconds - (r.optimizeRequired ? preparing_ : 0.0), 0.0);
+    controller_->observe(*decision, learnt, whole.size, r.loss);
     r.decision = controller_->log().back();
   }
   r.closureSeconds = stats.closureSeconds;

@@ -1,5 +1,6 @@
 // The trainer's steps under a memory budget: the session's `remat` block (docs/remat.md).
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -166,8 +167,12 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   const int64_t carried =
       stepLive_ ? std::max<int64_t>(resetPeak(device_, stepHighest_) - *stepLive_, 0) : int64_t{0};
   remat::StepPlan plan;
+  const auto preparing = std::chrono::steady_clock::now();
   try {
     plan = remat_->prepare(gen, inputs, carried);
+    // Note [A new bucket's step, learnt from] in trainer.cpp.
+    preparing_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - preparing).count();
   } catch (const remat::RematInfeasible&) {
     // What the micro-batches before it held may include what the binder noted as it met their
     // buckets, released when it measures them (Note [Steps the binder settles in]): the step

@@ -460,3 +460,39 @@ TEST_CASE("driving a trainer, the controller changes how steps run, not what the
   CHECK(online.controller()->log().size() == 16);
   at::set_num_threads(2);
 }
+
+// Note [A new bucket's step, learnt from]: under a remat budget a step that met a new bucket is
+// learnt from, less the time its plans took to prepare.
+TEST_CASE("under a remat budget, a step that met a new bucket is learnt from, less its planning") {
+  at::set_num_threads(2);
+  symtune::Session s;
+  s.name = "online-remat";
+  s.model.zoo = "dynamic_tagger";
+  s.model.preset = "ci";
+  s.data.seed = 11;
+  s.binding.enabled = false;
+  s.optimizer.name = "sgd";
+  s.optimizer.lr = 0.05;
+  s.remat.enabled = true;
+  s.remat.budgetMb = 1000;  // enforced, and fits whatever the controller chooses
+  s.control.enabled = true;
+  s.control.mode = "online";
+  symtune::Trainer online(s);
+  int newBuckets = 0;
+  for (int step = 0; step < 16; ++step) {
+    INFO("step ", step);
+    const symtune::StepResult r = online.step();
+    REQUIRE(r.decision.has_value());
+    REQUIRE(r.remat.has_value());
+    CHECK(r.decision->samplesPerSecond.has_value() == (step > 1));
+    if (step > 1 && r.optimizeRequired.has_value()) {
+      ++newBuckets;
+      // Learnt from the step less its preparation: faster than the step as a whole.
+      const double whole = static_cast<double>(online.batchSize()) / r.seconds;
+      CHECK(*r.decision->samplesPerSecond > whole);
+    }
+  }
+  MESSAGE(newBuckets, " steps after the first two met a new bucket");
+  CHECK(newBuckets > 0);  // the controller tried another micro-batch count
+  at::set_num_threads(2);
+}

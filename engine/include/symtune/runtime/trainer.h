@@ -373,6 +373,9 @@ class Trainer {
   int64_t liveNow();  // resets the device's peak to what is live, and returns it
   // The highest peak the remat side reset in the running step (StepResult::peakBeforeResets).
   int64_t stepHighest_ = 0;
+  // The seconds the running step spent preparing its remat plans (Note [A new bucket's step,
+  // learnt from] in trainer.cpp).
+  double preparing_ = 0;
 };
 
 // The first line of a LibTorch error, without its C++ backtrace.
