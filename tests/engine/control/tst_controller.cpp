@@ -422,16 +422,26 @@ TEST_CASE("a configuration under which the loss diverged is excluded; the model'
   CHECK(controller.excluded().size() == 1);
 }
 
-TEST_CASE("driving a trainer, the controller changes how steps run, not what they compute") {
-  at::set_num_threads(2);
+namespace {
+
+// The ci tagger, unbound, trained by SGD: the sessions the controller drives trainers with.
+symtune::Session taggerSession(const std::string& name) {
   symtune::Session s;
-  s.name = "online";
+  s.name = name;
   s.model.zoo = "dynamic_tagger";
   s.model.preset = "ci";
   s.data.seed = 11;
   s.binding.enabled = false;
   s.optimizer.name = "sgd";
   s.optimizer.lr = 0.05;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("driving a trainer, the controller changes how steps run, not what they compute") {
+  at::set_num_threads(2);
+  symtune::Session s = taggerSession("online");
   symtune::Trainer plain(s);
   s.control.enabled = true;
   s.control.mode = "online";
@@ -465,14 +475,7 @@ TEST_CASE("driving a trainer, the controller changes how steps run, not what the
 // learnt from, less the time its plans took to prepare.
 TEST_CASE("under a remat budget, a step that met a new bucket is learnt from, less its planning") {
   at::set_num_threads(2);
-  symtune::Session s;
-  s.name = "online-remat";
-  s.model.zoo = "dynamic_tagger";
-  s.model.preset = "ci";
-  s.data.seed = 11;
-  s.binding.enabled = false;
-  s.optimizer.name = "sgd";
-  s.optimizer.lr = 0.05;
+  symtune::Session s = taggerSession("online-remat");
   s.remat.enabled = true;
   s.remat.budgetMb = 1000;  // enforced, and fits whatever the controller chooses
   s.control.enabled = true;
