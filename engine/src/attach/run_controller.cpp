@@ -170,7 +170,7 @@ class TrainerRun : public ControlledRun {
           u.nodes.push_back(id.value());
       }
       u.savedBytes = unit.freedBytes;
-      u.recomputed = step->plan.segments.recompute.count(unit.name) > 0;
+      u.recomputed = step->plan.segments.recomputesAny(unit.name);  // on every call or its first
       m.units.push_back(std::move(u));
     }
     return m;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include <c10/util/StringUtil.h>
@@ -55,7 +56,22 @@ void SegmentExecutor::setPlan(SegmentPlan plan) {
   const std::vector<std::string>& loops = gen_.loopSpans();
   known.insert(known.end(), loops.begin(), loops.end());
   const std::vector<std::string>& runs = gen_.opRuns();
+  const std::vector<std::string> blocks = segments();
+  std::set<std::string> firstOf;
   for (const auto& block : plan.recompute) {
+    if (const auto first = SegmentPlan::splitFirstCalls(block)) {
+      TORCH_CHECK(std::find(blocks.begin(), blocks.end(), first->first) != blocks.end(),
+                  "SegmentPlan: \"", block, "\" names the first calls of \"", first->first,
+                  "\", which is not a top-level block of the model (those are ",
+                  c10::Join(", ", blocks), ")");
+      TORCH_CHECK(plan.recompute.count(first->first) == 0, "SegmentPlan: \"", block, "\" and \"",
+                  first->first,
+                  "\" both: a block is recomputed on every call or on "
+                  "its first calls");
+      TORCH_CHECK(firstOf.insert(first->first).second, "SegmentPlan: the first calls of \"",
+                  first->first, "\" named twice");
+      continue;
+    }
     TORCH_CHECK(std::find(known.begin(), known.end(), block) != known.end() ||
                     std::find(runs.begin(), runs.end(), block) != runs.end(),
                 "SegmentPlan: \"", block,

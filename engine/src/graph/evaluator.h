@@ -252,6 +252,13 @@ class SyMuGen::Evaluator {
   // Which segments keep no activations (ForwardOptions::plan); null: none.
   void setPlan(const SegmentPlan* plan) {
     plan_ = plan != nullptr && !plan->empty() ? plan : nullptr;
+    firstCalls_.clear();
+    if (plan_ != nullptr) {
+      for (const auto& name : plan_->recompute) {
+        if (auto split = SegmentPlan::splitFirstCalls(name))
+          firstCalls_[split->first] = {split->second, 0};
+      }
+    }
   }
   int64_t recomputed() const { return recomputed_; }
   // Hands the op sites it binds to `binder` (ForwardOptions::binder); null: none.
@@ -290,7 +297,7 @@ class SyMuGen::Evaluator {
         unitEnds.push_back(span->second->last);
         openRun(*span->second, /*whole=*/true);  // what it frees, as a run's
       }
-      if (plan_ != nullptr && starts && plan_->recompute.count(span->second->block) > 0 &&
+      if (plan_ != nullptr && starts && recomputesCall(span->second->block) &&
           runCheckpointed(span->second)) {
         node = span->second->last;
       } else if (plan_ != nullptr && runStarts && plan_->recompute.count(run->second->block) > 0 &&
@@ -325,6 +332,16 @@ class SyMuGen::Evaluator {
     for (const Value* v : block->outputs())
       outs.push_back(valueOf(v));
     return outs;
+  }
+
+  // Whether the plan recomputes this call of `block`: every call, or one of its first k (Note [A
+  // block's first calls]; the calls are counted as they start, in the order the counted forward
+  // counts them).
+  bool recomputesCall(const std::string& block) {
+    if (plan_->recompute.count(block) > 0)
+      return true;
+    const auto first = firstCalls_.find(block);
+    return first != firstCalls_.end() && first->second.second++ < first->second.first;
   }
 
   // After its owner has taken them: drops a block's returns that were computed inside it.
@@ -542,6 +559,7 @@ class SyMuGen::Evaluator {
     std::vector<SeenStorage> saved;   // what its ops save
     double own = 0;                   // the templates' rest
     bool whole = false;  // a block's or a loop body's span: its FLOPs count through units_
+    size_t call = 0;     // which execution of its unit it is (ForwardCost::Unit::savedByCall)
   };
 
   static void storagesOf(const c10::IValue& value, std::vector<SeenStorage>& out) {
@@ -635,6 +653,8 @@ class SyMuGen::Evaluator {
   std::unordered_map<RegionId, int64_t> trips_;  // loop body -> iterations in the step
   int64_t executed_ = 0;
   const SegmentPlan* plan_ = nullptr;
+  // Blocks the plan recomputes on their first calls only: k, and the calls started so far.
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> firstCalls_;
   int64_t recomputed_ = 0;
   bool countCost_ = false;
   bool recomputing_ = false;

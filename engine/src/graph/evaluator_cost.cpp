@@ -11,6 +11,17 @@
 
 namespace symtune {
 
+namespace {
+
+// values[index] += x, growing `values` with zeros to reach it.
+void addAt(std::vector<double>& values, size_t index, double x) {
+  if (values.size() <= index)
+    values.resize(index + 1, 0.0);
+  values[index] += x;
+}
+
+}  // namespace
+
 void SyMuGen::Evaluator::countCost(const Node* node, const std::vector<c10::IValue>& inputs) {
   std::vector<ValueInfo> in, out;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -42,6 +53,9 @@ void SyMuGen::Evaluator::countCost(const Node* node, const std::vector<c10::IVal
     ForwardCost::Unit& u = cost_.units[*unit];
     u.flops += *cost.flops;
     u.bytes += cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0);
+    const auto call = static_cast<size_t>(std::max<int64_t>(0, u.executions - 1));
+    addAt(u.flopsByCall, call, *cost.flops);
+    addAt(u.bytesByCall, call, cost.bytesRead.value_or(0) + cost.bytesWritten.value_or(0));
     counted = unit;
   }
   for (OpenRun& run : openRuns_) {
@@ -55,10 +69,11 @@ void SyMuGen::Evaluator::countCost(const Node* node, const std::vector<c10::IVal
 }
 
 void SyMuGen::Evaluator::openRun(const CheckpointSpan& span, bool whole) {
-  ++cost_.units[span.block].executions;
+  const int64_t executions = ++cost_.units[span.block].executions;
   OpenRun& run = openRuns_.emplace_back();
   run.span = &span;
   run.whole = whole;
+  run.call = static_cast<size_t>(executions - 1);
   for (const Value* v : span.inputs)
     storagesOf(valueOf(v), run.inputs);
   run.kept = run.inputs;
@@ -171,6 +186,14 @@ void SyMuGen::Evaluator::chargeRunInputs() {
   }
   for (const auto& [name, storages] : charged)
     cost_.units[name].savedBytes = std::max(0.0, cost_.units[name].savedBytes);
+  // Each execution's share of what its unit frees in the end.
+  for (auto& [name, unit] : cost_.units) {
+    double counted = 0;
+    for (double b : unit.savedByCall)
+      counted += b;
+    for (double& b : unit.savedByCall)
+      b = counted > 0 ? b * unit.savedBytes / counted : 0;
+  }
   outputCredits_.clear();
   runInputs_.clear();
   keptAnyway_.clear();
@@ -232,6 +255,8 @@ void SyMuGen::Evaluator::closeRun(size_t index) {
                    storages.end());
   }
   cost_.units[run.span->block].savedBytes += freed;
+  if (run.whole)
+    addAt(cost_.units[run.span->block].savedByCall, run.call, freed);
   openRuns_.erase(openRuns_.begin() + static_cast<std::ptrdiff_t>(index));
 }
 

@@ -184,6 +184,43 @@ std::shared_ptr<SyMuGen::CheckpointSpan> detail::makeSpan(const Block* owner, co
   return span;
 }
 
+std::string SegmentPlan::firstCallsName(const std::string& block, int64_t calls) {
+  TORCH_CHECK(calls >= 1, "SegmentPlan: the first calls of \"", block, "\" are at least one, got ",
+              calls);
+  return block + " [first " + std::to_string(calls) + (calls == 1 ? " call]" : " calls]");
+}
+
+std::optional<std::pair<std::string, int64_t>> SegmentPlan::splitFirstCalls(
+    const std::string& name) {
+  const size_t open = name.rfind(" [first ");
+  if (open == std::string::npos || name.back() != ']')
+    return std::nullopt;
+  const std::string count = name.substr(open + 8, name.size() - 1 - (open + 8));
+  const size_t space = count.find(' ');
+  if (space == std::string::npos || space == 0)
+    return std::nullopt;
+  int64_t calls = 0;
+  for (size_t i = 0; i < space; ++i) {
+    if (count[i] < '0' || count[i] > '9' || calls > (int64_t{1} << 40))
+      return std::nullopt;
+    calls = calls * 10 + (count[i] - '0');
+  }
+  const std::string word = count.substr(space + 1);
+  if (calls < 1 || word != (calls == 1 ? "call" : "calls"))
+    return std::nullopt;
+  return std::make_pair(name.substr(0, open), calls);
+}
+
+bool SegmentPlan::recomputesAny(const std::string& unit) const {
+  if (recompute.count(unit) > 0)
+    return true;
+  const auto after = recompute.lower_bound(unit + " [first ");
+  if (after == recompute.end())
+    return false;
+  const auto split = splitFirstCalls(*after);
+  return split && split->first == unit;
+}
+
 std::vector<std::string> SyMuGen::segmentBlocks() const {
   std::vector<std::string> blocks;
   for (const auto& child : module_.named_children()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
@@ -15,6 +16,8 @@ namespace {
 // The needed bytes cut into this many parts.
 constexpr int kSteps = 512;
 constexpr double kNever = std::numeric_limits<double>::infinity();
+// The most choices of first calls a block is given: k = n/16, 2n/16, … of its n calls, rounded up.
+constexpr size_t kMostFirstCalls = 16;
 
 // A cover table: for each j in [0, kSteps], the least cost of freeing at least j parts, and
 // the units that do it.
@@ -89,6 +92,7 @@ std::vector<RematUnit> rematUnits(SyMuGen& gen, const ForwardCost& cost, double 
                                   double secondsPerFlop, double secondsPerByte,
                                   double secondsPerSpan) {
   std::vector<RematUnit> units;
+  const std::vector<std::string> blocks = gen.segmentBlocks();
   for (const auto& u : gen.recomputableUnits()) {
     RematUnit unit{u.name, u.parent, 0, 0};
     const auto counted = cost.units.find(u.name);
@@ -97,10 +101,53 @@ std::vector<RematUnit> rematUnits(SyMuGen& gen, const ForwardCost& cost, double 
       unit.cost = secondsPerFlop * counted->second.flops + secondsPerByte * counted->second.bytes;
       unit.executions = std::max<int64_t>(1, counted->second.executions);
       unit.cost += secondsPerSpan * static_cast<double>(counted->second.executions);
+      const auto& calls = counted->second;
+      if (unit.parent.empty() && calls.executions > 1 &&
+          calls.savedByCall.size() == static_cast<size_t>(calls.executions) &&
+          std::find(blocks.begin(), blocks.end(), unit.name) != blocks.end()) {
+        for (size_t i = 0; i < calls.savedByCall.size(); ++i) {
+          const auto at = [&](const std::vector<double>& v) { return i < v.size() ? v[i] : 0.0; };
+          unit.freedByCall.push_back(bytesPerSavedByte * calls.savedByCall[i]);
+          unit.costByCall.push_back(secondsPerFlop * at(calls.flopsByCall) +
+                                    secondsPerByte * at(calls.bytesByCall) + secondsPerSpan);
+        }
+      }
     }
     units.push_back(std::move(unit));
   }
   return units;
+}
+
+std::optional<UnitShare> shareOf(const std::vector<RematUnit>& units, const std::string& name) {
+  const auto first = SegmentPlan::splitFirstCalls(name);
+  const std::string& unitName = first ? first->first : name;
+  const auto unit = std::find_if(units.begin(), units.end(),
+                                 [&](const RematUnit& u) { return u.name == unitName; });
+  if (unit == units.end())
+    return std::nullopt;
+  UnitShare share;
+  if (!first) {
+    share.freedBytes = unit->freedBytes;
+    share.cost = unit->cost;
+    share.comesBack =
+        unit->freedBytes / static_cast<double>(std::max<int64_t>(1, unit->executions));
+    return share;
+  }
+  const auto k = static_cast<size_t>(first->second);
+  if (k > unit->freedByCall.size() || k > unit->costByCall.size())
+    return std::nullopt;
+  double most = 0, keptAfter = 0;
+  for (size_t i = 0; i < unit->freedByCall.size(); ++i) {
+    if (i < k) {
+      share.freedBytes += unit->freedByCall[i];
+      share.cost += unit->costByCall[i];
+      most = std::max(most, unit->freedByCall[i]);
+    } else {
+      keptAfter += unit->freedByCall[i];
+    }
+  }
+  share.comesBack = std::max(0.0, most - keptAfter);
+  return share;
 }
 
 RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedPeak,
@@ -189,10 +236,38 @@ RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedP
   // covers add up (each child's the same choice, down the tree); across the top-level units the
   // covers add up too.
   const double part = need / kSteps;
+  std::deque<RematUnit> firstCalls;  // the choices of recomputing a block's first calls
   std::function<Covers(const RematUnit&)> coverOf = [&](const RematUnit& u) {
     Covers alone, kids;
     addItem(alone, u, part);
     makeMonotone(alone);
+    // Its first k calls, each k a choice of its own (at most kMostFirstCalls of them).
+    const size_t calls = std::min(u.freedByCall.size(), u.costByCall.size());
+    for (size_t step = 1; calls > 1 && step < kMostFirstCalls; ++step) {
+      const size_t k = (step * calls + kMostFirstCalls - 1) / kMostFirstCalls;
+      if (k >= calls)
+        break;
+      if (step > 1 && k == (((step - 1) * calls + kMostFirstCalls - 1) / kMostFirstCalls))
+        continue;
+      const std::string name = SegmentPlan::firstCallsName(u.name, static_cast<int64_t>(k));
+      const auto share = shareOf(units, name);
+      if (!share)
+        continue;
+      RematUnit& first = firstCalls.emplace_back();
+      first.name = name;
+      first.parent = u.parent;
+      first.freedBytes = share->freedBytes;
+      first.cost = share->cost;
+      Covers one;
+      addItem(one, first, part);
+      makeMonotone(one);
+      for (int j = 0; j <= kSteps; ++j) {
+        if (one.cost[j] < alone.cost[j]) {
+          alone.cost[j] = one.cost[j];
+          alone.chosen[j] = std::move(one.chosen[j]);
+        }
+      }
+    }
     for (const RematUnit* c : children[u.name]) {
       if (const auto grand = children.find(c->name);
           grand == children.end() || grand->second.empty())

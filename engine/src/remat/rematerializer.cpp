@@ -77,8 +77,10 @@ double shortestSeconds(const torch::Device& device, const std::function<void()>&
 // What recomputing the units `plan` names costs.
 double costOf(const std::vector<RematUnit>& units, const SegmentPlan& plan) {
   double cost = 0;
-  for (const auto& unit : units)
-    cost += plan.recompute.count(unit.name) > 0 ? unit.cost : 0;
+  for (const auto& name : plan.recompute) {
+    if (const auto share = shareOf(units, name))
+      cost += share->cost;
+  }
   return cost;
 }
 
@@ -289,19 +291,21 @@ Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
 
 double Rematerializer::comesBack(const Bucket& bucket, const SegmentPlan& plan) const {
   double most = 0;
-  for (const auto& unit : bucket.units) {
-    if (plan.recompute.count(unit.name) > 0 &&
-        std::find(loops_.begin(), loops_.end(), unit.name) == loops_.end())
-      most = std::max(most,
-                      unit.freedBytes / static_cast<double>(std::max<int64_t>(1, unit.executions)));
+  for (const auto& name : plan.recompute) {
+    if (std::find(loops_.begin(), loops_.end(), name) != loops_.end())
+      continue;
+    if (const auto share = shareOf(bucket.units, name))
+      most = std::max(most, share->comesBack);
   }
   return most;
 }
 
 double Rematerializer::keptBytes(const Bucket& bucket, const SegmentPlan& plan) const {
   double kept = bucket.profile.savedBytes;
-  for (const auto& unit : bucket.units)
-    kept -= plan.recompute.count(unit.name) > 0 ? unit.freedBytes : 0;
+  for (const auto& name : plan.recompute) {
+    if (const auto share = shareOf(bucket.units, name))
+      kept -= share->freedBytes;
+  }
   return std::max(0.0, kept);
 }
 
@@ -533,8 +537,11 @@ StepPlan Rematerializer::planUnder(const Bucket& bucket, const std::string& key,
   // activations come back in their backward: it plans again with what the largest of them adds
   // taken off the target until the plan fits with it (a few rounds).
   const auto planOf = [&](std::vector<RematUnit> units) {
-    for (auto& unit : units)
+    for (auto& unit : units) {
       unit.freedBytes *= fit.slope;  // as the peak sees them
+      for (double& call : unit.freedByCall)
+        call *= fit.slope;
+    }
     RematPlan best;
     double back = 0;
     for (int round = 0; round < 4; ++round) {
@@ -552,8 +559,11 @@ StepPlan Rematerializer::planUnder(const Bucket& bucket, const std::string& key,
   std::vector<RematUnit> loopsOnly = units;
   for (auto& unit : loopsOnly) {
     for (const auto& loop : units) {
-      if (unit.parent.empty() && loop.parent == unit.name)
+      if (unit.parent.empty() && loop.parent == unit.name) {
         unit.freedBytes = 0;
+        unit.freedByCall.clear();
+        unit.costByCall.clear();
+      }
     }
   }
   RematPlan chosen = planOf(units);

@@ -307,4 +307,92 @@ TEST_CASE("a block called in a loop counts its calls") {
   CHECK(decoder->executions == segments);
   for (const auto& u : units)
     CHECK(u.executions >= 1);
+
+  // Each call's share (Note [A block's first calls]), adding up to the block's; the first call,
+  // with no memory of segments before it to attend to, frees less than the last.
+  const auto& counted = cost.units.at("decoder");
+  REQUIRE(counted.savedByCall.size() == static_cast<size_t>(segments));
+  REQUIRE(decoder->freedByCall.size() == static_cast<size_t>(segments));
+  REQUIRE(decoder->costByCall.size() == static_cast<size_t>(segments));
+  double freed = 0, price = 0, flops = 0;
+  for (int64_t i = 0; i < segments; ++i) {
+    freed += decoder->freedByCall[static_cast<size_t>(i)];
+    price += decoder->costByCall[static_cast<size_t>(i)];
+    flops += counted.flopsByCall.at(static_cast<size_t>(i));
+  }
+  CHECK(freed == doctest::Approx(decoder->freedBytes).epsilon(1e-9));
+  CHECK(price == doctest::Approx(decoder->cost).epsilon(1e-9));
+  CHECK(flops == doctest::Approx(counted.flops).epsilon(1e-9));
+  CHECK(decoder->freedByCall.front() < decoder->freedByCall.back());
+  const auto firstTwo =
+      symtune::remat::shareOf(units, symtune::SegmentPlan::firstCallsName("decoder", 2));
+  REQUIRE(firstTwo.has_value());
+  CHECK(firstTwo->freedBytes ==
+        doctest::Approx(decoder->freedByCall[0] + decoder->freedByCall[1]).epsilon(1e-9));
+  // Units that are not top-level blocks have no calls to choose among.
+  for (const auto& u : units) {
+    if (u.name != "decoder")
+      CHECK(u.freedByCall.empty());
+  }
+}
+
+TEST_CASE("a block called several times: its first calls are a choice of their own") {
+  RematUnit decoder{"decoder", "", 100, 20};
+  decoder.executions = 4;
+  decoder.freedByCall = {10, 30, 30, 30};
+  decoder.costByCall = {2, 6, 6, 6};
+  const std::vector<RematUnit> units{
+      decoder, {"decoder run #20", "decoder", 12, 3}, {"head", "", 20, 10}};
+  const std::string two = symtune::SegmentPlan::firstCallsName("decoder", 2);
+  const std::string three = symtune::SegmentPlan::firstCallsName("decoder", 3);
+  CHECK(two == "decoder [first 2 calls]");
+  CHECK(symtune::SegmentPlan::firstCallsName("decoder", 1) == "decoder [first 1 call]");
+  // 35 to free: the first two calls (40 for 8), not the block (100 for 20) or the head with the
+  // first call (30).
+  const RematPlan some = planUnderBudget(units, 200, 165);
+  CHECK(some.segments.recompute == std::set<std::string>{two});
+  CHECK(some.freedBytes == 40);
+  CHECK(some.cost == 8);
+  // 65: the first three (70 for 14).
+  const RematPlan more = planUnderBudget(units, 200, 135);
+  CHECK(more.segments.recompute == std::set<std::string>{three});
+  // 95: the block on every call (100 for 20); three calls and the head free 90.
+  const RematPlan every = planUnderBudget(units, 200, 105);
+  CHECK(every.segments.recompute == std::set<std::string>{"decoder"});
+  // 110: the block and the head.
+  CHECK(planUnderBudget(units, 200, 90).segments.recompute ==
+        std::set<std::string>{"decoder", "head"});
+
+  // What each choice brings back in its backward: a whole block its average call; its first
+  // calls the largest of them, less what the calls after them kept (freed before it comes back).
+  const auto whole = symtune::remat::shareOf(units, "decoder");
+  REQUIRE(whole.has_value());
+  CHECK(whole->comesBack == 25);
+  const auto first3 = symtune::remat::shareOf(units, three);
+  REQUIRE(first3.has_value());
+  CHECK(first3->freedBytes == 70);
+  CHECK(first3->cost == 14);
+  CHECK(first3->comesBack == 0);  // 30 back, after the last call's 30 went
+  RematUnit lopsided = decoder;
+  lopsided.freedByCall = {60, 20, 10, 10};
+  const auto first1 = symtune::remat::shareOf({lopsided}, "decoder [first 1 call]");
+  REQUIRE(first1.has_value());
+  CHECK(first1->comesBack == 20);  // 60 back where the last three calls kept 40
+  // Names that are no unit's, or more calls than the block had.
+  CHECK_FALSE(symtune::remat::shareOf(units, "decoder [first 5 calls]").has_value());
+  CHECK_FALSE(symtune::remat::shareOf(units, "encoder").has_value());
+  for (const char* name :
+       {"decoder [first 0 calls]", "decoder [first 2 call]", "decoder [first x calls]",
+        "decoder [first 2 calls", "decoder[first 2 calls]", "decoder [first  calls]"})
+    CHECK_FALSE(symtune::SegmentPlan::splitFirstCalls(name).has_value());
+  const auto split = symtune::SegmentPlan::splitFirstCalls("layer1.0 [first 12 calls]");
+  REQUIRE(split.has_value());
+  CHECK(split->first == "layer1.0");
+  CHECK(split->second == 12);
+  symtune::SegmentPlan plan;
+  plan.recompute = {three, "head"};
+  CHECK(plan.recomputesAny("decoder"));
+  CHECK(plan.recomputesAny("head"));
+  CHECK_FALSE(plan.recomputesAny("decoder run #20"));
+  CHECK_FALSE(plan.recomputesAny("deco"));
 }

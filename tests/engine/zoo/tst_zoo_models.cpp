@@ -79,6 +79,14 @@ void checkSameParameters(symtune::Trainer& a, symtune::Trainer& b) {
   }
 }
 
+// One step of `t`: its loss, and its peak above what was live when it began.
+std::pair<double, int64_t> stepWithPeak(symtune::Trainer& t) {
+  symtune::CpuAllocationCounter::resetPeak();
+  const int64_t before = symtune::CpuAllocationCounter::counters().current;
+  const double loss = t.step().loss;
+  return {loss, symtune::CpuAllocationCounter::counters().peak - before};
+}
+
 symtune::Session sessionFor(const Expect& e) {
   symtune::Session s;
   s.name = e.model;
@@ -348,14 +356,9 @@ TEST_CASE_FIXTURE(TwoThreads, "each model trains the same with its loops recompu
     checkpointed.setExecutor(std::move(executor));
     std::ostringstream ratios;  // the peak with the plan over the peak without, steps 2 and 3
     for (int i = 0; i < 3; ++i) {
-      symtune::CpuAllocationCounter::resetPeak();
-      const int64_t before = symtune::CpuAllocationCounter::counters().current;
-      const double a = plain.step().loss;
-      const int64_t plainPeak = symtune::CpuAllocationCounter::counters().peak - before;
-      symtune::CpuAllocationCounter::resetPeak();
-      const int64_t start = symtune::CpuAllocationCounter::counters().current;
-      const double b = checkpointed.step().loss;
-      const int64_t loopPeak = symtune::CpuAllocationCounter::counters().peak - start;
+      const auto plainStep = stepWithPeak(plain), loopStep = stepWithPeak(checkpointed);
+      const double a = plainStep.first, b = loopStep.first;
+      const int64_t plainPeak = plainStep.second, loopPeak = loopStep.second;
       INFO("step ", i, ": ", a, " vs ", b, "; peaks ", plainPeak, " vs ", loopPeak);
       CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
       if (i > 0)
@@ -370,6 +373,71 @@ TEST_CASE_FIXTURE(TwoThreads, "each model trains the same with its loops recompu
             " spans checkpointed in the last step; peak ratios", ratios.str());
   }
   CHECK(withLoops.count("dynamic_tagger") == 1);
+}
+
+// A block called in a loop recomputed on its first calls only (Note [A block's first calls]):
+// Transformer-XL's decoder on its first two of three calls, the decoder's lighter runs on the
+// third, trains as the plain run does; the first calls are the ones checkpointed, and the peak
+// falls.
+TEST_CASE_FIXTURE(TwoThreads, "a block recomputed on its first calls trains as the plain run") {
+  const Expect& e = *std::find_if(std::begin(kModels), std::end(kModels), [](const Expect& x) {
+    return x.model == std::string("transformer_xl");
+  });
+  symtune::Trainer plain(sessionFor(e)), partial(sessionFor(e));
+  plain.setExecutor(std::make_unique<symtune::SegmentExecutor>(*plain.executor().scriptModule()));
+  auto executor = std::make_unique<symtune::SegmentExecutor>(*partial.executor().scriptModule());
+  auto* first = executor.get();
+  const auto& inputs = partial.batch(0).inputs;
+  REQUIRE(inputs.at(0).toTensor().size(1) / inputs.at(1).toInt() == 3);  // the decoder's calls
+  symtune::SegmentPlan plan;
+  plan.recompute.insert(symtune::SegmentPlan::firstCallsName("decoder", 2));
+  first->setPlan(plan);
+  partial.setExecutor(std::move(executor));
+  for (int i = 0; i < 3; ++i) {
+    const auto plainStep = stepWithPeak(plain), partialStep = stepWithPeak(partial);
+    const double a = plainStep.first, b = partialStep.first;
+    const int64_t plainPeak = plainStep.second, partialPeak = partialStep.second;
+    INFO("step ", i, ": ", a, " vs ", b, "; peaks ", plainPeak, " vs ", partialPeak);
+    CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
+    CHECK(first->lastRecomputed() == 2);  // calls 1 and 2 of 3
+    if (i > 0)
+      CHECK(partialPeak < plainPeak);
+  }
+  checkSameParameters(plain, partial);
+
+  // With the decoder's lighter runs on the call it does not recompute: each call of those runs
+  // is checkpointed on the third call only.
+  std::vector<std::string> lighter;
+  for (const auto& unit : first->symugen()->recomputableUnits()) {
+    if (unit.name.find(" before #") != std::string::npos && unit.name.rfind("decoder ", 0) == 0)
+      lighter.push_back(unit.name);
+  }
+  REQUIRE_FALSE(lighter.empty());
+  plan.recompute.insert(lighter.begin(), lighter.end());
+  first->setPlan(plan);
+  for (int i = 0; i < 2; ++i) {
+    const double a = plain.step().loss, b = partial.step().loss;
+    INFO("with lighter runs, step ", i, ": ", a, " vs ", b);
+    CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
+    CHECK(first->lastRecomputed() > 2);
+  }
+  checkSameParameters(plain, partial);
+  MESSAGE("transformer_xl: the decoder's first 2 of 3 calls recomputed, then with ", lighter.size(),
+          " lighter runs on the third: ", first->lastRecomputed(),
+          " spans checkpointed in the last step");
+
+  // Names a plan cannot run are refused, the plan in force kept.
+  for (const char* bad : {"head [first 2 calls]", "no.such.block [first 1 call]"}) {
+    symtune::SegmentPlan wrong;
+    wrong.recompute.insert(bad);
+    CHECK_THROWS_WITH_AS(first->setPlan(wrong), doctest::Contains("not a top-level block"),
+                         c10::Error);
+  }
+  symtune::SegmentPlan both;
+  both.recompute = {"decoder", symtune::SegmentPlan::firstCallsName("decoder", 1)};
+  CHECK_THROWS_WITH_AS(first->setPlan(both), doctest::Contains("every call or on its first"),
+                       c10::Error);
+  CHECK(first->plan().recompute == plan.recompute);
 }
 
 // Runs of ops recomputed (Note [Op runs]): every model trains as without, each run keeping only

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -66,6 +67,11 @@ struct ForwardCost {
     // How many times a span of it began: a block's calls, a loop body's spans over its trips, a
     // run's trips. A recomputed block's backward brings back one call's activations at a time.
     int64_t executions = 0;
+    // A block's or a loop's, per execution of its span (a block's calls, in order): the FLOPs
+    // and bytes of its ops, and its saved bytes — what each execution's ops saved, scaled so that
+    // they add up to savedBytes (the charges for the inputs a recomputed unit keeps, and the
+    // credits for its outputs, are counted per unit, not per execution).
+    std::vector<double> flopsByCall, bytesByCall, savedByCall;
   };
   std::map<std::string, Unit> units;
 };
@@ -78,13 +84,30 @@ struct ForwardCost {
 // as the plan grows, which settings the controller picked for the batch. Which implementation
 // each op site runs is the binder's (ForwardOptions::binder, Note [Op sites]), segment or not. A
 // segment the plan does not name runs as the IR says.
+//
+// Note [A block's first calls]
+// A top-level block called several times in a step (Transformer-XL's decoder, once a segment) is
+// recomputed either on every call ("decoder") or on its first k calls only ("decoder [first 2
+// calls]", firstCallsName()): those keep no activations, the calls after them keep theirs, and
+// the units inside the block (its loops and runs) act on the calls that are not recomputed. The
+// first calls are the ones to recompute: their backward comes last, after the calls that kept
+// their activations have freed them, so the activations a recomputed call brings back do not add
+// to what the others keep.
 struct SegmentPlan {
-  // Top-level blocks whose calls keep no activations and are recomputed in backward, loops
-  // whose bodies' runs are, trip by trip (SyMuGen::loopSpans()), and runs of ops inside a block or
-  // a loop body (SyMuGen::opRuns()).
+  // Top-level blocks whose calls keep no activations and are recomputed in backward (all of
+  // them, or the first k: Note [A block's first calls]), loops whose bodies' runs are, trip by
+  // trip (SyMuGen::loopSpans()), and runs of ops inside a block or a loop body
+  // (SyMuGen::opRuns()).
   std::set<std::string> recompute;
 
   bool empty() const { return recompute.empty(); }
+
+  // "block [first k calls]" (k >= 1; "[first 1 call]").
+  static std::string firstCallsName(const std::string& block, int64_t calls);
+  // The block and k of a name firstCallsName() made; nothing for any other name.
+  static std::optional<std::pair<std::string, int64_t>> splitFirstCalls(const std::string& name);
+  // Whether the plan recomputes any call of `unit` (itself or its first calls).
+  bool recomputesAny(const std::string& unit) const;
 };
 
 struct ForwardOptions {

@@ -18,8 +18,11 @@
 // (each unit's bytes rounded down to whole parts, so a plan it returns never frees less than
 // needed). Per unit the choice is the unit itself or the cheapest sum of its children's covers,
 // each child choosing the same way; across the top-level units the covers add up. Units that free
-// nothing are never chosen.
+// nothing are never chosen. A top-level block called several times in a step may also be
+// recomputed on its first k calls only (Note [A block's first calls] in symtune/graph/symugen.h):
+// each k is one more choice for the block itself, freeing and costing what those calls do.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +38,23 @@ struct RematUnit {
   // Its spans run in a step (a block's calls): a recomputed block brings back what one call
   // saved, about freedBytes / executions, at a time.
   int64_t executions = 1;
+  // A top-level block called more than once: what each call frees and costs, in order (they add
+  // up to freedBytes and cost); empty otherwise.
+  std::vector<double> freedByCall{}, costByCall{};
 };
+
+// What recomputing a plan's name frees, costs, and brings back in its backward.
+struct UnitShare {
+  double freedBytes = 0;
+  double cost = 0;
+  // The most one recomputed call brings back beyond what the calls after it keep (they are freed
+  // before it is recomputed): for a whole unit the average call's freed bytes.
+  double comesBack = 0;
+};
+
+// The share of `name`, a unit of `units` or the first calls of one (SegmentPlan::firstCallsName);
+// nothing for a name that is neither, or first calls the unit was not called as often as.
+std::optional<UnitShare> shareOf(const std::vector<RematUnit>& units, const std::string& name);
 
 struct RematPlan {
   SegmentPlan segments;      // the units to recompute
