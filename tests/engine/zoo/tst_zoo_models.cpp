@@ -87,6 +87,16 @@ std::pair<double, int64_t> stepWithPeak(symtune::Trainer& t) {
   return {loss, symtune::CpuAllocationCounter::counters().peak - before};
 }
 
+// Step `step` of two trainers of one model, `plain` and `planned` (a plan is the difference):
+// their losses agree to 1e-5 relative; their peaks, plain first.
+std::pair<int64_t, int64_t> samePeakedStep(symtune::Trainer& plain, symtune::Trainer& planned,
+                                           int step) {
+  const auto a = stepWithPeak(plain), b = stepWithPeak(planned);
+  INFO("step ", step, ": ", a.first, " vs ", b.first, "; peaks ", a.second, " vs ", b.second);
+  CHECK(std::abs(a.first - b.first) <= 1e-5 * std::abs(a.first));
+  return {a.second, b.second};
+}
+
 symtune::Session sessionFor(const Expect& e) {
   symtune::Session s;
   s.name = e.model;
@@ -356,11 +366,8 @@ TEST_CASE_FIXTURE(TwoThreads, "each model trains the same with its loops recompu
     checkpointed.setExecutor(std::move(executor));
     std::ostringstream ratios;  // the peak with the plan over the peak without, steps 2 and 3
     for (int i = 0; i < 3; ++i) {
-      const auto plainStep = stepWithPeak(plain), loopStep = stepWithPeak(checkpointed);
-      const double a = plainStep.first, b = loopStep.first;
-      const int64_t plainPeak = plainStep.second, loopPeak = loopStep.second;
-      INFO("step ", i, ": ", a, " vs ", b, "; peaks ", plainPeak, " vs ", loopPeak);
-      CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
+      const auto peaks = samePeakedStep(plain, checkpointed, i);
+      const int64_t plainPeak = peaks.first, loopPeak = peaks.second;
       if (i > 0)
         ratios << " " << static_cast<double>(loopPeak) / static_cast<double>(plainPeak);
       if ((e.model == std::string("dynamic_tagger") || e.model == std::string("transformer_xl")) &&
@@ -394,14 +401,10 @@ TEST_CASE_FIXTURE(TwoThreads, "a block recomputed on its first calls trains as t
   first->setPlan(plan);
   partial.setExecutor(std::move(executor));
   for (int i = 0; i < 3; ++i) {
-    const auto plainStep = stepWithPeak(plain), partialStep = stepWithPeak(partial);
-    const double a = plainStep.first, b = partialStep.first;
-    const int64_t plainPeak = plainStep.second, partialPeak = partialStep.second;
-    INFO("step ", i, ": ", a, " vs ", b, "; peaks ", plainPeak, " vs ", partialPeak);
-    CHECK(std::abs(a - b) <= 1e-5 * std::abs(a));
+    const auto peaks = samePeakedStep(plain, partial, i);
     CHECK(first->lastRecomputed() == 2);  // calls 1 and 2 of 3
     if (i > 0)
-      CHECK(partialPeak < plainPeak);
+      CHECK(peaks.second < peaks.first);
   }
   checkSameParameters(plain, partial);
 
