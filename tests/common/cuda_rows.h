@@ -7,9 +7,20 @@
 
 #include <torch/cuda.h>
 
+#include <cstdlib>
+#include <string>
+
 namespace symtune::test {
 
 inline bool cudaRowsRun() {
+  // A suite's CPU-capability variants (tests/CMakeLists.txt) run it again for the CPU kernels'
+  // narrower builds; its CUDA rows run no differently there, and run in the suite's own test.
+  if (const char* capability = std::getenv("SYMTUNE_CPU_CAPABILITY");
+      capability != nullptr && *capability != '\0') {
+    MESSAGE("CUDA rows left to this suite's own test: this run is its ", std::string(capability),
+            " CPU-capability variant");
+    return false;
+  }
 #ifndef SYMTUNE_HAVE_TORCH_CUDA
   MESSAGE("CUDA rows skipped: this build has no CUDA kernels (SYMTUNE_WITH_CUDA=OFF)");
   return false;

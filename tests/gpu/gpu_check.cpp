@@ -232,7 +232,8 @@ Check perNodeTelemetryOnCuda() {
   c.details["peak_memory_bytes"] = r.features[symtune::Feature::PeakMemory];
   c.expect(convs > 0 && convsWithBackward == convs,
            "every conv's backward (autograd device thread) attributed to it");
-  c.expect(withDeviceTime > 0 && device > 0, "CUDA event times on the nodes");
+  c.expect(withDeviceTime > 0 && device > 0,
+           "device times on the nodes (CUPTI's, or CUDA events')");
   c.expect(r.features[symtune::Feature::PeakMemory] > 0, "step peak memory on CUDA");
   return c;
 }

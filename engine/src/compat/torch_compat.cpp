@@ -1,5 +1,7 @@
 #include "symtune/compat/torch_compat.h"
 
+#include <ATen/Context.h>
+
 #ifdef SYMTUNE_HAVE_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
@@ -36,6 +38,25 @@ std::string cudaDeviceName([[maybe_unused]] int device) {
   (void)cudaGetLastError();
 #endif
   return {};
+}
+
+bool cudnnConvolutionsInTf32() {
+#if SYMTUNE_TORCH_AT_LEAST(2, 9)
+  return at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV) ==
+         at::Float32Precision::TF32;
+#else
+  return at::globalContext().allowTF32CuDNN();
+#endif
+}
+
+void setCudnnConvolutionsInTf32(bool allowed) {
+#if SYMTUNE_TORCH_AT_LEAST(2, 9)
+  at::globalContext().setFloat32Precision(
+      at::Float32Backend::CUDA, at::Float32Op::CONV,
+      allowed ? at::Float32Precision::TF32 : at::Float32Precision::IEEE);
+#else
+  at::globalContext().setAllowTF32CuDNN(allowed);
+#endif
 }
 
 }  // namespace symtune::compat

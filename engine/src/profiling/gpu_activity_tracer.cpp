@@ -72,9 +72,17 @@ struct CuptiApi {
   decltype(&cuptiGetResultString) resultString = nullptr;
 };
 
+// CUPTI writes an external-correlation record only ahead of an API record (a runtime or driver
+// call's), so those kinds are on too, though their records are read for nothing else: without
+// them the activities come back with no link to the op that launched them (seen on an H200,
+// 2026-12-04: 810 activities, none on a node). Driver calls as well as the runtime's: cuBLAS and
+// cuDNN launch their kernels through the driver API.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-                                         CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+                                         CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET,
+                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                         CUPTI_ACTIVITY_KIND_RUNTIME,
+                                         CUPTI_ACTIVITY_KIND_DRIVER};
 constexpr size_t kBufferBytes = 8u << 20;  // CUPTI's records of a step fit in a few of these
 
 struct Loaded {

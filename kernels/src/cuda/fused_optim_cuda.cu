@@ -52,8 +52,11 @@ __device__ inline BlockChunk blockChunk(const LaunchMeta& meta) {
   return {t, begin, min(meta.numel[t], begin + kChunk)};
 }
 
+// 1 - beta is taken in double here, as torch::optim takes it before ATen rounds it to float: in
+// float, 1 - 0.999f is 0.999987e-3, and every second moment came out 1.3e-5 (relative) off
+// torch::optim's on the GPU (an H200, 2026-12-04).
 struct AdamScalars {
-  double beta1, beta2, eps, weightDecay, decay;
+  double beta1, beta2, oneMinusBeta1, oneMinusBeta2, eps, weightDecay, decay;
   bool coupled;
 };
 
@@ -66,6 +69,8 @@ __global__ void adamKernel(LaunchMeta meta, AdamScalars s) {
   T* m = static_cast<T*>(meta.ptr[2][t]);
   T* v = static_cast<T*>(meta.ptr[3][t]);
   const Opmath beta1 = static_cast<Opmath>(s.beta1), beta2 = static_cast<Opmath>(s.beta2);
+  const Opmath keep1 = static_cast<Opmath>(s.oneMinusBeta1);
+  const Opmath keep2 = static_cast<Opmath>(s.oneMinusBeta2);
   const Opmath eps = static_cast<Opmath>(s.eps), wd = static_cast<Opmath>(s.weightDecay);
   const Opmath decay = static_cast<Opmath>(s.decay);
   const Opmath stepSize = static_cast<Opmath>(meta.stepSize[t]);
@@ -75,8 +80,8 @@ __global__ void adamKernel(LaunchMeta meta, AdamScalars s) {
     if (s.coupled)
       gv = gv + wd * pv;
     pv = pv * decay;
-    const Opmath mv = static_cast<Opmath>(m[i]) * beta1 + (Opmath(1) - beta1) * gv;
-    const Opmath vv = static_cast<Opmath>(v[i]) * beta2 + (Opmath(1) - beta2) * gv * gv;
+    const Opmath mv = static_cast<Opmath>(m[i]) * beta1 + keep1 * gv;
+    const Opmath vv = static_cast<Opmath>(v[i]) * beta2 + keep2 * gv * gv;
     const Opmath denom = sqrt(vv) / bc2Sqrt + eps;
     p[i] = static_cast<T>(pv - stepSize * mv / denom);
     m[i] = static_cast<T>(mv);
@@ -163,6 +168,8 @@ void fusedAdamCuda(at::TensorList params, at::TensorList grads, at::TensorList e
   }
   const AdamScalars s{beta1,
                       beta2,
+                      1 - beta1,
+                      1 - beta2,
                       eps,
                       weightDecay,
                       decoupled ? 1 - lr * weightDecay : 1.0,

@@ -38,4 +38,9 @@ void cudaResetPeakStats(int device);
 // The CUDA device's name ("NVIDIA H200"), or "" without CUDA.
 std::string cudaDeviceName(int device);
 
+// Whether cuDNN's float32 convolutions may run in TF32 (ATen's default on CUDA), and setting it:
+// ATen's float32-precision settings from 2.9, its allow_tf32 flag before.
+bool cudnnConvolutionsInTf32();
+void setCudnnConvolutionsInTf32(bool allowed);
+
 }  // namespace symtune::compat
