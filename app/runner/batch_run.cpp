@@ -174,6 +174,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   Trainer trainer(session);  // SetupError propagates: nothing has run yet
   report.parameterCount = trainer.parameterCount();
   report.device = trainer.device().str();
+  report.optimizer = trainer.session().optimizer.name;
+  report.optimizerFused = trainer.session().optimizer.fused.value_or(false);
   report.threads = at::get_num_threads();
   report.batchSize = trainer.batchSize();
   for (const auto& rewrite : trainer.rewrites())

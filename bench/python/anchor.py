@@ -21,7 +21,9 @@ The model's .py file is executed for its classes, and the eager tree is built fr
 one module per entry, holding clones of the archive's tensors (checked equal to them). Every mode
 trains its own copy; the modes take turns step by step, as in the harness, and each step is the
 engine trainer's: zero the gradients, forward, cross-entropy on float logits, backward, optimizer
-step (per parameter, foreach=False, like the C++ optimizers). Warm-up steps (where torch.compile
+step (PyTorch's default: per parameter on the CPU, its multi-tensor foreach path on CUDA, as the
+engine takes torch::optim's per-parameter step on the CPU and its fused one on CUDA unless the
+session says otherwise). Warm-up steps (where torch.compile
 compiles) are not in the medians but their losses are reported; recompiling for new shapes during
 measured steps counts.
 
@@ -178,15 +180,16 @@ def check_same_tensors(kind: str, mine: dict, theirs: dict, folder: Path):
 
 
 def make_optimizer(spec: dict, params: list) -> torch.optim.Optimizer:
-    """The session's optimizer as the engine's trainer builds it (default betas and eps)."""
+    """The session's optimizer with PyTorch's defaults (betas, eps, and the foreach path where
+    PyTorch takes it: on CUDA)."""
     lr, decay = spec["lr"], spec.get("weight_decay", 0.0)
     if spec["name"] == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=decay, foreach=False)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=decay)
     if spec["name"] == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=decay, foreach=False)
+        return torch.optim.Adam(params, lr=lr, weight_decay=decay)
     if spec["name"] == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=spec.get("momentum", 0.0),
-                               weight_decay=decay, foreach=False)
+                               weight_decay=decay)
     raise SetupError(f"optimizer \"{spec['name']}\": expected adamw, adam or sgd")
 
 

@@ -59,6 +59,7 @@ std::string toJson(const RunReport& r) {
       {"session", {{"name", r.sessionName}, {"path", r.sessionPath.string()}}},
       {"model", {{"name", r.model}, {"preset", r.preset}, {"parameters", r.parameterCount}}},
       {"device", r.device},
+      {"optimizer", {{"name", r.optimizer}, {"fused", r.optimizerFused}}},
       {"device_timing", r.deviceTiming.empty() ? json(nullptr) : json(r.deviceTiming)},
       {"threads", r.threads},
       {"batch_size", r.batchSize},

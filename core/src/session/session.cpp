@@ -258,7 +258,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     if (opt.has("momentum") && s.optimizer.name != "sgd") {
       opt.fail("momentum", "only the sgd optimizer takes a momentum");
     }
-    s.optimizer.fused = opt.boolean("fused", s.optimizer.fused);
+    if (opt.has("fused"))
+      s.optimizer.fused = opt.boolean("fused", false);
   }
 
   // run
@@ -518,7 +519,8 @@ std::string sessionJson(const Session& s) {
                               {"weight_decay", s.optimizer.weightDecay}};
   if (s.optimizer.name == "sgd")
     optimizer["momentum"] = s.optimizer.momentum;
-  optimizer["fused"] = s.optimizer.fused;
+  if (s.optimizer.fused)
+    optimizer["fused"] = *s.optimizer.fused;
   nlohmann::json out = {{"format", "symtune-session"},
                         {"version", Session::kFormatVersion},
                         {"name", s.name},

@@ -48,7 +48,7 @@ torch::Device pickDevice(const std::string& requested) {
 
 std::unique_ptr<torch::optim::Optimizer> makeOptimizer(const OptimizerSpec& spec,
                                                        std::vector<torch::Tensor> params) {
-  if (spec.fused) {
+  if (spec.fused.value_or(false)) {
     if (spec.name == "adam")
       return std::make_unique<optim::FusedAdam>(
           params, torch::optim::AdamOptions(spec.lr).weight_decay(spec.weightDecay));
@@ -99,6 +99,8 @@ Trainer::Trainer(const Session& session) : session_(session) {
   }
   threadsAtStart_ = at::get_num_threads();
   device_ = pickDevice(session_.run.device);
+  if (!session_.optimizer.fused)
+    session_.optimizer.fused = device_.is_cuda();
   torch::manual_seed(session_.data.seed);
   if (session_.run.nvtx) {
     try {

@@ -28,7 +28,7 @@ nlohmann::json runIdentity(const Session& s) {
                                                  : s.model.file.string()},
                        {"data_seed", s.data.seed},
                        {"optimizer", s.optimizer.name},
-                       {"fused", s.optimizer.fused}};
+                       {"fused", s.optimizer.fused.value_or(false)}};
   if (s.data.files.enabled())
     id["data"] = s.data.files.format + " " + s.data.files.file.string();
   return id;

@@ -17,6 +17,7 @@
 #include "batch_run.h"
 #include "cuda_rows.h"
 #include "symtune/binding/binder.h"
+#include "symtune/kernels/fused_optimizers.h"
 #include "symtune/runtime/trainer.h"
 #include "symtune/zoo/model_zoo.h"
 #include "test_files.h"
@@ -242,6 +243,9 @@ TEST_CASE_FIXTURE(TwoThreads, "a CUDA request trains the zoo ResNet on the GPU")
   REQUIRE(trainer.device().is_cuda());
   for (const auto& p : trainer.executor().parameters())
     CHECK(p.is_cuda());
+  // A session that does not say takes the fused optimizer step on CUDA.
+  CHECK(trainer.session().optimizer.fused == std::optional<bool>(true));
+  CHECK(dynamic_cast<symtune::optim::FusedAdamW*>(&trainer.optimizer().inner()) != nullptr);
   for (int i = 0; i < 5; ++i) {
     INFO("step ", i);
     CHECK(std::isfinite(trainer.step().loss));
@@ -249,6 +253,19 @@ TEST_CASE_FIXTURE(TwoThreads, "a CUDA request trains the zoo ResNet on the GPU")
   CHECK(trainer.stepsDone() == int64_t{5});
   s.run.device = "auto";
   CHECK(symtune::Trainer(s).device().is_cuda());
+}
+
+TEST_CASE_FIXTURE(TwoThreads, "the optimizer step: torch::optim's on the CPU unless told") {
+  auto s = zooSession(1);
+  {
+    symtune::Trainer trainer(s);
+    CHECK(trainer.session().optimizer.fused == std::optional<bool>(false));
+    CHECK(dynamic_cast<torch::optim::AdamW*>(&trainer.optimizer().inner()) != nullptr);
+  }
+  s.optimizer.fused = true;
+  symtune::Trainer fused(s);
+  CHECK(dynamic_cast<symtune::optim::FusedAdamW*>(&fused.optimizer().inner()) != nullptr);
+  CHECK(std::isfinite(fused.step().loss));
 }
 
 TEST_CASE_FIXTURE(TwoThreads, "the meta-optimizer zeroes gradients and checks the closure") {
@@ -281,6 +298,8 @@ TEST_CASE_FIXTURE(TwoThreads, "a batch run fills the report") {
   CHECK(report.samplesPerSecond() > 0);
   CHECK(report.peakRssBytes > 0);
   CHECK(report.torchVersion == std::string(TORCH_VERSION));
+  CHECK(report.optimizer == "adamw");
+  CHECK_FALSE(report.optimizerFused);  // the CPU's default
   const std::string text = progress.str();
   INFO(text);
   CHECK(occurrences(text, "step ") == 5);

@@ -31,6 +31,8 @@ struct RunReport {
   std::string preset;  // empty for file models
   int64_t parameterCount = 0;
   std::string device;
+  std::string optimizer;        // the session's ("adamw", "adam", "sgd")
+  bool optimizerFused = false;  // whether its fused step ran (optimizer.fused, or the default)
   int threads = 0;
   int64_t batchSize = 0;
 

@@ -146,8 +146,11 @@ struct OptimizerSpec {
   double weightDecay = 0.0;
   double momentum = 0.0;  // sgd only
   // symtune::optim's fused step (kernels/: one pass over all parameters) instead of
-  // torch::optim's; the same hyper-parameters, state and results.
-  bool fused = false;
+  // torch::optim's; the same hyper-parameters, state and results to rounding. Unset: the fused
+  // step where the run is on CUDA, torch::optim's on the CPU — as PyTorch's own optimizers take
+  // their multi-tensor path by default on CUDA tensors only (the Trainer decides, and its copy of
+  // the session says what it decided).
+  std::optional<bool> fused;
 };
 
 struct RunSpec {
