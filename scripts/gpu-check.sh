@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
-# Every GPU check in one call, for the GPU machine (the device tool): builds the engine, kernels,
-# runner and the Qt-free test suites with the `gpu` preset (no Qt), runs every suite's CUDA rows
-# and the GPU checks, traces the demo with CUPTI, and writes the results under $OUT (default
-# bench-results/): machine.txt, build.log, gpu-check.json, ctest.log, demo.log,
-# demo-report.json, demo-trace.json, bench-telemetry.json, bench-optim-{adamw,sgd}.json,
-# bench-kernels.json, and the six-model benchmark: bench-gpu.json (the engine's modes,
-# symtune-bench) and bench-gpu-python.json (PyTorch eager and torch.compile on the same models
-# and batches, bench/python/anchor.py) in what is left of the call's 570 s; verdict.txt says what
-# passed.
+# The GPU checks and benchmarks, for the GPU machine (the device tool), in two calls. Both build
+# the engine, kernels, runner and the Qt-free test suites with the `gpu` preset (no Qt). The
+# first runs the GPU checks, traces the demo with CUPTI and runs every suite's CUDA rows:
+# machine.txt, build.log, gpu-check.json, demo.log, demo-report.json, demo-trace.json,
+# ctest.log, and verdict.txt, which says what passed. The second (--bench) runs the benchmarks:
+# bench-optim-{adamw,sgd}.json, bench-kernels.json, bench-telemetry.json, and the six-model
+# suite in what is left of the call's 570 s: bench-gpu.json (the engine's modes, symtune-bench)
+# and bench-gpu-python.json (PyTorch eager and torch.compile on the same models and batches,
+# bench/python/anchor.py). Results go under $OUT (default bench-results/).
 #
 # Here, once before carrying:   scripts/gpu-check.sh --prepare   (copies nlohmann/json's, Asio's
 #                                                 and doctest's headers into the ignored
 #                                                 .deps/include)
 # There:                        scripts/gpu-check.sh --bundle     (run with carry: [".deps"];
 #                                                 everything comes back in gpu-check.tar.gz)
-# Then, at once, while warm:     scripts/gpu-check.sh --bundle --suite   (the six-model suite
-#                                                 alone, on the build the first call left)
+# Then, at once, while warm:     scripts/gpu-check.sh --bundle --bench   (the benchmarks, on
+#                                                 the build the first call left)
 # Its judgement alone:          scripts/gpu-check.sh --verdict DIR STATUS
 #                               (what the script decides from a results folder and the status of
 #                               the steps before; tests/scripts/gpu_check_verdict_test.sh)
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 # The verdict: success only when every step before succeeded (STATUS 0), the suites ran (their
 # log is there and CTest finished), and no suite skipped its CUDA rows — a skip on this machine
@@ -81,12 +81,12 @@ if [ "${1:-}" = "--prepare" ]; then
   exit 0
 fi
 
-bundle=0 suite_only=0
+bundle=0 bench_only=0
 for arg in "$@"; do
   case $arg in
     --bundle) bundle=1 ;;
-    --suite) suite_only=1 ;;
-    *) echo "usage: $0 [--bundle] [--suite] | --prepare | --verdict DIR STATUS" >&2; exit 2 ;;
+    --bench) bench_only=1 ;;
+    *) echo "usage: $0 [--bundle] [--bench] | --prepare | --verdict DIR STATUS" >&2; exit 2 ;;
   esac
 done
 
@@ -132,31 +132,17 @@ fi
 echo "built in $(( $(date +%s) - t0 )) s"
 
 status=0
-# --suite: the six-model suite alone, with the whole budget — for a second call on a machine still
-# warm from the first (its build kept), since the checks and the suite do not both fit one call.
-if [ "$suite_only" = 1 ]; then
-  echo "the checks are left out (--suite): no verdict on them" > "$OUT/verdict.txt"
-else
+if [ "$bench_only" = 0 ]; then
 grep -q "SYMTUNE_WITH_CUPTI:BOOL=ON" build/gpu/CMakeCache.txt || {
   echo "the gpu build has no CUPTI: GPU activity tracing cannot be checked"; status=1; }
 build/gpu/bin/symtune-gpu-check > "$OUT/gpu-check.json" 2>&1 || status=1
-# -V: every test's output, so that a skipped CUDA row shows. The Qt-free suites (every suite of
-# the engine, kernels and core) print "CUDA rows skipped: ..." where they find no GPU
-# (tests/common/cuda_rows.h); here there is one, so the verdict fails on any such line.
-# The suites stop by GPU_CHECK_CTEST_BY seconds into the call (default 420; a test still running
-# then fails), so that the demo and the benchmarks after them still run; each test case's time is
-# printed (SYMTUNE_TEST_DURATIONS), to find what is slow on this machine.
-stop_at=$(date -d "@$(( t0 + ${GPU_CHECK_CTEST_BY:-420} ))" +%H:%M:%S)
-(cd build/gpu && SYMTUNE_TEST_DURATIONS=1 ctest -V -j 12 --stop-time "$stop_at") \
-  > "$OUT/ctest.log" 2>&1 || status=1
-grep -E "^[0-9]+% tests passed|tests failed|\(Failed\)|\*\*\*" "$OUT/ctest.log" | tail -30
 
 # The demo session trained on the GPU through the batch runner, its first steps traced: the
 # trace must hold GPU lanes (CUPTI's kernels) linked to the ops that launched them.
 sed 's/"device": "auto"/"device": "cuda"/' resources/sessions/demo.json > "$OUT/.demo-gpu.json"
-build/gpu/bin/symtune-runner --batch "$OUT/.demo-gpu.json" --report "$OUT/demo-report.json" \
-  --trace "$OUT/demo-trace.json" --trace-steps 3 --progress-interval 2 > "$OUT/demo.log" 2>&1 \
-  || status=1
+timeout 120 build/gpu/bin/symtune-runner --batch "$OUT/.demo-gpu.json" \
+  --report "$OUT/demo-report.json" --trace "$OUT/demo-trace.json" --trace-steps 3 \
+  --progress-interval 2 > "$OUT/demo.log" 2>&1 || status=1
 rm -f "$OUT/.demo-gpu.json"
 python3 - "$OUT/demo-trace.json" "$OUT/demo-report.json" <<'PY' || status=1
 import json, sys
@@ -171,14 +157,35 @@ print(f"demo trace: {len(gpu)} GPU activities ({len(kernels)} kernels), {len(flo
 sys.exit(0 if kernels and flows and on_nodes and timing == "cupti" else 1)
 PY
 
+# -V: every test's output, so that a skipped CUDA row shows. The Qt-free suites (every suite of
+# the engine, kernels and core) print "CUDA rows skipped: ..." where they find no GPU
+# (tests/common/cuda_rows.h); here there is one, so the verdict fails on any such line. The
+# suites stop by GPU_CHECK_CTEST_BY seconds into the call (default 540; a suite still running
+# then fails, and the verdict with it), so that the results come back whole; each test case's
+# time is printed (SYMTUNE_TEST_DURATIONS), to find what is slow on this machine.
+stop_at=$(date -d "@$(( t0 + ${GPU_CHECK_CTEST_BY:-540} ))" +%H:%M:%S)
+(cd build/gpu && SYMTUNE_TEST_DURATIONS=1 ctest -V -j 12 --stop-time "$stop_at") \
+  > "$OUT/ctest.log" 2>&1 || status=1
+grep -E "^[0-9]+% tests passed|tests failed|\(Failed\)|\*\*\*" "$OUT/ctest.log" | tail -30
+
+cat "$OUT/gpu-check.json"
+tail -5 "$OUT/demo.log"
+echo "after $(( $(date +%s) - t0 )) s"
+verdict "$OUT" "$status"
+exit $?
+fi
+
+# --bench: the benchmarks, in a call of their own (on an H200, 2026-12-04, the build took 271 s
+# and the suites ran past the rest of the call, so the checks and the benchmarks do not fit one
+# call); on a machine still warm from the checks, the build is already there.
 # The fused optimizer step against torch::optim's on CUDA, on the ResNet-152 gpu preset's
-# parameters (their CUDA rows ran in kernels.fused_optim above).
+# parameters (their CUDA rows run in kernels.fused_optim).
 for opt in adamw sgd; do
   timeout 60 build/gpu/bin/symtune-bench-optim --device cuda --preset gpu --optimizer "$opt" \
     --rounds 30 > "$OUT/bench-optim-$opt.json" 2> "$OUT/bench-optim-$opt.log" || status=1
 done
 
-# Fused ops against their ATen compositions on CUDA (their reference tables ran above).
+# Fused ops against their ATen compositions on CUDA (their reference tables run in the suites).
 timeout 60 build/gpu/bin/symtune-bench-kernels --device cuda --rounds 20 \
   > "$OUT/bench-kernels.json" 2> "$OUT/bench-kernels.log" || status=1
 
@@ -186,16 +193,13 @@ timeout 60 build/gpu/bin/symtune-bench-kernels --device cuda --rounds 20 \
 # tracer against CUDA events).
 timeout 90 build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 --model dynamic_resnet \
   > "$OUT/bench-telemetry.json" 2> "$OUT/bench-telemetry.log" || status=1
-fi  # the checks
+tail -5 "$OUT/bench-telemetry.log"
 
 # The six models' gpu presets in the modes DynaCompiler is measured in (op by op, bound,
 # TorchScript; GPU_CHECK_MODES for others, such as checkpoint and selective), then the Python
 # anchor on the same parameters and batches (exported to the machine's /tmp: the ResNet's batches
 # are large), in what is left of the call's budget (GPU_CHECK_BUDGET seconds, default 570: the
-# device tool allows 600 a call). The checks above come first; when too little is left the suite
-# is skipped and says so — it is a benchmark, not a check. On an H200 (2026-12-04) the build took
-# 271 s and the suites more than the rest of the call, so the suite needs a call of its own
-# (--suite).
+# device tool allows 600 a call); when too little is left the suite is skipped and says so.
 left=$(( ${GPU_CHECK_BUDGET:-570} - ($(date +%s) - t0) ))
 if [ "$left" -lt 180 ]; then
   echo "six-model suite skipped: ${left} s left of the budget" | tee "$OUT/bench-gpu.log"
@@ -217,13 +221,8 @@ else
     --compile-backend "$backend" --engine-results "$OUT/bench-gpu.json" \
     --output "$OUT/bench-gpu-python.json" 2>> "$OUT/bench-gpu-python.log" || status=1
   rm -rf "$export_dir"
-  tail -40 "$OUT/bench-gpu.log" "$OUT/bench-gpu-python.log"
+  tail -n 40 "$OUT/bench-gpu.log" "$OUT/bench-gpu-python.log"
 fi
 
-echo "after $(( $(date +%s) - t0 )) s"
-if [ "$suite_only" = 1 ]; then
-  exit "$status"
-fi
-cat "$OUT/gpu-check.json"
-tail -5 "$OUT/demo.log" "$OUT/bench-telemetry.log"
-verdict "$OUT" "$status"
+echo "after $(( $(date +%s) - t0 )) s; benchmarks $([ "$status" = 0 ] && echo ran || echo FAILED)"
+exit "$status"

@@ -66,9 +66,9 @@ grep -q "CUDA rows skipped: no CUDA device here" "$work/skipped-row/verdict.txt"
   echo "FAIL skipped-row: the verdict does not quote the skipped row"
   failures=$((failures + 1))
 }
-# The script ends in the verdict: its last command is the same function.
-tail -1 "$script" | grep -q '^verdict "\$OUT" "\$status"$' || {
-  echo "FAIL: $script does not end with its verdict"
+# The checks end in the verdict: the call exits with the same function's status.
+grep -A1 '^verdict "\$OUT" "\$status"$' "$script" | tail -1 | grep -q '^exit \$?$' || {
+  echo "FAIL: $script's checks do not end with their verdict"
   failures=$((failures + 1))
 }
 
