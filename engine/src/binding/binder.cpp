@@ -425,6 +425,7 @@ std::vector<const Candidate*> Binder::applicableTo(const OpSite& site) const {
   std::vector<const Candidate*> applicable;
   const auto consider = [&](const Candidate& c) {
     const bool disabled = (options_.exact && c.tolerance() > 0) ||
+                          (c.cpuOnly() && !table_.machine.gpu.empty()) ||
                           std::find(options_.disable.begin(), options_.disable.end(), c.name()) !=
                               options_.disable.end();
     if (!disabled && c.applies(site))

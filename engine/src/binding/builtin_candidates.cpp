@@ -204,6 +204,7 @@ class BatchNormRelu final : public Candidate {
   }
   // Measured within 3e-7 of ATen's pair on the zoo's shapes; sums in another order.
   double tolerance() const override { return 1e-5; }
+  bool cpuOnly() const override { return true; }
 };
 
 // The tensor at `i` of a stack; undefined when it holds something else.

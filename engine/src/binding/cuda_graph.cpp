@@ -202,6 +202,7 @@ class CudaGraphed final : public Candidate {
   void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
            LoopFrames& loops) const override;
   double tolerance() const override { return std::max(inner_->tolerance(), 1e-6); }
+  bool cpuOnly() const override { return inner_->cpuOnly(); }
 
  private:
   struct SiteGraphs {

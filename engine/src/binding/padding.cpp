@@ -111,6 +111,7 @@ class Padded final : public Candidate {
   }
   // Reductions over more rows (zeros among them) may round differently.
   double tolerance() const override { return std::max(inner_->tolerance(), 1e-6); }
+  bool cpuOnly() const override { return inner_->cpuOnly(); }
 
  private:
   std::shared_ptr<const Candidate> inner_;

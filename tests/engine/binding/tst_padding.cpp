@@ -166,6 +166,24 @@ std::vector<PaddedCase> paddedCases() {
 
 }  // namespace
 
+// A binder on a GPU leaves out what would only run ATen there (Binder::applicableTo).
+TEST_CASE("a candidate that runs on CPU tensors only says so, and so do its wrappers") {
+  namespace b = symtune::binding;
+  const auto shared = [](const char* name) {
+    const Candidate* c = b::findCandidate(name);
+    REQUIRE(c != nullptr);
+    return std::shared_ptr<const Candidate>(std::shared_ptr<void>(), c);
+  };
+  CHECK(shared("bn-relu")->cpuOnly());
+  CHECK(b::makeCudaGraphed(shared("bn-relu"))->cpuOnly());
+  CHECK(b::makePadded(shared("bn-relu"))->cpuOnly());
+  for (const char* name : {b::kAten, "gru-cell", "bias-gelu", "softmax-cross-entropy"}) {
+    INFO(name);
+    CHECK_FALSE(shared(name)->cpuOnly());
+    CHECK_FALSE(b::makeCudaGraphed(shared(name))->cpuOnly());
+  }
+}
+
 TEST_CASE("the sites whose rows are independent pad; the others are a cache key only") {
   namespace b = symtune::binding;
   symtune::SyMuGen gen(model(), "padded");

@@ -29,6 +29,10 @@ class Candidate {
   // The largest difference from the reference it may show (outputs and input gradients, scaled
   // by the reference's largest magnitude); 0: it must agree exactly.
   virtual double tolerance() const { return 0.0; }
+  // Whether its own code runs on CPU tensors only (on others `run` runs `op`): a binder on a GPU
+  // leaves it out, since measuring it there would time the reference against itself (bn-relu on
+  // an H200, 2026-12-04, "won" 36 of the ResNet's 59 sites so, by noise).
+  virtual bool cpuOnly() const { return false; }
   // Whether it draws its random numbers its own way (a dropout mask of its own), so that no draw
   // of it can match the reference's: a measurement then compares it, forward and backward, with
   // onOwnDraws on the same inputs and the same generator state instead of with the reference.
