@@ -75,8 +75,8 @@ struct CuptiApi {
 // CUPTI writes an external-correlation record only ahead of an API record (a runtime or driver
 // call's), so those kinds are on too, though their records are read for nothing else: without
 // them the activities come back with no link to the op that launched them (seen on an H200,
-// 2026-12-04: 810 activities, none on a node). Driver calls as well as the runtime's: cuBLAS and
-// cuDNN launch their kernels through the driver API.
+// 2026-12-04: 810 activities, none on a node). Driver calls as well as the runtime's, so that a
+// kernel a library launches through the driver API is tied to its op too.
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                          CUPTI_ACTIVITY_KIND_MEMCPY,
                                          CUPTI_ACTIVITY_KIND_MEMSET,
