@@ -53,6 +53,7 @@ struct Components {
   bool split = false;                  // split (split_on_overrun)
   bool online = false;                 // online (the online controller)
   std::optional<double> conservative;  // conservative:C (the controller's; with online)
+  bool outward = false;                // outward (the controller's; with online)
 };
 
 std::optional<Components> parse(const std::string& name) {
@@ -69,6 +70,8 @@ std::optional<Components> parse(const std::string& name) {
       c.split = true;
     } else if (key == "online" && colon == std::string::npos) {
       c.online = true;
+    } else if (key == "outward" && colon == std::string::npos) {
+      c.outward = true;
     } else if (key == "conservative" && value && *value >= 0 && *value < 1) {
       c.conservative = value;
     } else if (key == "remat" && value && *value > 0 && *value <= 1 && !c.megabytes) {
@@ -91,7 +94,7 @@ std::optional<Components> parse(const std::string& name) {
     return std::nullopt;
   if (c.split && !c.fraction && !c.megabytes)
     return std::nullopt;  // splitting is the remat budget's back-off
-  if (c.conservative && !c.online)
+  if ((c.conservative || c.outward) && !c.online)
     return std::nullopt;  // the controller's
   return c;
 }
@@ -121,6 +124,8 @@ std::string describe(const Components& c, const std::string& name) {
                                   " of its first configuration's throughput"
                             : std::string("exploring freely"));
   }
+  if (c.outward)
+    add("exploring next to any value measured, not only the fastest");
   if (c.threads > 0)
     add(std::to_string(c.threads) + " intra-op threads");
   return out;
@@ -194,6 +199,8 @@ const Mode* configuredMode(const std::string& name) {
       session.control.mode = c.online ? "online" : "fixed";
       if (c.conservative)
         session.control.conservative = *c.conservative;
+      if (c.outward)
+        session.control.explore = "outward";
     }
   };
   made.push_back(std::move(mode));

@@ -64,8 +64,9 @@ budget); and modes named by their configuration, '+' between the parts: remat:F 
 (the planner under X MB), micro:K (K micro-batches), threads:T, split (with a remat budget: a
 step no plan fits split into more micro-batches), bind (with a remat budget), online (the online
 controller choosing each step's configuration), conservative:C (with online: after its warm-up
-it explores while the run keeps C of its first configuration's throughput; 0, the default: freely), e.g.
-remat:0.6+micro:2+threads:1, online+conservative:0.97
+it explores while the run keeps C of its first configuration's throughput; 0, the default: freely),
+outward (with online: an ordinal knob explored next to any value measured, not only the fastest),
+e.g. remat:0.6+micro:2+threads:1, online+conservative:0.97
 )";
 
 std::vector<std::string> split(const std::string& list) {

@@ -58,11 +58,15 @@ TEST_CASE("a configured mode's name says how its session runs") {
   symtune::Session kept;
   configuredMode("online+conservative:0.97")->configure(kept);
   CHECK(kept.control.conservative == 0.97);
+  CHECK(controlled.control.explore == "around_leader");  // the session's default
+  symtune::Session outward;
+  configuredMode("remat_mb:3+online+split+outward")->configure(outward);
+  CHECK(outward.control.explore == "outward");
   CHECK(configuredMode("bind+remat:0.6") != nullptr);
 
-  for (const char* wrong :
-       {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0", "micro:2.5", "threads:x",
-        "remat:0.5+jit", "conservative:0.5", "online+conservative:1", ""}) {
+  for (const char* wrong : {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0",
+                            "micro:2.5", "threads:x", "remat:0.5+jit", "conservative:0.5",
+                            "online+conservative:1", "remat:0.5+outward", "outward:1", ""}) {
     INFO(std::string(wrong));
     CHECK(configuredMode(wrong) == nullptr);
   }

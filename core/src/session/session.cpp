@@ -402,7 +402,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   if (top.has("control")) {
     const JsonFields control = top.object("control");
     control.rejectUnknown({"mode", "microbatches", "split_on_overrun", "threads", "remat_budget",
-                           "binding_explore", "conservative", "warmup_steps", "tuned"});
+                           "binding_explore", "conservative", "warmup_steps", "explore", "tuned"});
     s.control.enabled = true;
     s.control.mode = control.string("mode", s.control.mode);
     if (s.control.mode != "fixed" && s.control.mode != "online" && s.control.mode != "tuned")
@@ -420,6 +420,10 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                    "expected the share of the first configuration's throughput to keep, in [0, "
                    "1) (0: explore freely), found " +
                        numberText(s.control.conservative));
+    s.control.explore = control.string("explore", s.control.explore);
+    if (s.control.explore != "around_leader" && s.control.explore != "outward")
+      control.fail("explore", "expected \"around_leader\" or \"outward\", found " +
+                                  inQuotes(s.control.explore));
     const int64_t warmup = control.integer("warmup_steps", s.control.warmupSteps);
     if (warmup < 0 || warmup > 1000000)
       control.fail("warmup_steps",
@@ -568,7 +572,8 @@ std::string sessionJson(const Session& s) {
                               {"split_on_overrun", s.control.splitOnOverrun},
                               {"threads", s.control.threads},
                               {"conservative", s.control.conservative},
-                              {"warmup_steps", s.control.warmupSteps}};
+                              {"warmup_steps", s.control.warmupSteps},
+                              {"explore", s.control.explore}};
     if (s.control.rematBudget)
       control["remat_budget"] = *s.control.rematBudget;
     if (s.control.bindingExplore)

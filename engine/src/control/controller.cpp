@@ -71,6 +71,17 @@ bool OnlineController::allowed(const Configuration& c) const {
   return std::find(excluded_.begin(), excluded_.end(), c) == excluded_.end();
 }
 
+namespace {
+
+// Where knob `knob`'s value in `c` lies among the knob's values (values.size(): none of them).
+size_t indexOf(const Configuration& c, const Knob& knob) {
+  const auto at = std::find_if(knob.values.begin(), knob.values.end(),
+                               [&](double v) { return sameValue(v, valueOf(c, knob)); });
+  return static_cast<size_t>(at - knob.values.begin());
+}
+
+}  // namespace
+
 bool OnlineController::outward(const Configuration& c) const {
   if (!options_.outward || model_.observations() == 0)
     return true;
@@ -78,16 +89,39 @@ bool OnlineController::outward(const Configuration& c) const {
   for (size_t k = 0; k < knobs.size(); ++k) {
     if (!model_.trended(k) || pins_.count(knobs[k].name) != 0)
       continue;
-    const std::vector<double>& values = knobs[k].values;
-    const auto at = std::find_if(values.begin(), values.end(),
-                                 [&](double v) { return sameValue(v, valueOf(c, knobs[k])); });
-    if (at == values.end())
+    const size_t i = indexOf(c, knobs[k]);
+    if (i == knobs[k].values.size())
       continue;
-    const auto i = static_cast<size_t>(at - values.begin());
     const size_t from = model_.knobOffset(k);
     const bool near = model_.learnt(from + i) || (i > 0 && model_.learnt(from + i - 1)) ||
-                      (i + 1 < values.size() && model_.learnt(from + i + 1));
+                      (i + 1 < knobs[k].values.size() && model_.learnt(from + i + 1));
     if (!near)
+      return false;
+  }
+  return true;
+}
+
+bool OnlineController::measured(const Configuration& c) const {
+  const auto& knobs = space_.knobs();
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    if (!model_.trended(k))
+      continue;
+    const size_t i = indexOf(c, knobs[k]);
+    if (i == knobs[k].values.size() || !model_.learnt(model_.knobOffset(k) + i))
+      return false;
+  }
+  return true;
+}
+
+bool OnlineController::nextTo(const Configuration& c, const Configuration& leader) const {
+  const auto& knobs = space_.knobs();
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    if (!model_.trended(k) || pins_.count(knobs[k].name) != 0)
+      continue;
+    const size_t i = indexOf(c, knobs[k]), l = indexOf(leader, knobs[k]);
+    if (i == knobs[k].values.size() || l == knobs[k].values.size())
+      continue;
+    if (i + 1 < l || l + 1 < i)
       return false;
   }
   return true;
@@ -174,11 +208,26 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   const int64_t observations = model_.observations();
 
   // What may run: the allowed configurations, of them those outward (Note [Explored outward])
-  // when there are any.
+  // and next to the leader (Note [Around the leader]: of the configurations whose ordinal values
+  // were all learnt, the fastest by the mean for this batch) when there are any.
+  const Configuration* leader = nullptr;
+  if (options_.aroundLeader && observations > 0) {
+    double leaderMean = std::numeric_limits<double>::infinity();
+    for (const Configuration& c : grid_) {
+      if (!allowed(c) || !measured(c))
+        continue;
+      const double mean = model_.predict(model_.features(c, bucket, z), theta);
+      if (mean < leaderMean) {
+        leaderMean = mean;
+        leader = &c;
+      }
+    }
+  }
   std::vector<bool> eligible(grid_.size());
   bool anyOutward = false;
   for (size_t i = 0; i < grid_.size(); ++i) {
-    eligible[i] = allowed(grid_[i]) && outward(grid_[i]);
+    eligible[i] =
+        allowed(grid_[i]) && outward(grid_[i]) && (leader == nullptr || nextTo(grid_[i], *leader));
     anyOutward = anyOutward || eligible[i];
   }
   for (size_t i = 0; i < grid_.size() && !anyOutward; ++i)

@@ -56,6 +56,7 @@ void Trainer::setUpControl() {
     options.seed = session_.data.seed;
     options.conservative = session_.control.conservative;
     options.warmupSteps = session_.control.warmupSteps;
+    options.aroundLeader = session_.control.explore == "around_leader";
     controller_ = std::make_unique<control::OnlineController>(configSpace(), options);
   }
 }

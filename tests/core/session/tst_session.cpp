@@ -92,7 +92,10 @@ std::vector<RejectedSession> rejectedSessions() {
       {"control unknown field",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"modes": 1})"),
        "control.modes: unknown field (known here: mode, microbatches, split_on_overrun, threads, "
-       "remat_budget, binding_explore, conservative, warmup_steps, tuned)"},
+       "remat_budget, binding_explore, conservative, warmup_steps, explore, tuned)"},
+      {"control explore elsewhere",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"explore": "far"})"),
+       "control.explore: expected \"around_leader\" or \"outward\", found \"far\""},
       {"control conservative of 1",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"conservative": 1})"),
        "control.conservative: expected the share of the first configuration's throughput to keep, "
@@ -349,14 +352,17 @@ TEST_CASE("control: off unless the session has the block; written back as read")
   CHECK(defaults.control.mode == "fixed");
   CHECK(defaults.control.conservative == 0);
   CHECK(defaults.control.warmupSteps == 30);
+  CHECK(defaults.control.explore == "around_leader");
   const Session free = symtune::parseSession(
       symtune::sessionJson(symtune::parseSession(
           sessionText(R"("model": {"zoo": "dynamic_tagger"})",
-                      R"(, "control": {"mode": "online", "conservative": 0.9, "warmup_steps": 5})"),
+                      R"(, "control": {"mode": "online", "conservative": 0.9, "warmup_steps": 5,
+                          "explore": "outward"})"),
           kOrigin)),
       kOrigin);
   CHECK(free.control.conservative == 0.9);
   CHECK(free.control.warmupSteps == 5);
+  CHECK(free.control.explore == "outward");
   const Session online =
       symtune::parseSession(symtune::sessionJson(symtune::parseSession(
                                 sessionText(R"("model": {"zoo": "dynamic_tagger"})",

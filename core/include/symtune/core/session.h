@@ -242,6 +242,9 @@ struct ControlSpec {
   // configuration would have had (0, the default: explores freely throughout).
   double conservative = 0;
   int warmupSteps = 30;
+  // Where the online controller explores an ordinal knob (docs/control.md, "The choice"):
+  // "around_leader", next to the fastest value measured; "outward", next to any value measured.
+  std::string explore = "around_leader";
   // LibTorch's intra-op threads for the run's steps; 0: as run.threads has it.
   int threads = 0;
   // The remat budget as a share of the plain peak, tighter than remat.budget_fraction (which
