@@ -82,6 +82,28 @@ size_t indexOf(const Configuration& c, const Knob& knob) {
 
 }  // namespace
 
+bool OnlineController::notFitting(const Configuration& c, const std::string& bucket) const {
+  const auto found = notFitting_.find(bucket);
+  if (found == notFitting_.end())
+    return false;
+  const Knob* budget = space_.knob("remat_budget");
+  const auto budgetOf = [&](const Configuration& x) {
+    return budget != nullptr ? valueOf(x, *budget) : 0.0;
+  };
+  return std::any_of(found->second.begin(), found->second.end(), [&](const Configuration& r) {
+    return c.microbatches <= r.microbatches && budgetOf(c) <= budgetOf(r) + 1e-9 &&
+           c.bindingExplore == r.bindingExplore;
+  });
+}
+
+void OnlineController::notFit(Decision& decision, const std::string& why) {
+  std::vector<Configuration>& records = notFitting_[decision.bucket];
+  if (!notFitting(decision.chosen, decision.bucket))
+    records.push_back(decision.chosen);
+  decision.violation = "the memory budget: " + why +
+                       "; on this bucket, no configuration holding as much runs from now on";
+}
+
 bool OnlineController::outward(const Configuration& c) const {
   if (!options_.outward || model_.observations() == 0)
     return true;
@@ -207,19 +229,28 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   const std::vector<double> draw = post.draw(rng_);
   const int64_t observations = model_.observations();
 
-  // What may run: the allowed configurations, of them those outward (Note [Explored outward])
-  // and next to the leader (Note [Around the leader]: of the configurations whose ordinal values
-  // were all learnt, the fastest by the mean for this batch) when there are any.
+  // What may run: the allowed configurations that are not known not to fit this bucket (Note
+  // [Predicted not to fit]; where none is, the allowed), of them those outward (Note [Explored
+  // outward]) and next to the leader (Note [Around the leader]: of the configurations whose
+  // ordinal values were all learnt, the fastest by the mean for this batch) when there are any.
+  std::vector<bool> usable(grid_.size());
+  bool anyFits = false;
+  for (size_t i = 0; i < grid_.size(); ++i) {
+    usable[i] = allowed(grid_[i]) && !notFitting(grid_[i], bucket);
+    anyFits = anyFits || usable[i];
+  }
+  for (size_t i = 0; i < grid_.size() && !anyFits; ++i)
+    usable[i] = allowed(grid_[i]);
   const Configuration* leader = nullptr;
   if (options_.aroundLeader && observations > 0) {
     double leaderMean = std::numeric_limits<double>::infinity();
-    for (const Configuration& c : grid_) {
-      if (!allowed(c) || !measured(c))
+    for (size_t i = 0; i < grid_.size(); ++i) {
+      if (!usable[i] || !measured(grid_[i]))
         continue;
-      const double mean = model_.predict(model_.features(c, bucket, z), theta);
+      const double mean = model_.predict(model_.features(grid_[i], bucket, z), theta);
       if (mean < leaderMean) {
         leaderMean = mean;
-        leader = &c;
+        leader = &grid_[i];
       }
     }
   }
@@ -227,11 +258,11 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   bool anyOutward = false;
   for (size_t i = 0; i < grid_.size(); ++i) {
     eligible[i] =
-        allowed(grid_[i]) && outward(grid_[i]) && (leader == nullptr || nextTo(grid_[i], *leader));
+        usable[i] && outward(grid_[i]) && (leader == nullptr || nextTo(grid_[i], *leader));
     anyOutward = anyOutward || eligible[i];
   }
   for (size_t i = 0; i < grid_.size() && !anyOutward; ++i)
-    eligible[i] = allowed(grid_[i]);
+    eligible[i] = usable[i];
 
   std::vector<std::pair<double, size_t>> byMean;
   size_t best = grid_.size();
@@ -249,11 +280,23 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   }
   std::sort(byMean.begin(), byMean.end());
   if (observations == 0) {
-    // Nothing measured: the configuration the run began with, when the pins allow it.
+    // Nothing measured: the configuration the run began with, or where the pins or Note
+    // [Predicted not to fit] rule it out, the one nearest to it along the knobs.
     const Configuration current = space_.current();
-    const auto at = std::find(grid_.begin(), grid_.end(), current);
-    if (at != grid_.end() && allowed(current))
-      best = static_cast<size_t>(at - grid_.begin());
+    size_t nearest = std::numeric_limits<size_t>::max();
+    for (size_t i = 0; i < grid_.size(); ++i) {
+      if (!usable[i])
+        continue;
+      size_t distance = 0;
+      for (const Knob& knob : space_.knobs()) {
+        const size_t a = indexOf(grid_[i], knob), b = indexOf(current, knob);
+        distance += a > b ? a - b : b - a;
+      }
+      if (distance < nearest) {
+        nearest = distance;
+        best = i;
+      }
+    }
   }
   if (best == grid_.size())  // the pins allow nothing in the grid
     throw std::invalid_argument("the pinned knobs leave no configuration of the space");
@@ -265,7 +308,7 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
     const auto baseline = std::find(grid_.begin(), grid_.end(), baseline_);
     if (affordable(byMean.front().second, bucket, z, post))
       best = byMean.front().second;
-    else if (baseline != grid_.end() && allowed(baseline_))
+    else if (baseline != grid_.end() && usable[static_cast<size_t>(baseline - grid_.begin())])
       best = static_cast<size_t>(baseline - grid_.begin());
     else
       best = byMean.front().second;

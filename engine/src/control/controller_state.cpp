@@ -92,11 +92,18 @@ std::string OnlineController::state() const {
   json excluded = json::array();
   for (const auto& c : excluded_)
     excluded.push_back(configurationJson(space_, c));
+  json notFitting = json::object();
+  for (const auto& [bucket, records] : notFitting_) {
+    json& list = notFitting[bucket] = json::array();
+    for (const auto& c : records)
+      list.push_back(configurationJson(space_, c));
+  }
   json out = {{"model", model_.state()},
               {"rng", rng.str()},
               {"signal_reference", signalReference_},
               {"pins", pins},
               {"excluded", excluded},
+              {"not_fitting", notFitting},
               {"loss_average", lossAverage_},
               {"losses", losses_},
               {"last_diverged", lastDiverged_},
@@ -138,6 +145,13 @@ void OnlineController::read(const std::string& text) {
     excluded_.clear();
     for (const auto& c : in.at("excluded"))
       excluded_.push_back(configurationFrom(space_, c));
+    // Note [Predicted not to fit]; a state written before it has no records.
+    notFitting_.clear();
+    const json notFitting = in.value("not_fitting", json::object());
+    for (const auto& [bucket, records] : notFitting.items()) {
+      for (const auto& c : records)
+        notFitting_[bucket].push_back(configurationFrom(space_, c));
+    }
     lossAverage_ = in.at("loss_average").get<double>();
     losses_ = in.at("losses").get<int64_t>();
     lastDiverged_ = in.at("last_diverged").get<bool>();

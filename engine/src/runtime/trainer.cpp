@@ -679,6 +679,9 @@ StepResult Trainer::runStep(Graph* capture) {
     const double learnt = oneOff || unplanned
                               ? 0.0
                               : std::max(seconds - (r.optimizeRequired ? preparing_ : 0.0), 0.0);
+    // Note [Predicted not to fit] in controller.h: a step split further than chosen.
+    if (!r.splitNote.empty())
+      controller_->notFit(*decision, r.splitNote);
     controller_->observe(*decision, learnt, whole.size, r.loss);
     r.decision = controller_->log().back();
   }

@@ -99,6 +99,8 @@ void Trainer::setRematBudget(std::optional<double> megabytes, std::optional<doub
     throw SetupError(e.what());
   }
   rematBefore_ = before;
+  if (controller_)
+    controller_->forgetNotFitting();  // Note [Predicted not to fit] in controller.h
   session_.remat.budgetMb = megabytes;
   session_.remat.budgetFraction = fraction;
   rematBudget_.reset();  // the new budget is the session's

@@ -527,6 +527,56 @@ TEST_CASE("a configuration under which the loss diverged is excluded; the model'
   CHECK(controller.excluded().size() == 1);
 }
 
+TEST_CASE("a configuration that did not fit a bucket runs there no more, nor any holding as much") {
+  // Note [Predicted not to fit]. The run begins at 1 micro-batch, 2 threads, budget 0.6.
+  OnlineController controller(threeKnobs());
+  auto first = controller.choose(0, "big");
+  REQUIRE(first.chosen.microbatches == 1);
+  controller.notFit(first, "no plan fits: split into 2 micro-batches");
+  CHECK(first.violation ==
+        "the memory budget: no plan fits: split into 2 micro-batches; on this bucket, no "
+        "configuration holding as much runs from now on");
+  controller.observe(first, 0.05, 32, 1.0);
+  // Not learnt from: nothing measured yet, so the next choice on the bucket is the one nearest
+  // the run's start that may fit.
+  const auto second = controller.choose(1, "big");
+  CHECK(second.chosen.microbatches == 2);
+  CHECK(second.chosen.threads == 2);
+  CHECK(second.chosen.rematBudget.value_or(0.6) == doctest::Approx(0.6));
+  controller.observe(second, 0.03, 32, 1.0);
+
+  Configuration one = first.chosen;
+  one.threads = 1;
+  CHECK(controller.notFitting(first.chosen, "big"));
+  CHECK(controller.notFitting(one, "big"));  // threads hold no memory of their own
+  one.rematBudget = 0.3;                     // less budget holds more
+  CHECK(controller.notFitting(one, "big"));
+  CHECK_FALSE(controller.notFitting(first.chosen, "small"));
+  CHECK_FALSE(controller.notFitting(second.chosen, "big"));
+
+  std::mt19937_64 rng(3);
+  for (int64_t step = 2; step < 150; ++step) {
+    const std::string bucket = step % 3 == 0 ? "small" : "big";
+    const auto d = controller.choose(step, bucket);
+    if (bucket == "big")
+      CHECK(d.chosen.microbatches >= 2);
+    controller.observe(d, secondsPerSample(d.chosen, 0, rng) * 32, 32, 1.0);
+  }
+  // Pinned to the whole batch: another bucket runs it; on this one the pin wins (the trainer
+  // splits the step as it must).
+  controller.pin("microbatches", 1);
+  CHECK(controller.choose(150, "small").chosen.microbatches == 1);
+  CHECK(controller.choose(151, "big").chosen.microbatches == 1);
+  controller.unpin("microbatches");
+
+  // A restored controller keeps the records; forgetting them (a new budget) lets all run again.
+  OnlineController resumed(threeKnobs());
+  resumed.restore(controller.state());
+  CHECK(resumed.notFitting(first.chosen, "big"));
+  resumed.forgetNotFitting();
+  CHECK_FALSE(resumed.notFitting(first.chosen, "big"));
+}
+
 namespace {
 
 // The ci tagger, unbound, trained by SGD: the sessions the controller drives trainers with.

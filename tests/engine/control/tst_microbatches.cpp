@@ -7,6 +7,7 @@
 #include "doctest_torch.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,6 +51,20 @@ std::vector<torch::Tensor> gradients(symtune::Trainer& t) {
       grads.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
   }
   return grads;
+}
+
+// The smallest budget the tagger's first step fits whole, as a run without a control block
+// names it (0 if a 10 kB budget trained it), and that run's session.
+double smallestWholeBudget(symtune::Session& probe) {
+  probe = sessionFor("dynamic_tagger");
+  probe.remat.enabled = true;
+  probe.remat.budgetMb = 0.01;
+  try {
+    symtune::Trainer(probe).step();
+  } catch (const symtune::remat::RematInfeasible& e) {
+    return e.smallestFeasibleBytes();
+  }
+  return 0;
 }
 
 }  // namespace
@@ -219,18 +234,8 @@ TEST_CASE_FIXTURE(TwoThreads, "a trainer's configuration space, and configuring 
 
 TEST_CASE_FIXTURE(TwoThreads,
                   "a step no remat plan fits whole runs split, under its budget, as the batch") {
-  // The smallest budget the tagger's first step fits whole, as a run without a control block
-  // names it.
-  symtune::Session probe = sessionFor("dynamic_tagger");
-  probe.remat.enabled = true;
-  probe.remat.budgetMb = 0.01;
-  double smallest = 0;
-  try {
-    symtune::Trainer(probe).step();
-    FAIL("a 10 kB budget trained a step");
-  } catch (const symtune::remat::RematInfeasible& e) {
-    smallest = e.smallestFeasibleBytes();
-  }
+  symtune::Session probe;
+  const double smallest = smallestWholeBudget(probe);
   REQUIRE(smallest > 0);
 
   symtune::Session tight = probe;
@@ -257,6 +262,42 @@ TEST_CASE_FIXTURE(TwoThreads,
   }
   symtune::test::checkEach(split.executor().parameters(), whole.executor().parameters(), 1e-5,
                            "parameters");
+}
+
+// Note [Predicted not to fit] in symtune/control/controller.h: under a budget the whole batch
+// does not fit, the online controller chooses the whole batch once per bucket at most.
+TEST_CASE_FIXTURE(TwoThreads, "the online controller does not choose again what did not fit") {
+  symtune::Session probe;
+  const double smallest = smallestWholeBudget(probe);
+  REQUIRE(smallest > 0);
+  symtune::Session tight = probe;
+  tight.remat.budgetMb = 0.8 * smallest / 1e6;
+  tight.control.enabled = true;
+  tight.control.mode = "online";
+  symtune::Trainer t(tight);
+  std::map<std::string, int> failed;  // by bucket: the most micro-batches that did not fit
+  int splits = 0;
+  for (int step = 0; step < 12; ++step) {
+    INFO("step ", step);
+    const symtune::StepResult r = t.step();
+    REQUIRE(r.decision.has_value());
+    const symtune::control::Decision& d = *r.decision;
+    if (failed.count(d.bucket) != 0)
+      CHECK(d.chosen.microbatches > failed[d.bucket]);
+    REQUIRE(r.remat.has_value());
+    REQUIRE(r.remat->plan.limitBytes.has_value());
+    CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
+    if (r.splitNote.empty()) {
+      CHECK(d.violation.empty());
+      continue;
+    }
+    ++splits;
+    CHECK(r.microbatches > d.chosen.microbatches);
+    CHECK(d.violation.find("the memory budget: ") == 0);
+    CHECK(d.violation.find(r.splitNote) != std::string::npos);
+    failed[d.bucket] = std::max(failed[d.bucket], d.chosen.microbatches);
+  }
+  CHECK(splits >= 1);  // the first step, on the whole batch
 }
 
 // Note [Micro-batches]: a micro-batch after the first adds to the gradients of those before it

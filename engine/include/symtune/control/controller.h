@@ -73,6 +73,21 @@
 // rose from a median of 0.90, 0.93 and 0.92 to 0.97, 0.98 and 0.97, and where the fastest count
 // is 8 micro-batches (times falling 1.6, 1.3, 1.1, 1.0 from 1 to 8) it stayed at 0.89.
 //
+// Note [Predicted not to fit]
+// The controller explores safely: it never chooses a configuration the run knows breaks the
+// memory budget. When a step's configuration did not fit its budget on a batch of some shape
+// bucket (no remat plan fitted it, so the trainer split the step further, Note [Splitting
+// further] in trainer.h), notFit() records it, and from then on on that bucket no configuration
+// holding as much runs: none with as few micro-batches or fewer, a remat budget as small or
+// smaller, the same binding exploration (threads hold no memory of their own). Other buckets may
+// still try it: a smaller batch may fit. The step itself is logged with the budget as the
+// constraint it broke, not learnt from: what it took (a plan searched for in vain, a new
+// bucket's counting forward) is the configuration's on that bucket only, which no longer runs.
+// Before, the tree network under 0.6 of its plain peak (which no plan fits whole) chose the
+// whole batch on 17 and 51 of 150 steps in two runs, each of them split at about 0.8 of the speed
+// of two micro-batches on the same batch (docs/benchmarks.md, "What did not fit"). A new memory
+// budget (Trainer::setRematBudget) forgets the records.
+//
 // Note [Conservative exploration]
 // Exploring costs the steps it spends on slower configurations. With `conservative` above 0 (off
 // by default: the reckoning below trusts the model's view of the baseline, and a model that
@@ -203,11 +218,19 @@ class OnlineController {
   const ConfigSpace& space() const { return space_; }
   // The configurations a broken constraint excluded, in the order excluded.
   const std::vector<Configuration>& excluded() const { return excluded_; }
+  // Note [Predicted not to fit]: `decision`'s configuration did not fit the memory budget on
+  // its bucket, for the reason `why` (one line), which becomes the decision's violation (so the
+  // step is not learnt from); forgetNotFitting() drops every record. notFitting(c, bucket):
+  // whether a record rules `c` out on `bucket`.
+  void notFit(Decision& decision, const std::string& why);
+  void forgetNotFitting() { notFitting_.clear(); }
+  bool notFitting(const Configuration& c, const std::string& bucket) const;
   // What it has learnt and where it stands, as JSON text (a checkpoint's; Note [Checkpoints] in
   // trainer.h): the model's terms, the random generator, the first batch's signals, the pins,
-  // the exclusions, the loss's average and the last decision. restore() on a controller of the
-  // same space goes on as this one would have; its log starts again from that last decision.
-  // Throws std::invalid_argument for a state of another space or malformed text.
+  // the exclusions, what did not fit on which bucket, the loss's average and the last decision.
+  // restore() on a controller of the same space goes on as this one would have; its log starts
+  // again from that last decision. Throws std::invalid_argument for a state of another space or
+  // malformed text.
   std::string state() const;
   void restore(const std::string& state);
 
@@ -249,7 +272,8 @@ class OnlineController {
   AdditiveModel model_;  // the buckets are its contexts
   std::map<std::string, double> pins_;
   std::vector<Configuration> excluded_;
-  std::vector<double> signalReference_;  // the first batch's signals
+  std::map<std::string, std::vector<Configuration>> notFitting_;  // by bucket
+  std::vector<double> signalReference_;                           // the first batch's signals
   std::mt19937_64 rng_;
   std::deque<Decision> log_;
   int64_t decisions_ = 0;
