@@ -151,9 +151,15 @@ TermPosterior AdditiveModel::posterior() const {
       a[i * n + j] = prior + (precision_[i * n + j] - prior) / s2;
     }
   }
+  // The mean solves (that) mean = P m + Xᵀy/s², m the prior's mean: 0 but for the signals' own
+  // terms (Note [A longer sample takes longer] in controller.h).
   std::vector<double> b(moment_);
   for (double& v : b)
     v /= s2;
+  for (size_t j = 0; j < signals_ && j < slopes_.size(); ++j) {
+    const size_t own = interactionOffset(j) - 1;
+    b[own] += prior_[own] * slopes_[j];
+  }
   TermPosterior p;
   p.factor = cholesky(a, n);
   p.mean = solveLower(p.factor, n, solveLower(p.factor, n, b, false), true);

@@ -26,6 +26,7 @@ OnlineController::OnlineController(ConfigSpace space, ControllerOptions options)
       model_(space_, options.priorVariance, options.priorNoise, options.signalNames.size(),
              options.signalVariance, options.ordinal),
       rng_(options.seed) {
+  model_.setSignalSlopes(options_.signalSlopes);
   grid_ = space_.grid();
   if (grid_.empty() || space_.knobs().empty())
     throw std::invalid_argument("the online controller needs a configuration space with knobs");

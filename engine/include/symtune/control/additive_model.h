@@ -79,6 +79,10 @@ class AdditiveModel {
   // Note [Steps at half speed]: the degrees of freedom of the likelihood the observations are
   // weighed by (default 4); infinity weighs every observation fully, as the normal's would.
   void setTails(double tails) { tails_ = tails; }
+  // Note [A longer sample takes longer] (controller.h): the prior mean of each signal's own term
+  // (missing ones 0), which the posterior's mean leans towards until the observations say
+  // otherwise.
+  void setSignalSlopes(std::vector<double> slopes) { slopes_ = std::move(slopes); }
 
   // Adds a term for context `name` (with its prior) unless it has one.
   void addContext(const std::string& name);
@@ -133,6 +137,7 @@ class AdditiveModel {
   std::vector<double> prior_;               // each term's prior precision
   std::vector<double> precision_, moment_;  // diag(prior_) + XᵀX (row-major), Xᵀy
   double residualSum_ = 0;                  // the observations' weighted squared residuals
+  std::vector<double> slopes_;              // the prior mean of each signal's own term
   double tails_ = 4.0;
   double reference_ = 0;  // the first observation's y: what the terms add to
   int64_t observations_ = 0;

@@ -28,6 +28,22 @@
 // micro-batches, threads and recomputation do not change what the step computes, beyond rounding. A
 // pinned knob keeps its value.
 //
+// Note [A longer sample takes longer]
+// A signal's own term says how the time per sample moves with the batch's signal, the same for
+// every configuration; its prior's mean is what is known before a step is measured: a sample
+// twice as long takes about twice as long (`sequence_length`, slope 1 in the log of its ratio to
+// the first batch's), and a sample takes as long in a larger batch (`batch_size`, slope 0). With
+// a mean of 0 the model took the length's effect to be nothing until it had learnt otherwise, and
+// what a run's first steps measured went partly to the knob values they ran. On Transformer-XL
+// (4 segments of 24-48 tokens, two shape buckets; per sample the shorter bucket runs about 1.6
+// times as fast) the first step on the shorter bucket ran two micro-batches, whose terms took part
+// of that speed, so the trend predicted four faster still, and two steps later four ran, at 0.71
+// of the best's speed; a slow first step on two threads against a faster batch on one made one
+// thread look the faster for steps on end (one thread on 7-21 of 150 steps, docs/benchmarks.md,
+// "What did not fit"). Where the batches' lengths are why, the prior now says so. It is a prior,
+// not a rule: the steps correct the slope as they would any term (a GRU's loop scales about so,
+// attention faster; images and trees have no sequence_length, and the term is then unused).
+//
 // Note [Divergence constraint]
 // The loss must not diverge. A step's loss diverges when it is not finite or exceeds `divergence`
 // times the average of the losses before it (an exponential average, weight 0.1, of the finite
@@ -71,7 +87,7 @@
 // "explored around the fastest measured count, ...": 16 runs of 150 steps each, noise and the
 // one-off cost of a new count as measured) the run's throughput over the fastest configuration's
 // rose from a median of 0.90, 0.93 and 0.92 to 0.97, 0.98 and 0.97, and where the fastest count
-// is 8 micro-batches (times falling 1.6, 1.3, 1.1, 1.0 from 1 to 8) it stayed at 0.89.
+// is 8 micro-batches (times falling 1.6, 1.3, 1.1, 1.0 from 1 to 8) it stayed at 0.90.
 //
 // Note [Predicted not to fit]
 // The controller explores safely: it never chooses a configuration the run knows breaks the
@@ -134,6 +150,9 @@ struct ControllerOptions {
   // variance.
   std::vector<std::string> signalNames = {"batch_size", "sequence_length"};
   double signalVariance = 0.25;
+  // Note [A longer sample takes longer]: the prior mean of each signal's own term, in the order
+  // of signalNames (missing ones 0): a sample's time as its length, whatever the batch's size.
+  std::vector<double> signalSlopes = {0.0, 1.0};
   // Note [Ordinal knobs] (additive_model.h): the prior variances of an ordinal knob's trend and
   // of its values' deviations from it ({0, 0}: independent terms), and Note [Explored outward].
   OrdinalPrior ordinal = {0.25, 0.05};
