@@ -53,18 +53,22 @@ std::vector<torch::Tensor> gradients(symtune::Trainer& t) {
   return grads;
 }
 
-// The smallest budget the tagger's first step fits whole, as a run without a control block
-// names it (0 if a 10 kB budget trained it), and that run's session.
-double smallestWholeBudget(symtune::Session& probe) {
-  probe = sessionFor("dynamic_tagger");
+// The tagger's session under 0.8 of the smallest budget its first step fits whole (as a run
+// without a control block names it), with a control block: no plan fits the whole batch.
+symtune::Session belowEveryWholePlan() {
+  symtune::Session probe = sessionFor("dynamic_tagger");
   probe.remat.enabled = true;
   probe.remat.budgetMb = 0.01;
+  double smallest = 0;
   try {
     symtune::Trainer(probe).step();
   } catch (const symtune::remat::RematInfeasible& e) {
-    return e.smallestFeasibleBytes();
+    smallest = e.smallestFeasibleBytes();
   }
-  return 0;
+  REQUIRE(smallest > 0);  // a 10 kB budget did not train it
+  probe.remat.budgetMb = 0.8 * smallest / 1e6;
+  probe.control.enabled = true;
+  return probe;
 }
 
 }  // namespace
@@ -234,14 +238,7 @@ TEST_CASE_FIXTURE(TwoThreads, "a trainer's configuration space, and configuring 
 
 TEST_CASE_FIXTURE(TwoThreads,
                   "a step no remat plan fits whole runs split, under its budget, as the batch") {
-  symtune::Session probe;
-  const double smallest = smallestWholeBudget(probe);
-  REQUIRE(smallest > 0);
-
-  symtune::Session tight = probe;
-  tight.remat.budgetMb = 0.8 * smallest / 1e6;
-  tight.control.enabled = true;
-  symtune::Trainer split(tight);
+  symtune::Trainer split(belowEveryWholePlan());
   symtune::Trainer whole(sessionFor("dynamic_tagger"));
   for (int step = 0; step < 4; ++step) {
     INFO("step ", step);
@@ -267,12 +264,7 @@ TEST_CASE_FIXTURE(TwoThreads,
 // Note [Predicted not to fit] in symtune/control/controller.h: under a budget the whole batch
 // does not fit, the online controller chooses the whole batch once per bucket at most.
 TEST_CASE_FIXTURE(TwoThreads, "the online controller does not choose again what did not fit") {
-  symtune::Session probe;
-  const double smallest = smallestWholeBudget(probe);
-  REQUIRE(smallest > 0);
-  symtune::Session tight = probe;
-  tight.remat.budgetMb = 0.8 * smallest / 1e6;
-  tight.control.enabled = true;
+  symtune::Session tight = belowEveryWholePlan();
   tight.control.mode = "online";
   symtune::Trainer t(tight);
   std::map<std::string, int> failed;  // by bucket: the most micro-batches that did not fit
