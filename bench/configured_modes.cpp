@@ -261,18 +261,39 @@ json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t co
     const control::TuneResult& r = tuned.search;
     const control::Configuration& best = r.evaluations[*r.best].configuration;
     int64_t failed = 0;
-    for (const auto& e : r.evaluations)
+    json search = json::array();  // each evaluation, in the order run
+    for (const auto& e : r.evaluations) {
       failed += !e.failed.empty();
+      search.push_back(
+          {{"mode", gridName(e.configuration, budgetBytes / *config.grid, *config.grid)},
+           {"samples_per_s", e.samplesPerSecond},
+           {"failed", e.failed}});
+    }
+    // Note [Side by side at the end] (runtime/tuning.h): its two evaluations' steps count.
+    const auto& side = tuned.sideBySide;
+    json sideBySide = nullptr;
+    if (side) {
+      sideBySide = {{"first", gridName(side->first, budgetBytes / *config.grid, *config.grid)},
+                    {"first_samples_per_s", side->firstSamplesPerSecond},
+                    {"second", gridName(side->second, budgetBytes / *config.grid, *config.grid)},
+                    {"second_samples_per_s", side->secondSamplesPerSecond},
+                    {"reversed", side->reversed},
+                    {"failed", side->failed},
+                    {"steps", side->steps},
+                    {"seconds", side->seconds}};
+    }
     return {{"mode", gridName(best, budgetBytes / *config.grid, *config.grid)},
             {"configuration", best.text()},
-            {"evaluations", r.evaluations.size()},
+            {"evaluations", r.evaluations.size() + (side ? 2 : 0)},
             {"evaluations_allowed", options.budgetSteps / (config.warmup + config.steps)},
             {"failed", failed},
             {"pruned", r.pruned.size()},
-            {"steps", r.steps},
-            {"seconds", r.seconds},
-            {"stopped", r.stopped},
-            {"samples_per_s_in_search", r.evaluations[*r.best].samplesPerSecond}};
+            {"steps", r.steps + (side ? side->steps : 0)},
+            {"seconds", r.seconds + (side ? side->seconds : 0)},
+            {"stopped", tuned.session.control.tuned->stopped},
+            {"samples_per_s_in_search", r.evaluations[*r.best].samplesPerSecond},
+            {"search", search},
+            {"side_by_side", sideBySide}};
   } catch (const std::exception& e) {
     return {{"error", e.what()}};
   }

@@ -54,17 +54,21 @@ nlohmann::ordered_json searchJson(const TunedSession& tuned, const std::string& 
                                       {"samples_per_s", r.evaluations[*i].samplesPerSecond}}
              : nlohmann::ordered_json(nullptr);
   };
-  return {{"format", "symtune-tune"},
-          {"configurations", r.configurations},
-          {"evaluations", evaluations},
-          {"pruned", pruned},
-          {"best", pick(r.best)},
-          {"runner_up", pick(r.runnerUp)},
-          {"simulations", r.simulations},
-          {"steps", r.steps},
-          {"seconds", r.seconds},
-          {"stopped", r.stopped},
-          {"written", written}};
+  nlohmann::ordered_json sideBySide = nullptr;
+  if (const auto& s = tuned.sideBySide) {
+    sideBySide = {{"first", s->first.text()},   {"first_samples_per_s", s->firstSamplesPerSecond},
+                  {"second", s->second.text()}, {"second_samples_per_s", s->secondSamplesPerSecond},
+                  {"reversed", s->reversed},    {"steps", s->steps},
+                  {"seconds", s->seconds}};
+    if (!s->failed.empty())
+      sideBySide["failed"] = s->failed;
+  }
+  return {{"format", "symtune-tune"},   {"configurations", r.configurations},
+          {"evaluations", evaluations}, {"pruned", pruned},
+          {"best", pick(r.best)},       {"runner_up", pick(r.runnerUp)},
+          {"side_by_side", sideBySide}, {"simulations", r.simulations},
+          {"steps", r.steps},           {"seconds", r.seconds},
+          {"stopped", r.stopped},       {"written", written}};
 }
 
 }  // namespace
@@ -136,11 +140,21 @@ int runTuneCommand(const CommandLine& cl) {
   if (r.runnerUp)
     std::cout << "runner-up: " << r.evaluations[*r.runnerUp].configuration.text() << ", "
               << rate(r.evaluations[*r.runnerUp].samplesPerSecond) << "\n";
+  if (const auto& s = tuned.sideBySide) {
+    // Note [Side by side at the end]: the choice is the faster there.
+    char spent[64];
+    std::snprintf(spent, sizeof spent, "%.1f s", s->seconds);
+    std::cout << "side by side (2 evaluations, " << s->steps << " steps, " << spent
+              << "): " << s->first.text() << ", " << rate(s->firstSamplesPerSecond) << "; "
+              << s->second.text() << ", " << rate(s->secondSamplesPerSecond)
+              << (s->reversed ? " (the runner-up the faster: chosen)" : "")
+              << (s->failed.empty() ? "" : "; failed: " + s->failed) << "\n";
+  }
   char spent[64];
   std::snprintf(spent, sizeof spent, "%.1f s", r.seconds);
   std::cout << "search: " << r.evaluations.size() << " evaluations, " << r.steps << " steps, "
-            << r.simulations << " tree descents, " << spent << "; stopped: " << r.stopped << "\n"
-            << "wrote " << target << " (control: mode tuned, " << best.configuration.text() << ")"
+            << r.simulations << " tree descents, " << spent << "; stopped: " << r.stopped << "\n";
+  std::cout << "wrote " << target << " (control: mode tuned, " << best.configuration.text() << ")"
             << std::endl;
   return 0;
 }

@@ -1,6 +1,8 @@
 #include "symtune/runtime/tuning.h"
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -35,6 +37,67 @@ class KeepThreads {
  private:
   int threads_;
 };
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Note [Side by side at the end]: `first` and `second` on a fresh trainer each, a step of each in
+// turn (the first to go alternating), `warmup` steps and then `measured` ones whose median seconds
+// per sample is each one's measure. A step that fails stops that one; the other goes on.
+SideBySide measureSideBySide(const Session& session, const control::Configuration& first,
+                             const control::Configuration& second, int warmup, int measured,
+                             Telemetry telemetry, int threadsAtStart) {
+  SideBySide out;
+  out.first = first;
+  out.second = second;
+  const auto started = std::chrono::steady_clock::now();
+  const std::array<const control::Configuration*, 2> configurations = {&first, &second};
+  std::array<std::unique_ptr<Trainer>, 2> trainers;
+  std::array<std::vector<double>, 2> perSample;
+  std::array<std::string, 2> failed;
+  for (size_t k = 0; k < 2; ++k) {
+    // A trainer begins with the threads the process began with (its space's knob keeps them).
+    at::set_num_threads(threadsAtStart);
+    try {
+      trainers[k] = std::make_unique<Trainer>(session);
+      trainers[k]->setTelemetry(telemetry);
+    } catch (const std::exception& e) {
+      failed[k] = oneLine(e);
+    }
+  }
+  for (int i = 0; i < warmup + measured; ++i) {
+    for (size_t turn = 0; turn < 2; ++turn) {
+      const size_t k = (static_cast<size_t>(i) + turn) % 2;
+      if (!failed[k].empty())
+        continue;
+      try {
+        // The threads are the process's: each step sets its own configuration's.
+        trainers[k]->configure(*configurations[k]);
+        const StepResult r = trainers[k]->step();
+        ++out.steps;
+        if (i >= warmup)
+          perSample[k].push_back((r.seconds - r.timings.data) /
+                                 static_cast<double>(trainers[k]->batchSize()));
+      } catch (const std::exception& e) {
+        ++out.steps;  // it ran, as far as it got
+        failed[k] = oneLine(e);
+      }
+    }
+  }
+  const auto measure = [&](size_t k) {
+    return failed[k].empty() && !perSample[k].empty() ? 1 / median(perSample[k]) : 0.0;
+  };
+  out.firstSamplesPerSecond = measure(0);
+  out.secondSamplesPerSecond = measure(1);
+  for (size_t k = 0; k < 2; ++k) {
+    if (!failed[k].empty())
+      out.failed += (out.failed.empty() ? "" : "; ") + configurations[k]->text() + ": " + failed[k];
+  }
+  out.reversed = out.secondSamplesPerSecond > out.firstSamplesPerSecond;
+  out.seconds = secondsSince(started);
+  return out;
+}
 
 }  // namespace
 
@@ -158,15 +221,26 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
     return e;
   };
 
+  // Note [Side by side at the end]: of four evaluations or more, the last two settle the fastest
+  // two.
+  const int evaluations = options.budgetSteps / perEvaluation;
+  const bool settle = options.sideBySide && evaluations >= 4;
   control::TuneOptions search = options.search;
-  search.evaluations = options.budgetSteps / perEvaluation;
+  search.evaluations = settle ? evaluations - 2 : evaluations;
   control::AutoTuner tuner(space, search);
-  TunedSession out{tuner.run(evaluate, estimate, options.progress), space, given};
+  TunedSession out{tuner.run(evaluate, estimate, options.progress), space, given, std::nullopt};
 
-  const control::TuneResult& r = out.search;
+  control::TuneResult& r = out.search;
   if (!r.best)
     throw SetupError("auto_tune: no configuration ran; the first: " +
                      (r.evaluations.empty() ? std::string("none") : r.evaluations.front().failed));
+  if (settle && r.runnerUp) {
+    out.sideBySide = measureSideBySide(session, r.evaluations[*r.best].configuration,
+                                       r.evaluations[*r.runnerUp].configuration, warmup,
+                                       options.measuredSteps, options.telemetry, threadsAtStart);
+    if (out.sideBySide->reversed)
+      std::swap(r.best, r.runnerUp);
+  }
   ControlSpec& control = out.session.control;
   control.enabled = true;
   control.mode = "tuned";
@@ -188,6 +262,20 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
     t.runnerUpSamplesPerSecond = r.evaluations[*r.runnerUp].samplesPerSecond;
   }
   t.stopped = r.stopped;
+  if (const auto& s = out.sideBySide) {
+    // Their figures side by side are the session's: measured under the same conditions.
+    t.evaluations += 2;
+    t.steps += s->steps;
+    t.seconds += s->seconds;
+    if (s->firstSamplesPerSecond > 0 || s->secondSamplesPerSecond > 0) {
+      t.samplesPerSecond = s->reversed ? s->secondSamplesPerSecond : s->firstSamplesPerSecond;
+      t.runnerUpSamplesPerSecond =
+          s->reversed ? s->firstSamplesPerSecond : s->secondSamplesPerSecond;
+    }
+    t.stopped += "; then its fastest two side by side" +
+                 std::string(s->reversed ? ", which reversed them" : "") +
+                 (s->failed.empty() ? "" : " (failed there: " + s->failed + ")");
+  }
   control.tuned = t;
   return out;
 }

@@ -4,8 +4,22 @@
 // built from the session as it stands (the same weights, the same batches), and estimates the rest
 // with the cost model the first trainer built: the remat planner's plan for each budget, its
 // recompute cost by the templates, and whether any plan fits.
+//
+// Note [Side by side at the end]
+// Each evaluation runs alone, one after another; what else the machine does moves a
+// configuration's speed from one minute to the next by more than what sets the fastest two apart
+// (on this project's 2-vCPU machine the grid's own rounds differ by up to 1.4x, and auto_tune's
+// choice on Transformer-XL, measured alone, was 0.85-0.91 of the grid's best measured beside it,
+// docs/benchmarks.md). So when the budget buys four evaluations or more, the search spends all but
+// two, and the last two's steps measure its fastest two again, each on a fresh trainer, side by
+// side: a step of each in turn, alternating which goes first (as the harness compares modes), so
+// that whatever moves the machine's speed moves both. The faster there is the choice, and their
+// figures there are the session's (control.tuned); TunedSession::sideBySide keeps them, with the
+// search's own.
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "symtune/control/auto_tune.h"
@@ -16,8 +30,11 @@ namespace symtune {
 
 struct TuneSessionOptions {
   // Training steps the search may spend, every evaluation's together: each evaluation takes
-  // warmupSteps + measuredSteps, so the budget buys budgetSteps / (warmup + measured) of them.
+  // warmupSteps + measuredSteps, so the budget buys budgetSteps / (warmup + measured) of them;
+  // of four or more, the last two measure the search's fastest two side by side (Note [Side by
+  // side at the end]; sideBySide false: the search spends them all).
   int budgetSteps = 60;
+  bool sideBySide = true;
   // A new trainer's first steps: compiling, measuring, planning (at least remat's calibration
   // steps under a budget_fraction).
   int warmupSteps = 2;
@@ -27,12 +44,25 @@ struct TuneSessionOptions {
   std::function<void(const control::Evaluation&)> progress;
 };
 
+// Note [Side by side at the end]: the search's fastest two measured again, a step of each in turn.
+struct SideBySide {
+  control::Configuration first, second;                          // the search's best and runner-up
+  double firstSamplesPerSecond = 0, secondSamplesPerSecond = 0;  // there (0: failed)
+  std::string failed;  // why one of them could not run there, if one could not
+  int64_t steps = 0;   // training steps, both together
+  double seconds = 0;
+  bool reversed = false;  // the runner-up was the faster: it is the choice
+};
+
 struct TunedSession {
+  // The search; where the side-by-side measure reversed its two fastest, best and runnerUp are
+  // swapped to say so (the evaluations keep what the search measured).
   control::TuneResult search;
   control::ConfigSpace space;  // the session's, as its first trainer saw it
   // The session with its control block set to the fastest configuration measured (mode "tuned",
   // the search's figures in control.tuned): the one it began with when nothing beat it.
   Session session;
+  std::optional<SideBySide> sideBySide;
 };
 
 // Throws SetupError for a session that cannot be built, a budget that buys no evaluation, or a
