@@ -243,6 +243,7 @@ TuneResult AutoTuner::run(const Evaluator& evaluate, const Estimator& estimate,
   TuneResult result;
   result.configurations = static_cast<int64_t>(search.grid().size());
 
+  // Measures grid()[leaf]; returns whether it ran out of memory.
   const auto measure = [&](size_t leaf, double predicted) {
     Evaluation e;
     e.configuration = search.grid()[leaf];
@@ -286,11 +287,12 @@ TuneResult AutoTuner::run(const Evaluator& evaluate, const Estimator& estimate,
     result.evaluations.push_back(e);
     if (progress)
       progress(e);
+    return outOfMemory;
   };
 
   // The first: the configuration the space is at, what the search has to beat.
   const size_t first = search.indexOf(space_.current()).value_or(0);
-  measure(first, 0);
+  const bool firstRanOut = measure(first, 0);
 
   if (estimate) {
     const Estimate own = estimate(search.grid()[first]);
@@ -308,6 +310,24 @@ TuneResult AutoTuner::run(const Evaluator& evaluate, const Estimator& estimate,
       }
       search.setOffset(leaf, std::log(std::max(e.relativeSeconds, 1e-12)) - reference);
     }
+  }
+
+  // It ran out of memory: the next is the first split into the fewest micro-batches more that may
+  // run, its other knobs as they are (Note [auto_tune]).
+  if (firstRanOut && result.evaluations.size() < static_cast<size_t>(options_.evaluations)) {
+    const Configuration& own = search.grid()[first];
+    std::optional<size_t> split;
+    for (size_t leaf = 0; leaf < search.grid().size(); ++leaf) {
+      Configuration c = search.grid()[leaf];
+      if (!search.feasible(leaf) || c.microbatches <= own.microbatches)
+        continue;
+      const int count = c.microbatches;
+      c.microbatches = own.microbatches;
+      if (c == own && (!split || count < search.grid()[*split].microbatches))
+        split = leaf;
+    }
+    if (split)
+      measure(*split, 0);
   }
 
   while (true) {

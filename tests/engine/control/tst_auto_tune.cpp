@@ -195,6 +195,32 @@ TEST_CASE("a configuration that runs out of memory prunes those that need as muc
         "microbatches 2, threads as begun, remat_budget 0.6");
 }
 
+TEST_CASE("when the session's configuration runs out of memory, the next measured splits it") {
+  // As the tree network under 0.6 of its plain peak: the whole batch fits no budget, two
+  // micro-batches fit at the session's budget only and are the fastest by far; the other counts
+  // fit everywhere, faster the more memory they have. The search's second evaluation is the
+  // session's configuration split in two, whatever the seed.
+  const ConfigSpace space({Knob{"microbatches", {1, 2, 4, 8, 16}, 1, ""},
+                           Knob{"threads", {1, 2}, 2, ""},
+                           Knob{"remat_budget", {0.3, 0.4, 0.5, 0.6}, 0.6, ""}});
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    TuneOptions options;
+    options.evaluations = 10;
+    options.seed = seed;
+    AutoTuner tuner(space, options);
+    const TuneResult r = tuner.run([](const Configuration& c) {
+      if (c.microbatches == 1 || (c.microbatches == 2 && *c.rematBudget < 0.55))
+        return Measurement{0, 1, "ran out of its budget", true};
+      const double perSecond = c.microbatches == 2 ? 1800 : 1000 - 40.0 * c.microbatches;
+      return Measurement{perSecond * (0.7 + *c.rematBudget / 2), 2, "", false};
+    });
+    REQUIRE(r.evaluations.size() >= 2);
+    CHECK(r.evaluations[1].configuration.text() == "microbatches 2, threads 2, remat_budget 0.6");
+    REQUIRE(r.best.has_value());
+    CHECK(r.evaluations[*r.best].configuration.microbatches == 2);
+  }
+}
+
 TEST_CASE("auto_tune on a space it can measure whole stops when everything is measured") {
   const ConfigSpace space({Knob{"microbatches", {1, 2}, 1, ""}});
   TuneOptions options;

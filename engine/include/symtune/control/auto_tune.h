@@ -24,7 +24,13 @@
 // and one whose measurement failed is pruned with its reason; one that ran out of memory prunes
 // every configuration with no more micro-batches and no larger remat budget (whatever its
 // threads), which needs at least as much memory. The first evaluation is the
-// configuration the space is at (the run as configured: what the search must beat); the search
+// configuration the space is at (the run as configured: what the search must beat). When it runs
+// out of memory, the second is it split into the fewest micro-batches more that may run, its
+// other knobs as they are: what the run would do by itself (Note [Splitting further] in
+// trainer.h), and the configuration nearest to it that may fit. Without it, on the tree network
+// under 0.6 of its plain peak (which no plan fits whole), the search spent its evaluations on
+// eight to sixty-four micro-batches and tighter budgets and never measured two micro-batches at
+// the full budget, the grid's best (docs/benchmarks.md, "auto_tune beside the grid"). The search
 // stops when the evaluations are spent, every feasible configuration is measured, or no
 // unmeasured configuration is still likely (stopProbability) to beat the best by `enough`.
 
