@@ -246,9 +246,11 @@ json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t co
   session.remat.enabled = true;
   session.remat.strategy = "plan";
   session.remat.budgetFraction = *config.grid;
-  // As the harness's fractions: of the plain peak of the warm-up steps (the grid's budget is of
-  // the largest over every step it runs, which the tuner cannot know before running them).
+  // Its fractions of the grid's plain peak, the largest over every step the grid runs (of the
+  // warm-up steps' where larger): the tuner's remat budgets are the grid's bytes. Of the warm-up
+  // steps' alone, they were less wherever those steps' batches were not the largest.
   session.remat.calibrationSteps = std::max(1, config.warmup);
+  session.remat.plainPeakMb = budgetBytes / *config.grid / 1e6;
   TuneSessionOptions options;
   options.warmupSteps = config.warmup;
   options.measuredSteps = config.steps;

@@ -360,7 +360,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // remat
   if (top.has("remat")) {
     const JsonFields remat = top.object("remat");
-    remat.rejectUnknown({"budget_mb", "budget_fraction", "strategy", "calibration_steps", "bind"});
+    remat.rejectUnknown(
+        {"budget_mb", "budget_fraction", "strategy", "calibration_steps", "plain_peak_mb", "bind"});
     s.remat.enabled = true;
     s.remat.bind = remat.boolean("bind", s.remat.bind);
     if (s.remat.bind && !s.binding.enabled)
@@ -388,6 +389,14 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
       remat.fail("calibration_steps",
                  "expected an integer in [1, 1000], found " + std::to_string(calibration));
     s.remat.calibrationSteps = static_cast<int>(calibration);
+    if (remat.has("plain_peak_mb")) {
+      const double mb = remat.number("plain_peak_mb", 0);
+      if (!(mb > 0))
+        remat.fail("plain_peak_mb", "expected a number of MB above 0, found " + numberText(mb));
+      if (!remat.has("budget_fraction"))
+        remat.fail("plain_peak_mb", "is what budget_fraction is a share of: give budget_fraction");
+      s.remat.plainPeakMb = mb;
+    }
     if (s.remat.budgetMb && s.remat.budgetFraction)
       remat.fail("budget_fraction", "give budget_mb or budget_fraction, not both");
     if (s.remat.strategy != "plan" && s.remat.budgetFraction)
@@ -564,6 +573,8 @@ std::string sessionJson(const Session& s) {
       remat["budget_mb"] = *s.remat.budgetMb;
     if (s.remat.budgetFraction)
       remat["budget_fraction"] = *s.remat.budgetFraction;
+    if (s.remat.budgetFraction && s.remat.plainPeakMb)
+      remat["plain_peak_mb"] = *s.remat.plainPeakMb;
     out["remat"] = remat;
   }
   if (s.control.enabled) {

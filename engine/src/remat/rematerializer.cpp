@@ -113,6 +113,9 @@ void checkOptions(const RematOptions& options_) {
               options_.strategy == Strategy::Checkpoint ? "checkpoint" : "selective",
               " strategy takes a budget in bytes, not a fraction (it runs no plain step to measure "
               "what the fraction is of)");
+  TORCH_CHECK(!options_.plainPeakBytes || *options_.plainPeakBytes > 0,
+              "remat: the plain peak must be more than 0 bytes, got ",
+              options_.plainPeakBytes.value_or(0));
   TORCH_CHECK(options_.calibrationSteps >= 1, "remat: at least one calibration step, got ",
               options_.calibrationSteps);
   TORCH_CHECK(options_.margin >= 0 && options_.margin < 1,
@@ -512,8 +515,7 @@ StepPlan Rematerializer::planUnder(const Bucket& bucket, const std::string& key,
       char share[96];
       std::snprintf(share, sizeof share,
                     " (budget_fraction %.2f of the plain peak %s; at least %.2f fits)", *fraction,
-                    formatBytes(std::max(calibratedPlain_, plain)).c_str(),
-                    needed / std::max(calibratedPlain_, plain));
+                    formatBytes(fractionOf(plain)).c_str(), needed / fractionOf(plain));
       what += share;
     }
     if (held > 0) {
@@ -602,7 +604,7 @@ Forecast Rematerializer::forecast(double fraction) const {
   }
   for (const auto& [key, bucket] : buckets_) {
     const double plain = predictedPlain(bucket, *fit);
-    const double budget = fraction * std::max(calibratedPlain_, plain);
+    const double budget = fraction * fractionOf(plain);
     try {
       const StepPlan plan = planUnder(bucket, key, *fit, budget, fraction);
       out.costSeconds = std::max(out.costSeconds.value_or(0), plan.cost);
@@ -675,10 +677,15 @@ std::optional<int64_t> Rematerializer::budgetFor(double predictedPlain) const {
   if (options_.budgetBytes)
     return options_.budgetBytes;
   if (options_.budgetFraction && plainSteps_ >= static_cast<size_t>(options_.calibrationSteps)) {
-    const double plain = std::max(calibratedPlain_, predictedPlain);
-    return static_cast<int64_t>(std::llround(*options_.budgetFraction * plain));
+    return static_cast<int64_t>(
+        std::llround(*options_.budgetFraction * fractionOf(predictedPlain)));
   }
   return std::nullopt;
+}
+
+double Rematerializer::fractionOf(double plain) const {
+  return std::max(
+      {calibratedPlain_, static_cast<double>(options_.plainPeakBytes.value_or(0)), plain});
 }
 
 std::optional<int64_t> Rematerializer::limitFor(double predictedPlain) const {

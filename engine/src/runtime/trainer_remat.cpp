@@ -71,6 +71,8 @@ void Trainer::setUpRemat() {
     options.budgetBytes = static_cast<int64_t>(std::llround(*spec.budgetMb * 1e6));
   options.budgetFraction = spec.budgetFraction;
   options.calibrationSteps = spec.calibrationSteps;
+  if (spec.plainPeakMb)
+    options.plainPeakBytes = static_cast<int64_t>(std::llround(*spec.plainPeakMb * 1e6));
   options.strategy = spec.strategy == "checkpoint"  ? remat::Strategy::Checkpoint
                      : spec.strategy == "selective" ? remat::Strategy::Selective
                                                     : remat::Strategy::Plan;

@@ -74,6 +74,14 @@ std::vector<RejectedSession> rejectedSessions() {
                    R"(, "remat": {"budget_fraction": 0.5, "strategy": "checkpoint"})"),
        "remat.budget_fraction: the checkpoint strategy takes budget_mb (it runs no plain step to "
        "measure what the fraction is of)"},
+      {"remat plain peak without a fraction",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                   R"(, "remat": {"budget_mb": 10, "plain_peak_mb": 20})"),
+       "remat.plain_peak_mb: is what budget_fraction is a share of: give budget_fraction"},
+      {"remat plain peak zero",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                   R"(, "remat": {"budget_fraction": 0.5, "plain_peak_mb": 0})"),
+       "remat.plain_peak_mb: expected a number of MB above 0, found 0"},
       {"remat unknown strategy",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})",
                    R"(, "remat": {"budget_fraction": 0.5, "strategy": "dtr"})"),
@@ -423,9 +431,21 @@ TEST_CASE("remat: off unless the session has the block, which needs a budget for
   CHECK(*share.remat.budgetFraction == doctest::Approx(0.5));
   CHECK_FALSE(share.remat.budgetMb.has_value());
   CHECK_FALSE(share.remat.bind);
+  CHECK_FALSE(share.remat.plainPeakMb.has_value());
   const Session again = symtune::parseSession(symtune::sessionJson(share), kOrigin);
   CHECK(again.remat.enabled);
   CHECK(*again.remat.budgetFraction == doctest::Approx(0.5));
+
+  // remat.plain_peak_mb: what the fraction is of where larger than the calibration's.
+  const Session known = symtune::parseSession(
+      sessionText(R"("model": {"zoo": "transformer_xl"})",
+                  R"(, "remat": {"budget_fraction": 0.6, "plain_peak_mb": 185.4})"),
+      kOrigin);
+  REQUIRE(known.remat.plainPeakMb.has_value());
+  CHECK(*known.remat.plainPeakMb == doctest::Approx(185.4));
+  const Session knownAgain = symtune::parseSession(symtune::sessionJson(known), kOrigin);
+  REQUIRE(knownAgain.remat.plainPeakMb.has_value());
+  CHECK(*knownAgain.remat.plainPeakMb == doctest::Approx(185.4));
 
   // remat.bind: bound under the budget, binding on.
   const Session bound = symtune::parseSession(

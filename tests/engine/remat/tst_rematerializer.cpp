@@ -322,6 +322,36 @@ TEST_CASE("a step the binder settled in is not what the budget is a fraction of"
   CHECK_FALSE(always.prepare(gen, rows).calibrating);
 }
 
+TEST_CASE("a plain peak known beforehand is what the fraction is of where it is the larger") {
+  torch::jit::Module m = threeBlocks();
+  symtune::SyMuGen gen(m, "net");
+  const std::vector<c10::IValue> rows{torch::randn({64, 64})};
+  // The calibration measures 1 MB; a longer plain run is known to have peaked at 3 MB, or at
+  // half a megabyte (less than the calibration's: that one counts).
+  const auto limitWith = [&](std::optional<int64_t> known) {
+    symtune::remat::RematOptions options;
+    options.budgetFraction = 0.5;
+    options.plainPeakBytes = known;
+    symtune::remat::Rematerializer remat(options, {});
+    const symtune::remat::StepPlan plain = remat.prepare(gen, rows);
+    REQUIRE(plain.calibrating);  // the calibration runs all the same: the fit learns from it
+    remat.observe(plain, 1e6);
+    const symtune::remat::StepPlan held = remat.prepare(gen, rows);
+    CHECK_FALSE(held.calibrating);
+    REQUIRE(held.limitBytes);
+    return *held.limitBytes;
+  };
+  CHECK(limitWith(std::nullopt) == 500000);
+  CHECK(limitWith(3000000) == 1500000);
+  CHECK(limitWith(500000) == 500000);
+
+  symtune::remat::RematOptions none;
+  none.budgetFraction = 0.5;
+  none.plainPeakBytes = 0;
+  CHECK_THROWS_WITH(symtune::remat::Rematerializer(none, {}),
+                    doctest::Contains("the plain peak must be more than 0 bytes"));
+}
+
 // The tagger's ci preset, its graph and a rematerializer holding it to a gigabyte.
 struct GigabyteTagger {
   static symtune::remat::RematOptions gigabyte() {

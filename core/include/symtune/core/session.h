@@ -217,6 +217,10 @@ struct RematSpec {
   // With budget_fraction: the first steps, run plain and unenforced, whose largest peak the
   // fraction is of.
   int calibrationSteps = 1;
+  // With budget_fraction: the plain peak in MB where it is known from more steps than the
+  // calibration runs (a longer plain run's largest); the fraction is of the larger of it and what
+  // the calibration measures, so a budget is the same whatever batches the calibration met.
+  std::optional<double> plainPeakMb;
   // Run bound (DynaCompiler's binder on, measuring outside the budget) under the budget; off, a
   // session with a remat block runs unbound. Needs binding.enabled.
   bool bind = false;

@@ -105,6 +105,9 @@ struct RematOptions {
   // peak as its bucket's profile predicts it (a larger batch is allowed more).
   std::optional<double> budgetFraction;
   int calibrationSteps = 1;
+  // With budgetFraction: a plain peak known beforehand (a longer plain run's largest); the
+  // fraction is then of the larger of it, the calibration's and the step's own.
+  std::optional<int64_t> plainPeakBytes;
   Strategy strategy = Strategy::Plan;
   double margin = 0.05;  // plans aim this share under the budget
   // What running a unit again costs: seconds per FLOP and per byte moved, and per execution of
@@ -219,8 +222,8 @@ class Rematerializer {
   const RematOptions& options() const { return options_; }
   const RematStats& stats() const { return stats_; }
   // The budget in bytes of a step whose plain peak is predicted at `predictedPlain`: budgetBytes,
-  // or budgetFraction of the larger of that and the calibrated plain peak; nullopt while
-  // calibrating or without a budget.
+  // or budgetFraction of the largest of that, the calibrated plain peak and plainPeakBytes;
+  // nullopt while calibrating or without a budget.
   std::optional<int64_t> budgetFor(double predictedPlain) const;
   const MemoryPredictor& predictor() const { return predictor_; }
   // The units as the profile of `bucket` prices them (freed bytes: template bytes saved); null
@@ -270,6 +273,8 @@ class Rematerializer {
   double predictedPeak(const Bucket& bucket, const SegmentPlan& plan,
                        const MemoryPredictor::Fit& fit) const;
   double predictedPlain(const Bucket& bucket, const MemoryPredictor::Fit& fit) const;
+  // What budgetFraction is of for a step whose plain peak is predicted at `plain`.
+  double fractionOf(double plain) const;
   // Of the plans that may hold least, the one the fit says holds least, and its peak.
   std::pair<SegmentPlan, double> leastByFit(const Bucket& bucket,
                                             const MemoryPredictor::Fit& fit) const;
