@@ -141,13 +141,15 @@ int runTuneCommand(const CommandLine& cl) {
     std::cout << "runner-up: " << r.evaluations[*r.runnerUp].configuration.text() << ", "
               << rate(r.evaluations[*r.runnerUp].samplesPerSecond) << "\n";
   if (const auto& s = tuned.sideBySide) {
-    // Note [Side by side at the end]: the choice is the faster there.
+    // Note [Side by side at the end]: the choice is the faster there and in the search together.
     char spent[64];
     std::snprintf(spent, sizeof spent, "%.1f s", s->seconds);
     std::cout << "side by side (2 evaluations, " << s->steps << " steps, " << spent
               << "): " << s->first.text() << ", " << rate(s->firstSamplesPerSecond) << "; "
               << s->second.text() << ", " << rate(s->secondSamplesPerSecond)
-              << (s->reversed ? " (the runner-up the faster: chosen)" : "")
+              << (s->reversed
+                      ? " (the runner-up the faster, there and in the search together: chosen)"
+                      : "")
               << (s->failed.empty() ? "" : "; failed: " + s->failed) << "\n";
   }
   char spent[64];

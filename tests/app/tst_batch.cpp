@@ -1,6 +1,8 @@
 // `symtune --batch` end to end, as a user runs it: a real process, progress on stdout, a report on
 // disk, and a one-line reason with a non-zero exit code for bad input.
 
+#include <cmath>
+
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -350,8 +352,17 @@ class TestBatch : public QObject {
       QVERIFY2(!side.isEmpty(), qPrintable(tuned.out));
       sideBySideEvaluations = 2;
       QCOMPARE(side["first"].toString(), fastestConfiguration);
+      // Each one's search figure and its figure side by side together.
+      const auto searched = [&](const QString& configuration) {
+        for (const auto& e : evaluations) {
+          if (e.toObject()["configuration"].toString() == configuration)
+            return e.toObject()["samples_per_s"].toDouble();
+        }
+        return 0.0;
+      };
       const bool reversed =
-          side["second_samples_per_s"].toDouble() > side["first_samples_per_s"].toDouble();
+          std::sqrt(searched(side["second"].toString()) * side["second_samples_per_s"].toDouble()) >
+          std::sqrt(fastest * side["first_samples_per_s"].toDouble());
       QCOMPARE(side["reversed"].toBool(), reversed);
       QCOMPARE(best, side[reversed ? "second" : "first"].toString());
       QCOMPARE(search["runner_up"].toObject()["configuration"].toString(),

@@ -94,9 +94,18 @@ SideBySide measureSideBySide(const Session& session, const control::Configuratio
     if (!failed[k].empty())
       out.failed += (out.failed.empty() ? "" : "; ") + configurations[k]->text() + ": " + failed[k];
   }
-  out.reversed = out.secondSamplesPerSecond > out.firstSamplesPerSecond;
   out.seconds = secondsSince(started);
   return out;
+}
+
+// Note [Side by side at the end]: each one's search figure and its figure side by side together
+// (their geometric mean: two trainers' measures); one that failed side by side is out.
+bool runnerUpFaster(const SideBySide& side, double searchFirst, double searchSecond) {
+  const auto together = [](double search, double there) {
+    return there > 0 ? std::sqrt(search * there) : 0.0;
+  };
+  return together(searchSecond, side.secondSamplesPerSecond) >
+         together(searchFirst, side.firstSamplesPerSecond);
 }
 
 }  // namespace
@@ -238,6 +247,9 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
     out.sideBySide = measureSideBySide(session, r.evaluations[*r.best].configuration,
                                        r.evaluations[*r.runnerUp].configuration, warmup,
                                        options.measuredSteps, options.telemetry, threadsAtStart);
+    out.sideBySide->reversed =
+        runnerUpFaster(*out.sideBySide, r.evaluations[*r.best].samplesPerSecond,
+                       r.evaluations[*r.runnerUp].samplesPerSecond);
     if (out.sideBySide->reversed)
       std::swap(r.best, r.runnerUp);
   }

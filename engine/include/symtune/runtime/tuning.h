@@ -13,9 +13,14 @@
 // docs/benchmarks.md). So when the budget buys four evaluations or more, the search spends all but
 // two, and the last two's steps measure its fastest two again, each on a fresh trainer, side by
 // side: a step of each in turn, alternating which goes first (as the harness compares modes), so
-// that whatever moves the machine's speed moves both. The faster there is the choice, and their
-// figures there are the session's (control.tuned); TunedSession::sideBySide keeps them, with the
-// search's own.
+// that whatever moves the machine's speed moves both. Each one's two figures, the search's and
+// this one's, are taken together (their geometric mean) and the faster so is the choice: two
+// trainers of one configuration differ by as much as the configurations the search has to tell
+// apart (on the tagger one configuration ran at 155, 117 and 142 samples/s on three trainers of
+// one round, and the side by side alone reversed two choices of twelve, both for the worse,
+// docs/benchmarks.md "Side by side at the end"), so a configuration's two trainers together say
+// more than either. The figures side by side are the session's (control.tuned);
+// TunedSession::sideBySide keeps them, with the search's own.
 
 #include <cstdint>
 #include <functional>
@@ -51,7 +56,7 @@ struct SideBySide {
   std::string failed;  // why one of them could not run there, if one could not
   int64_t steps = 0;   // training steps, both together
   double seconds = 0;
-  bool reversed = false;  // the runner-up was the faster: it is the choice
+  bool reversed = false;  // the runner-up the faster, with its search figure: it is the choice
 };
 
 struct TunedSession {
