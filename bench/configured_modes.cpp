@@ -242,6 +242,7 @@ std::vector<std::string> gridModes(const std::string& model, const RunConfig& co
 
 json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t configurations,
                     double budgetBytes) {
+  const double peak = budgetBytes / *config.grid;  // the grid's plain peak
   Session session = benchSession(model, config);
   session.remat.enabled = true;
   session.remat.strategy = "plan";
@@ -250,7 +251,7 @@ json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t co
   // warm-up steps' where larger): the tuner's remat budgets are the grid's bytes. Of the warm-up
   // steps' alone, they were less wherever those steps' batches were not the largest.
   session.remat.calibrationSteps = std::max(1, config.warmup);
-  session.remat.plainPeakMb = budgetBytes / *config.grid / 1e6;
+  session.remat.plainPeakMb = peak / 1e6;
   TuneSessionOptions options;
   options.warmupSteps = config.warmup;
   options.measuredSteps = config.steps;
@@ -266,25 +267,24 @@ json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t co
     json search = json::array();  // each evaluation, in the order run
     for (const auto& e : r.evaluations) {
       failed += !e.failed.empty();
-      search.push_back(
-          {{"mode", gridName(e.configuration, budgetBytes / *config.grid, *config.grid)},
-           {"samples_per_s", e.samplesPerSecond},
-           {"failed", e.failed}});
+      search.push_back({{"mode", gridName(e.configuration, peak, *config.grid)},
+                        {"samples_per_s", e.samplesPerSecond},
+                        {"failed", e.failed}});
     }
     // Note [Side by side at the end] (runtime/tuning.h): its two evaluations' steps count.
     const auto& side = tuned.sideBySide;
     json sideBySide = nullptr;
     if (side) {
-      sideBySide = {{"first", gridName(side->first, budgetBytes / *config.grid, *config.grid)},
+      sideBySide = {{"first", gridName(side->first, peak, *config.grid)},
                     {"first_samples_per_s", side->firstSamplesPerSecond},
-                    {"second", gridName(side->second, budgetBytes / *config.grid, *config.grid)},
+                    {"second", gridName(side->second, peak, *config.grid)},
                     {"second_samples_per_s", side->secondSamplesPerSecond},
                     {"reversed", side->reversed},
                     {"failed", side->failed},
                     {"steps", side->steps},
                     {"seconds", side->seconds}};
     }
-    return {{"mode", gridName(best, budgetBytes / *config.grid, *config.grid)},
+    return {{"mode", gridName(best, peak, *config.grid)},
             {"configuration", best.text()},
             {"evaluations", r.evaluations.size() + (side ? 2 : 0)},
             {"evaluations_allowed", options.budgetSteps / (config.warmup + config.steps)},
