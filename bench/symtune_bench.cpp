@@ -45,7 +45,8 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
   --grid F           also run every configuration of each model's space (micro-batches, threads,
                      remat budget: docs/control.md) under F times the plain step's peak, and report
                      the grid's best and runner-up, and auto_tune's choice with a quarter of the
-                     grid's evaluations
+                     grid's evaluations; where that choice is not the grid's best, the two again
+                     side by side, alone, for four times the steps (head_to_head)
   --memory-prediction on|off  predict each step's peak of the baseline mode before it runs
                      (remat's memory predictor, fed the steps before) and report the errors
                      (default: off; on adds a template-counting forward before each baseline
@@ -203,6 +204,8 @@ int main(int argc, char** argv) {
                    {"steps", config.steps},
                    {"warmup", config.warmup},
                    {"seed", config.seed},
+                   // Note [The order of a round] in harness.cpp; "rotated" before 2026-12-05.
+                   {"order", "shuffled each round"},
                    {"baseline", config.baseline},
                    {"telemetry", symtune::bench::telemetryName(config.telemetry)},
                    {"modes", config.modes},
