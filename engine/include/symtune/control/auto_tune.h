@@ -23,7 +23,9 @@
 // the predictor says no plan fits) is never visited, nor a node with nothing feasible below it,
 // and one whose measurement failed is pruned with its reason; one that ran out of memory prunes
 // every configuration with no more micro-batches and no larger remat budget (whatever its
-// threads), which needs at least as much memory. The first evaluation is the
+// threads), which needs at least as much memory; a remat budget below the knob's largest, with
+// its twin at the largest feasible, is dominated and pruned before the search begins (Note [A
+// smaller remat budget is never faster] in auto_tune.cpp). The first evaluation is the
 // configuration the space is at (the run as configured: what the search must beat). When it runs
 // out of memory, the second is it split into the fewest micro-batches more that may run, its
 // other knobs as they are: what the run would do by itself (Note [Splitting further] in
