@@ -497,13 +497,14 @@ json machineInfo(const torch::Device& device) {
 // Note [The choice and the best, head to head]
 // The grid steps every configuration of the space in turn, forty or more trainers of one model
 // one after another, for a few steps each; auto_tune measures one trainer at a time. The two
-// rank close configurations differently: on Transformer-XL under 0.6 the grid put the whole
-// batch at 74.2 MB first (77.8 samples/s) and two micro-batches at 111.3 MB fifth (72.5), where
-// the tuner measured them at 79 and 88 and the two, forty steps side by side, within 2 % of each
-// other. So where auto_tune's choice is not the grid's best, the two run again side by side on
-// fresh trainers, alone, four times as many measured steps as the grid's (at least 24): the
-// ratio of their medians there is how near the choice is to the grid's best
-// (`head_to_head.tune_to_best`), beside the grid's own figure (`tune_to_best`).
+// rank close configurations differently: in one round on Transformer-XL under 0.6 the grid put
+// the whole batch at 74.2 MB first (77.8 samples/s) and two micro-batches at 111.3 MB fifth
+// (72.5), which the tuner had measured at 88.4, faster than anything else it ran; forty steps
+// side by side the same day, the whole batch at 74.2 MB ran at 0.92 of the whole batch at 111.3,
+// and that at 0.98 of two micro-batches. So where auto_tune's choice is not the grid's best, the
+// two run again side by side on fresh trainers, alone, four times as many measured steps as the
+// grid's (at least 24): the ratio of their medians there is how near the choice is to the grid's
+// best (`head_to_head.tune_to_best`), beside the grid's own figure (`tune_to_best`).
 namespace {
 
 json headToHead(const std::string& model, const RunConfig& config, const Probes& probes,
