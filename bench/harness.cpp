@@ -494,59 +494,6 @@ json machineInfo(const torch::Device& device) {
           {"runner", "symtune"}};
 }
 
-// Note [The choice and the best, head to head]
-// The grid steps every configuration of the space in turn, forty or more trainers of one model
-// one after another, for a few steps each; auto_tune measures one trainer at a time. The two
-// rank close configurations differently: in one round on Transformer-XL under 0.6 the grid put
-// the whole batch at 74.2 MB first (77.8 samples/s) and two micro-batches at 111.3 MB fifth
-// (72.5), which the tuner had measured at 88.4, faster than anything else it ran; forty steps
-// side by side the same day, the whole batch at 74.2 MB ran at 0.92 of the whole batch at 111.3,
-// and that at 0.98 of two micro-batches. So where auto_tune's choice is not the grid's best, the
-// two run again side by side on fresh trainers, alone, four times as many measured steps as the
-// grid's (at least 24): the ratio of their medians there is how near the choice is to the grid's
-// best (`head_to_head.tune_to_best`), beside the grid's own figure (`tune_to_best`).
-namespace {
-
-json headToHead(const std::string& model, const RunConfig& config, const Probes& probes,
-                const std::string& best, const std::string& tune) {
-  RunConfig pair = config;
-  pair.grid.reset();
-  pair.modes = {best, tune};
-  pair.baseline = best;
-  pair.steps = std::max(24, 4 * config.steps);
-  pair.exportDir.clear();
-  pair.lockstep.reset();
-  pair.memoryPrediction = false;
-  std::cerr << "  auto_tune's choice and the grid's best, head to head (" << pair.steps
-            << " steps)\n";
-  try {
-    const json run = runModel(model, pair, probes);
-    json modes = json::array();
-    std::optional<double> bestSpeed, tuneSpeed;
-    for (const auto& m : run["modes"]) {
-      if (m.contains("infeasible")) {
-        modes.push_back({{"mode", m["mode"]}, {"infeasible", m["infeasible"]}});
-        continue;
-      }
-      const double speed = m["samples_per_s"]["median"].get<double>();
-      if (m["mode"] == best)
-        bestSpeed = speed;
-      else
-        tuneSpeed = speed;
-      modes.push_back({{"mode", m["mode"]}, {"samples_per_s", speed}});
-    }
-    return {
-        {"steps", pair.steps},
-        {"warmup", pair.warmup},
-        {"modes", modes},
-        {"tune_to_best", bestSpeed && tuneSpeed ? json(*tuneSpeed / *bestSpeed) : json(nullptr)}};
-  } catch (const std::exception& e) {
-    return {{"error", e.what()}};
-  }
-}
-
-}  // namespace
-
 json runModel(const std::string& model, const RunConfig& config, const Probes& probes) {
   const Session session = benchSession(model, config);
   std::vector<std::string> names = config.modes, grid;

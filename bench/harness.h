@@ -144,6 +144,12 @@ std::vector<std::string> gridModes(const std::string& model, const RunConfig& co
 // spent; {"error": ...} when it could not run.
 nlohmann::ordered_json tuneBesideGrid(const std::string& model, const RunConfig& config,
                                       size_t configurations, double budgetBytes);
+// The grid's best and auto_tune's choice (grid mode names) side by side again, alone, for four
+// times config.steps (Note [The choice and the best, head to head] in configured_modes.cpp):
+// their figures and the choice's ratio to the best; {"error": ...} when it could not run.
+nlohmann::ordered_json headToHead(const std::string& model, const RunConfig& config,
+                                  const Probes& probes, const std::string& best,
+                                  const std::string& tune);
 // The grid's entry of a model's JSON: its configurations that ran within the budget, best first,
 // those no plan fitted, the online controller's and auto_tune's choice (`tune`, with the
 // grid's measure of it) against the best.
