@@ -237,6 +237,7 @@ void exportForAnchor(const std::string& model, Trainer& trainer, const Session& 
                         {"momentum", session.optimizer.momentum}}},
                       {"steps", config.steps},
                       {"warmup", config.warmup},
+                      {"cpu_memory", config.cpuMemory},
                       {"modules", modules}};
   std::ofstream(dir / "session.json") << manifest.dump(2) << "\n";
 }
@@ -476,6 +477,7 @@ Session benchSession(const std::string& model, const RunConfig& config) {
   session.data.batchSize.reset();
   session.run.device = config.device;
   session.run.threads = config.threads;
+  session.run.cpuMemory = config.cpuMemory;
   session.run.steps = config.warmup + config.steps;
   // Each mode says how the model runs: binding only where the mode asks for it, and measured
   // afresh in every run (no table file read or written).

@@ -77,7 +77,10 @@ struct RunConfig {
   int warmup = 3;  // steps per mode before measuring (their losses are kept)
   uint64_t seed = 7;
   std::string device = "auto";
-  int threads = 0;          // 0: LibTorch's default
+  int threads = 0;  // 0: LibTorch's default
+  // Every mode's session's run.cpu_memory: "system" (the default) or "retain" (Note [Freed
+  // memory kept] in symtune/runtime/cpu_memory.h; process-wide, so one setting for the run).
+  std::string cpuMemory = "system";
   std::string sessionsDir;  // optimizer settings per model; empty: defaultSessionsDir()
   std::string exportDir;    // when set: model, batches and manifest for bench/python/anchor.py
   // The telemetry of every mode that does not set its own: Off compares the modes as a job runs

@@ -29,6 +29,8 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
   --seed N           parameters and data (default: 7)
   --device NAME      auto, cpu or cuda (default: auto)
   --threads N        intra-op threads (default: LibTorch's)
+  --cpu-memory system|retain  the sessions' run.cpu_memory: glibc's malloc as it comes, or freed
+                     CPU memory kept for the next step (default: system; docs/session-format.md)
   --telemetry LEVEL  off or features: what the trainer measures in every mode but per-node
                      (default: off, as a job runs unobserved; the harness times each step and
                      its peak memory itself either way)
@@ -129,7 +131,11 @@ int main(int argc, char** argv) {
         config.device = value;
       else if (arg == "--threads")
         config.threads = toInt(value, arg);
-      else if (arg == "--telemetry")
+      else if (arg == "--cpu-memory") {
+        if (value != "retain" && value != "system")
+          throw std::invalid_argument("--cpu-memory: expected retain or system, found " + value);
+        config.cpuMemory = value;
+      } else if (arg == "--telemetry")
         config.telemetry = symtune::bench::parseTelemetry(value);
       else if (arg == "--sessions")
         config.sessionsDir = value;
@@ -206,6 +212,7 @@ int main(int argc, char** argv) {
                    {"seed", config.seed},
                    // Note [The order of a round] in harness.cpp; "rotated" before 2026-12-05.
                    {"order", "shuffled each round"},
+                   {"cpu_memory", config.cpuMemory},
                    {"baseline", config.baseline},
                    {"telemetry", symtune::bench::telemetryName(config.telemetry)},
                    {"modes", config.modes},

@@ -37,9 +37,16 @@ Ratios and loss agreement are taken against python-eager, or with --engine-resul
 run's baseline mode (its config.baseline) of the same model. For the test suite,
 --check-first-loss ENGINE.json exits 1 unless every model's python-eager loss at step 0 equals
 the engine's within --tolerance (relative): same parameters and same data give the same loss.
+
+--cpu-memory retain keeps freed CPU memory in this process as a session's run.cpu_memory
+"retain" does in the engine's (glibc's mmap threshold at 32 MiB and no trimming, set through
+mallopt before anything is allocated for the run; docs/session-format.md); the default, system,
+runs PyTorch as it comes, as its users run it.
 """
 
 import argparse
+import ctypes
+import ctypes.util
 import json
 import math
 import os
@@ -458,6 +465,20 @@ def has_triton() -> bool:
     return found()
 
 
+def keep_freed_cpu_memory() -> bool:
+    """glibc's malloc keeps blocks up to 32 MiB on its heap and does not trim it (Note [Freed
+    memory kept] in symtune/runtime/cpu_memory.h); False where the C library is not glibc."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    libc = ctypes.CDLL(name)
+    if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
+    return (libc.mallopt(m_mmap_threshold, 32 << 20) == 1
+            and libc.mallopt(m_trim_threshold, 1 << 30) == 1)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -469,6 +490,9 @@ def main(argv=None) -> int:
     parser.add_argument("--device", choices=("cpu", "cuda"),
                         default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, help="intra-op threads (default: torch's)")
+    parser.add_argument("--cpu-memory", choices=("system", "retain"), default="system",
+                        help="retain: keep freed CPU memory as the engine's run.cpu_memory "
+                             "retain does (default: system, PyTorch as it comes)")
     parser.add_argument("--compile-backend", default="inductor",
                         help="python-compile's torch.compile backend (default: inductor)")
     parser.add_argument("--engine-results", type=Path, help="the harness's JSON of the same run")
@@ -493,6 +517,8 @@ def main(argv=None) -> int:
                          f"{torch.__version__}, or use --compile-backend aot_eager)")
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.cpu_memory == "retain" and not keep_freed_cpu_memory():
+        print("--cpu-memory retain: the C library is not glibc; nothing changed", file=sys.stderr)
     device = torch.device(args.device)
     results, manifests = [], []
     if args.lockstep:
@@ -549,7 +575,7 @@ def main(argv=None) -> int:
               "config": {"preset": first.get("preset"), "steps": first["steps"],
                          "warmup": first["warmup"], "seed": first.get("seed"),
                          "baseline": engine["config"]["baseline"] if engine else "python-eager",
-                         "modes": modes},
+                         "cpu_memory": args.cpu_memory, "modes": modes},
               "probes": None, "models": results, "seconds": time.perf_counter() - started}
     text = json.dumps(finite(report), indent=2)
     if args.output:

@@ -21,12 +21,19 @@ TMP=$4
 rm -rf "$TMP/export"
 mkdir -p "$TMP"
 
-"$BENCH_BIN" --preset ci --models all --modes script --steps 2 --warmup 1 \
+"$BENCH_BIN" --preset ci --models all --modes script --steps 2 --warmup 1 --cpu-memory retain \
   --export-anchor "$TMP/export" --output "$TMP/engine.json"
 
+# Both keep freed CPU memory (run.cpu_memory "retain"), and say so.
 python3 "$ANCHOR_PY" --export "$TMP/export" --models-dir "$MODELS_DIR" --device cpu \
-  --modes python-eager --engine-results "$TMP/engine.json" \
+  --modes python-eager --engine-results "$TMP/engine.json" --cpu-memory retain \
   --check-first-loss "$TMP/engine.json" --output "$TMP/python.json"
+python3 - "$TMP/engine.json" "$TMP/python.json" <<'PY'
+import json, sys
+engine, python = (json.load(open(p)) for p in sys.argv[1:3])
+assert engine["config"]["cpu_memory"] == "retain", engine["config"]
+assert python["config"]["cpu_memory"] == "retain", python["config"]
+PY
 
 SIDE_BY_SIDE="$(dirname "$ANCHOR_PY")/side_by_side.py"
 rm -rf "$TMP/lockstep"

@@ -265,8 +265,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // run
   if (top.has("run")) {
     const JsonFields run = top.object("run");
-    run.rejectUnknown({"steps", "device", "threads", "gpu_trace", "nvtx", "save", "save_every",
-                       "checkpoint", "checkpoint_every"});
+    run.rejectUnknown({"steps", "device", "threads", "cpu_memory", "gpu_trace", "nvtx", "save",
+                       "save_every", "checkpoint", "checkpoint_every"});
     s.run.steps = run.integer("steps", s.run.steps);
     if (s.run.steps <= 0) {
       run.fail("steps", "expected a positive integer, found " + std::to_string(s.run.steps));
@@ -280,6 +280,10 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
       run.fail("threads", "expected an integer in [0, 1024], found " + std::to_string(threads));
     }
     s.run.threads = static_cast<int>(threads);
+    s.run.cpuMemory = run.string("cpu_memory", s.run.cpuMemory);
+    if (s.run.cpuMemory != "retain" && s.run.cpuMemory != "system") {
+      run.fail("cpu_memory", "expected one of retain, system, found " + inQuotes(s.run.cpuMemory));
+    }
     s.run.gpuTrace = run.boolean("gpu_trace", s.run.gpuTrace);
     s.run.nvtx = run.boolean("nvtx", s.run.nvtx);
     // A file the run writes (relative to the session file) and how often.
@@ -545,6 +549,7 @@ std::string sessionJson(const Session& s) {
                          {{"steps", s.run.steps},
                           {"device", s.run.device},
                           {"threads", s.run.threads},
+                          {"cpu_memory", s.run.cpuMemory},
                           {"gpu_trace", s.run.gpuTrace},
                           {"nvtx", s.run.nvtx}}}};
   if (!s.run.save.empty()) {

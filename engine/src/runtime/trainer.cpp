@@ -13,6 +13,7 @@
 #include "symtune/profiling/gpu_activity_tracer.h"
 #include "symtune/profiling/nvtx.h"
 #include "symtune/rules/rule_registry.h"
+#include "symtune/runtime/cpu_memory.h"
 #include "symtune/runtime/loss.h"
 #include "symtune/zoo/model_zoo.h"
 
@@ -94,6 +95,8 @@ std::string oneLine(const std::exception& error) {
 }
 
 Trainer::Trainer(const Session& session) : session_(session) {
+  if (session_.run.cpuMemory == "retain")
+    keepFreedCpuMemory();  // Note [Freed memory kept]
   if (session_.run.threads > 0) {
     at::set_num_threads(session_.run.threads);
   }

@@ -154,6 +154,9 @@ std::vector<RejectedSession> rejectedSessions() {
       {"unknown device",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "run": {"device": "tpu"})"),
        "run.device: expected one of cpu, cuda, auto, found \"tpu\""},
+      {"unknown cpu memory",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "run": {"cpu_memory": "cache"})"),
+       "run.cpu_memory: expected one of retain, system, found \"cache\""},
       {"nvtx not a boolean",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "run": {"nvtx": 1})"),
        "run.nvtx: expected true or false, found an integer"},
@@ -299,6 +302,7 @@ TEST_CASE("a minimal zoo session takes the defaults") {
   CHECK(s.run.device == "cpu");
   CHECK(s.run.gpuTrace);
   CHECK(!s.run.nvtx);
+  CHECK(s.run.cpuMemory == "system");
 }
 
 TEST_CASE("binding: on by default, its table beside the session unless it says otherwise") {
@@ -482,7 +486,7 @@ TEST_CASE("a file model session resolves its paths against the session file") {
                   R"(, "data": {"seed": 3, "batch_size": 32},
                      "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9},
                      "run": {"steps": 7, "device": "auto", "threads": 2, "gpu_trace": false,
-                             "nvtx": true})"),
+                             "nvtx": true, "cpu_memory": "retain"})"),
       kOrigin);
   CHECK(s.name == "mine");
   CHECK(s.model.file == std::filesystem::path("/models/m.pt"));
@@ -497,6 +501,7 @@ TEST_CASE("a file model session resolves its paths against the session file") {
   CHECK(s.optimizer.momentum == doctest::Approx(0.9).epsilon(1e-12));
   CHECK(s.run.steps == 7);
   CHECK(s.run.threads == 2);
+  CHECK(s.run.cpuMemory == "retain");
   CHECK(!s.run.gpuTrace);
   CHECK(s.run.nvtx);
   // What sessionJson writes reads back the same.

@@ -157,6 +157,9 @@ struct RunSpec {
   int64_t steps = 100;
   std::string device = "cpu";  // "cpu", "cuda" or "auto"
   int threads = 0;             // intra-op threads; 0 keeps LibTorch's default
+  // "retain": freed CPU memory stays with the process for the next step (Note [Freed memory
+  // kept] in symtune/runtime/cpu_memory.h); "system": the C library's malloc as it comes.
+  std::string cpuMemory = "system";
   // Per-node steps on CUDA trace the GPU's activity with CUPTI where it is available (kernel
   // time per node, the trace's GPU lanes); false times them with CUDA events (docs/profiling.md).
   bool gpuTrace = true;
