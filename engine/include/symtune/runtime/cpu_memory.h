@@ -21,9 +21,10 @@
 // high-water mark of such memory rather than handing it back between steps, as the CUDA caching
 // allocator does on a GPU. Whether it makes steps faster is not settled: across processes, which
 // on that machine run a model 20-50 % apart from one start to the next whatever the setting,
-// four rounds each did not tell the two apart. So it is a session's choice (run.cpu_memory
-// "retain"), not the default. It is process-wide and stays for the process: a run whose session
-// says "system" after one that kept leaves it as it is. Elsewhere than glibc it does nothing.
+// three and four rounds alternated did not tell the two apart. So it is a session's choice
+// (run.cpu_memory "retain"), not the default. It is process-wide and stays for the process: a run
+// whose session says "system" after one that kept leaves it as it is. Elsewhere than glibc it does
+// nothing.
 
 namespace symtune {
 
