@@ -19,9 +19,10 @@
 // keepFreedCpuMemory() fixes the mmap threshold at glibc's largest (32 MiB) and the trim threshold
 // at 1 GiB, so freed blocks up to 32 MiB stay on the heap for the next step: the process keeps its
 // high-water mark of such memory rather than handing it back between steps, as the CUDA caching
-// allocator does on a GPU. Whether it makes steps faster is not settled: across processes, which
-// on that machine run a model 20-50 % apart from one start to the next whatever the setting,
-// three and four rounds alternated did not tell the two apart. So it is a session's choice
+// allocator does on a GPU. It does not make every model faster: over eight alternated processes
+// each (which on that machine run a model 20-50 % apart from one start to the next whatever the
+// setting) the ResNet ran at 0.86-0.91 and Transformer-XL at 0.86-0.90 of their speed as glibc
+// comes, the other four at 0.98-1.06; why is not known yet. So it is a session's choice
 // (run.cpu_memory "retain"), not the default. It is process-wide and stays for the process: a run
 // whose session says "system" after one that kept leaves it as it is. Elsewhere than glibc it does
 // nothing.
