@@ -55,6 +55,7 @@ struct Components {
   bool online = false;                 // online (the online controller)
   std::optional<double> conservative;  // conservative:C (the controller's; with online)
   bool outward = false;                // outward (the controller's; with online)
+  std::optional<double> horizon;       // horizon:H (the controller's; with online)
 };
 
 std::optional<Components> parse(const std::string& name) {
@@ -75,6 +76,8 @@ std::optional<Components> parse(const std::string& name) {
       c.outward = true;
     } else if (key == "conservative" && value && *value >= 0 && *value < 1) {
       c.conservative = value;
+    } else if (key == "horizon" && value && (*value == 0 || *value >= 2)) {
+      c.horizon = value;
     } else if (key == "remat" && value && *value > 0 && *value <= 1 && !c.megabytes) {
       c.fraction = value;
     } else if (key == "remat_mb" && value && *value > 0 && !c.fraction) {
@@ -95,7 +98,7 @@ std::optional<Components> parse(const std::string& name) {
     return std::nullopt;
   if (c.split && !c.fraction && !c.megabytes)
     return std::nullopt;  // splitting is the remat budget's back-off
-  if ((c.conservative || c.outward) && !c.online)
+  if ((c.conservative || c.outward || c.horizon) && !c.online)
     return std::nullopt;  // the controller's
   return c;
 }
@@ -127,6 +130,12 @@ std::string describe(const Components& c, const std::string& name) {
   }
   if (c.outward)
     add("exploring next to any value measured, not only the fastest");
+  if (c.horizon) {
+    char steps[32];
+    std::snprintf(steps, sizeof steps, "%g", *c.horizon);
+    add(*c.horizon > 0 ? std::string("its model remembering about ") + steps + " steps"
+                       : std::string("its model weighing every step alike"));
+  }
   if (c.threads > 0)
     add(std::to_string(c.threads) + " intra-op threads");
   return out;
@@ -202,6 +211,7 @@ const Mode* configuredMode(const std::string& name) {
         session.control.conservative = *c.conservative;
       if (c.outward)
         session.control.explore = "outward";
+      session.control.horizon = c.horizon;
     }
   };
   made.push_back(std::move(mode));

@@ -89,6 +89,9 @@ json rematSummary(const remat::Rematerializer& remat, const ModeRecord& rec, siz
         {"limit_bytes", plan.limitBytes ? json(*plan.limitBytes) : json(nullptr)},
         {"predicted_bytes", plan.predictedPeak ? json(*plan.predictedPeak) : json(nullptr)},
         {"predicted_plain_bytes", plan.predictedPlain ? json(*plan.predictedPlain) : json(nullptr)},
+        // What the predictor reads of the plan (Note [Memory predictor]).
+        {"kept_bytes", plan.keptSavedBytes},
+        {"comes_back_bytes", plan.recomputedBytes},
         {"cached", plan.cached},
         {"attempts", r.attempts}};
     if (plan.predictedPeak && i >= settle && r.peakBytes > 0) {

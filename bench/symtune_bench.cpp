@@ -69,7 +69,8 @@ step no plan fits split into more micro-batches), bind (with a remat budget), on
 controller choosing each step's configuration), conservative:C (with online: after its warm-up
 it explores while the run keeps C of its first configuration's throughput; 0, the default: freely),
 outward (with online: an ordinal knob explored next to any value measured, not only the fastest),
-e.g. remat:0.6+micro:2+threads:1, online+conservative:0.97
+horizon:H (with online: its model remembers about H steps; 0: every step alike),
+e.g. remat:0.6+micro:2+threads:1, online+conservative:0.97, online+horizon:40
 )";
 
 std::vector<std::string> split(const std::string& list) {

@@ -415,7 +415,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   if (top.has("control")) {
     const JsonFields control = top.object("control");
     control.rejectUnknown({"mode", "microbatches", "split_on_overrun", "threads", "remat_budget",
-                           "binding_explore", "conservative", "warmup_steps", "explore", "tuned"});
+                           "binding_explore", "conservative", "warmup_steps", "horizon", "explore",
+                           "tuned"});
     s.control.enabled = true;
     s.control.mode = control.string("mode", s.control.mode);
     if (s.control.mode != "fixed" && s.control.mode != "online" && s.control.mode != "tuned")
@@ -433,6 +434,15 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                    "expected the share of the first configuration's throughput to keep, in [0, "
                    "1) (0: explore freely), found " +
                        numberText(s.control.conservative));
+    if (control.has("horizon")) {
+      const double horizon = control.number("horizon", 0);
+      if (!(horizon == 0 || (horizon >= 2 && horizon <= 1e9)))
+        control.fail("horizon",
+                     "expected the steps the controller remembers, 0 (all alike) or from 2 to 1e9, "
+                     "found " +
+                         numberText(horizon));
+      s.control.horizon = horizon;
+    }
     s.control.explore = control.string("explore", s.control.explore);
     if (s.control.explore != "around_leader" && s.control.explore != "outward")
       control.fail("explore", "expected \"around_leader\" or \"outward\", found " +
@@ -590,6 +600,8 @@ std::string sessionJson(const Session& s) {
                               {"conservative", s.control.conservative},
                               {"warmup_steps", s.control.warmupSteps},
                               {"explore", s.control.explore}};
+    if (s.control.horizon)
+      control["horizon"] = *s.control.horizon;
     if (s.control.rematBudget)
       control["remat_budget"] = *s.control.rematBudget;
     if (s.control.bindingExplore)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <stdexcept>
 
 namespace symtune::control {
 
@@ -133,12 +135,22 @@ std::vector<double> AdditiveModel::features(const Configuration& c, const std::s
   return x;
 }
 
+void AdditiveModel::setHorizon(double horizon) {
+  if (!(horizon == 0 || horizon >= 2)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", horizon);
+    throw std::invalid_argument(
+        std::string("the speed model's horizon must be 0 (none) or at least 2 steps, got ") + text);
+  }
+  horizon_ = horizon;
+}
+
 bool AdditiveModel::learnt(size_t term) const {
   return term < dim_ && precision_[term * dim_ + term] > prior_[term];
 }
 
 double AdditiveModel::noise() const {
-  return (2 * priorNoise_ + residualSum_) / (2 + static_cast<double>(observations_));
+  return (2 * priorNoise_ + residualSum_) / (2 + counted_);
 }
 
 TermPosterior AdditiveModel::posterior() const {
@@ -180,7 +192,22 @@ double AdditiveModel::observe(const std::vector<double>& x, double y) {
   // Note [Steps at half speed].
   const double r2 = residual * residual / (noise() + post.variance(x));
   const double weight = std::isinf(tails_) ? 1.0 : std::min(1.0, (tails_ + 1) / (tails_ + r2));
+  if (horizon_ > 0) {
+    // Note [Old steps fade]: what the observations before this one put in shrinks; the prior's
+    // part of the precision stays.
+    const double keep = 1.0 - 1.0 / horizon_;
+    for (size_t i = 0; i < dim_; ++i) {
+      for (size_t j = 0; j < dim_; ++j) {
+        const double prior = i == j ? prior_[i] : 0.0;
+        precision_[i * dim_ + j] = prior + keep * (precision_[i * dim_ + j] - prior);
+      }
+      moment_[i] *= keep;
+    }
+    residualSum_ *= keep;
+    counted_ *= keep;
+  }
   residualSum_ += weight * residual * residual;
+  counted_ += 1;
   for (size_t i = 0; i < dim_; ++i) {
     if (x[i] == 0)
       continue;

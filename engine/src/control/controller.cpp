@@ -27,6 +27,7 @@ OnlineController::OnlineController(ConfigSpace space, ControllerOptions options)
              options.signalVariance, options.ordinal),
       rng_(options.seed) {
   model_.setSignalSlopes(options_.signalSlopes);
+  model_.setHorizon(options_.horizon);
   grid_ = space_.grid();
   if (grid_.empty() || space_.knobs().empty())
     throw std::invalid_argument("the online controller needs a configuration space with knobs");

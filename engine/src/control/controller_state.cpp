@@ -50,7 +50,8 @@ std::string AdditiveModel::state() const {
   return json{{"terms", dim_},           {"contexts", contexts},
               {"prior", prior_},         {"precision", precision_},
               {"moment", moment_},       {"residuals", residualSum_},
-              {"reference", reference_}, {"observations", observations_}}
+              {"reference", reference_}, {"observations", observations_},
+              {"counted", counted_}}
       .dump();
 }
 
@@ -70,6 +71,8 @@ void AdditiveModel::restore(const std::string& text) {
     const auto residuals = in.at("residuals").get<double>();
     const auto reference = in.at("reference").get<double>();
     const auto observations = in.at("observations").get<int64_t>();
+    // A state written before the horizon (Note [Old steps fade]) counted every observation.
+    const auto counted = in.value("counted", static_cast<double>(observations));
     contexts_ = contexts;  // all read: nothing changes when the state is refused
     dim_ = terms;
     prior_ = std::move(prior);
@@ -78,6 +81,7 @@ void AdditiveModel::restore(const std::string& text) {
     residualSum_ = residuals;
     reference_ = reference;
     observations_ = observations;
+    counted_ = counted;
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("the speed model's state: ") + e.what());
   }

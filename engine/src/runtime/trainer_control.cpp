@@ -56,6 +56,8 @@ void Trainer::setUpControl() {
     options.seed = session_.data.seed;
     options.conservative = session_.control.conservative;
     options.warmupSteps = session_.control.warmupSteps;
+    if (session_.control.horizon)
+      options.horizon = *session_.control.horizon;
     options.aroundLeader = session_.control.explore == "around_leader";
     controller_ = std::make_unique<control::OnlineController>(configSpace(), options);
   }

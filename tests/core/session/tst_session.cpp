@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,7 +101,11 @@ std::vector<RejectedSession> rejectedSessions() {
       {"control unknown field",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"modes": 1})"),
        "control.modes: unknown field (known here: mode, microbatches, split_on_overrun, threads, "
-       "remat_budget, binding_explore, conservative, warmup_steps, explore, tuned)"},
+       "remat_budget, binding_explore, conservative, warmup_steps, horizon, explore, tuned)"},
+      {"control horizon of one step",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"horizon": 1})"),
+       "control.horizon: expected the steps the controller remembers, 0 (all alike) or from 2 to "
+       "1e9, found 1"},
       {"control explore elsewhere",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"explore": "far"})"),
        "control.explore: expected \"around_leader\" or \"outward\", found \"far\""},
@@ -365,16 +370,19 @@ TEST_CASE("control: off unless the session has the block; written back as read")
   CHECK(defaults.control.conservative == 0);
   CHECK(defaults.control.warmupSteps == 30);
   CHECK(defaults.control.explore == "around_leader");
+  CHECK_FALSE(defaults.control.horizon.has_value());  // the controller's own default
+  CHECK(symtune::sessionJson(defaults).find("horizon") == std::string::npos);
   const Session free = symtune::parseSession(
       symtune::sessionJson(symtune::parseSession(
           sessionText(R"("model": {"zoo": "dynamic_tagger"})",
                       R"(, "control": {"mode": "online", "conservative": 0.9, "warmup_steps": 5,
-                          "explore": "outward"})"),
+                          "explore": "outward", "horizon": 40})"),
           kOrigin)),
       kOrigin);
   CHECK(free.control.conservative == 0.9);
   CHECK(free.control.warmupSteps == 5);
   CHECK(free.control.explore == "outward");
+  CHECK(free.control.horizon == std::optional<double>(40));
   const Session online =
       symtune::parseSession(symtune::sessionJson(symtune::parseSession(
                                 sessionText(R"("model": {"zoo": "dynamic_tagger"})",

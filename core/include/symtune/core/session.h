@@ -249,6 +249,10 @@ struct ControlSpec {
   // configuration would have had (0, the default: explores freely throughout).
   double conservative = 0;
   int warmupSteps = 30;
+  // How many steps the online controller's model remembers (docs/control.md, "Old steps fade"):
+  // a step this many observations old counts about 1/e of a new one; 0: all alike; unset: the
+  // controller's default.
+  std::optional<double> horizon;
   // Where the online controller explores an ordinal knob (docs/control.md, "The choice"):
   // "around_leader", next to the fastest value measured; "outward", next to any value measured.
   std::string explore = "around_leader";

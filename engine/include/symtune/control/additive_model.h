@@ -42,6 +42,24 @@
 // beyond them is predicted along it: sixteen micro-batches, unmeasured, are predicted slow from
 // what two and four measured. Knobs of two values keep independent terms at the prior's variance (a
 // slope through two values is their difference: nothing to extrapolate).
+//
+// Note [Old steps fade]
+// A configuration's speed relative to another's does not hold still for a whole run: on the
+// tagger on this project's 2-vCPU machine two micro-batches ran 1.03-1.08x the whole batch's
+// speed for 20-100 steps and then 0.80x, in both trainers that ran them (docs/benchmarks.md,
+// "Freed CPU memory kept"). Weighing all past steps alike, the model took 60 steps to believe the
+// change, and the Student-t weights (Note [Steps at half speed]) slowed it further, since the first
+// steps of a new level look like outliers of the old; meanwhile the controller ran the slower
+// configuration. So with a horizon h (setHorizon; 0: none, every step weighs alike), each
+// observation's weight in XᵀX, Xᵀy and the noise's estimate shrinks by 1 - 1/h with each later
+// one: a step h observations old counts about 1/e of a new one, and a term no recent step used
+// drifts back towards its prior, so its configuration is drawn more widely and tried again. This
+// is discounted Thompson sampling (Raj and Kalyani, "Taming non-stationary bandits: a Bayesian
+// approach", 2017) on the additive model's terms. It is off unless a session asks for it: trying
+// again what faded cost Transformer-XL, whose default is its fastest configuration, 1-2 % of its
+// throughput at h = 40, and on the tagger, whose speeds changed every 20-40 steps in those rounds,
+// it did not make the windows below 0.97 of the default fewer (docs/benchmarks.md, "Old steps
+// fade"); engine.control.horizon shows what it does for a change that lasts.
 
 #include <cstdint>
 #include <map>
@@ -79,6 +97,11 @@ class AdditiveModel {
   // Note [Steps at half speed]: the degrees of freedom of the likelihood the observations are
   // weighed by (default 4); infinity weighs every observation fully, as the normal's would.
   void setTails(double tails) { tails_ = tails; }
+  // Note [Old steps fade]: the horizon in observations (0, the default: none); throws
+  // std::invalid_argument for a horizon that is negative or under 2 (a step that counts nothing
+  // after the next).
+  void setHorizon(double horizon);
+  double horizon() const { return horizon_; }
   // Note [A longer sample takes longer] (controller.h): the prior mean of each signal's own term
   // (missing ones 0), which the posterior's mean leans towards until the observations say
   // otherwise.
@@ -115,6 +138,9 @@ class AdditiveModel {
   // The noise's variance, from the residuals so far.
   double noise() const;
   int64_t observations() const { return observations_; }
+  // How many observations the noise's estimate counts now: observations(), each shrunk by the
+  // horizon since (Note [Old steps fade]).
+  double counted() const { return counted_; }
   // The first observation's y, which the terms are relative to (0 before any).
   double reference() const { return reference_; }
   size_t terms() const { return dim_; }
@@ -137,8 +163,10 @@ class AdditiveModel {
   std::vector<double> prior_;               // each term's prior precision
   std::vector<double> precision_, moment_;  // diag(prior_) + XᵀX (row-major), Xᵀy
   double residualSum_ = 0;                  // the observations' weighted squared residuals
+  double counted_ = 0;                      // their count, after the horizon's shrinking
   std::vector<double> slopes_;              // the prior mean of each signal's own term
   double tails_ = 4.0;
+  double horizon_ = 0;    // Note [Old steps fade]
   double reference_ = 0;  // the first observation's y: what the terms add to
   int64_t observations_ = 0;
 };

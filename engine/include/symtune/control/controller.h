@@ -159,6 +159,9 @@ struct ControllerOptions {
   bool outward = true;
   // Note [Around the leader].
   bool aroundLeader = true;
+  // Note [Old steps fade] (additive_model.h): how many observations the model remembers (a step
+  // this many old counts about 1/e of a new one); 0: all alike.
+  double horizon = 0;
   // Note [Divergence constraint].
   double divergence = 3.0;
   int divergenceWarmup = 5;
