@@ -56,6 +56,7 @@ struct Components {
   std::optional<double> conservative;  // conservative:C (the controller's; with online)
   bool outward = false;                // outward (the controller's; with online)
   std::optional<double> horizon;       // horizon:H (the controller's; with online)
+  std::optional<int> shiftRun;         // shifts:R (the controller's; with online)
 };
 
 std::optional<Components> parse(const std::string& name) {
@@ -78,6 +79,9 @@ std::optional<Components> parse(const std::string& name) {
       c.conservative = value;
     } else if (key == "horizon" && value && (*value == 0 || *value >= 2)) {
       c.horizon = value;
+    } else if (key == "shifts" && value && (*value == 0 || (*value >= 2 && *value <= 16)) &&
+               *value == static_cast<int>(*value)) {
+      c.shiftRun = static_cast<int>(*value);
     } else if (key == "remat" && value && *value > 0 && *value <= 1 && !c.megabytes) {
       c.fraction = value;
     } else if (key == "remat_mb" && value && *value > 0 && !c.fraction) {
@@ -98,7 +102,7 @@ std::optional<Components> parse(const std::string& name) {
     return std::nullopt;
   if (c.split && !c.fraction && !c.megabytes)
     return std::nullopt;  // splitting is the remat budget's back-off
-  if ((c.conservative || c.outward || c.horizon) && !c.online)
+  if ((c.conservative || c.outward || c.horizon || c.shiftRun) && !c.online)
     return std::nullopt;  // the controller's
   return c;
 }
@@ -135,6 +139,11 @@ std::string describe(const Components& c, const std::string& name) {
     std::snprintf(steps, sizeof steps, "%g", *c.horizon);
     add(*c.horizon > 0 ? std::string("its model remembering about ") + steps + " steps"
                        : std::string("its model weighing every step alike"));
+  }
+  if (c.shiftRun) {
+    add(*c.shiftRun > 0 ? "its model believing a speed moved after " + std::to_string(*c.shiftRun) +
+                              " steps in a row far off one side"
+                        : std::string("its model never believing a speed moved"));
   }
   if (c.threads > 0)
     add(std::to_string(c.threads) + " intra-op threads");
@@ -212,6 +221,7 @@ const Mode* configuredMode(const std::string& name) {
       if (c.outward)
         session.control.explore = "outward";
       session.control.horizon = c.horizon;
+      session.control.shiftRun = c.shiftRun;
     }
   };
   made.push_back(std::move(mode));
@@ -434,6 +444,7 @@ json controllerSummary(const control::OnlineController& controller,
                      {"chosen", d.chosen.text()},
                      {"explored", d.explored},
                      {"held_back", !d.heldBack.empty()},
+                     {"level_moved", d.levelMoved},
                      {"predicted_samples_per_s", d.predictedSamplesPerSecond},
                      {"samples_per_s", d.samplesPerSecond ? json(*d.samplesPerSecond) : json()}});
   }
@@ -450,6 +461,7 @@ json controllerSummary(const control::OnlineController& controller,
   return {{"decisions", controller.decisions()},
           {"explored", explored},
           {"held_back", heldBack},
+          {"shifts_believed", controller.shifts()},
           {"seconds_since_warmup",
            {{"spent", controller.secondsSinceWarmup().first},
             {"baseline_reckoned", controller.secondsSinceWarmup().second}}},

@@ -70,7 +70,9 @@ controller choosing each step's configuration), conservative:C (with online: aft
 it explores while the run keeps C of its first configuration's throughput; 0, the default: freely),
 outward (with online: an ordinal knob explored next to any value measured, not only the fastest),
 horizon:H (with online: its model remembers about H steps; 0: every step alike),
-e.g. remat:0.6+micro:2+threads:1, online+conservative:0.97, online+horizon:40
+shifts:R (with online: R steps of one configuration in a row far off one side make its model
+believe that configuration's speed moved; 0: never),
+e.g. remat:0.6+micro:2+threads:1, online+conservative:0.97, online+horizon:40, online+shifts:0
 )";
 
 std::vector<std::string> split(const std::string& list) {

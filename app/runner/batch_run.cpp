@@ -329,6 +329,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         d.predictedSamplesPerSecond = r.decision->predictedSamplesPerSecond;
         d.samplesPerSecond = r.decision->samplesPerSecond.value_or(0);
         d.explored = r.decision->explored;
+        d.levelMoved = r.decision->levelMoved;
         for (const auto& [configuration, predicted] : r.decision->alternatives)
           d.alternatives.emplace_back(configuration.text(), predicted);
         d.batchSignals = r.decision->batchSignals;

@@ -60,6 +60,7 @@ StepMessage step(int64_t index, int microbatches, std::optional<double> measured
     c.batchSignals = {{"batch_size", 16}, {"sequence_length", 40}};
     c.drivers = {{"threads 1 rather than 2", 1.11}};
   }
+  c.levelMoved = index == 1;
   if (index == 2) {
     c.violation = "the loss diverged (nan against its average 2.1)";
     c.heldBack =
@@ -93,8 +94,12 @@ class TestControlDock : public QObject {
     QCOMPARE(model.rowCount(), 3);
     // Newest first.
     QCOMPARE(model.data(model.index(0, ControlLogModel::StepColumn)).toLongLong(), 2LL);
+    // The middle step explored, and its time made the model believe the speed had moved.
     QCOMPARE(model.data(model.index(1, ControlLogModel::ExploredColumn)).toString(),
-             QString("explored"));
+             QString::fromUtf8("explored \u00b7 speed moved"));
+    QVERIFY(model.data(model.index(1, ControlLogModel::ConfigurationColumn), Qt::ToolTipRole)
+                .toString()
+                .contains("Speed moved: the model believed"));
     // A draw conservative exploration held back says so, and what it was.
     QCOMPARE(model.data(model.index(0, ControlLogModel::ExploredColumn)).toString(),
              QString("held back"));

@@ -138,8 +138,16 @@ QVariant ControlLogModel::data(const QModelIndex& index, int role) const {
                                                             : QString();
       case MeasuredColumn:
         return c.samplesPerSecond ? rate(*c.samplesPerSecond) : QString();
-      case ExploredColumn:
-        return c.explored ? tr("explored") : !c.heldBack.empty() ? tr("held back") : QString();
+      case ExploredColumn: {
+        QStringList flags;
+        if (c.explored)
+          flags << tr("explored");
+        else if (!c.heldBack.empty())
+          flags << tr("held back");
+        if (c.levelMoved)
+          flags << tr("speed moved");
+        return flags.join(QStringLiteral(" \u00b7 "));
+      }
       case MicrobatchesColumn:
         return QVariant::fromValue<qlonglong>(c.microbatches);
       case WhyColumn:
@@ -179,6 +187,10 @@ QVariant ControlLogModel::data(const QModelIndex& index, int role) const {
       lines << tr("The batch: %1").arg(batchSignals.join(QStringLiteral(", ")));
     if (!c.heldBack.empty())
       lines << tr("Held back: %1").arg(QString::fromStdString(c.heldBack));
+    if (c.levelMoved)
+      lines << tr(
+          "Speed moved: the model believed this configuration's speed had changed, and counts the "
+          "steps before it less from here");
     if (!c.violation.empty())
       lines << tr("Broke a constraint: %1").arg(QString::fromStdString(c.violation));
     return lines.join('\n');

@@ -156,6 +156,8 @@ StepMessage decodeStep(const Reader& r) {
         control.violation = r.string(d, "violation");
       if (d.contains("held_back") && !d["held_back"].is_null())
         control.heldBack = r.string(d, "held_back");
+      if (d.contains("level_moved"))  // none from a peer before 2026-12-05
+        control.levelMoved = r.boolean(d, "level_moved");
     }
     s.control = std::move(control);
   }
@@ -431,6 +433,7 @@ json encode(const StepMessage& m) {
           c.violation.empty() ? json(nullptr) : json(c.violation);
       out["control"]["decision"]["held_back"] =
           c.heldBack.empty() ? json(nullptr) : json(c.heldBack);
+      out["control"]["decision"]["level_moved"] = c.levelMoved;
     }
   }
   return out;

@@ -124,7 +124,8 @@ std::string toJson(const RunReport& r) {
                            {"signals", batchSignals},
                            {"drivers", drivers},
                            {"violation", d.violation.empty() ? json(nullptr) : json(d.violation)},
-                           {"held_back", d.heldBack.empty() ? json(nullptr) : json(d.heldBack)}});
+                           {"held_back", d.heldBack.empty() ? json(nullptr) : json(d.heldBack)},
+                           {"level_moved", d.levelMoved}});
     }
     out["control"] = {{"microbatches", r.microbatches},
                       {"splits", splits},

@@ -54,6 +54,7 @@ void readControl(const json& control, RunReport& r) {
     decision.predictedSamplesPerSecond = d.value("predicted_samples_per_s", 0.0);
     decision.samplesPerSecond = d.value("samples_per_s", 0.0);
     decision.explored = d.value("explored", false);
+    decision.levelMoved = d.value("level_moved", false);  // none before 2026-12-05
     for (const auto& a : d.value("alternatives", json::array()))
       decision.alternatives.emplace_back(a.at("configuration").get<std::string>(),
                                          a.value("predicted_samples_per_s", 0.0));

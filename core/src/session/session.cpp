@@ -415,8 +415,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   if (top.has("control")) {
     const JsonFields control = top.object("control");
     control.rejectUnknown({"mode", "microbatches", "split_on_overrun", "threads", "remat_budget",
-                           "binding_explore", "conservative", "warmup_steps", "horizon", "explore",
-                           "tuned"});
+                           "binding_explore", "conservative", "warmup_steps", "horizon",
+                           "shift_run", "explore", "tuned"});
     s.control.enabled = true;
     s.control.mode = control.string("mode", s.control.mode);
     if (s.control.mode != "fixed" && s.control.mode != "online" && s.control.mode != "tuned")
@@ -442,6 +442,15 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                      "found " +
                          numberText(horizon));
       s.control.horizon = horizon;
+    }
+    if (control.has("shift_run")) {
+      const int64_t run = control.integer("shift_run", 0);
+      if (!(run == 0 || (run >= 2 && run <= 16)))
+        control.fail("shift_run",
+                     "expected the steps in a row that make the controller believe a speed moved, "
+                     "0 (never) or from 2 to 16, found " +
+                         std::to_string(run));
+      s.control.shiftRun = static_cast<int>(run);
     }
     s.control.explore = control.string("explore", s.control.explore);
     if (s.control.explore != "around_leader" && s.control.explore != "outward")
@@ -602,6 +611,8 @@ std::string sessionJson(const Session& s) {
                               {"explore", s.control.explore}};
     if (s.control.horizon)
       control["horizon"] = *s.control.horizon;
+    if (s.control.shiftRun)
+      control["shift_run"] = *s.control.shiftRun;
     if (s.control.rematBudget)
       control["remat_budget"] = *s.control.rematBudget;
     if (s.control.bindingExplore)

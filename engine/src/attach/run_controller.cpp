@@ -55,6 +55,7 @@ StepMessage stepMessage(const StepResult& r) {
         out.drivers.emplace_back(driver.what, driver.factor);
       out.violation = d.violation;
       out.heldBack = d.heldBack;
+      out.levelMoved = d.levelMoved;
     }
     m.control = std::move(out);
   }

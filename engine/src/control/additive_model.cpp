@@ -42,6 +42,19 @@ std::vector<double> solveLower(const std::vector<double>& l, size_t n, std::vect
   return v;
 }
 
+// (L Lᵀ)⁻¹ from the Cholesky factor L of an n × n matrix (row-major).
+std::vector<double> inverseOf(const std::vector<double>& l, size_t n) {
+  std::vector<double> out(n * n);
+  for (size_t j = 0; j < n; ++j) {
+    std::vector<double> unit(n, 0.0);
+    unit[j] = 1.0;
+    const std::vector<double> col = solveLower(l, n, solveLower(l, n, unit, false), true);
+    for (size_t i = 0; i < n; ++i)
+      out[i * n + j] = col[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
@@ -108,6 +121,8 @@ void AdditiveModel::addContext(const std::string& name) {
   prior_.push_back(1.0 / priorVariance_);
   moment_.push_back(0.0);
   contexts_[name] = dim_++;
+  for (Recent& r : recent_)
+    r.x.push_back(0.0);  // the newer observations' had no term for it
 }
 
 std::vector<double> AdditiveModel::features(const Configuration& c, const std::string& context,
@@ -183,6 +198,112 @@ double AdditiveModel::predict(const std::vector<double>& x,
   return reference_ + dot(x, terms);
 }
 
+void AdditiveModel::setShiftDetection(int run, double threshold, double spread) {
+  if (run < 0 || run == 1 || !(threshold > 0) || !(spread > 0 && std::isfinite(spread))) {
+    char text[96];
+    std::snprintf(text, sizeof text, "run %d, threshold %g, spread %g", run, threshold, spread);
+    throw std::invalid_argument(
+        std::string("the speed model's shift detection needs a run of 0 (off) or at least 2 "
+                    "steps, a threshold above 0 and a spread above 0, got ") +
+        text);
+  }
+  shiftRun_ = run;
+  shiftThreshold_ = threshold;
+  shiftSpread_ = spread;
+  if (run == 0)
+    recent_.clear();
+}
+
+std::vector<size_t> AdditiveModel::ownTerms(const std::vector<double>& x) const {
+  // The value terms of the knobs on which the configuration differs from the space's current
+  // configuration (what it is measured against); all its value terms when it is that one.
+  std::vector<size_t> own, all;
+  const auto& knobs = space_.knobs();
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    for (size_t i = 0; i < knobs[k].values.size(); ++i) {
+      const size_t term = knobOffset_[k] + i;
+      if (x[term] == 0)
+        continue;
+      all.push_back(term);
+      if (!sameValue(knobs[k].values[i], knobs[k].current))
+        own.push_back(term);
+    }
+  }
+  return own.empty() ? all : own;
+}
+
+void AdditiveModel::letGo(const std::vector<size_t>& terms) {
+  // The posterior's covariance grows by shiftSpread_ on each of `terms` (a random walk's step,
+  // as a Kalman filter adds process noise), its mean staying; written back as the prior
+  // precision plus evidence that posterior() turns into it at the noise's variance now.
+  const size_t n = dim_;
+  const double s2 = noise();
+  const TermPosterior post = posterior();
+  std::vector<double> cov = inverseOf(post.factor, n);
+  for (size_t t : terms)
+    cov[t * n + t] += shiftSpread_;
+  const std::vector<double> grown = inverseOf(cholesky(cov, n), n);  // the new precision
+  for (size_t i = 0; i < n; ++i) {
+    double held = 0;  // (cov⁻¹ mean)_i
+    for (size_t j = 0; j < n; ++j) {
+      const double a = 0.5 * (grown[i * n + j] + grown[j * n + i]);  // symmetric to rounding
+      held += a * post.mean[j];
+      const double prior = i == j ? prior_[i] : 0.0;
+      precision_[i * n + j] = prior + s2 * (a - prior);
+    }
+    // posterior() solves (that) mean = P m + moment/s², m the prior's mean.
+    double priorMean = 0;
+    for (size_t k = 0; k < signals_ && k < slopes_.size(); ++k) {
+      if (i == interactionOffset(k) - 1)
+        priorMean = slopes_[k];
+    }
+    moment_[i] = s2 * (held - prior_[i] * priorMean);
+  }
+}
+
+void AdditiveModel::accumulate(const std::vector<double>& x, double centred, double amount) {
+  for (size_t i = 0; i < dim_; ++i) {
+    if (x[i] == 0)
+      continue;
+    moment_[i] += amount * x[i] * centred;
+    for (size_t j = 0; j < dim_; ++j)
+      precision_[i * dim_ + j] += amount * x[i] * x[j];
+  }
+}
+
+bool AdditiveModel::levelMoved(std::vector<size_t>& run) const {
+  run.clear();
+  if (shiftRun_ < 2 || recent_.empty())
+    return false;
+  // One configuration: the same knob values (the terms before the signals' and contexts').
+  const Recent& newest = recent_.back();
+  const auto same = [&](const Recent& r) {
+    return std::equal(r.x.begin(), r.x.begin() + static_cast<std::ptrdiff_t>(knobTerms_),
+                      newest.x.begin());
+  };
+  for (size_t i = recent_.size(); i-- > 0 && run.size() < static_cast<size_t>(shiftRun_);) {
+    if (same(recent_[i]))
+      run.push_back(i);
+  }
+  if (run.size() < static_cast<size_t>(shiftRun_) || recent_.size() - run.size() < kShiftBaseline)
+    return false;
+  // The scale the run is read against: the other recent residuals' (their median distance from
+  // 0, as a normal's standard deviation), not the noise's estimate, which still carries the
+  // residuals of the model's first, untaught steps.
+  std::vector<double> others;
+  for (size_t i = 0; i < recent_.size(); ++i) {
+    if (std::find(run.begin(), run.end(), i) == run.end())
+      others.push_back(std::abs(recent_[i].residual));
+  }
+  const auto middle = others.begin() + static_cast<std::ptrdiff_t>(others.size() / 2);
+  std::nth_element(others.begin(), middle, others.end());
+  const double scale = std::max(1.4826 * *middle, kShiftLeast);
+  const double side = newest.residual > 0 ? 1.0 : -1.0;
+  return std::all_of(run.begin(), run.end(), [&](size_t i) {
+    return side * recent_[i].residual > shiftThreshold_ * scale;
+  });
+}
+
 double AdditiveModel::observe(const std::vector<double>& x, double y) {
   if (observations_ == 0)
     reference_ = y;  // the terms are of the time relative to the first observation's
@@ -191,7 +312,7 @@ double AdditiveModel::observe(const std::vector<double>& x, double y) {
   const double residual = centred - dot(x, post.mean);
   // Note [Steps at half speed].
   const double r2 = residual * residual / (noise() + post.variance(x));
-  const double weight = std::isinf(tails_) ? 1.0 : std::min(1.0, (tails_ + 1) / (tails_ + r2));
+  double weight = std::isinf(tails_) ? 1.0 : std::min(1.0, (tails_ + 1) / (tails_ + r2));
   if (horizon_ > 0) {
     // Note [Old steps fade]: what the observations before this one put in shrinks; the prior's
     // part of the precision stays.
@@ -205,17 +326,33 @@ double AdditiveModel::observe(const std::vector<double>& x, double y) {
     }
     residualSum_ *= keep;
     counted_ *= keep;
+    for (Recent& r : recent_)
+      r.scale *= keep;
   }
   residualSum_ += weight * residual * residual;
   counted_ += 1;
-  for (size_t i = 0; i < dim_; ++i) {
-    if (x[i] == 0)
-      continue;
-    moment_[i] += weight * x[i] * centred;
-    for (size_t j = 0; j < dim_; ++j)
-      precision_[i * dim_ + j] += weight * x[i] * x[j];
-  }
+  accumulate(x, centred, weight);
   ++observations_;
+  if (shiftRun_ >= 2) {
+    // Note [A level that moves].
+    recent_.push_back({x, centred, residual, weight, 1.0});
+    while (recent_.size() > kShiftWindow)
+      recent_.pop_front();
+    std::vector<size_t> run;
+    if (levelMoved(run)) {
+      // The run's steps out of XᵀX and Xᵀy (as they count now), so that the mean is the old
+      // level's; what makes this configuration itself let go; the run back at full weight, which
+      // the let-go terms now follow. The noise's estimate keeps them as they came.
+      for (size_t i : run)
+        accumulate(recent_[i].x, recent_[i].centred, -recent_[i].scale * recent_[i].weight);
+      letGo(ownTerms(recent_.back().x));
+      for (size_t k = run.size(); k-- > 0;)  // oldest first
+        accumulate(recent_[run[k]].x, recent_[run[k]].centred, 1.0);
+      recent_.clear();
+      ++shifts_;
+      weight = 1.0;
+    }
+  }
   return weight;
 }
 

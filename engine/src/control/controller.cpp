@@ -28,6 +28,7 @@ OnlineController::OnlineController(ConfigSpace space, ControllerOptions options)
       rng_(options.seed) {
   model_.setSignalSlopes(options_.signalSlopes);
   model_.setHorizon(options_.horizon);
+  model_.setShiftDetection(options_.shiftRun, options_.shiftThreshold, options_.shiftSpread);
   grid_ = space_.grid();
   if (grid_.empty() || space_.knobs().empty())
     throw std::invalid_argument("the online controller needs a configuration space with knobs");
@@ -415,8 +416,10 @@ void OnlineController::observe(Decision decision, double stepSeconds, int64_t sa
       std::vector<double> batchSignals;
       for (const auto& [name, value] : decision.batchSignals)
         batchSignals.push_back(value);
+      const int64_t shifts = model_.shifts();
       model_.observe(model_.features(decision.chosen, decision.bucket, scaled(batchSignals)),
                      std::log(stepSeconds / static_cast<double>(samples)));
+      decision.levelMoved = model_.shifts() != shifts;
     }
   }
   log_.push_back(std::move(decision));

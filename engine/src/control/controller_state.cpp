@@ -47,11 +47,20 @@ std::string AdditiveModel::state() const {
   json contexts = json::object();
   for (const auto& [name, at] : contexts_)
     contexts[name] = at;
+  json recent = json::array();
+  for (const Recent& r : recent_) {
+    recent.push_back({{"x", r.x},
+                      {"centred", r.centred},
+                      {"residual", r.residual},
+                      {"weight", r.weight},
+                      {"scale", r.scale}});
+  }
   return json{{"terms", dim_},           {"contexts", contexts},
               {"prior", prior_},         {"precision", precision_},
               {"moment", moment_},       {"residuals", residualSum_},
               {"reference", reference_}, {"observations", observations_},
-              {"counted", counted_}}
+              {"counted", counted_},     {"recent", recent},
+              {"shifts", shifts_}}
       .dump();
 }
 
@@ -73,6 +82,17 @@ void AdditiveModel::restore(const std::string& text) {
     const auto observations = in.at("observations").get<int64_t>();
     // A state written before the horizon (Note [Old steps fade]) counted every observation.
     const auto counted = in.value("counted", static_cast<double>(observations));
+    // Note [A level that moves]: none in a state written before it.
+    std::deque<Recent> recent;
+    for (const json& r : in.value("recent", json::array())) {
+      Recent seen{r.at("x").get<std::vector<double>>(), r.at("centred").get<double>(),
+                  r.at("residual").get<double>(), r.at("weight").get<double>(),
+                  r.at("scale").get<double>()};
+      if (seen.x.size() != terms)
+        throw std::invalid_argument("the speed model's state does not hold its terms");
+      recent.push_back(std::move(seen));
+    }
+    const auto shifts = in.value("shifts", int64_t{0});
     contexts_ = contexts;  // all read: nothing changes when the state is refused
     dim_ = terms;
     prior_ = std::move(prior);
@@ -82,6 +102,8 @@ void AdditiveModel::restore(const std::string& text) {
     reference_ = reference;
     observations_ = observations;
     counted_ = counted;
+    recent_ = std::move(recent);
+    shifts_ = shifts;
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("the speed model's state: ") + e.what());
   }

@@ -58,6 +58,8 @@ void Trainer::setUpControl() {
     options.warmupSteps = session_.control.warmupSteps;
     if (session_.control.horizon)
       options.horizon = *session_.control.horizon;
+    if (session_.control.shiftRun)
+      options.shiftRun = *session_.control.shiftRun;
     options.aroundLeader = session_.control.explore == "around_leader";
     controller_ = std::make_unique<control::OnlineController>(configSpace(), options);
   }

@@ -367,6 +367,7 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
       "microbatches 8, threads 1, remat_budget 0.3: as slow as it may be, it could take "
       "the run below 0.97 of the throughput of microbatches 1, threads 2, remat_budget "
       "0.6 since the warm-up";
+  c.levelMoved = true;
   m.control = c;
   const json wire = encode(m);
   CHECK(wire["control"]["knobs"]["threads"] == 1);
@@ -386,6 +387,12 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
   CHECK(back.control->drivers == c.drivers);            // largest first, as sent
   CHECK(back.control->violation == c.violation);
   CHECK(back.control->heldBack == c.heldBack);
+  CHECK(back.control->levelMoved);
+  {  // a peer from before level_moved: none moved
+    json older = wire;
+    older["control"]["decision"].erase("level_moved");
+    CHECK_FALSE(std::get<StepMessage>(decodeServerMessage(older)).control->levelMoved);
+  }
   // A fixed configuration: no decision; a step not learnt from: no measure.
   m.control->decided = false;
   CHECK_FALSE(encode(m)["control"].contains("decision"));

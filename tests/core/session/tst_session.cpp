@@ -101,11 +101,16 @@ std::vector<RejectedSession> rejectedSessions() {
       {"control unknown field",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"modes": 1})"),
        "control.modes: unknown field (known here: mode, microbatches, split_on_overrun, threads, "
-       "remat_budget, binding_explore, conservative, warmup_steps, horizon, explore, tuned)"},
+       "remat_budget, binding_explore, conservative, warmup_steps, horizon, shift_run, explore, "
+       "tuned)"},
       {"control horizon of one step",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"horizon": 1})"),
        "control.horizon: expected the steps the controller remembers, 0 (all alike) or from 2 to "
        "1e9, found 1"},
+      {"control shift run of one step",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"shift_run": 1})"),
+       "control.shift_run: expected the steps in a row that make the controller believe a speed "
+       "moved, 0 (never) or from 2 to 16, found 1"},
       {"control explore elsewhere",
        sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "control": {"explore": "far"})"),
        "control.explore: expected \"around_leader\" or \"outward\", found \"far\""},
@@ -372,17 +377,20 @@ TEST_CASE("control: off unless the session has the block; written back as read")
   CHECK(defaults.control.explore == "around_leader");
   CHECK_FALSE(defaults.control.horizon.has_value());  // the controller's own default
   CHECK(symtune::sessionJson(defaults).find("horizon") == std::string::npos);
+  CHECK_FALSE(defaults.control.shiftRun.has_value());
+  CHECK(symtune::sessionJson(defaults).find("shift_run") == std::string::npos);
   const Session free = symtune::parseSession(
       symtune::sessionJson(symtune::parseSession(
           sessionText(R"("model": {"zoo": "dynamic_tagger"})",
                       R"(, "control": {"mode": "online", "conservative": 0.9, "warmup_steps": 5,
-                          "explore": "outward", "horizon": 40})"),
+                          "explore": "outward", "horizon": 40, "shift_run": 0})"),
           kOrigin)),
       kOrigin);
   CHECK(free.control.conservative == 0.9);
   CHECK(free.control.warmupSteps == 5);
   CHECK(free.control.explore == "outward");
   CHECK(free.control.horizon == std::optional<double>(40));
+  CHECK(free.control.shiftRun == std::optional<int>(0));  // off, and written so
   const Session online =
       symtune::parseSession(symtune::sessionJson(symtune::parseSession(
                                 sessionText(R"("model": {"zoo": "dynamic_tagger"})",

@@ -89,6 +89,8 @@ struct StepControl {
   std::vector<std::pair<std::string, double>> drivers;
   std::string violation;
   std::string heldBack;
+  // Whether the step's time made the model believe the configuration's speed had moved.
+  bool levelMoved = false;
 };
 
 struct StepMessage {

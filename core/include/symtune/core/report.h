@@ -103,6 +103,7 @@ struct RunReport {
     std::vector<std::pair<std::string, double>> batchSignals, drivers;
     std::string violation;
     std::string heldBack;
+    bool levelMoved = false;  // the step made the model believe its configuration's speed moved
   };
   std::vector<Decision> decisions;
 

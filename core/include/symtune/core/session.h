@@ -253,6 +253,11 @@ struct ControlSpec {
   // a step this many observations old counts about 1/e of a new one; 0: all alike; unset: the
   // controller's default.
   std::optional<double> horizon;
+  // How many steps of one configuration in a row, each more than two predictive spreads off the
+  // model's prediction on the same side, make the online controller's model believe that
+  // configuration's speed moved (docs/control.md, "A level that moves"); 0: never; unset: the
+  // controller's default.
+  std::optional<int> shiftRun;
   // Where the online controller explores an ordinal knob (docs/control.md, "The choice"):
   // "around_leader", next to the fastest value measured; "outward", next to any value measured.
   std::string explore = "around_leader";

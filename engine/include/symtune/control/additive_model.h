@@ -61,7 +61,30 @@
 // it did not make the windows below 0.97 of the default fewer (docs/benchmarks.md, "Old steps
 // fade"); engine.control.horizon shows what it does for a change that lasts.
 
+// Note [A level that moves]
+// The horizon forgets at one pace whatever happens; the tagger's configurations on this project's
+// 2-vCPU machine instead keep their speed for 20-100 steps and then jump, two micro-batches from
+// 1.04x the whole batch's speed to 0.80x and back (docs/benchmarks.md, "Freed CPU memory kept"),
+// while the Student-t weights (Note [Steps at half speed]) take the first steps of the new level
+// for outliers and count them at a quarter. So, with shift detection on (setShiftDetection), the
+// model keeps its last 32 observations' residuals and, after each, reads the newest `run` of the
+// configuration just observed against the others: when all of them lie more than `threshold`
+// times the others' scale (their median absolute residual times 1.4826, a normal's standard
+// deviation; at least 0.01) off on the same side, it believes that configuration's speed moved.
+// The scale is the recent residuals', not the noise's estimate: that one still carries the
+// model's first, untaught steps, and on the tagger it hid a jump of 0.27 in the log as under two
+// spreads. What moved is put down to what makes that configuration itself: the terms of its knob
+// values that differ from the space's current configuration (all its value terms when it is
+// that one). Their posterior variance grows by `spread`, the mean staying, as a Kalman filter adds
+// process noise to a state that walks (letGo); the run's steps are taken out first, so the mean
+// is the old level's, and put back at full weight, so the let-go terms follow them. The rest of
+// the model keeps what it knew. Letting everything go instead (every earlier step shrunk to 5 %,
+// tried first) sent the controller back to configurations long known slow — one thread, four
+// micro-batches — for 10 steps at 0.65x the default on the tagger. shifts() counts what it
+// believed; the recent observations are part of state().
+
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <random>
 #include <string>
@@ -102,6 +125,14 @@ class AdditiveModel {
   // after the next).
   void setHorizon(double horizon);
   double horizon() const { return horizon_; }
+  // Note [A level that moves]: `run` observations of one configuration in a row beyond
+  // `threshold` times the recent residuals' scale on one side (run 0: off, the default) let its
+  // own terms go by `spread` (a variance, log seconds squared); throws std::invalid_argument for a
+  // run of 1 or negative, a threshold not above 0 or a spread not above 0.
+  void setShiftDetection(int run, double threshold = 2.5, double spread = 0.25);
+  int shiftRun() const { return shiftRun_; }
+  // How many times the model believed a level moved.
+  int64_t shifts() const { return shifts_; }
   // Note [A longer sample takes longer] (controller.h): the prior mean of each signal's own term
   // (missing ones 0), which the posterior's mean leans towards until the observations say
   // otherwise.
@@ -166,7 +197,31 @@ class AdditiveModel {
   double counted_ = 0;                      // their count, after the horizon's shrinking
   std::vector<double> slopes_;              // the prior mean of each signal's own term
   double tails_ = 4.0;
-  double horizon_ = 0;    // Note [Old steps fade]
+  double horizon_ = 0;  // Note [Old steps fade]
+  // Note [A level that moves]: the last observations (the newest last), what each put in as it is
+  // now (its weight times the horizon's shrinking since), and the detector's settings.
+  struct Recent {
+    std::vector<double> x;
+    double centred = 0, residual = 0, weight = 0, scale = 1;
+  };
+  static constexpr size_t kShiftWindow = 32;
+  // The fewest other recent observations the run is read against, and the least scale taken
+  // (log seconds: a jump of a few per cent is not one to follow).
+  static constexpr size_t kShiftBaseline = 12;
+  static constexpr double kShiftLeast = 0.01;
+  std::deque<Recent> recent_;  // at most kShiftWindow
+  int shiftRun_ = 0;
+  double shiftThreshold_ = 2.5, shiftSpread_ = 0.25;
+  int64_t shifts_ = 0;
+  // Whether the newest observation ends a run of its configuration's beyond the threshold on one
+  // side (the run's indices in recent_, newest first, into `run`).
+  bool levelMoved(std::vector<size_t>& run) const;
+  // The terms a jump of the configuration with features `x` is put down to, and letting them go
+  // (Note [A level that moves]).
+  std::vector<size_t> ownTerms(const std::vector<double>& x) const;
+  void letGo(const std::vector<size_t>& terms);
+  // Adds (amount > 0) or takes out (amount < 0) `amount` times an observation's terms.
+  void accumulate(const std::vector<double>& x, double centred, double amount);
   double reference_ = 0;  // the first observation's y: what the terms add to
   int64_t observations_ = 0;
 };

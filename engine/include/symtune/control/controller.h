@@ -162,6 +162,12 @@ struct ControllerOptions {
   // Note [Old steps fade] (additive_model.h): how many observations the model remembers (a step
   // this many old counts about 1/e of a new one); 0: all alike.
   double horizon = 0;
+  // Note [A level that moves] (additive_model.h): this many steps of one configuration in a row
+  // beyond `shiftThreshold` times the recent residuals' scale on one side, and the model lets
+  // that configuration's own terms go by `shiftSpread`; 0: off.
+  int shiftRun = 0;
+  double shiftThreshold = 2.5;
+  double shiftSpread = 0.25;
   // Note [Divergence constraint].
   double divergence = 3.0;
   int divergenceWarmup = 5;
@@ -207,6 +213,9 @@ struct Decision {
   // The configuration the draw chose and Note [Conservative exploration] held back, and why, one
   // line; empty: none.
   std::string heldBack;
+  // Whether the step's time made the model believe its configuration's speed had moved (Note [A
+  // level that moves] in additive_model.h): the earlier steps count less from here on.
+  bool levelMoved = false;
 };
 
 class OnlineController {
@@ -238,6 +247,8 @@ class OnlineController {
   const Configuration& baseline() const { return baseline_; }
   std::pair<double, double> secondsSinceWarmup() const { return {spent_, baselineSpent_}; }
   const ConfigSpace& space() const { return space_; }
+  // How many times its model believed a configuration's speed moved (Note [A level that moves]).
+  int64_t shifts() const { return model_.shifts(); }
   // The configurations a broken constraint excluded, in the order excluded.
   const std::vector<Configuration>& excluded() const { return excluded_; }
   // Note [Predicted not to fit]: `decision`'s configuration did not fit the memory budget on
