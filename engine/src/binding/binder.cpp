@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -329,6 +330,8 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
   auto it = states_.find(node);
   if (it != states_.end())
     return it->second != nullptr;
+  if (id.valid())
+    met_.insert(id.value());
   findCells(*node->owningGraph());
   if (const torch::jit::Node* first = pairProducer(node)) {
     // The second node of a two-node site (Note [Two-node sites]) passes on its input while the
@@ -554,6 +557,51 @@ const Candidate* Binder::decide(SiteState& s, const std::string& bucket,
   put(std::move(b), s);
   ++measurements_;
   return winner;
+}
+
+Binder::RecomputeLimits Binder::recomputeLimits() const {
+  RecomputeLimits limits;
+  limits.met = met_;
+  // The keys of members_ (siteKey) that are rows groups or loop projections: none of theirs.
+  std::set<const void*> never;
+  std::map<const void*, std::vector<int32_t>> whole;
+  for (const auto& [node, s] : states_) {
+    if (s == nullptr)
+      continue;
+    const NodeId id = s->site.id;
+    if (s->site.rows != nullptr) {
+      never.insert(s->site.rows.get());
+      if (id.valid())
+        limits.never.insert(id.value());
+    } else if (s->site.group != nullptr && id.valid()) {
+      whole[s->site.group.get()].push_back(id.value());
+    } else if (s->site.follower != nullptr && id.valid()) {
+      whole[s->site.node].push_back(id.value());  // the follower is among members_[node]
+    }
+  }
+  for (const auto& [region, cs] : cells_) {
+    if (cs.lead == nullptr)
+      continue;
+    if (cs.lead->site.loop != nullptr)
+      never.insert(region);
+    else if (cs.lead->site.id.valid())
+      whole[region].push_back(cs.lead->site.id.value());
+  }
+  for (const auto& [key, ids] : members_) {
+    if (never.count(key) != 0) {
+      limits.never.insert(ids.begin(), ids.end());
+      continue;
+    }
+    auto& all = whole[key];
+    all.insert(all.end(), ids.begin(), ids.end());
+  }
+  for (auto& [key, ids] : whole) {
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    if (ids.size() > 1)
+      limits.whole.push_back(std::move(ids));
+  }
+  return limits;
 }
 
 const void* Binder::siteKey(const SiteState& s) {

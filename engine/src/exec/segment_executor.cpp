@@ -1,6 +1,7 @@
 #include "symtune/exec/segment_executor.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <utility>
@@ -18,14 +19,15 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
   ForwardOptions options;
   options.plan = &plan_;
   options.record = request.record;
-  // Under a plan that recomputes a loop trip by trip, or a run of ops, the op sites run as
-  // written (setBinder).
-  const auto named = [&](const std::vector<std::string>& units) {
+  // Under a plan that recomputes a loop trip by trip, or a run the binder's sites refuse, the op
+  // sites run as written (setBinder).
+  const auto named = [&](const auto& units) {
     return std::any_of(units.begin(), units.end(),
                        [&](const std::string& u) { return plan_.recompute.count(u) > 0; });
   };
-  const bool piecesRecomputed = named(gen_.loopSpans()) || named(gen_.opRuns());
-  binding::Binder* binder = piecesRecomputed ? nullptr : binder_.get();
+  const bool unbound = binder_ != nullptr &&
+                       (named(gen_.loopSpans()) || (named(gen_.opRuns()) && named(refusedRuns())));
+  binding::Binder* binder = unbound ? nullptr : binder_.get();
   options.binder = binder;
   std::optional<std::vector<torch::jit::IValue>> bound;
   if (binder != nullptr) {
@@ -79,6 +81,43 @@ void SegmentExecutor::setPlan(SegmentPlan plan) {
                 c10::Join(", ", known), ", and it has ", runs.size(), " runs of ops)");
   }
   plan_ = std::move(plan);
+}
+
+const std::set<std::string>& SegmentExecutor::refusedRuns() {
+  if (binder_ == nullptr) {
+    refused_.clear();
+    return refused_;
+  }
+  if (refusedFor_ == binder_->nodesMet())
+    return refused_;
+  refusedFor_ = binder_->nodesMet();
+  refused_.clear();
+  const binding::Binder::RecomputeLimits limits = binder_->recomputeLimits();
+  const std::map<std::string, std::vector<NodeId>> nodes = gen_.unitNodes();
+  const Graph& graph = gen_.staticGraph();
+  for (const auto& run : gen_.opRuns()) {
+    const auto found = nodes.find(run);
+    if (found == nodes.end())
+      continue;  // no node: nothing to run again
+    std::set<int32_t> inside;
+    bool refused = false;
+    for (const NodeId id : found->second) {
+      inside.insert(id.value());
+      // An op the binder has not met may be a site of several nodes (prim nodes it never binds).
+      const bool op = graph.node(id).kind.rfind("aten::", 0) == 0;
+      refused = refused || limits.never.count(id.value()) != 0 ||
+                (op && limits.met.count(id.value()) == 0);
+    }
+    for (size_t i = 0; !refused && i < limits.whole.size(); ++i) {
+      const auto& site = limits.whole[i];
+      const auto in = std::count_if(site.begin(), site.end(),
+                                    [&](int32_t id) { return inside.count(id) != 0; });
+      refused = in != 0 && static_cast<size_t>(in) != site.size();
+    }
+    if (refused)
+      refused_.insert(run);
+  }
+  return refused_;
 }
 
 SegmentPlan SegmentExecutor::recomputeAll() const {

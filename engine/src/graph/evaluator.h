@@ -263,6 +263,9 @@ class SyMuGen::Evaluator {
   int64_t recomputed() const { return recomputed_; }
   // Hands the op sites it binds to `binder` (ForwardOptions::binder); null: none.
   void setBinder(OpBinder* binder) { binder_ = binder; }
+  // The loops running around what it runs (a recomputed run's: their trips, which its sites'
+  // buckets name; Note [Runs recomputed bound] in symtune/binding/binder.h).
+  void setLoops(LoopFrames loops) { loops_ = std::move(loops); }
   OpBinder* binder() const { return binder_; }
   // Sums every op's template cost (ForwardOptions::countCost).
   void setCountCost(bool on) { countCost_ = on; }

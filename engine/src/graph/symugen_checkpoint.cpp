@@ -121,6 +121,7 @@ struct SpanRun : torch::CustomClassHolder {
   // span's shapes, branches and trips; the recompute in backward runs in an evaluator of its own.
   SyMuGen::Evaluator* caller = nullptr;
   OpBinder* binder = nullptr;  // the caller's: the recomputation binds its sites the same way
+  LoopFrames loops;            // the caller's running loops, their trips only
   std::shared_ptr<const SyMuGen::CheckpointSpan> span;
   std::vector<c10::IValue> inputs;  // span inputs; tensors are taken from the function's inputs
   std::vector<int> tensorSlot;      // per span input: its index among the tensors, or -1
@@ -238,6 +239,7 @@ struct SpanRun : torch::CustomClassHolder {
     Graph unused;
     SyMuGen::Evaluator eval(*gen, unused, /*record=*/false);
     eval.setBinder(binder);
+    eval.setLoops(loops);
     eval.setRecomputing(true);
     return eval.runSpan(*span, in);
   }
@@ -466,6 +468,8 @@ bool SyMuGen::Evaluator::runCheckpointed(const std::shared_ptr<const CheckpointS
   run->gen = &gen_;
   run->caller = this;
   run->binder = binder_;
+  if (binder_ != nullptr)
+    run->loops = loops_.tripsOnly();
   run->span = spanRef;
   torch::autograd::variable_list tensors;
   for (const Value* v : span.inputs) {

@@ -76,12 +76,7 @@ double shortestSeconds(const torch::Device& device, const std::function<void()>&
 
 // What recomputing the units `plan` names costs.
 double costOf(const std::vector<RematUnit>& units, const SegmentPlan& plan) {
-  double cost = 0;
-  for (const auto& name : plan.recompute) {
-    if (const auto share = shareOf(units, name))
-      cost += share->cost;
-  }
-  return cost;
+  return shareOfPlan(units, plan).cost;
 }
 
 }  // namespace
@@ -304,29 +299,42 @@ double Rematerializer::comesBack(const Bucket& bucket, const SegmentPlan& plan) 
 }
 
 double Rematerializer::keptBytes(const Bucket& bucket, const SegmentPlan& plan) const {
-  double kept = bucket.profile.savedBytes;
-  for (const auto& name : plan.recompute) {
-    if (const auto share = shareOf(bucket.units, name))
-      kept -= share->freedBytes;
-  }
-  return std::max(0.0, kept);
+  return std::max(0.0, bucket.profile.savedBytes - shareOfPlan(bucket.units, plan).freedBytes);
 }
 
-void Rematerializer::setOpRuns(bool on) {
-  if (on == opRuns_)
+void Rematerializer::setRefusedRuns(std::set<std::string> refused) {
+  if (refused == refusedRuns_)
     return;
-  opRuns_ = on;
-  for (auto& [key, bucket] : buckets_)
-    bucket.plans.clear();
+  refusedRuns_ = std::move(refused);
+  for (auto& [key, bucket] : buckets_) {
+    auto& plans = bucket.plans;
+    plans.erase(std::remove_if(plans.begin(), plans.end(),
+                               [&](const StepPlan& p) {
+                                 return std::any_of(p.segments.recompute.begin(),
+                                                    p.segments.recompute.end(),
+                                                    [&](const std::string& name) {
+                                                      return refusedRuns_.count(name) != 0;
+                                                    });
+                               }),
+                plans.end());
+  }
 }
 
 std::vector<RematUnit> Rematerializer::choosable(const Bucket& bucket) const {
-  if (opRuns_)
+  if (refusedRuns_.empty())
     return bucket.units;
+  std::map<std::string, std::string> parentOf;
+  for (const auto& unit : bucket.units)
+    parentOf[unit.name] = unit.parent;
   std::vector<RematUnit> units;
   for (const auto& unit : bucket.units) {
-    if (std::find(runs_.begin(), runs_.end(), unit.name) == runs_.end())
-      units.push_back(unit);
+    if (refusedRuns_.count(unit.name) != 0)
+      continue;
+    units.push_back(unit);
+    // A lighter run whose run is refused lies in what that run lies in.
+    std::string& parent = units.back().parent;
+    while (!parent.empty() && refusedRuns_.count(parent) != 0)
+      parent = parentOf[parent];
   }
   return units;
 }

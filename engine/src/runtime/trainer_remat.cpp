@@ -164,8 +164,9 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   TORCH_CHECK(segments != nullptr, "remat runs the model through a SegmentExecutor, not the ",
               executor_->name(), " executor");
   SyMuGen& gen = *segments->symugen();
-  // A bound run's plans keep to blocks and loops: a recomputed run of ops runs the step unbound.
-  remat_->setOpRuns(segments->binder() == nullptr);
+  // A bound run's plans name the runs of ops the binder's sites allow (Note [Runs recomputed
+  // bound]): any other would run the step unbound.
+  remat_->setRefusedRuns(segments->refusedRuns());
   // A micro-batch after the first begins with the gradients of those before it held: the
   // step's budget holds them too (Note [Micro-batches]).
   const int64_t carried =

@@ -396,3 +396,42 @@ TEST_CASE("a block called several times: its first calls are a choice of their o
   CHECK_FALSE(plan.recomputesAny("decoder run #20"));
   CHECK_FALSE(plan.recomputesAny("deco"));
 }
+
+TEST_CASE("a block's first calls, with its runs of ops on the calls after them") {
+  RematUnit decoder{"decoder", "", 120, 40};
+  decoder.executions = 4;
+  decoder.freedByCall = {30, 30, 30, 30};
+  decoder.costByCall = {10, 10, 10, 10};
+  const RematUnit run{"decoder run #5", "decoder", 40, 4};  // over all four calls
+  const std::vector<RematUnit> units{decoder, run};
+  const std::string one = symtune::SegmentPlan::firstCallsName("decoder", 1);
+  const std::string two = symtune::SegmentPlan::firstCallsName("decoder", 2);
+  // 70 to free: the first two calls and the run on the other two (60 + 20 for 20 + 2), not the
+  // first three (90 for 30).
+  const RematPlan some = planUnderBudget(units, 200, 130);
+  CHECK(some.segments.recompute == std::set<std::string>{two, run.name});
+  CHECK(some.freedBytes == doctest::Approx(80));
+  CHECK(some.cost == doctest::Approx(22));
+  // 55: the first call and the run on the other three (30 + 30 for 10 + 3).
+  const RematPlan fewer = planUnderBudget(units, 200, 145);
+  CHECK(fewer.segments.recompute == std::set<std::string>{one, run.name});
+  CHECK(fewer.freedBytes == doctest::Approx(60));
+  CHECK(fewer.cost == doctest::Approx(13));
+  // 45: the run alone frees too little; with the first call it is cheaper than two calls.
+  CHECK(planUnderBudget(units, 200, 155).segments.recompute ==
+        std::set<std::string>{one, run.name});
+  // 35: the run alone, on every call (40 for 4).
+  CHECK(planUnderBudget(units, 200, 165).segments.recompute == std::set<std::string>{run.name});
+
+  // What a plan frees and costs together, as the rematerializer predicts it.
+  const auto share = symtune::remat::shareOfPlan(units, some.segments);
+  CHECK(share.freedBytes == doctest::Approx(80));
+  CHECK(share.cost == doctest::Approx(22));
+  symtune::SegmentPlan alone;
+  alone.recompute = {run.name};
+  CHECK(symtune::remat::shareOfPlan(units, alone).freedBytes == doctest::Approx(40));
+  CHECK(symtune::remat::shareOfPlan(units, alone).cost == doctest::Approx(4));
+  symtune::SegmentPlan unknown;
+  unknown.recompute = {"encoder", two};
+  CHECK(symtune::remat::shareOfPlan(units, unknown).freedBytes == doctest::Approx(60));
+}

@@ -586,3 +586,82 @@ TEST_CASE_FIXTURE(TwoThreads, "a bound run under a budget measures outside it an
     }
   }
 }
+
+// Note [Runs recomputed bound] in symtune/binding/binder.h: a bound step that recomputes runs of
+// ops binds them in the recomputation as in the forward and trains as the bound step without a
+// plan; a run that holds part of a site of several nodes is refused, and a plan that names one
+// runs its step unbound.
+TEST_CASE_FIXTURE(TwoThreads, "runs of ops recomputed in a bound step train as the bound step") {
+  for (const char* model : {"transformer_xl", "moe_topk", "dynamic_resnet"}) {
+    INFO(std::string(model));
+    symtune::Session s = sessionFor(model);
+    s.binding.enabled = true;
+    s.binding.exact = true;  // two binders choose alike only among bit-for-bit candidates
+    symtune::Trainer plain(s), planned(s);
+    auto* segments = dynamic_cast<symtune::SegmentExecutor*>(&planned.executor());
+    REQUIRE(segments != nullptr);
+    symtune::binding::Binder* binder = segments->binder();
+    REQUIRE(binder != nullptr);
+    const std::vector<std::string>& runs = segments->symugen()->opRuns();
+    // Before the binder has met the model's ops it allows no run that holds one.
+    CHECK(segments->refusedRuns().size() == runs.size());
+    CHECK(std::abs(planned.step().loss - plain.step().loss) == 0);
+    const std::set<std::string> refused = segments->refusedRuns();
+    symtune::SegmentPlan lighter;
+    for (const auto& run : segments->recomputeCheapOps().recompute) {
+      if (refused.count(run) == 0)
+        lighter.recompute.insert(run);
+    }
+    MESSAGE(std::string(model), ": ", runs.size(), " runs, ", refused.size(),
+            " refused bound (bit-for-bit candidates only), ", lighter.recompute.size(),
+            " lighter runs recomputed");
+    REQUIRE(!lighter.empty());
+    segments->setPlan(lighter);
+    for (int i = 1; i < 4; ++i) {
+      const int64_t before = binder->boundExecutions();
+      const int64_t plainBefore = plain.binder()->boundExecutions();
+      const double expected = plain.step().loss;
+      const double loss = planned.step().loss;
+      INFO("step ", i, ": ", loss, " vs ", expected);
+      CHECK(std::abs(loss - expected) <= 1e-5 * std::abs(expected));
+      CHECK(segments->lastRecomputed() > 0);
+      // Bound: as many bound executions as the plain step's, and the recomputations' besides.
+      CHECK(binder->boundExecutions() - before >= plain.binder()->boundExecutions() - plainBefore);
+    }
+    symtune::test::checkEach(planned.executor().parameters(), plain.executor().parameters(), 1e-5,
+                             "parameters");
+  }
+
+  // With every candidate, Transformer-XL's attention region is a site of several nodes that a run
+  // ends inside: that run is refused, and a plan that names it runs the step unbound.
+  symtune::Session s = sessionFor("transformer_xl");
+  s.binding.enabled = true;
+  symtune::Trainer t(s);
+  auto* segments = dynamic_cast<symtune::SegmentExecutor*>(&t.executor());
+  REQUIRE(segments != nullptr);
+  t.step();
+  const std::set<std::string> refused = segments->refusedRuns();
+  MESSAGE("transformer_xl, every candidate: ", refused.size(), " of ",
+          segments->symugen()->opRuns().size(), " runs refused bound");
+  REQUIRE(!refused.empty());
+  CHECK(refused.size() < segments->symugen()->opRuns().size());
+  // The bound executions of a step under `plan` (the loss site's among them: the trainer's).
+  const auto boundIn = [&](const symtune::SegmentPlan& plan) {
+    segments->setPlan(plan);
+    const int64_t before = t.binder()->boundExecutions();
+    CHECK(std::isfinite(t.step().loss));
+    CHECK((segments->lastRecomputed() > 0) == !plan.empty());
+    return t.binder()->boundExecutions() - before;
+  };
+  const int64_t plainStep = boundIn({});
+  symtune::SegmentPlan cut;
+  cut.recompute = {*refused.begin()};
+  CHECK(boundIn(cut) < plainStep / 2);  // the model's sites unbound
+  symtune::SegmentPlan allowed;
+  for (const auto& run : segments->recomputeCheapOps().recompute) {
+    if (refused.count(run) == 0)
+      allowed.recompute.insert(run);
+  }
+  REQUIRE(!allowed.empty());
+  CHECK(boundIn(allowed) >= plainStep);  // bound, in the forward and the recomputations
+}

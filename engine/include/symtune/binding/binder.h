@@ -138,6 +138,24 @@ class Binder final : public OpBinder {
   // Site executions run by a candidate other than the reference.
   int64_t boundExecutions() const { return boundExecutions_; }
 
+  // Note [Runs recomputed bound]
+  // A run of ops recomputed in the backward runs its nodes again in an evaluator of its own, the
+  // binder binding them as in the forward (the trips of the loops around it passed on, so each
+  // site finds its bucket). That is the forward's function only where none of the run's sites
+  // depends on nodes outside the run: a two-node site, a cell region and a slice group decide at
+  // one node and compute at another, so a run must hold all of such a site's nodes or none; a
+  // loop-carried rows group shares one buffer across its loop's trips, and a matmul-bias region
+  // in a loop computes every trip's projection at once, so a run holds none of their nodes. The
+  // nodes the binder has not met yet (a branch not taken so far) it cannot say anything of.
+  struct RecomputeLimits {
+    std::vector<std::vector<int32_t>> whole;  // node ids a run holds all of or none of
+    std::set<int32_t> never;                  // node ids a run holds none of
+    std::set<int32_t> met;                    // the node ids it has been asked about
+  };
+  RecomputeLimits recomputeLimits() const;
+  // How many nodes it has been asked about: recomputeLimits() changes only when this does.
+  size_t nodesMet() const { return met_.size(); }
+
  private:
   struct SiteState {
     OpSite site;
@@ -249,6 +267,7 @@ class Binder final : public OpBinder {
   bool deferred_ = false;  // a (site, bucket) went unmeasured for want of exploring
   int64_t predictions_ = 0;
   int64_t boundExecutions_ = 0;
+  std::set<int32_t> met_;  // the node ids binds() was asked about
   // What the last run computed for an earlier node (a region's alsoOut), until taken.
   std::optional<std::pair<const torch::jit::Value*, c10::IValue>> late_;
 };

@@ -9,7 +9,9 @@
 //   executor->setPlan(executor->recomputeAll());
 //   trainer.setExecutor(std::move(executor));
 
+#include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,12 +55,20 @@ class SegmentExecutor final : public Executor {
 
   // DynaCompiler: the binder that runs the op sites it binds (Note [Op sites]), from the next
   // forward on; null: every op as the IR says. The executor shares it with whoever reads the
-  // table. A forward whose plan recomputes a loop's body trip by trip, or a run of ops, runs every
-  // op as written, binder or not: a recomputed trip has none of the per-loop state the binder's
-  // loop sites keep, and a run's edge may cut a bound region of two ops (docs/remat.md, "With the
-  // binder"). Recomputed top-level blocks bind as usual.
-  void setBinder(std::shared_ptr<binding::Binder> binder) { binder_ = std::move(binder); }
+  // table. Recomputed top-level blocks and runs of ops bind as in the forward (Note [Runs
+  // recomputed bound] in symtune/binding/binder.h). A forward whose plan recomputes a loop's body
+  // trip by trip, or a run refusedRuns() names, runs every op as written: a recomputed trip has
+  // none of the per-loop state the binder's loop sites keep, and such a run holds part of a site
+  // of several nodes (docs/remat.md, "With the binder").
+  void setBinder(std::shared_ptr<binding::Binder> binder) {
+    binder_ = std::move(binder);
+    refusedFor_ = SIZE_MAX;
+  }
   binding::Binder* binder() const { return binder_.get(); }
+  // The runs of ops (SyMuGen::opRuns()) a plan recomputes only by running the step unbound: those
+  // that hold part of a site of several nodes, a node of a loop-carried rows group or of a matmul
+  // bias in a loop, or an op the binder has not met yet. Empty without a binder.
+  const std::set<std::string>& refusedRuns();
 
  private:
   ScriptModuleExecutor inner_;
@@ -66,6 +76,8 @@ class SegmentExecutor final : public Executor {
   SegmentPlan plan_;
   int64_t lastRecomputed_ = 0;
   std::shared_ptr<binding::Binder> binder_;
+  std::set<std::string> refused_;
+  size_t refusedFor_ = SIZE_MAX;  // the binder's nodesMet() refused_ was found at
 };
 
 }  // namespace symtune

@@ -31,6 +31,13 @@ class LoopFrames {
  public:
   void enter(const torch::jit::Node* loop, int64_t maxTrips) { frames_[loop].maxTrips = maxTrips; }
   void leave(const torch::jit::Node* loop) { frames_.erase(loop); }
+  // The running loops and their trip bounds, without what their sites keep per execution.
+  LoopFrames tripsOnly() const {
+    LoopFrames out;
+    for (const auto& [loop, frame] : frames_)
+      out.frames_[loop].maxTrips = frame.maxTrips;
+    return out;
+  }
   // The trip bound of the running execution of `loop` (its first input); -1 when not running.
   int64_t maxTrips(const torch::jit::Node* loop) const {
     auto it = frames_.find(loop);

@@ -229,10 +229,10 @@ class Rematerializer {
   // The units as the profile of `bucket` prices them (freed bytes: template bytes saved); null
   // for a bucket never prepared.
   const std::vector<RematUnit>* unitsOf(const std::string& bucket) const;
-  // Whether plans may name runs of ops (SyMuGen::opRuns()); on by default. Off while a binder runs
-  // the op sites: a step that recomputes a run runs unbound (SegmentExecutor::setBinder).
-  // Plans made the other way go.
-  void setOpRuns(bool on);
+  // The runs of ops (SyMuGen::opRuns()) plans may not name: while a binder runs the op sites,
+  // those SegmentExecutor::refusedRuns() names (Note [Runs recomputed bound] in
+  // symtune/binding/binder.h); none by default. Plans that named one go.
+  void setRefusedRuns(std::set<std::string> refused);
 
  private:
   struct Bucket {
@@ -248,7 +248,7 @@ class Rematerializer {
     std::vector<int64_t> inputInts;  // its int inputs: each the largest seen
   };
   Bucket& bucketOf(SyMuGen& gen, const std::vector<c10::IValue>& inputs, const std::string& key);
-  // The bucket's units a plan may name (runs of ops only when opRuns_).
+  // The bucket's units a plan may name (the runs of ops but those refused).
   std::vector<RematUnit> choosable(const Bucket& bucket) const;
   // The plan that holds least by the templates: per unit the unit or its children, down the tree.
   SegmentPlan freeingMost(const Bucket& bucket) const;
@@ -291,7 +291,7 @@ class Rematerializer {
   // The units that never come back whole: loops (recomputed a trip at a time) and runs of ops.
   std::vector<std::string> loops_;
   std::vector<std::string> runs_;  // the runs of ops
-  bool opRuns_ = true;
+  std::set<std::string> refusedRuns_;
   RematStats stats_;
   size_t plainSteps_ = 0;      // calibration steps observed
   size_t unsettledPlain_ = 0;  // calibration steps passed over (Note [Steps the binder settles in])
