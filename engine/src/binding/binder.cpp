@@ -582,7 +582,11 @@ Binder::RecomputeLimits Binder::recomputeLimits() const {
   for (const auto& [region, cs] : cells_) {
     if (cs.lead == nullptr)
       continue;
-    if (cs.lead->site.loop != nullptr)
+    // A recurrent projection computes every trip's at once, kept in its loop's frame.
+    const auto& candidates = cs.lead->candidates;
+    if (cs.lead->site.loop != nullptr &&
+        std::any_of(candidates.begin(), candidates.end(),
+                    [](const Candidate* c) { return c->name() == "addmm-batched"; }))
       never.insert(region);
     else if (cs.lead->site.id.valid())
       whole[region].push_back(cs.lead->site.id.value());

@@ -20,13 +20,12 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
   options.plan = &plan_;
   options.record = request.record;
   // Under a plan that recomputes a loop trip by trip, or a run the binder's sites refuse, the op
-  // sites run as written (setBinder).
+  // sites run as written (setBinder, refusedUnits).
   const auto named = [&](const auto& units) {
     return std::any_of(units.begin(), units.end(),
                        [&](const std::string& u) { return plan_.recompute.count(u) > 0; });
   };
-  const bool unbound = binder_ != nullptr &&
-                       (named(gen_.loopSpans()) || (named(gen_.opRuns()) && named(refusedRuns())));
+  const bool unbound = binder_ != nullptr && !plan_.empty() && named(refusedUnits());
   binding::Binder* binder = unbound ? nullptr : binder_.get();
   options.binder = binder;
   std::optional<std::vector<torch::jit::IValue>> bound;
@@ -83,7 +82,7 @@ void SegmentExecutor::setPlan(SegmentPlan plan) {
   plan_ = std::move(plan);
 }
 
-const std::set<std::string>& SegmentExecutor::refusedRuns() {
+const std::set<std::string>& SegmentExecutor::refusedUnits() {
   if (binder_ == nullptr) {
     refused_.clear();
     return refused_;
@@ -95,7 +94,10 @@ const std::set<std::string>& SegmentExecutor::refusedRuns() {
   const binding::Binder::RecomputeLimits limits = binder_->recomputeLimits();
   const std::map<std::string, std::vector<NodeId>> nodes = gen_.unitNodes();
   const Graph& graph = gen_.staticGraph();
-  for (const auto& run : gen_.opRuns()) {
+  std::vector<std::string> units = gen_.loopSpans();
+  const std::vector<std::string>& runs = gen_.opRuns();
+  units.insert(units.end(), runs.begin(), runs.end());
+  for (const auto& run : units) {
     const auto found = nodes.find(run);
     if (found == nodes.end())
       continue;  // no node: nothing to run again

@@ -302,38 +302,37 @@ double Rematerializer::keptBytes(const Bucket& bucket, const SegmentPlan& plan) 
   return std::max(0.0, bucket.profile.savedBytes - shareOfPlan(bucket.units, plan).freedBytes);
 }
 
-void Rematerializer::setRefusedRuns(std::set<std::string> refused) {
-  if (refused == refusedRuns_)
+void Rematerializer::setRefusedUnits(std::set<std::string> refused) {
+  if (refused == refused_)
     return;
-  refusedRuns_ = std::move(refused);
+  refused_ = std::move(refused);
   for (auto& [key, bucket] : buckets_) {
     auto& plans = bucket.plans;
-    plans.erase(std::remove_if(plans.begin(), plans.end(),
-                               [&](const StepPlan& p) {
-                                 return std::any_of(p.segments.recompute.begin(),
-                                                    p.segments.recompute.end(),
-                                                    [&](const std::string& name) {
-                                                      return refusedRuns_.count(name) != 0;
-                                                    });
-                               }),
-                plans.end());
+    plans.erase(
+        std::remove_if(plans.begin(), plans.end(),
+                       [&](const StepPlan& p) {
+                         return std::any_of(
+                             p.segments.recompute.begin(), p.segments.recompute.end(),
+                             [&](const std::string& name) { return refused_.count(name) != 0; });
+                       }),
+        plans.end());
   }
 }
 
 std::vector<RematUnit> Rematerializer::choosable(const Bucket& bucket) const {
-  if (refusedRuns_.empty())
+  if (refused_.empty())
     return bucket.units;
   std::map<std::string, std::string> parentOf;
   for (const auto& unit : bucket.units)
     parentOf[unit.name] = unit.parent;
   std::vector<RematUnit> units;
   for (const auto& unit : bucket.units) {
-    if (refusedRuns_.count(unit.name) != 0)
+    if (refused_.count(unit.name) != 0)
       continue;
     units.push_back(unit);
-    // A lighter run whose run is refused lies in what that run lies in.
+    // A unit whose parent is refused (a lighter run's run, a loop's run) lies in what that lies in.
     std::string& parent = units.back().parent;
-    while (!parent.empty() && refusedRuns_.count(parent) != 0)
+    while (!parent.empty() && refused_.count(parent) != 0)
       parent = parentOf[parent];
   }
   return units;

@@ -164,9 +164,9 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   TORCH_CHECK(segments != nullptr, "remat runs the model through a SegmentExecutor, not the ",
               executor_->name(), " executor");
   SyMuGen& gen = *segments->symugen();
-  // A bound run's plans name the runs of ops the binder's sites allow (Note [Runs recomputed
-  // bound]): any other would run the step unbound.
-  remat_->setRefusedRuns(segments->refusedRuns());
+  // A bound run's plans name the units the binder's sites allow (Note [Runs recomputed bound]):
+  // any other would run the step unbound, holding what the plan did not count on.
+  remat_->setRefusedUnits(segments->refusedUnits());
   // A micro-batch after the first begins with the gradients of those before it held: the
   // step's budget holds them too (Note [Micro-batches]).
   const int64_t carried =

@@ -588,9 +588,9 @@ TEST_CASE_FIXTURE(TwoThreads, "a bound run under a budget measures outside it an
 }
 
 // Note [Runs recomputed bound] in symtune/binding/binder.h: a bound step that recomputes runs of
-// ops binds them in the recomputation as in the forward and trains as the bound step without a
-// plan; a run that holds part of a site of several nodes is refused, and a plan that names one
-// runs its step unbound.
+// ops, or loops trip by trip, binds them in the recomputation as in the forward and trains as the
+// bound step without a plan; a run that holds part of a site of several nodes is refused, and a
+// plan that names one runs its step unbound.
 TEST_CASE_FIXTURE(TwoThreads, "runs of ops recomputed in a bound step train as the bound step") {
   for (const char* model : {"transformer_xl", "moe_topk", "dynamic_resnet"}) {
     INFO(std::string(model));
@@ -603,21 +603,40 @@ TEST_CASE_FIXTURE(TwoThreads, "runs of ops recomputed in a bound step train as t
     symtune::binding::Binder* binder = segments->binder();
     REQUIRE(binder != nullptr);
     const std::vector<std::string>& runs = segments->symugen()->opRuns();
-    // Before the binder has met the model's ops it allows no run that holds one.
-    CHECK(segments->refusedRuns().size() == runs.size());
+    const std::vector<std::string>& loops = segments->symugen()->loopSpans();
+    const auto refusedAmong = [&](const std::vector<std::string>& units) {
+      const std::set<std::string>& refused = segments->refusedUnits();
+      return std::count_if(units.begin(), units.end(),
+                           [&](const std::string& u) { return refused.count(u) != 0; });
+    };
+    // Before the binder has met the model's ops it allows no run or loop that holds one.
+    CHECK(refusedAmong(runs) == static_cast<std::ptrdiff_t>(runs.size()));
+    CHECK(refusedAmong(loops) == static_cast<std::ptrdiff_t>(loops.size()));
     CHECK(std::abs(planned.step().loss - plain.step().loss) == 0);
-    const std::set<std::string> refused = segments->refusedRuns();
+    const std::set<std::string> refused = segments->refusedUnits();
     symtune::SegmentPlan lighter;
     for (const auto& run : segments->recomputeCheapOps().recompute) {
       if (refused.count(run) == 0)
         lighter.recompute.insert(run);
     }
-    MESSAGE(std::string(model), ": ", runs.size(), " runs, ", refused.size(),
-            " refused bound (bit-for-bit candidates only), ", lighter.recompute.size(),
-            " lighter runs recomputed");
+    // Then every loop it allows, recomputed trip by trip.
+    symtune::SegmentPlan trips;
+    for (const auto& loop : loops) {
+      if (refused.count(loop) == 0)
+        trips.recompute.insert(loop);
+    }
+    MESSAGE(std::string(model), ": ", runs.size(), " runs and ", loops.size(), " loops, ",
+            refusedAmong(runs), " and ", refusedAmong(loops),
+            " refused bound (bit-for-bit candidates only); ", lighter.recompute.size(),
+            " lighter runs recomputed, then ", trips.recompute.size(), " loops");
     REQUIRE(!lighter.empty());
-    segments->setPlan(lighter);
-    for (int i = 1; i < 4; ++i) {
+    for (int i = 1; i < 6; ++i) {
+      if (i == 1)
+        segments->setPlan(lighter);
+      if (i == 4 && trips.empty())
+        break;
+      if (i == 4)
+        segments->setPlan(trips);
       const int64_t before = binder->boundExecutions();
       const int64_t plainBefore = plain.binder()->boundExecutions();
       const double expected = plain.step().loss;
@@ -640,7 +659,11 @@ TEST_CASE_FIXTURE(TwoThreads, "runs of ops recomputed in a bound step train as t
   auto* segments = dynamic_cast<symtune::SegmentExecutor*>(&t.executor());
   REQUIRE(segments != nullptr);
   t.step();
-  const std::set<std::string> refused = segments->refusedRuns();
+  std::set<std::string> refused;
+  for (const auto& run : segments->symugen()->opRuns()) {
+    if (segments->refusedUnits().count(run) != 0)
+      refused.insert(run);
+  }
   MESSAGE("transformer_xl, every candidate: ", refused.size(), " of ",
           segments->symugen()->opRuns().size(), " runs refused bound");
   REQUIRE(!refused.empty());

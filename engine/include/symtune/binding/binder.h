@@ -145,8 +145,9 @@ class Binder final : public OpBinder {
   // depends on nodes outside the run: a two-node site, a cell region and a slice group decide at
   // one node and compute at another, so a run must hold all of such a site's nodes or none; a
   // loop-carried rows group shares one buffer across its loop's trips, and a matmul-bias region
-  // in a loop computes every trip's projection at once, so a run holds none of their nodes. The
-  // nodes the binder has not met yet (a branch not taken so far) it cannot say anything of.
+  // in a loop that may compute every trip's projection at once keeps it in the loop's frame, so a
+  // run holds none of their nodes. The nodes the binder has not met yet (a branch not taken so
+  // far) it cannot say anything of. A loop recomputed trip by trip is such a run of its body.
   struct RecomputeLimits {
     std::vector<std::vector<int32_t>> whole;  // node ids a run holds all of or none of
     std::set<int32_t> never;                  // node ids a run holds none of

@@ -229,10 +229,11 @@ class Rematerializer {
   // The units as the profile of `bucket` prices them (freed bytes: template bytes saved); null
   // for a bucket never prepared.
   const std::vector<RematUnit>* unitsOf(const std::string& bucket) const;
-  // The runs of ops (SyMuGen::opRuns()) plans may not name: while a binder runs the op sites,
-  // those SegmentExecutor::refusedRuns() names (Note [Runs recomputed bound] in
-  // symtune/binding/binder.h); none by default. Plans that named one go.
-  void setRefusedRuns(std::set<std::string> refused);
+  // The loops and runs of ops plans may not name: while a binder runs the op sites, those
+  // SegmentExecutor::refusedUnits() names (Note [Runs recomputed bound] in
+  // symtune/binding/binder.h); none by default. Plans that named one go; a unit that lies in a
+  // refused one lies in what that lies in.
+  void setRefusedUnits(std::set<std::string> refused);
 
  private:
   struct Bucket {
@@ -248,7 +249,7 @@ class Rematerializer {
     std::vector<int64_t> inputInts;  // its int inputs: each the largest seen
   };
   Bucket& bucketOf(SyMuGen& gen, const std::vector<c10::IValue>& inputs, const std::string& key);
-  // The bucket's units a plan may name (the runs of ops but those refused).
+  // The bucket's units a plan may name (all but those refused).
   std::vector<RematUnit> choosable(const Bucket& bucket) const;
   // The plan that holds least by the templates: per unit the unit or its children, down the tree.
   SegmentPlan freeingMost(const Bucket& bucket) const;
@@ -291,7 +292,7 @@ class Rematerializer {
   // The units that never come back whole: loops (recomputed a trip at a time) and runs of ops.
   std::vector<std::string> loops_;
   std::vector<std::string> runs_;  // the runs of ops
-  std::set<std::string> refusedRuns_;
+  std::set<std::string> refused_;
   RematStats stats_;
   size_t plainSteps_ = 0;      // calibration steps observed
   size_t unsettledPlain_ = 0;  // calibration steps passed over (Note [Steps the binder settles in])
