@@ -6,7 +6,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <tuple>
 
 #include <c10/util/Exception.h>
 
@@ -47,23 +46,6 @@ void addItem(Covers& table, const RematUnit& unit, double part) {
       table.chosen[j].push_back(&unit);
     }
   }
-}
-
-// `table` with `unit` taken in every cover (the first calls of a block whose other calls recompute
-// what `table` covers).
-Covers withItem(const Covers& table, const RematUnit& unit, double part) {
-  Covers out;
-  out.cost[0] = kNever;
-  const int w = std::max(0, partsOf(unit.freedBytes, part));
-  for (int j = 0; j <= kSteps; ++j) {
-    const int from = std::max(0, j - w);
-    if (table.cost[from] == kNever)
-      continue;
-    out.cost[j] = table.cost[from] + unit.cost;
-    out.chosen[j] = table.chosen[from];
-    out.chosen[j].push_back(&unit);
-  }
-  return out;
 }
 
 // Covering: the least cost of at least j is the least over all j' >= j.
@@ -168,55 +150,6 @@ std::optional<UnitShare> shareOf(const std::vector<RematUnit>& units, const std:
   return share;
 }
 
-UnitShare shareOfPlan(const std::vector<RematUnit>& units, const SegmentPlan& plan) {
-  std::map<std::string, const RematUnit*> byName;
-  for (const auto& u : units)
-    byName.emplace(u.name, &u);
-  // Per block whose first calls the plan names: the shares of its freed bytes and its cost that
-  // the calls after them hold.
-  std::map<std::string, std::pair<double, double>> rest;
-  for (const auto& name : plan.recompute) {
-    const auto first = SegmentPlan::splitFirstCalls(name);
-    const auto block = first ? byName.find(first->first) : byName.end();
-    if (block == byName.end())
-      continue;
-    const RematUnit& u = *block->second;
-    double freed = 0, cost = 0, freedAfter = 0, costAfter = 0;
-    for (size_t i = 0; i < u.freedByCall.size() && i < u.costByCall.size(); ++i) {
-      freed += u.freedByCall[i];
-      cost += u.costByCall[i];
-      if (i >= static_cast<size_t>(first->second)) {
-        freedAfter += u.freedByCall[i];
-        costAfter += u.costByCall[i];
-      }
-    }
-    rest[u.name] = {freed > 0 ? freedAfter / freed : 0, cost > 0 ? costAfter / cost : 0};
-  }
-  UnitShare total;
-  for (const auto& name : plan.recompute) {
-    const auto share = shareOf(units, name);
-    if (!share)
-      continue;
-    double freed = 1, cost = 1;
-    if (!SegmentPlan::splitFirstCalls(name)) {
-      // Up the parents to the top-level unit.
-      const RematUnit* up = byName.at(name);
-      for (size_t steps = 0; !up->parent.empty() && steps < units.size(); ++steps) {
-        const auto parent = byName.find(up->parent);
-        if (parent == byName.end())
-          break;
-        up = parent->second;
-      }
-      if (const auto after = rest.find(up->name); after != rest.end())
-        std::tie(freed, cost) = after->second;
-    }
-    total.freedBytes += share->freedBytes * freed;
-    total.cost += share->cost * cost;
-    total.comesBack = std::max(total.comesBack, share->comesBack);
-  }
-  return total;
-}
-
 RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedPeak,
                           double budget) {
   TORCH_CHECK(predictedPeak >= 0 && budget >= 0,
@@ -304,56 +237,12 @@ RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedP
   // covers add up too.
   const double part = need / kSteps;
   std::deque<RematUnit> firstCalls;  // the choices of recomputing a block's first calls
-  std::deque<RematUnit> scaled;      // units as they act on the calls after those
-  // `u` freeing and costing the shares `freed` and `cost` of what it does on every call.
-  const auto scaledOf = [&](const RematUnit& u, double freed, double cost) -> const RematUnit* {
-    if (freed == 1 && cost == 1)
-      return &u;
-    RematUnit& s = scaled.emplace_back();
-    s.name = u.name;
-    s.parent = u.parent;
-    s.freedBytes = u.freedBytes * freed;
-    s.cost = u.cost * cost;
-    s.executions = u.executions;
-    return &s;
-  };
-  std::function<Covers(const RematUnit&, double, double)> coverOf;
-  // The cheapest covers among `u`'s children (each the child or its children's, down the tree),
-  // scaled as coverOf's.
-  const auto childrenCover = [&](const RematUnit& u, double freed, double cost) {
-    Covers kids;
-    for (const RematUnit* c : children[u.name]) {
-      if (const auto grand = children.find(c->name);
-          grand == children.end() || grand->second.empty())
-        addItem(kids, *scaledOf(*c, freed, cost), part);
-      else
-        kids = addUp(kids, coverOf(*c, freed, cost));
-    }
-    makeMonotone(kids);
-    return kids;
-  };
-  // Per j the cheapest cover of `u`'s subtree; `freed` and `cost` scale every unit of it (the
-  // calls of its block that its first calls leave).
-  coverOf = [&](const RematUnit& u, double freed, double cost) {
-    Covers alone;
-    addItem(alone, *scaledOf(u, freed, cost), part);
+  std::function<Covers(const RematUnit&)> coverOf = [&](const RematUnit& u) {
+    Covers alone, kids;
+    addItem(alone, u, part);
     makeMonotone(alone);
-    const auto better = [&](Covers&& other) {
-      for (int j = 0; j <= kSteps; ++j) {
-        if (other.cost[j] < alone.cost[j]) {
-          alone.cost[j] = other.cost[j];
-          alone.chosen[j] = std::move(other.chosen[j]);
-        }
-      }
-    };
-    // Its first k calls, each k a choice of its own (at most kMostFirstCalls of them), alone or
-    // with its children's cover on the calls after them.
+    // Its first k calls, each k a choice of its own (at most kMostFirstCalls of them).
     const size_t calls = std::min(u.freedByCall.size(), u.costByCall.size());
-    double allFreed = 0, allCost = 0;
-    for (size_t i = 0; i < calls; ++i) {
-      allFreed += u.freedByCall[i];
-      allCost += u.costByCall[i];
-    }
     for (size_t step = 1; calls > 1 && step < kMostFirstCalls; ++step) {
       const size_t k = (step * calls + kMostFirstCalls - 1) / kMostFirstCalls;
       if (k >= calls)
@@ -372,21 +261,32 @@ RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedP
       Covers one;
       addItem(one, first, part);
       makeMonotone(one);
-      better(std::move(one));
-      if (!children[u.name].empty() && allFreed > 0 && allCost > 0) {
-        Covers with = withItem(childrenCover(u, (allFreed - share->freedBytes) / allFreed,
-                                             (allCost - share->cost) / allCost),
-                               first, part);
-        makeMonotone(with);
-        better(std::move(with));
+      for (int j = 0; j <= kSteps; ++j) {
+        if (one.cost[j] < alone.cost[j]) {
+          alone.cost[j] = one.cost[j];
+          alone.chosen[j] = std::move(one.chosen[j]);
+        }
       }
     }
-    better(childrenCover(u, freed, cost));
+    for (const RematUnit* c : children[u.name]) {
+      if (const auto grand = children.find(c->name);
+          grand == children.end() || grand->second.empty())
+        addItem(kids, *c, part);
+      else
+        kids = addUp(kids, coverOf(*c));
+    }
+    makeMonotone(kids);
+    for (int j = 0; j <= kSteps; ++j) {
+      if (kids.cost[j] < alone.cost[j]) {
+        alone.cost[j] = kids.cost[j];
+        alone.chosen[j] = std::move(kids.chosen[j]);
+      }
+    }
     return alone;
   };
   Covers all;
   for (const RematUnit* r : roots)
-    all = addUp(all, coverOf(*r, 1, 1));
+    all = addUp(all, coverOf(*r));
   if (all.cost[kSteps] != kNever) {
     for (const RematUnit* u : all.chosen[kSteps])
       take(*u);

@@ -76,7 +76,12 @@ double shortestSeconds(const torch::Device& device, const std::function<void()>&
 
 // What recomputing the units `plan` names costs.
 double costOf(const std::vector<RematUnit>& units, const SegmentPlan& plan) {
-  return shareOfPlan(units, plan).cost;
+  double cost = 0;
+  for (const auto& name : plan.recompute) {
+    if (const auto share = shareOf(units, name))
+      cost += share->cost;
+  }
+  return cost;
 }
 
 }  // namespace
@@ -299,7 +304,12 @@ double Rematerializer::comesBack(const Bucket& bucket, const SegmentPlan& plan) 
 }
 
 double Rematerializer::keptBytes(const Bucket& bucket, const SegmentPlan& plan) const {
-  return std::max(0.0, bucket.profile.savedBytes - shareOfPlan(bucket.units, plan).freedBytes);
+  double kept = bucket.profile.savedBytes;
+  for (const auto& name : plan.recompute) {
+    if (const auto share = shareOf(bucket.units, name))
+      kept -= share->freedBytes;
+  }
+  return std::max(0.0, kept);
 }
 
 void Rematerializer::setRefusedUnits(std::set<std::string> refused) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <set>
 
 #include <ATen/Context.h>
 
@@ -164,9 +165,14 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   TORCH_CHECK(segments != nullptr, "remat runs the model through a SegmentExecutor, not the ",
               executor_->name(), " executor");
   SyMuGen& gen = *segments->symugen();
-  // A bound run's plans name the units the binder's sites allow (Note [Runs recomputed bound]):
-  // any other would run the step unbound, holding what the plan did not count on.
-  remat_->setRefusedUnits(segments->refusedUnits());
+  // A bound run's plans keep to blocks and loops (Note [Bound plans keep to blocks and loops] in
+  // rematerializer.h); a loop the binder's sites refuse runs the step unbound, as it always has.
+  std::set<std::string> runsRefused;
+  if (segments->binder() != nullptr) {
+    const std::vector<std::string>& runs = gen.opRuns();
+    runsRefused.insert(runs.begin(), runs.end());
+  }
+  remat_->setRefusedUnits(std::move(runsRefused));
   // A micro-batch after the first begins with the gradients of those before it held: the
   // step's budget holds them too (Note [Micro-batches]).
   const int64_t carried =

@@ -55,11 +55,6 @@ struct UnitShare {
 // The share of `name`, a unit of `units` or the first calls of one (SegmentPlan::firstCallsName);
 // nothing for a name that is neither, or first calls the unit was not called as often as.
 std::optional<UnitShare> shareOf(const std::vector<RematUnit>& units, const std::string& name);
-// What the units `plan` names free and cost together (comesBack: the largest of theirs). The units
-// inside a block whose first k calls it names act on the calls after those only: they free and
-// cost the share of their whole that those calls' do of the block's (Note [A block's first calls]
-// in symtune/graph/symugen.h). Names that are no unit count nothing.
-UnitShare shareOfPlan(const std::vector<RematUnit>& units, const SegmentPlan& plan);
 
 struct RematPlan {
   SegmentPlan segments;      // the units to recompute

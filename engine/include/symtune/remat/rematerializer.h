@@ -229,10 +229,22 @@ class Rematerializer {
   // The units as the profile of `bucket` prices them (freed bytes: template bytes saved); null
   // for a bucket never prepared.
   const std::vector<RematUnit>* unitsOf(const std::string& bucket) const;
-  // The loops and runs of ops plans may not name: while a binder runs the op sites, those
-  // SegmentExecutor::refusedUnits() names (Note [Runs recomputed bound] in
-  // symtune/binding/binder.h); none by default. Plans that named one go; a unit that lies in a
-  // refused one lies in what that lies in.
+  // The loops and runs of ops plans may not name; none by default. Plans that named one go; a unit
+  // that lies in a refused one lies in what that lies in.
+  //
+  // Note [Bound plans keep to blocks and loops]
+  // A bound step can recompute runs of ops and loops with the binder on where the binder's sites
+  // allow it (Note [Runs recomputed bound] in symtune/binding/binder.h;
+  // SegmentExecutor::refusedUnits()), but the trainer refuses every run to a bound run's plans, as
+  // before that was possible. Planning with the runs the sites allow, and refusing the loops they
+  // do not, was measured side by side with the build before (docs/benchmarks.md, "Runs and loops
+  // recomputed bound", 2026-12-05): the tagger under half its bound peak ran 1.31x faster (its
+  // first plan no longer named its loop, which runs the step unbound and out of its budget), but
+  // under 69.9 MB its first planned steps recomputed the GRU block, the predictor's fit of them
+  // read the block's returning activations as kept bytes and planned the block on every step
+  // after (0.79x), and Transformer-XL under 69.9 MB retried four steps that ran out under their
+  // first plan (0.95x). Until the predictor tells what comes back from what is kept with fewer
+  // steps, bound plans keep to blocks and loops.
   void setRefusedUnits(std::set<std::string> refused);
 
  private:
