@@ -55,7 +55,7 @@ class SegmentExecutor final : public Executor {
 
   // DynaCompiler: the binder that runs the op sites it binds (Note [Op sites]), from the next
   // forward on; null: every op as the IR says. The executor shares it with whoever reads the
-  // table. Recomputed top-level blocks and runs of ops bind as in the forward (Note [Runs
+  // table. Recomputed top-level blocks, runs of ops and loops bind as in the forward (Note [Runs
   // recomputed bound] in symtune/binding/binder.h). A forward whose plan names a unit
   // refusedUnits() names runs every op as written (docs/remat.md, "With the binder").
   void setBinder(std::shared_ptr<binding::Binder> binder) {
@@ -63,11 +63,11 @@ class SegmentExecutor final : public Executor {
     refusedFor_ = SIZE_MAX;
   }
   binding::Binder* binder() const { return binder_.get(); }
-  // The units a plan recomputes only by running the step unbound: every loop recomputed trip by
-  // trip (SyMuGen::loopSpans(): a recomputed trip has none of the per-loop state the binder's loop
-  // sites keep), and the runs of ops (SyMuGen::opRuns()) that hold part of a site of several
-  // nodes, a node of a loop-carried rows group or of a matmul bias in a loop, or an op the binder
-  // has not met yet. Empty without a binder.
+  // The units a plan recomputes only by running the step unbound: the loops recomputed trip by
+  // trip (SyMuGen::loopSpans()) and the runs of ops (SyMuGen::opRuns()) that hold part of a site
+  // of several nodes, a node of a loop-carried rows group or of a matmul bias in a loop whose
+  // projection may be batched across its trips, or an op the binder has not met yet. Empty
+  // without a binder.
   const std::set<std::string>& refusedUnits();
 
  private:
