@@ -101,17 +101,21 @@ json rematSummary(const remat::Rematerializer& remat, const ModeRecord& rec, siz
     steps.push_back(std::move(step));
   }
   const auto& stats = remat.stats();
-  return {{"buckets", stats.buckets},
-          {"plans_made", stats.plansMade},
-          {"cache_hits", stats.cacheHits},
-          {"back_offs", stats.backOffs},
-          {"steps_over_budget", over},
-          {"steps_run_again", retried},
-          {"recomputed_units", summary(recomputed)},
-          {"prediction_median_error", errors.empty() ? json(nullptr) : json(median(errors))},
-          {"prediction_max_error",
-           errors.empty() ? json(nullptr) : json(*std::max_element(errors.begin(), errors.end()))},
-          {"steps", steps}};
+  return {
+      {"buckets", stats.buckets},
+      {"plans_made", stats.plansMade},
+      {"cache_hits", stats.cacheHits},
+      {"back_offs", stats.backOffs},
+      {"profiles", stats.profiles},
+      {"shape_profiles", stats.shapeProfiles},
+      {"shapes_refused", stats.shapesRefused.empty() ? json(nullptr) : json(stats.shapesRefused)},
+      {"steps_over_budget", over},
+      {"steps_run_again", retried},
+      {"recomputed_units", summary(recomputed)},
+      {"prediction_median_error", errors.empty() ? json(nullptr) : json(median(errors))},
+      {"prediction_max_error",
+       errors.empty() ? json(nullptr) : json(*std::max_element(errors.begin(), errors.end()))},
+      {"steps", steps}};
 }
 
 // The forward's activation bytes saved for backward by SyMuGen's templates, on `inputs` with the

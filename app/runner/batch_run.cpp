@@ -427,6 +427,9 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     report.remat->plansMade = stats.plansMade;
     report.remat->cacheHits = stats.cacheHits;
     report.remat->backOffs = stats.backOffs;
+    report.remat->profiles = stats.profiles;
+    report.remat->shapeProfiles = stats.shapeProfiles;
+    report.remat->shapesRefused = stats.shapesRefused;
   }
   report.peakRssBytes = peakRssBytes();
   report.wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();

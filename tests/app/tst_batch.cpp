@@ -534,6 +534,10 @@ class TestBatch : public QObject {
     // Buckets by the tokens' shape and the segment and memory lengths (ints), each rounded up to
     // a power of two: at least one, and no more than one a step.
     QVERIFY(remat["buckets"].toInt() >= 1 && remat["buckets"].toInt() <= 6);
+    // Transformer-XL's forward runs on shapes alone: its batches are counted so, on a batch only
+    // when that cost more than its share of these small steps (and the report says so).
+    QVERIFY(remat["shape_profiles"].toInt() >= 1 && remat["shape_profiles"].toInt() <= 6);
+    QVERIFY(remat["profiles"].toInt() == 0 || remat["shapes_refused"].isString());
 
     // A budget no plan fits: the run fails at its first step and the report says the smallest.
     const QString tight = writeFile(dir, "t.json",

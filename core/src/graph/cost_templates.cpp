@@ -5,6 +5,7 @@
 //    derivatives.yaml), 0 when it keeps none; view ops cost nothing.
 
 #include <sstream>
+#include <unordered_map>
 
 #include "symtune/core/cost_templates.h"
 
@@ -152,15 +153,19 @@ const std::vector<CostTemplate>& costTemplates() {
 }
 
 const CostTemplate* findCostTemplate(const std::string& kind) {
-  for (const auto& t : costTemplates()) {
-    std::istringstream kinds(t.kinds);
-    std::string k;
-    while (kinds >> k) {
-      if (k == kind)
-        return &t;
+  // Every counted op asks (a counting forward, per-node telemetry): the table by kind, made once.
+  static const std::unordered_map<std::string, const CostTemplate*> byKind = [] {
+    std::unordered_map<std::string, const CostTemplate*> out;
+    for (const auto& t : costTemplates()) {
+      std::istringstream kinds(t.kinds);
+      std::string k;
+      while (kinds >> k)
+        out.emplace(k, &t);  // the first template that names a kind holds it
     }
-  }
-  return nullptr;
+    return out;
+  }();
+  const auto found = byKind.find(kind);
+  return found != byKind.end() ? found->second : nullptr;
 }
 
 OpCost evaluateCost(const std::string& kind, const std::vector<ValueInfo>& inputs,

@@ -92,9 +92,16 @@ std::string toJson(const RunReport& r) {
                        {"attempts", step.attempts}});
       again += step.attempts > 1;
     }
-    out["remat"] = {{"buckets", r.remat->buckets},      {"plans_made", r.remat->plansMade},
-                    {"cache_hits", r.remat->cacheHits}, {"back_offs", r.remat->backOffs},
-                    {"steps_run_again", again},         {"steps", steps}};
+    out["remat"] = {{"buckets", r.remat->buckets},
+                    {"plans_made", r.remat->plansMade},
+                    {"cache_hits", r.remat->cacheHits},
+                    {"back_offs", r.remat->backOffs},
+                    {"steps_run_again", again},
+                    {"profiles", r.remat->profiles},
+                    {"shape_profiles", r.remat->shapeProfiles},
+                    {"shapes_refused",
+                     r.remat->shapesRefused.empty() ? json(nullptr) : json(r.remat->shapesRefused)},
+                    {"steps", steps}};
   } else {
     out["remat"] = nullptr;
   }

@@ -70,6 +70,12 @@ void SyMuGen::prepareEvaluator() {
 
 EvaluatorRun SyMuGen::forward(const std::vector<c10::IValue>& inputs,
                               const ForwardOptions& options) {
+  TORCH_CHECK(
+      !options.shapesOnly ||
+          (options.countCost && options.record == nullptr && options.binder == nullptr &&
+           (options.plan == nullptr || options.plan->empty()) && !at::GradMode::is_enabled()),
+      "SyMuGen: a forward on shapes alone counts costs, without grad, a plan, a record "
+      "or a binder");
   prepareEvaluator();
   if ((options.plan != nullptr && !options.plan->empty()) || options.countCost)
     prepareCheckpointSpans();  // a counted forward sums each span's unit too
@@ -80,6 +86,7 @@ EvaluatorRun SyMuGen::forward(const std::vector<c10::IValue>& inputs,
   Evaluator eval(*this, g, /*record=*/options.record != nullptr);
   eval.setPlan(options.plan);
   eval.setCountCost(options.countCost);
+  eval.setShapesOnly(options.shapesOnly);
   eval.setBinder(options.binder);
   EvaluatorRun run;
   run.output = eval.run(inputs);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -273,4 +274,87 @@ def forward(self, x: Tensor):
   CHECK(run.cost.savedBytes >= 4.0 * static_cast<double>(bytes));
   // One tanh's input and output at a time; held, the four outputs would be.
   CHECK(peak < 2 * bytes + bytes / 2);
+}
+
+// Note [Shapes only]: a counted forward on the meta device counts what the counted forward on the
+// batch counts, for every zoo model whose forward needs no value to go on, and the others refuse.
+TEST_CASE_FIXTURE(TwoThreads, "a forward on shapes alone counts what the counted forward counts") {
+  std::set<std::string> ran;
+  for (const char* name : {"transformer_xl", "dynamic_tagger", "dynamic_resnet", "moe_topk",
+                           "early_exit", "tree_rnn"}) {
+    INFO(std::string(name));
+    auto zoo = buildZooModel(name, {"ci", 0, std::nullopt});
+    SyMuGen gen(zoo.module, name);
+    torch::NoGradGuard noGrad;
+    for (int64_t b = 0; b < 3; ++b) {
+      const Batch batch = zoo.data->batch(b);
+      ForwardOptions counting;
+      counting.countCost = true;
+      const ForwardCost real = gen.forward(batch.inputs, counting).cost;
+      ForwardOptions shapes = counting;
+      shapes.shapesOnly = true;
+      std::vector<torch::Tensor> buffers;  // batch norms' statistics, as the forward finds them
+      for (const auto& t : zoo.module.buffers())
+        buffers.push_back(t.clone());
+      const int64_t before = CpuAllocationCounter::counters().current;
+      CpuAllocationCounter::resetPeak();
+      std::optional<EvaluatorRun> run;
+      try {
+        run = gen.forward(batch.inputs, shapes);
+      } catch (const c10::Error& e) {
+        const std::string why = e.what_without_backtrace();
+        MESSAGE(std::string(name),
+                " refuses: ", why.substr(0, std::min(why.find('\n'), why.find(". "))));
+        break;
+      }
+      const int64_t peak = CpuAllocationCounter::counters().peak - before;
+      // The module is as it was: its buffers' values too (a batch norm's update went to a copy).
+      size_t i = 0;
+      for (const auto& t : zoo.module.buffers())
+        CHECK(torch::equal(t, buffers[i++]));
+      INFO("batch ", b);
+      ran.insert(name);
+      CHECK(run->cost.savedBytes == doctest::Approx(real.savedBytes));
+      CHECK(run->cost.flops == doctest::Approx(real.flops));
+      REQUIRE(run->cost.units.size() == real.units.size());
+      for (const auto& [unitName, unit] : real.units) {
+        INFO(unitName);
+        const auto& meta = run->cost.units.at(unitName);
+        CHECK(meta.savedBytes == doctest::Approx(unit.savedBytes));
+        CHECK(meta.flops == doctest::Approx(unit.flops));
+        CHECK(meta.executions == unit.executions);
+        REQUIRE(meta.savedByCall.size() == unit.savedByCall.size());
+        for (size_t c = 0; c < unit.savedByCall.size(); ++c)
+          CHECK(meta.savedByCall[c] == doctest::Approx(unit.savedByCall[c]));
+      }
+      // Next to nothing on the CPU: the ops without a meta kernel make their output from their
+      // inputs' shapes (norms, activations, gathers) or run on zeros (a three-way `where`).
+      MESSAGE(std::string(name), ", batch ", b, ": ", real.savedBytes / 1024,
+              " KiB saved by the count, the same on shapes alone, whose forward allocated at most ",
+              peak / 1024, " KiB");
+      CHECK(static_cast<double>(peak) < real.savedBytes / 4);
+    }
+    for (const auto& p : zoo.module.parameters())
+      CHECK_FALSE(p.is_meta());
+  }
+  // Transformer-XL's, the tagger's and the tree network's forwards need no value; early exit's
+  // reads its confidence.
+  CHECK(ran.count("transformer_xl") == 1);
+  CHECK(ran.count("dynamic_tagger") == 1);
+  CHECK(ran.count("tree_rnn") == 1);
+  CHECK(ran.count("early_exit") == 0);
+
+  // A training forward runs after one on shapes alone; with grad on it is refused outright.
+  auto zoo = buildZooModel("transformer_xl", {"ci", 0, std::nullopt});
+  SyMuGen gen(zoo.module, "xl");
+  ForwardOptions shapes;
+  shapes.countCost = true;
+  shapes.shapesOnly = true;
+  {
+    torch::NoGradGuard noGrad;
+    gen.forward(zoo.data->batch(0).inputs, shapes);
+  }
+  CHECK(gen.forward(zoo.data->batch(0).inputs).output.toTensor().requires_grad());
+  CHECK_THROWS_WITH_AS(gen.forward(zoo.data->batch(0).inputs, shapes),
+                       doctest::Contains("shapes alone"), c10::Error);
 }

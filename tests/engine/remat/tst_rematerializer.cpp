@@ -17,6 +17,7 @@
 #include "symtune/exec/segment_executor.h"
 #include "symtune/remat/rematerializer.h"
 #include "symtune/runtime/trainer.h"
+#include "symtune/zoo/model_zoo.h"
 #include "tensor_compare.h"
 
 namespace {
@@ -210,6 +211,9 @@ TEST_CASE("plans are kept per shape bucket and made anew for a new one") {
   }
   symtune::remat::RematOptions options;
   options.budgetBytes = static_cast<int64_t>(1e4 + 0.8 * 0.6 * saved);
+  // Each bucket profiled on its largest batch, as a model whose forward needs values to go on is
+  // (Note [A profile per batch]; this one runs on shapes alone).
+  options.profilePerBatch = false;
   symtune::remat::Rematerializer remat(options, {});
   const symtune::remat::StepPlan first = remat.prepare(gen, rows(64));  // recomputes all it can
   CHECK(first.mostFreeing);
@@ -243,6 +247,69 @@ TEST_CASE("plans are kept per shape bucket and made anew for a new one") {
   CHECK(reused >= 3);
   MESSAGE(kept.size(), " buckets, ", stats.plansMade, " plans made, ", stats.cacheHits,
           " reused over ", stats.steps, " steps");
+}
+
+// Note [A profile per batch]: where the model's forward runs on shapes alone, each batch is
+// planned on its own count, not on its bucket's largest batch's.
+TEST_CASE_FIXTURE(TwoThreads, "each batch is planned on its own shapes where the forward allows") {
+  auto zoo = symtune::buildZooModel("transformer_xl", {"ci", 0, std::nullopt});
+  symtune::SyMuGen gen(zoo.module, "xl");
+  symtune::remat::RematOptions options;
+  options.budgetBytes = int64_t{1} << 40;  // nothing to recompute: each plan keeps all
+  // Its prepare() calls come one after the other, with no step between them to weigh the counts
+  // against (Note [What a profile per batch may cost]).
+  options.profileShare = 1;
+  symtune::remat::Rematerializer perBatch(options, {});
+  options.profilePerBatch = false;
+  symtune::remat::Rematerializer perBucket(options, {});
+  std::set<std::string> shapes;
+  int smaller = 0;  // batches smaller than their bucket's largest before them
+  for (int64_t b = 0; b < 12; ++b) {
+    const symtune::Batch batch = zoo.data->batch(b);
+    double counted = 0;
+    {
+      torch::NoGradGuard noGrad;
+      symtune::ForwardOptions counting;
+      counting.countCost = true;
+      counted = gen.forward(batch.inputs, counting).cost.savedBytes;
+    }
+    std::ostringstream shape;
+    shape << batch.inputs[0].toTensor().sizes() << batch.inputs[1] << "," << batch.inputs[2];
+    shapes.insert(shape.str());
+    INFO("batch ", b, ": ", shape.str());
+    const symtune::remat::StepPlan own = perBatch.prepare(gen, batch.inputs);
+    const symtune::remat::StepPlan largest = perBucket.prepare(gen, batch.inputs);
+    if (b == 0) {  // the first recomputes all it can; the predictor learns a peak from it
+      perBatch.observe(own, 1e6);
+      perBucket.observe(largest, 1e6);
+      continue;
+    }
+    REQUIRE(own.segments.empty());
+    REQUIRE(largest.segments.empty());
+    CHECK(own.keptSavedBytes == doctest::Approx(counted));
+    CHECK(largest.keptSavedBytes >= counted * (1 - 1e-9));
+    smaller += largest.keptSavedBytes > counted * 1.01;
+  }
+  MESSAGE(shapes.size(), " shapes in 12 batches; ", smaller,
+          " batches planned on a larger batch of their bucket without a profile per batch");
+  CHECK(smaller > 0);
+  CHECK(perBatch.stats().profiles == 0);
+  CHECK(perBatch.stats().shapeProfiles == static_cast<int64_t>(shapes.size()));
+  CHECK(perBatch.stats().shapesRefused.empty());
+  CHECK(perBucket.stats().shapeProfiles == 0);
+
+  // Early exit reads its confidence to go on: its first batch refuses, and its buckets are
+  // profiled on their largest batch.
+  auto exit = symtune::buildZooModel("early_exit", {"ci", 0, std::nullopt});
+  symtune::SyMuGen exitGen(exit.module, "exit");
+  options.profilePerBatch = true;
+  symtune::remat::Rematerializer refused(options, {});
+  refused.prepare(exitGen, exit.data->batch(0).inputs);
+  refused.prepare(exitGen, exit.data->batch(1).inputs);
+  CHECK(refused.stats().shapeProfiles == 0);
+  CHECK(refused.stats().profiles >= 1);
+  CHECK_FALSE(refused.stats().shapesRefused.empty());
+  MESSAGE("early exit: ", refused.stats().shapesRefused);
 }
 
 // Note [Plans per limit]: a step split in two holds its second micro-batch to the budget less

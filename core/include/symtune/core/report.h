@@ -80,6 +80,10 @@ struct RunReport {
   struct Remat {
     std::vector<RematStep> steps;
     int64_t buckets = 0, plansMade = 0, cacheHits = 0, backOffs = 0;
+    // Counting forwards: on batches (a bucket's largest), and on each batch's shapes alone, and why
+    // the model's forward cannot run on shapes alone ("" when it can; docs/remat.md).
+    int64_t profiles = 0, shapeProfiles = 0;
+    std::string shapesRefused;
   };
   std::optional<Remat> remat;
 

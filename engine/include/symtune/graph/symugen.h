@@ -121,6 +121,11 @@ struct ForwardOptions {
   bool countCost = false;
   // Runs the op sites it binds (Note [Op sites]); none: every op runs as the IR says.
   OpBinder* binder = nullptr;
+  // With countCost, and without grad, a plan, a record or a binder: runs on the meta device,
+  // shapes only, at the cost of each op's dispatch (Note [Shapes only] in
+  // engine/src/graph/evaluator.h). Throws c10::Error where the forward needs a value (an `if` on
+  // a tensor, an op whose output's shape depends on its input's values); the output is meta.
+  bool shapesOnly = false;
 };
 
 // One forward run through the evaluator. Each op ran inside its node's scope (node_context.h), so

@@ -20,19 +20,34 @@
 // the one counted (more input elements, or a larger int: a bucket spans up to twice the size in
 // each dimension) is counted again, so the profile stands for the largest batch seen and the plan
 // holds for every batch of the bucket (the branches a later batch takes may differ: the margin and
-// the back-off below cover it). The plain step's peak is the predictor's fit at the profile's saved
-// bytes. The budget is bytes: the session's, or its fraction of the plain peak — of the larger of
-// the first steps' (they run plain and unenforced to measure it) and the batch's own, predicted.
-// The planner (Note [Remat planner]) picks the cheapest units to recompute so that the prediction
-// with them fits the budget less a margin. A recomputed block's activations live again while its
-// backward runs, so the prediction has a term for the largest of them (Note [Memory predictor]):
-// the planner plans again with what that term adds taken off the target until the plan fits with
-// it, and plans a second time with every block that holds loops or runs of ops left to them
-// (recomputed a trip or a run at a time, they never come back whole), keeping the cheaper plan
-// that fits. The plan is kept
-// for the bucket and reused while the plain prediction it was made from, and the limit it was
-// made under, hold within 2 % (Note [Plans per limit]); a new bucket, a moved prediction or an
-// overrun plans anew.
+// the back-off below cover it); where the model's forward runs on shapes alone, each batch is
+// counted on its own instead (Note [A profile per batch]). The plain step's peak is the predictor's
+// fit at the profile's saved bytes. The budget is bytes: the session's, or its fraction of the
+// plain peak — of the larger of the first steps' (they run plain and unenforced to measure it) and
+// the batch's own, predicted. The planner (Note [Remat planner]) picks the cheapest units to
+// recompute so that the prediction with them fits the budget less a margin. A recomputed block's
+// activations live again while its backward runs, so the prediction has a term for the largest of
+// them (Note [Memory predictor]): the planner plans again with what that term adds taken off the
+// target until the plan fits with it, and plans a second time with every block that holds loops or
+// runs of ops left to them (recomputed a trip or a run at a time, they never come back whole),
+// keeping the cheaper plan that fits. The plan is kept for the bucket and reused while the plain
+// prediction it was made from, and the limit it was made under, hold within 2 % (Note [Plans per
+// limit]); a new bucket, a moved prediction or an overrun plans anew.
+//
+// Note [A profile per batch]
+// A bucket's profile is its largest batch's, and a smaller batch of the bucket is planned as if
+// it were that one. Transformer-XL's segment and memory lengths (24-48 and 32-64 tokens on the
+// `cpu` preset) fall into two buckets whose batches' plain peaks differ by up to half: planned on
+// the largest, its smaller batches recomputed more than they needed, and the predictor, fitting
+// peaks to the largest batch's kept bytes, erred by a median 9 % (docs/benchmarks.md, "A profile
+// per batch"). A counting forward on every batch would cost a forward each; on the meta device
+// it costs each op's dispatch (Note [Shapes only] in engine/src/graph/evaluator.h), so each batch
+// is counted on its own shapes, once per shape (the counts are kept by the inputs' exact shapes
+// and scalars), and planned on them: the bucket keeps its plans, margin and overruns, and takes
+// the batch's profile. A model whose forward needs a value to go on (the ResNet's gates on its
+// activations, early exit's confident samples, a MoE's routing) refuses on its first batch,
+// and every batch after is counted on its bucket's largest as before (RematStats::shapesRefused
+// says why); of the zoo, Transformer-XL, the tagger and the tree network run on shapes alone.
 //
 // Note [Steps the binder settles in]
 // A bound step that meets a shape bucket for the first time holds what no later step of the
@@ -72,7 +87,9 @@
 // RematInfeasible, which names the smallest budget that fits.
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -114,6 +131,12 @@ struct RematOptions {
   // one of its spans (an autograd function whose backward runs a nested backward). 0: measured on
   // the batch's device at the first step (a matmul, a copy, and such a function on one element).
   double secondsPerFlop = 0, secondsPerByte = 0, secondsPerSpan = 0;
+  // Each batch counted on its own shapes, on the meta device, where the model's forward allows it
+  // (Note [A profile per batch]); false: every batch of a bucket planned on its largest batch's.
+  bool profilePerBatch = true;
+  // The share of a step's time a profile per batch may take before the run goes back to a
+  // profile per bucket (Note [What a profile per batch may cost] in rematerializer.cpp); 1: never.
+  double profileShare = 0.05;
 };
 
 // The budget cannot be met: even with every unit recomputed the step needs more.
@@ -155,6 +178,9 @@ struct Forecast {
 struct RematStats {
   int64_t steps = 0, buckets = 0, plansMade = 0, cacheHits = 0, backOffs = 0;
   int64_t profiles = 0;  // counting forwards: one per bucket, and one per larger batch in it
+  // Counting forwards on shapes alone (Note [A profile per batch]): one per batch shape met.
+  int64_t shapeProfiles = 0;
+  std::string shapesRefused;  // why the model's forward cannot run on shapes alone ("": it can)
 };
 
 class Rematerializer {
@@ -297,8 +323,21 @@ class Rematerializer {
   double keptBytes(const Bucket& bucket, const SegmentPlan& plan) const;
   void measureRates(const std::vector<c10::IValue>& inputs);
 
+  // The batch's profile counted on its shapes alone (Note [A profile per batch]); false when the
+  // model's forward refuses, or the option is off.
+  bool countShapes(SyMuGen& gen, const std::vector<c10::IValue>& inputs, Bucket& bucket);
+  StepPlan prepareStep(SyMuGen& gen, const std::vector<c10::IValue>& inputs, int64_t reserved);
+
   RematOptions options_;
   std::vector<at::Tensor> buffers_;
+  // Note [A profile per batch]: the counts by the inputs' exact shapes, and whether the model's
+  // forward runs on shapes alone (unknown until its first batch).
+  std::map<std::string, std::pair<ForwardCost, std::vector<RematUnit>>> shapeCounts_;
+  std::optional<bool> shapesRun_;
+  // Note [What a profile per batch may cost]: seconds from one prepare() to the next, and each
+  // prepare()'s own while it profiles per batch.
+  std::optional<std::chrono::steady_clock::time_point> lastPrepare_;
+  std::deque<double> intervals_, preparing_;
   MemoryPredictor predictor_;
   std::map<std::string, Bucket> buckets_;
   // The units that never come back whole: loops (recomputed a trip at a time) and runs of ops.
