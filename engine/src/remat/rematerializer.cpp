@@ -748,8 +748,8 @@ StepPlan Rematerializer::prepare(SyMuGen& gen, const std::vector<c10::IValue>& i
   // Transformer-XL 3.7 ms a batch against a step of 160 ms, but on the tree network 0.6 ms against
   // micro-batches of 1-2 ms, and on the tagger 8 ms against a bound step of 50. So the time
   // prepare() takes while it profiles each batch is set against the time from one prepare() to
-  // the next (the step, or the micro-batch, it planned): past RematOptions::profileShare of it (5
-  // %), at the median of the last steps, the run goes back to a profile per bucket.
+  // the next (the step, or the micro-batch, it planned): past RematOptions::profileShare of it,
+  // 5 % by default, at the median of the last steps, the run goes back to a profile per bucket.
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   if (lastPrepare_) {
