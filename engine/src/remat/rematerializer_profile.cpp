@@ -23,10 +23,6 @@ constexpr size_t kShapeCounts = 512;
 constexpr size_t kCostWindow = 16;
 constexpr size_t kCostSteps = 4;
 
-}  // namespace
-
-namespace {
-
 // The inputs' exact shapes and dtypes, and their scalars' values: what a forward on shapes alone
 // depends on (Note [A profile per batch]).
 void describeExactly(const c10::IValue& value, std::string& out) {
