@@ -227,15 +227,16 @@ void Rematerializer::measureRates(const std::vector<c10::IValue>& inputs) {
 Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
                                                  const std::vector<c10::IValue>& inputs,
                                                  const std::string& key) {
+  // The rates units are priced at, and the units that never come back whole: once a run.
+  measureRates(inputs);
+  if (loops_.empty()) {
+    loops_ = gen.loopSpans();
+    runs_ = gen.opRuns();
+    loops_.insert(loops_.end(), runs_.begin(), runs_.end());
+  }
   if (options_.profilePerBatch && shapesRun_ != false) {
     // Note [A profile per batch]: each batch planned on its own count, where the model's forward
     // runs on shapes alone.
-    measureRates(inputs);
-    if (loops_.empty()) {
-      loops_ = gen.loopSpans();
-      runs_ = gen.opRuns();
-      loops_.insert(loops_.end(), runs_.begin(), runs_.end());
-    }
     auto found = buckets_.find(key);
     Bucket fresh;
     Bucket& bucket = found != buckets_.end() ? found->second : fresh;
@@ -265,12 +266,6 @@ Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
   // A new bucket, or a batch larger than the one its profile was counted on (a bucket spans up
   // to twice the size in each dimension, and each int up to twice its value): the profile stands
   // for the largest batch seen.
-  measureRates(inputs);
-  if (loops_.empty()) {
-    loops_ = gen.loopSpans();
-    runs_ = gen.opRuns();
-    loops_.insert(loops_.end(), runs_.begin(), runs_.end());
-  }
   // The counting forward must leave the run as it found it: the random state its dropouts draw
   // from and the statistics its batch norms update.
   const at::Tensor* first = firstTensor(inputs);
