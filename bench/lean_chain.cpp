@@ -12,6 +12,10 @@
 // convolution's backward; a stage's last batch norm and ReLU keep their input alone likewise.
 // This is the "layer whose backward holds less" that docs/remat.md ("Why early exit fits nothing
 // at 0.5") asked for, written by hand to measure how far it gets, not a candidate of the binder.
+// Two steps further: backwards in place (the convolution's input freed before its gradient is
+// computed, the ReLU's mask and the batch norm's backward written over the gradient), and the
+// first stage as one op that keeps the images and its statistics only and runs itself again in
+// its backward (StageByHand).
 //
 // The network is early exit's at the `cpu` preset (32 images of 3 x 32 x 32; stages of 16, 48 and
 // 96 channels, the second and third at stride 2; a head of global average pooling and a linear
@@ -24,6 +28,9 @@
 //   lean-cl-joined               stages 2 and 3 as one lean chain (stage 2's output not kept)
 //   lean-cl-joined-stage1-again  and stage 1 run again in its backward (checkpointed: only the
 //                                images kept)
+//   lean-cl-joined-in-place      lean-cl-joined with its backwards in place
+//   lean-cl-joined-in-place-stage1-by-hand
+//                                and stage 1 as StageByHand
 // For each: the step's peak (live CPU bytes above the step's start, counted by the engine's
 // allocation counter), the live bytes at the forward's end, the step's time (forward and
 // backward), and the largest difference of its parameters' gradients from ATen's on the same
@@ -35,6 +42,8 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/engine.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <functional>
 #include <iostream>
@@ -118,12 +127,120 @@ Tensor maskedByRelu(Tensor grad, const Tensor& out) {
   return grad;
 }
 
+// The elements of `t` ([N, C, H, W], NCHW or channels-last) as units of `per` consecutive
+// elements: a channel's plane of one image (NCHW), or a pixel's channels (channels-last).
+struct Units {
+  int64_t count = 0, per = 0, channels = 0;
+  bool channelsLast = false;
+  explicit Units(const Tensor& t)
+      : channels(t.size(1)),
+        channelsLast(!t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+    TORCH_INTERNAL_ASSERT(channelsLast || t.is_contiguous());
+    const int64_t plane = t.size(2) * t.size(3);
+    count = channelsLast ? t.size(0) * plane : t.size(0) * channels;
+    per = channelsLast ? channels : plane;
+  }
+  int64_t channelOf(int64_t unit, int64_t j) const { return channelsLast ? j : unit % channels; }
+};
+
+// f(i, c) for every element i of `t` with its channel c, on ATen's threads.
+template <typename F>
+void forEachElementAndChannel(const Tensor& t, F f) {
+  const Units units(t);
+  at::parallel_for(0, units.count, units.channelsLast ? 256 : 1, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u)
+      for (int64_t j = 0; j < units.per; ++j)
+        f(u * units.per + j, units.channelOf(u, j));
+  });
+}
+
+// The batch norm's and ReLU's forward in place: t <- max(t * scale + shift, 0) per channel.
+void normalizeReluInPlace(Tensor& t, const Tensor& scale, const Tensor& shift) {
+  float* p = t.data_ptr<float>();
+  const float *sc = scale.const_data_ptr<float>(), *sh = shift.const_data_ptr<float>();
+  forEachElementAndChannel(
+      t, [=](int64_t i, int64_t c) { p[i] = std::max(p[i] * sc[c] + sh[c], 0.0f); });
+}
+
+// The ReLU's backward in place: grad <- grad where y * scale + shift > 0 (y the batch norm's
+// input), else 0.
+void maskInPlace(Tensor& grad, const Tensor& y, const Tensor& scale, const Tensor& shift) {
+  TORCH_INTERNAL_ASSERT(grad.strides() == y.strides());
+  float* g = grad.data_ptr<float>();
+  const float *in = y.const_data_ptr<float>(), *sc = scale.const_data_ptr<float>(),
+              *sh = shift.const_data_ptr<float>();
+  forEachElementAndChannel(
+      grad, [=](int64_t i, int64_t c) { g[i] = in[i] * sc[c] + sh[c] > 0 ? g[i] : 0.0f; });
+}
+
+// A training batch norm's backward in place, from its input y and the statistics it measured:
+// grad <- (grad - mean(grad) - x̂ mean(grad x̂)) * invstd * gamma per channel, x̂ = (y - mean) *
+// invstd, as at::native_batch_norm_backward computes it (the sums in double). Returns the
+// gradients of gamma and beta: Σ grad x̂ and Σ grad.
+std::pair<Tensor, Tensor> batchNormBackwardInPlace(Tensor& grad, const Tensor& y,
+                                                   const Tensor& gamma, const Tensor& mean,
+                                                   const Tensor& invstd) {
+  TORCH_INTERNAL_ASSERT(grad.strides() == y.strides());
+  const Units units(grad);
+  const int64_t channels = units.channels;
+  float* g = grad.data_ptr<float>();
+  const float *in = y.const_data_ptr<float>(), *mu = mean.const_data_ptr<float>();
+  // Per chunk of units, per channel: Σ grad and Σ grad (y - mean).
+  const int64_t chunks = std::min<int64_t>(units.count, 4 * at::get_num_threads());
+  std::vector<double> partial(static_cast<size_t>(2 * chunks * channels), 0.0);
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      double* sum = &partial[static_cast<size_t>(2 * k * channels)];
+      double* sumCentred = sum + channels;
+      for (int64_t u = units.count * k / chunks; u < units.count * (k + 1) / chunks; ++u)
+        for (int64_t j = 0; j < units.per; ++j) {
+          const int64_t i = u * units.per + j, c = units.channelOf(u, j);
+          sum[c] += g[i];
+          sumCentred[c] += static_cast<double>(g[i]) * (in[i] - mu[c]);
+        }
+    }
+  });
+  const double count = static_cast<double>(grad.numel() / channels);
+  Tensor gradGamma = torch::empty({channels}), gradBeta = torch::empty({channels});
+  float *gg = gradGamma.data_ptr<float>(), *gb = gradBeta.data_ptr<float>();
+  std::vector<float> shift(channels), slope(channels), factor(channels);
+  const float *is = invstd.const_data_ptr<float>(), *gm = gamma.const_data_ptr<float>();
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0, sumCentred = 0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      sum += partial[static_cast<size_t>(2 * k * channels + c)];
+      sumCentred += partial[static_cast<size_t>((2 * k + 1) * channels + c)];
+    }
+    gb[c] = static_cast<float>(sum);
+    gg[c] = static_cast<float>(sumCentred * is[c]);
+    shift[c] = static_cast<float>(sum / count);
+    slope[c] = static_cast<float>(sumCentred / count * is[c] * is[c]);
+    factor[c] = is[c] * gm[c];
+  }
+  const float *sh = shift.data(), *sl = slope.data(), *f = factor.data();
+  forEachElementAndChannel(
+      grad, [=](int64_t i, int64_t c) { g[i] = (g[i] - sh[c] - (in[i] - mu[c]) * sl[c]) * f[c]; });
+  return {gradGamma, gradBeta};
+}
+
+// `grad` to be written in place: itself when nothing else holds it and it has `format`, else a
+// copy.
+Tensor owned(Tensor grad, at::MemoryFormat format) {
+  if (!grad.is_contiguous(format) || grad.is_view() || grad.use_count() != 1 ||
+      grad.storage().use_count() != 1)
+    return grad.clone(format);
+  return grad;
+}
+
 // One block's batch norm and ReLU, then the next block's convolution: keeps the batch norm's
-// input and statistics, not the convolution's input.
+// input and statistics, not the convolution's input. `inPlace`: the backward frees the
+// convolution's input before computing the gradient of it (the gradient reads its shape only) and
+// masks and normalizes that gradient in place, so that at most the block's two activations and
+// the incoming gradient are held at once.
 struct NormReluConv : torch::autograd::Function<NormReluConv> {
   static Tensor forward(AutogradContext* ctx, const Tensor& y, const Tensor& gamma,
                         const Tensor& beta, const Tensor& weight, Tensor runningMean,
-                        Tensor runningVar, int64_t stride, bool again) {
+                        Tensor runningVar, int64_t stride, bool again, bool inPlace) {
     auto [normalized, mean, invstd] =
         at::native_batch_norm(y, gamma, beta, again ? Tensor() : runningMean,
                               again ? Tensor() : runningVar, true, kMomentum, kEps);
@@ -131,47 +248,137 @@ struct NormReluConv : torch::autograd::Function<NormReluConv> {
     Tensor out = at::conv2d(normalized, weight, {}, {stride, stride}, {1, 1});
     ctx->save_for_backward({y, gamma, beta, weight, mean, invstd});
     ctx->saved_data["stride"] = stride;
+    ctx->saved_data["in_place"] = inPlace;
     return out;
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  // `grads` by reference, so that resetting its tensor frees it (CppNode passes its own list).
+  static variable_list backward(AutogradContext* ctx, variable_list& grads) {
     const variable_list s = ctx->get_saved_variables();
     const Tensor &y = s[0], &gamma = s[1], &beta = s[2], &weight = s[3], &mean = s[4],
                  &invstd = s[5];
     const int64_t stride = ctx->saved_data["stride"].toInt();
     const auto [scale, shift] = scaleAndShift(gamma, beta, mean, invstd);
     Tensor input = normalizedRelu(y, scale, shift);
-    auto [gradInput, gradWeight, unusedBias] =
-        at::convolution_backward(grads[0], input, weight, std::nullopt, {stride, stride}, {1, 1},
-                                 {1, 1}, false, {0, 0}, 1, {true, true, false});
+    const auto convolutionBackward = [&](const Tensor& in, std::array<bool, 3> mask) {
+      return at::convolution_backward(grads[0], in, weight, std::nullopt, {stride, stride}, {1, 1},
+                                      {1, 1}, false, {0, 0}, 1, mask);
+    };
+    if (ctx->saved_data["in_place"].toBool()) {
+      const Tensor gradWeight = std::get<1>(convolutionBackward(input, {false, true, false}));
+      input.reset();
+      // y has the input's shape and layout (the input was made from it).
+      Tensor gradInput = std::get<0>(convolutionBackward(y, {true, false, false}));
+      grads[0].reset();
+      gradInput = gradInput.contiguous(y.suggest_memory_format());
+      maskInPlace(gradInput, y, scale, shift);
+      auto [gradGamma, gradBeta] = batchNormBackwardInPlace(gradInput, y, gamma, mean, invstd);
+      return {gradInput, gradGamma, gradBeta, gradWeight, Tensor(),
+              Tensor(),  Tensor(),  Tensor(), Tensor()};
+    }
+    auto [gradInput, gradWeight, unusedBias] = convolutionBackward(input, {true, true, false});
     grads[0].reset();
     gradInput = maskedByRelu(std::move(gradInput), input);
     input.reset();
     auto [gradY, gradGamma, gradBeta] = at::native_batch_norm_backward(
         gradInput, y, gamma, {}, {}, mean, invstd, true, kEps, {true, true, true});
-    return {gradY, gradGamma, gradBeta, gradWeight, Tensor(), Tensor(), Tensor(), Tensor()};
+    return {gradY,    gradGamma, gradBeta, gradWeight, Tensor(),
+            Tensor(), Tensor(),  Tensor(), Tensor()};
   }
 };
 
 // A stage's last batch norm and ReLU: keeps the batch norm's input and statistics, not the output.
+// `inPlace`: the backward masks and normalizes the incoming gradient in place (when nothing else
+// holds it).
 struct NormRelu : torch::autograd::Function<NormRelu> {
   static Tensor forward(AutogradContext* ctx, const Tensor& y, const Tensor& gamma,
-                        const Tensor& beta, Tensor runningMean, Tensor runningVar, bool again) {
+                        const Tensor& beta, Tensor runningMean, Tensor runningVar, bool again,
+                        bool inPlace) {
     auto [normalized, mean, invstd] =
         at::native_batch_norm(y, gamma, beta, again ? Tensor() : runningMean,
                               again ? Tensor() : runningVar, true, kMomentum, kEps);
     ctx->save_for_backward({y, gamma, beta, mean, invstd});
+    ctx->saved_data["in_place"] = inPlace;
     return normalized.relu_();
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  static variable_list backward(AutogradContext* ctx, variable_list& grads) {
     const variable_list s = ctx->get_saved_variables();
     const Tensor &y = s[0], &gamma = s[1], &beta = s[2], &mean = s[3], &invstd = s[4];
     const auto [scale, shift] = scaleAndShift(gamma, beta, mean, invstd);
+    if (ctx->saved_data["in_place"].toBool()) {
+      Tensor grad = owned(std::move(grads[0]), y.suggest_memory_format());
+      maskInPlace(grad, y, scale, shift);
+      auto [gradGamma, gradBeta] = batchNormBackwardInPlace(grad, y, gamma, mean, invstd);
+      return {grad, gradGamma, gradBeta, Tensor(), Tensor(), Tensor(), Tensor()};
+    }
     const Tensor grad =
         maskedByRelu(grads[0].clone(y.suggest_memory_format()), normalizedRelu(y, scale, shift));
     grads[0].reset();
     auto [gradY, gradGamma, gradBeta] = at::native_batch_norm_backward(
         grad, y, gamma, {}, {}, mean, invstd, true, kEps, {true, true, true});
-    return {gradY, gradGamma, gradBeta, Tensor(), Tensor(), Tensor()};
+    return {gradY, gradGamma, gradBeta, Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+// A first stage of two blocks whose input asks for no gradient (early exit's stage 1, on the
+// images) as one op that keeps that input and its batch norms' statistics only, and whose
+// backward runs the stage again and writes its gradients in place, holding three of the stage's
+// activations at most: the block's batch-norm input made again and turned into the ReLU's output
+// in place, the next convolution's output, the gradient. In order: the first convolution's output,
+// normalized in place (r1); the second convolution's output (y2); the incoming gradient masked and
+// through the second batch norm in place (y2 freed); the second convolution's backward (r1 and the
+// gradient freed); the first convolution's output made once more (y1) for the first batch norm's
+// backward, in place; the first convolution's weight gradient.
+struct StageByHand : torch::autograd::Function<StageByHand> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x, const Tensor& w1,
+                        const Tensor& gamma1, const Tensor& beta1, const Tensor& w2,
+                        const Tensor& gamma2, const Tensor& beta2, Tensor runningMean1,
+                        Tensor runningVar1, Tensor runningMean2, Tensor runningVar2,
+                        int64_t stride1, int64_t stride2) {
+    TORCH_CHECK(!x.requires_grad(), "StageByHand: a first stage: its input takes no gradient");
+    auto [r1, mean1, invstd1] =
+        at::native_batch_norm(at::conv2d(x, w1, {}, {stride1, stride1}, {1, 1}), gamma1, beta1,
+                              runningMean1, runningVar1, true, kMomentum, kEps);
+    r1.relu_();
+    Tensor y2 = at::conv2d(r1, w2, {}, {stride2, stride2}, {1, 1});
+    r1.reset();
+    auto [out, mean2, invstd2] =
+        at::native_batch_norm(y2, gamma2, beta2, runningMean2, runningVar2, true, kMomentum, kEps);
+    ctx->save_for_backward(
+        {x, w1, gamma1, beta1, w2, gamma2, beta2, mean1, invstd1, mean2, invstd2});
+    ctx->saved_data["stride1"] = stride1;
+    ctx->saved_data["stride2"] = stride2;
+    return out.relu_();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list& grads) {
+    const variable_list s = ctx->get_saved_variables();
+    const Tensor &x = s[0], &w1 = s[1], &gamma1 = s[2], &beta1 = s[3], &w2 = s[4], &gamma2 = s[5],
+                 &beta2 = s[6], &mean1 = s[7], &invstd1 = s[8], &mean2 = s[9], &invstd2 = s[10];
+    const int64_t stride1 = ctx->saved_data["stride1"].toInt(),
+                  stride2 = ctx->saved_data["stride2"].toInt();
+    const auto [scale1, shift1] = scaleAndShift(gamma1, beta1, mean1, invstd1);
+    const auto [scale2, shift2] = scaleAndShift(gamma2, beta2, mean2, invstd2);
+    const auto format = x.suggest_memory_format();
+    Tensor grad = owned(std::move(grads[0]), format);
+    Tensor r1 = at::conv2d(x, w1, {}, {stride1, stride1}, {1, 1});
+    normalizeReluInPlace(r1, scale1, shift1);
+    Tensor y2 = at::conv2d(r1, w2, {}, {stride2, stride2}, {1, 1});
+    maskInPlace(grad, y2, scale2, shift2);
+    auto [gradGamma2, gradBeta2] = batchNormBackwardInPlace(grad, y2, gamma2, mean2, invstd2);
+    y2.reset();
+    auto [gradR1, gradW2, unused] =
+        at::convolution_backward(grad, r1, w2, std::nullopt, {stride2, stride2}, {1, 1}, {1, 1},
+                                 false, {0, 0}, 1, {true, true, false});
+    grad.reset();
+    r1.reset();
+    gradR1 = gradR1.contiguous(format);
+    const Tensor y1 = at::conv2d(x, w1, {}, {stride1, stride1}, {1, 1});
+    maskInPlace(gradR1, y1, scale1, shift1);
+    auto [gradGamma1, gradBeta1] = batchNormBackwardInPlace(gradR1, y1, gamma1, mean1, invstd1);
+    auto [unusedX, gradW1, unusedBias] =
+        at::convolution_backward(gradR1, x, w1, std::nullopt, {stride1, stride1}, {1, 1}, {1, 1},
+                                 false, {0, 0}, 1, {false, true, false});
+    return {Tensor(), gradW1,   gradGamma1, gradBeta1, gradW2,   gradGamma2, gradBeta2,
+            Tensor(), Tensor(), Tensor(),   Tensor(),  Tensor(), Tensor()};
   }
 };
 
@@ -179,12 +386,14 @@ Tensor conv(const Tensor& x, const Block& b) {
   return at::conv2d(x, b.weight, {}, {b.stride, b.stride}, {1, 1});
 }
 
-// A chain of blocks as ATen runs them, or lean; `again` (a recomputation) leaves the running
-// statistics as they are.
-Tensor chain(const Tensor& x, const std::vector<Block*>& blocks, bool lean, bool again = false) {
+// How a chain's blocks run: as ATen runs them, lean, or lean with backwards in place.
+enum class Blocks { aten, lean, leanInPlace };
+
+// A chain of blocks; `again` (a recomputation) leaves the running statistics as they are.
+Tensor chain(const Tensor& x, const std::vector<Block*>& blocks, Blocks how, bool again = false) {
   const auto mean = [again](const Block& b) { return again ? Tensor() : b.runningMean; };
   const auto var = [again](const Block& b) { return again ? Tensor() : b.runningVar; };
-  if (!lean) {
+  if (how == Blocks::aten) {
     Tensor h = x;
     for (Block* b : blocks) {
       h = at::batch_norm(conv(h, *b), b->gamma, b->beta, mean(*b), var(*b), true, kMomentum, kEps,
@@ -193,14 +402,16 @@ Tensor chain(const Tensor& x, const std::vector<Block*>& blocks, bool lean, bool
     }
     return h;
   }
+  const bool inPlace = how == Blocks::leanInPlace;
   Tensor y = conv(x, *blocks.front());
   for (size_t i = 1; i < blocks.size(); ++i) {
     const Block& before = *blocks[i - 1];
     y = NormReluConv::apply(y, before.gamma, before.beta, blocks[i]->weight, before.runningMean,
-                            before.runningVar, blocks[i]->stride, again);
+                            before.runningVar, blocks[i]->stride, again, inPlace);
   }
   const Block& last = *blocks.back();
-  return NormRelu::apply(y, last.gamma, last.beta, last.runningMean, last.runningVar, again);
+  return NormRelu::apply(y, last.gamma, last.beta, last.runningMean, last.runningVar, again,
+                         inPlace);
 }
 
 // A stage run without keeping anything and run again in the backward (checkpointing): keeps its
@@ -215,7 +426,7 @@ struct Recomputed : torch::autograd::Function<Recomputed> {
     ctx->saved_data["run"] = reinterpret_cast<int64_t>(run);
     return (*run)(input, false);  // autograd records nothing inside a Function's forward
   }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+  static variable_list backward(AutogradContext* ctx, variable_list& grads) {
     const Tensor input = ctx->get_saved_variables()[0];
     const auto* run = reinterpret_cast<const Run*>(ctx->saved_data["run"].toInt());
     torch::autograd::Edge root;
@@ -230,9 +441,15 @@ struct Recomputed : torch::autograd::Function<Recomputed> {
   }
 };
 
+// Stage 1 as the other stages run, checkpointed (Recomputed), or StageByHand.
+enum class Stage1 { chained, again, byHand };
+
 struct Variant {
   std::string name;
-  bool channelsLast = false, lean = false, joined = false, recomputeStage1 = false;
+  bool channelsLast = false;
+  Blocks blocks = Blocks::aten;
+  bool joined = false;  // stages 2 and 3 one chain
+  Stage1 stage1 = Stage1::chained;
 };
 
 // Early exit at the `cpu` preset, its parameters drawn from `seed`.
@@ -270,21 +487,29 @@ class Net {
   }
 
   Tensor forward(const Tensor& images, const Tensor& unsure) {
-    const bool lean = variant_.lean;
+    const Blocks how = variant_.blocks;
     const Tensor x =
         variant_.channelsLast ? images.contiguous(at::MemoryFormat::ChannelsLast) : images;
-    Tensor h = variant_.recomputeStage1 ? Recomputed::apply(x, blocks_[0].weight, &stage1_)
-                                        : chain(x, {&blocks_[0], &blocks_[1]}, lean);
+    Tensor h;
+    if (variant_.stage1 == Stage1::byHand) {
+      const Block &a = blocks_[0], &b = blocks_[1];
+      h = StageByHand::apply(x, a.weight, a.gamma, a.beta, b.weight, b.gamma, b.beta, a.runningMean,
+                             a.runningVar, b.runningMean, b.runningVar, a.stride, b.stride);
+    } else if (variant_.stage1 == Stage1::again) {
+      h = Recomputed::apply(x, blocks_[0].weight, &stage1_);
+    } else {
+      h = chain(x, {&blocks_[0], &blocks_[1]}, how);
+    }
     Tensor out = at::addmm(head1_[1], h.mean({2, 3}), head1_[0].t());
     if (unsure.numel() == 0)
       return out;
     Tensor g = h.index_select(0, unsure);
     h.reset();  // the evaluator frees a value after its last use: kept only where saved
     if (variant_.joined) {
-      g = chain(g, {&blocks_[2], &blocks_[3], &blocks_[4], &blocks_[5]}, lean);
+      g = chain(g, {&blocks_[2], &blocks_[3], &blocks_[4], &blocks_[5]}, how);
     } else {
-      g = chain(g, {&blocks_[2], &blocks_[3]}, lean);
-      g = chain(g, {&blocks_[4], &blocks_[5]}, lean);
+      g = chain(g, {&blocks_[2], &blocks_[3]}, how);
+      g = chain(g, {&blocks_[4], &blocks_[5]}, how);
     }
     return out.index_add(0, unsure, at::addmm(head2_[1], g.mean({2, 3}), head2_[0].t()));
   }
@@ -292,9 +517,10 @@ class Net {
  private:
   Variant variant_;
   std::vector<Block> blocks_;
-  // Stage 1 for Recomputed: its first run keeps nothing (grad mode is off), the second is lean.
+  // Stage 1 for Recomputed: its first run keeps nothing (grad mode is off), the second runs as
+  // the other stages.
   Recomputed::Run stage1_ = [this](const Tensor& input, bool again) {
-    return chain(input, {&blocks_[0], &blocks_[1]}, variant_.lean && again, again);
+    return chain(input, {&blocks_[0], &blocks_[1]}, again ? variant_.blocks : Blocks::aten, again);
   };
   std::vector<Tensor> head1_, head2_;
 };
@@ -345,12 +571,15 @@ int main(int argc, char** argv) {
   const Tensor labels = torch::randint(0, 10, {32});
   const Tensor unsure = std::get<0>(torch::randperm(32).slice(0, 0, unsureCount).sort());
 
-  const std::vector<Variant> variants{{"aten", false, false, false},
-                                      {"aten-cl", true, false, false},
-                                      {"lean", false, true, false},
-                                      {"lean-cl", true, true, false},
-                                      {"lean-cl-joined", true, true, true},
-                                      {"lean-cl-joined-stage1-again", true, true, true, true}};
+  const std::vector<Variant> variants{
+      {"aten", false, Blocks::aten},
+      {"aten-cl", true, Blocks::aten},
+      {"lean", false, Blocks::lean},
+      {"lean-cl", true, Blocks::lean},
+      {"lean-cl-joined", true, Blocks::lean, true},
+      {"lean-cl-joined-stage1-again", true, Blocks::lean, true, Stage1::again},
+      {"lean-cl-joined-in-place", true, Blocks::leanInPlace, true},
+      {"lean-cl-joined-in-place-stage1-by-hand", true, Blocks::leanInPlace, true, Stage1::byHand}};
   std::vector<std::unique_ptr<Net>> nets;
   for (const Variant& v : variants)
     nets.push_back(std::make_unique<Net>(v, 7));
