@@ -13,9 +13,10 @@
 // This is the "layer whose backward holds less" that docs/remat.md ("Why early exit fits nothing
 // at 0.5") asked for, written by hand to measure how far it gets, not a candidate of the binder.
 // Two steps further: backwards in place (the convolution's input freed before its gradient is
-// computed, the ReLU's mask and the batch norm's backward written over the gradient), and the
-// first stage as one op that keeps the images and its statistics only and runs itself again in
-// its backward (StageByHand).
+// computed, the ReLU's mask and the batch norm's backward written over the gradient: the lean
+// block is then symtune::kernels::batchNormReluConv2d), and the first stage as one op that keeps
+// the images and its statistics only and runs itself again in its backward (StageByHand, on the
+// kernel's per-element steps).
 //
 // The network is early exit's at the `cpu` preset (32 images of 3 x 32 x 32; stages of 16, 48 and
 // 96 channels, the second and third at stride 2; a head of global average pooling and a linear
@@ -52,6 +53,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "symtune/kernels/batch_norm_relu_conv.h"
 #include "symtune/runtime/cpu_memory.h"
 #include "symtune/telemetry/memory_tracker.h"
 
@@ -127,102 +129,6 @@ Tensor maskedByRelu(Tensor grad, const Tensor& out) {
   return grad;
 }
 
-// The elements of `t` ([N, C, H, W], NCHW or channels-last) as units of `per` consecutive
-// elements: a channel's plane of one image (NCHW), or a pixel's channels (channels-last).
-struct Units {
-  int64_t count = 0, per = 0, channels = 0;
-  bool channelsLast = false;
-  explicit Units(const Tensor& t)
-      : channels(t.size(1)),
-        channelsLast(!t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast)) {
-    TORCH_INTERNAL_ASSERT(channelsLast || t.is_contiguous());
-    const int64_t plane = t.size(2) * t.size(3);
-    count = channelsLast ? t.size(0) * plane : t.size(0) * channels;
-    per = channelsLast ? channels : plane;
-  }
-  int64_t channelOf(int64_t unit, int64_t j) const { return channelsLast ? j : unit % channels; }
-};
-
-// f(i, c) for every element i of `t` with its channel c, on ATen's threads.
-template <typename F>
-void forEachElementAndChannel(const Tensor& t, F f) {
-  const Units units(t);
-  at::parallel_for(0, units.count, units.channelsLast ? 256 : 1, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u)
-      for (int64_t j = 0; j < units.per; ++j)
-        f(u * units.per + j, units.channelOf(u, j));
-  });
-}
-
-// The batch norm's and ReLU's forward in place: t <- max(t * scale + shift, 0) per channel.
-void normalizeReluInPlace(Tensor& t, const Tensor& scale, const Tensor& shift) {
-  float* p = t.data_ptr<float>();
-  const float *sc = scale.const_data_ptr<float>(), *sh = shift.const_data_ptr<float>();
-  forEachElementAndChannel(
-      t, [=](int64_t i, int64_t c) { p[i] = std::max(p[i] * sc[c] + sh[c], 0.0f); });
-}
-
-// The ReLU's backward in place: grad <- grad where y * scale + shift > 0 (y the batch norm's
-// input), else 0.
-void maskInPlace(Tensor& grad, const Tensor& y, const Tensor& scale, const Tensor& shift) {
-  TORCH_INTERNAL_ASSERT(grad.strides() == y.strides());
-  float* g = grad.data_ptr<float>();
-  const float *in = y.const_data_ptr<float>(), *sc = scale.const_data_ptr<float>(),
-              *sh = shift.const_data_ptr<float>();
-  forEachElementAndChannel(
-      grad, [=](int64_t i, int64_t c) { g[i] = in[i] * sc[c] + sh[c] > 0 ? g[i] : 0.0f; });
-}
-
-// A training batch norm's backward in place, from its input y and the statistics it measured:
-// grad <- (grad - mean(grad) - x̂ mean(grad x̂)) * invstd * gamma per channel, x̂ = (y - mean) *
-// invstd, as at::native_batch_norm_backward computes it (the sums in double). Returns the
-// gradients of gamma and beta: Σ grad x̂ and Σ grad.
-std::pair<Tensor, Tensor> batchNormBackwardInPlace(Tensor& grad, const Tensor& y,
-                                                   const Tensor& gamma, const Tensor& mean,
-                                                   const Tensor& invstd) {
-  TORCH_INTERNAL_ASSERT(grad.strides() == y.strides());
-  const Units units(grad);
-  const int64_t channels = units.channels;
-  float* g = grad.data_ptr<float>();
-  const float *in = y.const_data_ptr<float>(), *mu = mean.const_data_ptr<float>();
-  // Per chunk of units, per channel: Σ grad and Σ grad (y - mean).
-  const int64_t chunks = std::min<int64_t>(units.count, 4 * at::get_num_threads());
-  std::vector<double> partial(static_cast<size_t>(2 * chunks * channels), 0.0);
-  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      double* sum = &partial[static_cast<size_t>(2 * k * channels)];
-      double* sumCentred = sum + channels;
-      for (int64_t u = units.count * k / chunks; u < units.count * (k + 1) / chunks; ++u)
-        for (int64_t j = 0; j < units.per; ++j) {
-          const int64_t i = u * units.per + j, c = units.channelOf(u, j);
-          sum[c] += g[i];
-          sumCentred[c] += static_cast<double>(g[i]) * (in[i] - mu[c]);
-        }
-    }
-  });
-  const double count = static_cast<double>(grad.numel() / channels);
-  Tensor gradGamma = torch::empty({channels}), gradBeta = torch::empty({channels});
-  float *gg = gradGamma.data_ptr<float>(), *gb = gradBeta.data_ptr<float>();
-  std::vector<float> shift(channels), slope(channels), factor(channels);
-  const float *is = invstd.const_data_ptr<float>(), *gm = gamma.const_data_ptr<float>();
-  for (int64_t c = 0; c < channels; ++c) {
-    double sum = 0, sumCentred = 0;
-    for (int64_t k = 0; k < chunks; ++k) {
-      sum += partial[static_cast<size_t>(2 * k * channels + c)];
-      sumCentred += partial[static_cast<size_t>((2 * k + 1) * channels + c)];
-    }
-    gb[c] = static_cast<float>(sum);
-    gg[c] = static_cast<float>(sumCentred * is[c]);
-    shift[c] = static_cast<float>(sum / count);
-    slope[c] = static_cast<float>(sumCentred / count * is[c] * is[c]);
-    factor[c] = is[c] * gm[c];
-  }
-  const float *sh = shift.data(), *sl = slope.data(), *f = factor.data();
-  forEachElementAndChannel(
-      grad, [=](int64_t i, int64_t c) { g[i] = (g[i] - sh[c] - (in[i] - mu[c]) * sl[c]) * f[c]; });
-  return {gradGamma, gradBeta};
-}
-
 // `grad` to be written in place: itself when nothing else holds it and it has `format`, else a
 // copy.
 Tensor owned(Tensor grad, at::MemoryFormat format) {
@@ -233,14 +139,12 @@ Tensor owned(Tensor grad, at::MemoryFormat format) {
 }
 
 // One block's batch norm and ReLU, then the next block's convolution: keeps the batch norm's
-// input and statistics, not the convolution's input. `inPlace`: the backward frees the
-// convolution's input before computing the gradient of it (the gradient reads its shape only) and
-// masks and normalizes that gradient in place, so that at most the block's two activations and
-// the incoming gradient are held at once.
+// input and statistics, not the convolution's input. (With backwards in place as well, this is
+// symtune::kernels::batchNormReluConv2d.)
 struct NormReluConv : torch::autograd::Function<NormReluConv> {
   static Tensor forward(AutogradContext* ctx, const Tensor& y, const Tensor& gamma,
                         const Tensor& beta, const Tensor& weight, Tensor runningMean,
-                        Tensor runningVar, int64_t stride, bool again, bool inPlace) {
+                        Tensor runningVar, int64_t stride, bool again) {
     auto [normalized, mean, invstd] =
         at::native_batch_norm(y, gamma, beta, again ? Tensor() : runningMean,
                               again ? Tensor() : runningVar, true, kMomentum, kEps);
@@ -248,7 +152,6 @@ struct NormReluConv : torch::autograd::Function<NormReluConv> {
     Tensor out = at::conv2d(normalized, weight, {}, {stride, stride}, {1, 1});
     ctx->save_for_backward({y, gamma, beta, weight, mean, invstd});
     ctx->saved_data["stride"] = stride;
-    ctx->saved_data["in_place"] = inPlace;
     return out;
   }
   // `grads` by reference, so that resetting its tensor frees it (CppNode passes its own list).
@@ -259,30 +162,15 @@ struct NormReluConv : torch::autograd::Function<NormReluConv> {
     const int64_t stride = ctx->saved_data["stride"].toInt();
     const auto [scale, shift] = scaleAndShift(gamma, beta, mean, invstd);
     Tensor input = normalizedRelu(y, scale, shift);
-    const auto convolutionBackward = [&](const Tensor& in, std::array<bool, 3> mask) {
-      return at::convolution_backward(grads[0], in, weight, std::nullopt, {stride, stride}, {1, 1},
-                                      {1, 1}, false, {0, 0}, 1, mask);
-    };
-    if (ctx->saved_data["in_place"].toBool()) {
-      const Tensor gradWeight = std::get<1>(convolutionBackward(input, {false, true, false}));
-      input.reset();
-      // y has the input's shape and layout (the input was made from it).
-      Tensor gradInput = std::get<0>(convolutionBackward(y, {true, false, false}));
-      grads[0].reset();
-      gradInput = gradInput.contiguous(y.suggest_memory_format());
-      maskInPlace(gradInput, y, scale, shift);
-      auto [gradGamma, gradBeta] = batchNormBackwardInPlace(gradInput, y, gamma, mean, invstd);
-      return {gradInput, gradGamma, gradBeta, gradWeight, Tensor(),
-              Tensor(),  Tensor(),  Tensor(), Tensor()};
-    }
-    auto [gradInput, gradWeight, unusedBias] = convolutionBackward(input, {true, true, false});
+    auto [gradInput, gradWeight, unusedBias] =
+        at::convolution_backward(grads[0], input, weight, std::nullopt, {stride, stride}, {1, 1},
+                                 {1, 1}, false, {0, 0}, 1, {true, true, false});
     grads[0].reset();
     gradInput = maskedByRelu(std::move(gradInput), input);
     input.reset();
     auto [gradY, gradGamma, gradBeta] = at::native_batch_norm_backward(
         gradInput, y, gamma, {}, {}, mean, invstd, true, kEps, {true, true, true});
-    return {gradY,    gradGamma, gradBeta, gradWeight, Tensor(),
-            Tensor(), Tensor(),  Tensor(), Tensor()};
+    return {gradY, gradGamma, gradBeta, gradWeight, Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -306,8 +194,8 @@ struct NormRelu : torch::autograd::Function<NormRelu> {
     const auto [scale, shift] = scaleAndShift(gamma, beta, mean, invstd);
     if (ctx->saved_data["in_place"].toBool()) {
       Tensor grad = owned(std::move(grads[0]), y.suggest_memory_format());
-      maskInPlace(grad, y, scale, shift);
-      auto [gradGamma, gradBeta] = batchNormBackwardInPlace(grad, y, gamma, mean, invstd);
+      auto [gradGamma, gradBeta] =
+          symtune::kernels::batchNormReluBackwardInPlace(grad, y, gamma, beta, mean, invstd);
       return {grad, gradGamma, gradBeta, Tensor(), Tensor(), Tensor(), Tensor()};
     }
     const Tensor grad =
@@ -355,15 +243,13 @@ struct StageByHand : torch::autograd::Function<StageByHand> {
                  &beta2 = s[6], &mean1 = s[7], &invstd1 = s[8], &mean2 = s[9], &invstd2 = s[10];
     const int64_t stride1 = ctx->saved_data["stride1"].toInt(),
                   stride2 = ctx->saved_data["stride2"].toInt();
-    const auto [scale1, shift1] = scaleAndShift(gamma1, beta1, mean1, invstd1);
-    const auto [scale2, shift2] = scaleAndShift(gamma2, beta2, mean2, invstd2);
     const auto format = x.suggest_memory_format();
     Tensor grad = owned(std::move(grads[0]), format);
     Tensor r1 = at::conv2d(x, w1, {}, {stride1, stride1}, {1, 1});
-    normalizeReluInPlace(r1, scale1, shift1);
+    symtune::kernels::batchNormReluInPlace(r1, gamma1, beta1, mean1, invstd1);
     Tensor y2 = at::conv2d(r1, w2, {}, {stride2, stride2}, {1, 1});
-    maskInPlace(grad, y2, scale2, shift2);
-    auto [gradGamma2, gradBeta2] = batchNormBackwardInPlace(grad, y2, gamma2, mean2, invstd2);
+    auto [gradGamma2, gradBeta2] =
+        symtune::kernels::batchNormReluBackwardInPlace(grad, y2, gamma2, beta2, mean2, invstd2);
     y2.reset();
     auto [gradR1, gradW2, unused] =
         at::convolution_backward(grad, r1, w2, std::nullopt, {stride2, stride2}, {1, 1}, {1, 1},
@@ -372,8 +258,8 @@ struct StageByHand : torch::autograd::Function<StageByHand> {
     r1.reset();
     gradR1 = gradR1.contiguous(format);
     const Tensor y1 = at::conv2d(x, w1, {}, {stride1, stride1}, {1, 1});
-    maskInPlace(gradR1, y1, scale1, shift1);
-    auto [gradGamma1, gradBeta1] = batchNormBackwardInPlace(gradR1, y1, gamma1, mean1, invstd1);
+    auto [gradGamma1, gradBeta1] =
+        symtune::kernels::batchNormReluBackwardInPlace(gradR1, y1, gamma1, beta1, mean1, invstd1);
     auto [unusedX, gradW1, unusedBias] =
         at::convolution_backward(gradR1, x, w1, std::nullopt, {stride1, stride1}, {1, 1}, {1, 1},
                                  false, {0, 0}, 1, {false, true, false});
@@ -406,8 +292,14 @@ Tensor chain(const Tensor& x, const std::vector<Block*>& blocks, Blocks how, boo
   Tensor y = conv(x, *blocks.front());
   for (size_t i = 1; i < blocks.size(); ++i) {
     const Block& before = *blocks[i - 1];
-    y = NormReluConv::apply(y, before.gamma, before.beta, blocks[i]->weight, before.runningMean,
-                            before.runningVar, blocks[i]->stride, again, inPlace);
+    const Tensor runningMean = again ? Tensor() : before.runningMean,
+                 runningVar = again ? Tensor() : before.runningVar;
+    const int64_t stride = blocks[i]->stride;
+    y = inPlace ? symtune::kernels::batchNormReluConv2d(
+                      y, before.gamma, before.beta, runningMean, runningVar, kMomentum, kEps,
+                      blocks[i]->weight, {}, {stride, stride}, {1, 1}, {1, 1}, 1)
+                : NormReluConv::apply(y, before.gamma, before.beta, blocks[i]->weight,
+                                      before.runningMean, before.runningVar, stride, again);
   }
   const Block& last = *blocks.back();
   return NormRelu::apply(y, last.gamma, last.beta, last.runningMean, last.runningVar, again,
