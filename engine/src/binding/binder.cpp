@@ -333,13 +333,18 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
   if (id.valid())
     met_.insert(id.value());
   findCells(*node->owningGraph());
-  if (const torch::jit::Node* first = pairProducer(node)) {
+  const torch::jit::Node* first = pairProducer(node);
+  const auto producer = first != nullptr ? states_.find(first) : states_.end();
+  if (first != nullptr && producer == states_.end())
+    return false;
+  // A pair's first node may be bound without being the pair's site: as the first node of a region
+  // (kBatchNormReluConv) when the pair's candidates are disabled. Its second node is then the
+  // region's, run as written or skipped with it.
+  if (first != nullptr &&
+      (producer->second == nullptr || producer->second->site.follower == node)) {
     // The second node of a two-node site (Note [Two-node sites]) passes on its input while the
     // first is bound. Its first node runs before it in its block, so has been asked; until then
     // (a caller that asks out of order) nothing is remembered.
-    const auto producer = states_.find(first);
-    if (producer == states_.end())
-      return false;
     std::unique_ptr<SiteState> state;
     if (producer->second != nullptr) {
       state.reset(new SiteState{
@@ -564,6 +569,7 @@ Binder::RecomputeLimits Binder::recomputeLimits() const {
   limits.met = met_;
   // The keys of members_ (siteKey) that are rows groups or loop projections: none of theirs.
   std::set<const void*> never;
+  std::set<const void*> asWritten;  // regions that need neither
   std::map<const void*, std::vector<int32_t>> whole;
   for (const auto& [node, s] : states_) {
     if (s == nullptr)
@@ -588,10 +594,14 @@ Binder::RecomputeLimits Binder::recomputeLimits() const {
         std::any_of(candidates.begin(), candidates.end(),
                     [](const Candidate* c) { return c->name() == "addmm-batched"; }))
       never.insert(region);
+    else if (region->pattern == kBatchNormReluConv)
+      asWritten.insert(region);  // under a plan with runs or loops (setRecomputed)
     else if (cs.lead->site.id.valid())
       whole[region].push_back(cs.lead->site.id.value());
   }
   for (const auto& [key, ids] : members_) {
+    if (asWritten.count(key) != 0)
+      continue;
     if (never.count(key) != 0) {
       limits.never.insert(ids.begin(), ids.end());
       continue;

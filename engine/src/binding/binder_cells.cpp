@@ -1,13 +1,16 @@
 // The binder's side of cell sites (Note [Cell sites] in symtune/binding/op_site.h: GRU cells,
-// bias matmuls, attention, add + layer norm, bias + dropout + add): the regions
+// bias matmuls, attention, add + layer norm, bias + dropout + add, batch norm + ReLU +
+// convolution): the regions
 // found once per graph, one decision per execution of a region made at its first node, the
 // region's inputs noted as its nodes are given them, and a new bucket measured at its last node
 // on the values an execution as written noted.
 
 #include <algorithm>
+#include <iterator>
 
 #include <ATen/ATen.h>
 
+#include "../graph/ir_values.h"
 #include "measurement.h"
 #include "symtune/binding/binder.h"
 #include "symtune/binding/shape_bucket.h"
@@ -63,12 +66,13 @@ void Binder::findCells(const torch::jit::Graph& graph) {
     return;
   // Masked GRU cells first: an unmasked match at a masked cell's blend would leave its where out;
   // then bias matmuls, outside cells; then attention; then residual adds and their norms; then
-  // bias, dropout and residual adds.
-  for (const int pass : {0, 1, 2, 3, 4, 5}) {
+  // bias, dropout and residual adds; then batch norms, their ReLUs and the convolutions after.
+  for (const int pass : {0, 1, 2, 3, 4, 5, 6}) {
     forEachNode(graph.block(), [&](const torch::jit::Node* node) {
       const c10::Symbol kind = pass == 0   ? c10::aten::where
                                : pass == 3 ? c10::aten::matmul
                                : pass == 4 ? c10::aten::layer_norm
+                               : pass == 6 ? c10::aten::conv2d
                                            : c10::aten::add;
       if (node->kind() != kind || cellOf_.count(node) != 0)
         return;
@@ -76,7 +80,8 @@ void Binder::findCells(const torch::jit::Graph& graph) {
                                            : pass == 2 ? findBiasMatmul(node)
                                            : pass == 3 ? findAttention(node)
                                            : pass == 4 ? findAddLayerNorm(node)
-                                                       : findBiasDropoutAdd(node);
+                                           : pass == 5 ? findBiasDropoutAdd(node)
+                                                       : findBatchNormReluConv(node);
       if (region == nullptr)
         return;
       for (const torch::jit::Node* member : region->nodes) {
@@ -105,6 +110,15 @@ Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, 
   const torch::jit::Node* owner = region->first()->owningBlock()->owningNode();
   if (region->pattern == kBiasMatmul && owner != nullptr && owner->kind() == c10::prim::Loop)
     site.loop = owner;
+  // The batch norm's running statistics, updated in place: each replay of a measurement gets
+  // its own copy.
+  if (region->pattern == kBatchNormReluConv) {
+    for (const size_t input : {3, 4}) {
+      const int slot = region->slots.front()[input];
+      if (slot >= 0)
+        site.updated.push_back(static_cast<size_t>(slot));
+    }
+  }
   std::vector<const Candidate*> applicable = applicableTo(site);
   cs.lead.reset(new SiteState{std::move(site),
                               regionReference(region),
@@ -158,7 +172,13 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
   if (k == 0) {
     cs.noted.assign(region.inputs.size(), c10::IValue());
     cs.pending.clear();
-    cs.active = chooseCell(cs, stack, count);
+    cs.active =
+        splitByRecomputedBlock(region) ? cs.lead->candidates.front() : chooseCell(cs, stack, count);
+  } else if (cs.noted.size() != region.inputs.size()) {
+    // The region's first node did not run before it in this execution: a recomputed block that
+    // holds the rest of a region split by the plan, which runs as written.
+    runSite(s, node, stack, loops);
+    return;
   }
   for (size_t i = 0; i < count; ++i) {
     const int slot = region.slots[static_cast<size_t>(k)][i];
@@ -166,7 +186,9 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
       cs.noted[static_cast<size_t>(slot)] = stack[base + i];
   }
   const bool last = node == region.last();
+  bool measuredNow = false;
   if (last && !cs.pending.empty()) {
+    measuredNow = true;
     // A new bucket, run as written up to here: measured on what this execution noted, and its
     // result computed by the winner, as the next execution in the bucket will compute it.
     const std::string bucket = std::move(cs.pending);
@@ -180,13 +202,19 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     put(std::move(b), *cs.lead);
     ++measurements_;
   }
-  if (cs.active != nullptr && cs.active->name() != kAten) {
+  // A region whose nodes update an input in place (a batch norm's running statistics) ran as
+  // written up to here, updating it: it ends as written too, where the winner would make its
+  // result again from the start (and hold the step's memory twice meanwhile).
+  const bool writtenThrough = measuredNow && !cs.lead->site.updated.empty();
+  if (cs.active != nullptr && cs.active->name() != kAten && !writtenThrough) {
     stack.resize(base);
     if (!last) {
       stack.emplace_back(at::Tensor());  // read by no node but the region's, which are skipped
       return;
     }
-    torch::jit::Stack inputs(cs.noted.begin(), cs.noted.end());
+    torch::jit::Stack inputs(std::make_move_iterator(cs.noted.begin()),
+                             std::make_move_iterator(cs.noted.end()));
+    cs.noted.clear();  // holds the region's inputs no longer than the region runs
     cs.active->run(cs.lead->site, cs.lead->op, inputs, loops);
     ++boundExecutions_;
     if (region.alsoOut != nullptr) {
@@ -201,7 +229,40 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     stack.push_back(std::move(inputs.back()));
     return;
   }
+  if (last)
+    cs.noted.clear();
   runSite(s, node, stack, loops);
+}
+
+void Binder::setRecomputed(std::set<std::string> blocks, bool runsOrLoops) {
+  if (blocks == recomputedBlocks_ && runsOrLoops == recomputesRuns_)
+    return;
+  recomputedBlocks_ = std::move(blocks);
+  recomputesRuns_ = runsOrLoops;
+  split_.clear();
+}
+
+bool Binder::splitByRecomputedBlock(const CellRegion& region) {
+  // A run of ops or a loop that splits another region refuses the step (recomputeLimits).
+  if (recomputesRuns_ && region.pattern == kBatchNormReluConv)
+    return true;
+  if (recomputedBlocks_.empty())
+    return false;
+  const auto [it, fresh] = split_.emplace(&region, false);
+  if (!fresh)
+    return it->second;
+  for (const std::string& block : recomputedBlocks_) {
+    const auto inside = std::count_if(
+        region.nodes.begin(), region.nodes.end(), [&block](const torch::jit::Node* node) {
+          const std::string path = symtune::detail::modulePathOf(node);
+          return path == block || path.rfind(block + ".", 0) == 0;
+        });
+    if (inside != 0 && static_cast<size_t>(inside) != region.nodes.size()) {
+      it->second = true;
+      break;
+    }
+  }
+  return it->second;
 }
 
 std::optional<std::pair<const torch::jit::Value*, c10::IValue>> Binder::takeLateOutput() {

@@ -5,6 +5,7 @@
 
 #include "batched_projection.h"
 #include "carried_rows.h"
+#include "conv_block_candidates.h"
 #include "residual_candidates.h"
 #include "script_segment.h"
 #include "symtune/binding/candidate.h"
@@ -487,6 +488,7 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<SplitOnce>());
     list->push_back(std::make_unique<BiasGelu>());
     list->push_back(std::make_unique<BatchNormRelu>());
+    list->push_back(makeBatchNormReluConv());
     list->push_back(makeRowsInPlace());
     list->push_back(std::make_unique<GruCell>());
     list->push_back(std::make_unique<SoftmaxCrossEntropy>());

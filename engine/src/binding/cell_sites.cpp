@@ -1,6 +1,7 @@
 // The cell sites' regions (Note [Cell sites] in symtune/binding/op_site.h): a GRU cell's gates
 // written out, matched from the where (or the blend) back; a recurrent matmul and its bias add;
-// attention; a residual add and its layer norm; a bias add, its dropout and the residual add.
+// attention; a residual add and its layer norm; a bias add, its dropout and the residual add; a
+// batch norm, its ReLU and the convolution after them.
 
 #include <algorithm>
 
@@ -485,6 +486,25 @@ std::shared_ptr<CellRegion> findBiasDropoutAdd(const Node* add) {
     return region;
   }
   return nullptr;
+}
+
+std::shared_ptr<CellRegion> findBatchNormReluConv(const Node* conv) {
+  // aten::conv2d(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding,
+  //              int[] dilation, int groups) of aten::relu(aten::batch_norm(9 inputs))
+  if (conv->kind() != c10::aten::conv2d || conv->inputs().size() != 7 ||
+      conv->outputs().size() != 1)
+    return nullptr;
+  const Node* relu = producer(conv->input(0), c10::aten::relu, 1);
+  const Node* norm = relu != nullptr ? producer(relu->input(0), c10::aten::batch_norm, 9) : nullptr;
+  if (norm == nullptr || !isTensor(norm->input(0)))
+    return nullptr;
+  // The convolution reads the ReLU's output once, as its input; nothing else reads the batch
+  // norm's or the ReLU's (regionOf).
+  for (size_t i = 1; i < conv->inputs().size(); ++i) {
+    if (conv->input(i) == relu->output())
+      return nullptr;
+  }
+  return regionOf({norm, relu, conv}, conv, kBatchNormReluConv);
 }
 
 }  // namespace symtune::binding

@@ -28,6 +28,21 @@ ForwardResult SegmentExecutor::run(const std::vector<torch::jit::IValue>& inputs
   const bool unbound = binder_ != nullptr && !plan_.empty() && named(refusedUnits());
   binding::Binder* binder = unbound ? nullptr : binder_.get();
   options.binder = binder;
+  if (binder != nullptr) {
+    // Note [Regions split by a recomputed unit]
+    const std::vector<std::string> segmentBlocks = segments();
+    std::set<std::string> blocks;
+    bool runsOrLoops = false;
+    for (const auto& unit : plan_.recompute) {
+      const auto first = SegmentPlan::splitFirstCalls(unit);
+      const std::string& block = first ? first->first : unit;
+      if (std::find(segmentBlocks.begin(), segmentBlocks.end(), block) != segmentBlocks.end())
+        blocks.insert(block);
+      else
+        runsOrLoops = true;
+    }
+    binder->setRecomputed(std::move(blocks), runsOrLoops);
+  }
   std::optional<std::vector<torch::jit::IValue>> bound;
   if (binder != nullptr) {
     bound = binder->bindInputs(inputs, [this] {
@@ -121,6 +136,22 @@ const std::set<std::string>& SegmentExecutor::refusedUnits() {
   }
   return refused_;
 }
+
+// Note [Regions split by a recomputed unit]
+// A cell region (symtune/binding/op_site.h) bound to a fused candidate decides at its first node,
+// notes the values its nodes read, leaves undefined tensors for its nodes' results and computes
+// its result at its last node. A top-level block the plan recomputes that holds part of a region
+// — a batch norm and its ReLU at the end of one block, the convolution reading them at the start
+// of the next (kBatchNormReluConv between early exit's blocks) — would checkpoint an undefined
+// tensor as its output, and the recomputation of the part holding the last node would compute
+// from values noted in the forward, outside the checkpoint's autograd graph and with the
+// forward's momentum for the batch norm's running statistics. So the executor tells the binder
+// which blocks the plan recomputes, and a region those split runs as written (Binder::
+// setRecomputed; its nodes' own sites still bound); the rest of the step binds as usual. Runs of
+// ops and loops that split a site refuse the whole step (refusedUnits) — but a batch norm, ReLU
+// and convolution region would split most plans of runs (a run of cheap ops ends before its
+// convolution), so under a plan with runs or loops those regions run as written instead, split
+// or not. The lean block's memory under a plan is left to a planner that knows it (not yet).
 
 SegmentPlan SegmentExecutor::recomputeAll() const {
   SegmentPlan plan;

@@ -672,17 +672,18 @@ TEST_CASE("every zoo model trains under binding as it does op by op, recomputed 
       }
       // One binding per site and bucket; a rows group is decided as one, and a loop-invariant
       // one that no gradient reaches (the tree's int64 child tables) without an entry; the sites
-      // inside a cell site (the tagger's gate slices) only while it runs as written.
+      // inside a cell site (the tagger's gate slices, the batch norm ReLU pairs that begin a
+      // batch norm, ReLU and convolution region) only while it runs as written.
       std::set<const symtune::binding::CarriedRows*> groups;
       std::set<const torch::jit::Node*> inCells;
       for (const auto& site : binder->sites()) {
         if (site.cell != nullptr)
-          inCells.insert(site.cell->nodes.begin() + 1, site.cell->nodes.end());
+          inCells.insert(site.cell->nodes.begin(), site.cell->nodes.end());
       }
       size_t decided = 0;
       for (const auto& site : binder->sites()) {
         if (site.pattern == std::string(symtune::binding::kInvariantRows) ||
-            inCells.count(site.node) != 0)
+            (site.cell == nullptr && inCells.count(site.node) != 0))
           continue;
         if (site.rows == nullptr || groups.insert(site.rows.get()).second)
           ++decided;

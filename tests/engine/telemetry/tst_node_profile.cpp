@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "symtune/binding/binder.h"
 #include "symtune/runtime/trainer.h"
 #include "symtune/telemetry/memory_tracker.h"
 #include "symtune/telemetry/op_tracer.h"
@@ -122,20 +123,31 @@ TEST_CASE("per-node times sum to the step's forward and backward time") {
   trainer.setTelemetry(Telemetry::PerNode);
   const symtune::Graph& graph = trainer.staticGraph();
   trainer.step();  // first step: allocator and kernels warm up
+  // The binder's measurements of a bucket it meets for the first time replay its candidates
+  // inside the step, as no node (docs/binding.md): a step that measured is not counted. The
+  // ResNet's gates open blocks in later steps, whose sites are measured then.
+  const auto measurements = [&trainer] {
+    return trainer.binder() != nullptr ? trainer.binder()->measurements() : 0;
+  };
   std::vector<double> ratios;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 12 && ratios.size() < 3; ++i) {
+    const auto measuredBefore = measurements();
     const symtune::StepResult r = trainer.step();
+    const bool measured = measurements() != measuredBefore;
     INFO("step ", r.step);
     REQUIRE(r.nodes != nullptr);
     const auto& f = r.features;
     const double modelSeconds =
         f[symtune::Feature::ForwardTime] + f[symtune::Feature::BackwardTime];
-    ratios.push_back(r.nodes->attributedSeconds / modelSeconds);
+    const double ratio = r.nodes->attributedSeconds / modelSeconds;
+    if (!measured)
+      ratios.push_back(ratio);
     std::printf(
-        "step %lld: nodes %.1f ms of forward+backward %.1f ms (%.1f %%); ops of no "
+        "step %lld%s: nodes %.1f ms of forward+backward %.1f ms (%.1f %%); ops of no "
         "node %.1f ms (largest %s); step %.1f ms\n",
-        static_cast<long long>(r.step), r.nodes->attributedSeconds * 1e3, modelSeconds * 1e3,
-        100 * ratios.back(), r.nodes->unattributedSeconds * 1e3,
+        static_cast<long long>(r.step), measured ? " (the binder measured)" : "",
+        r.nodes->attributedSeconds * 1e3, modelSeconds * 1e3, 100 * ratio,
+        r.nodes->unattributedSeconds * 1e3,
         r.nodes->unattributed.empty() ? "-" : r.nodes->unattributed.front().first.c_str(),
         r.seconds * 1e3);
     CHECK(r.nodes->attributedSeconds + r.nodes->unattributedSeconds <= r.seconds);
@@ -158,6 +170,7 @@ TEST_CASE("per-node times sum to the step's forward and backward time") {
   // Nothing counted twice: at most the phases' time, give or take the clock reads' own share
   // (ops are timed inside RecordFunction callbacks, phases around them; under a loaded machine
   // the median has come out at 1.001).
+  REQUIRE(ratios.size() == 3);
   std::sort(ratios.begin(), ratios.end());
   INFO("median of attributed / (forward + backward): ", ratios[1]);
   CHECK((ratios[1] >= 0.9 && ratios[1] <= 1.02));

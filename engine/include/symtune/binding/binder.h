@@ -157,6 +157,14 @@ class Binder final : public OpBinder {
   // How many nodes it has been asked about: recomputeLimits() changes only when this does.
   size_t nodesMet() const { return met_.size(); }
 
+  // What the plan of the next forwards recomputes (SegmentExecutor, which says so before each
+  // forward): its top-level blocks, and whether it also recomputes runs of ops or loops. A cell
+  // region with nodes both inside and outside one of those blocks runs as written, and so does
+  // every batch norm, ReLU and convolution region under a plan with runs or loops (Note [Regions
+  // split by a recomputed unit] in engine/src/exec/segment_executor.cpp). A region decides at its
+  // first node and computes at its last, so a checkpoint between them would lose what it noted.
+  void setRecomputed(std::set<std::string> blocks, bool runsOrLoops);
+
  private:
   struct SiteState {
     OpSite site;
@@ -268,7 +276,12 @@ class Binder final : public OpBinder {
   bool deferred_ = false;  // a (site, bucket) went unmeasured for want of exploring
   int64_t predictions_ = 0;
   int64_t boundExecutions_ = 0;
-  std::set<int32_t> met_;  // the node ids binds() was asked about
+  std::set<int32_t> met_;                   // the node ids binds() was asked about
+  std::set<std::string> recomputedBlocks_;  // setRecomputed
+  bool recomputesRuns_ = false;
+  // Per region met under recomputedBlocks_: whether one of them splits it.
+  std::unordered_map<const CellRegion*, bool> split_;
+  bool splitByRecomputedBlock(const CellRegion& region);
   // What the last run computed for an earlier node (a region's alsoOut), until taken.
   std::optional<std::pair<const torch::jit::Value*, c10::IValue>> late_;
 };

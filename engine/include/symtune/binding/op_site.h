@@ -77,6 +77,12 @@ inline constexpr const char* kAddLayerNorm = "add layer norm";
 // self.training)`: the end of a Transformer sublayer), every value between read only by the next:
 // a region of the three nodes (Note [Cell sites]), computed as one symtune::bias_dropout_add.
 inline constexpr const char* kBiasDropoutAdd = "bias dropout add";
+// A training batch norm, its ReLU and the convolution that reads it (`conv2d(relu(batch_norm(y,
+// ...)))`: a convolution block's normalization and activation and the next block's convolution),
+// each value between read only by the next: a region of the three nodes (Note [Cell sites]),
+// computed as one symtune::kernels::batchNormReluConv2d, which keeps the batch norm's input alone
+// for the backward where the three ops keep it and the ReLU's output.
+inline constexpr const char* kBatchNormReluConv = "batch norm ReLU convolution";
 
 // The training loss the trainer takes of the model's output: the mean cross-entropy of [N, C]
 // logits against N class indices (torch::nn::functional::cross_entropy). Not a node of the
@@ -161,7 +167,8 @@ struct CarriedRows {
 // as that node's result once the last node has run (OpBinder::takeLateOutput), before anything
 // outside reads it.
 struct CellRegion {
-  std::string pattern;  // kGruCell, kBiasMatmul, kAttention, kAddLayerNorm, kBiasDropoutAdd
+  std::string pattern;  // kGruCell, kBiasMatmul, kAttention, kAddLayerNorm, kBiasDropoutAdd,
+                        // kBatchNormReluConv
   std::vector<const torch::jit::Node*> nodes;  // in block order: the first decides, the last
                                                // computes the result
   // The values region nodes read from outside the region, in the order first read.
@@ -224,6 +231,11 @@ std::shared_ptr<CellRegion> findAddLayerNorm(const torch::jit::Node* norm);
 // The bias + dropout + add region whose residual aten::add `add` is (of aten::dropout(aten::add(x,
 // b, 1), p, train) and another tensor, in either order), or nullptr.
 std::shared_ptr<CellRegion> findBiasDropoutAdd(const torch::jit::Node* add);
+
+// The batch norm + ReLU + convolution region whose aten::conv2d `conv` is (of aten::relu(aten::
+// batch_norm(...)), the convolution's input; its weight and the batch norm's other inputs from
+// outside), or nullptr.
+std::shared_ptr<CellRegion> findBatchNormReluConv(const torch::jit::Node* conv);
 
 // The partial slices of one tensor along one dimension, and what their executions have shown.
 // Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as
