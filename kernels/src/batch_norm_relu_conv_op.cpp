@@ -55,7 +55,6 @@ struct Runs {
     count = nhwc ? t.size(0) * inner : t.size(0) * channels;
     per = nhwc ? channels : inner;
   }
-  int64_t channelOf(int64_t run, int64_t j) const { return channelsLast ? j : run % channels; }
 };
 
 bool isChannelsLast(const at::Tensor& t) {
@@ -66,13 +65,26 @@ at::MemoryFormat layoutOf(const at::Tensor& t) {
   return isChannelsLast(t) ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
 }
 
-// f(i, c) for every element i with its channel c, on ATen's threads.
+// f(i, c) for every element i with its channel c, on ATen's threads. (The channel found once per
+// run: a modulo per element made the contiguous passes ten times slower than the channels-last
+// ones.)
 template <typename F>
 void eachElement(const Runs& runs, F f) {
-  at::parallel_for(0, runs.count, runs.channelsLast ? 256 : 1, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r)
-      for (int64_t j = 0; j < runs.per; ++j)
-        f(r * runs.per + j, runs.channelOf(r, j));
+  const int64_t per = runs.per, channels = runs.channels;
+  if (runs.channelsLast) {
+    at::parallel_for(0, runs.count, 256, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        for (int64_t j = 0; j < per; ++j)
+          f(r * per + j, j);
+    });
+    return;
+  }
+  at::parallel_for(0, runs.count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t c = r % channels;
+      for (int64_t j = 0; j < per; ++j)
+        f(r * per + j, c);
+    }
   });
 }
 

@@ -103,6 +103,10 @@ Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, 
   site.node = region->first();
   site.id = id;
   site.name = siteName(region->first(), id, graph_);
+  // Its first node is a batch norm ReLU pair's site too, decided while the region runs as
+  // written, with the same bucket: the table tells the two apart by name.
+  if (region->pattern == kBatchNormReluConv)
+    site.name += " (+ conv)";
   site.pattern = region->pattern;
   site.cell = region;
   // A recurrent projection runs once per trip of its loop: measured over a loop's worth of trips
@@ -202,11 +206,7 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     put(std::move(b), *cs.lead);
     ++measurements_;
   }
-  // A region whose nodes update an input in place (a batch norm's running statistics) ran as
-  // written up to here, updating it: it ends as written too, where the winner would make its
-  // result again from the start (and hold the step's memory twice meanwhile).
-  const bool writtenThrough = measuredNow && !cs.lead->site.updated.empty();
-  if (cs.active != nullptr && cs.active->name() != kAten && !writtenThrough) {
+  if (cs.active != nullptr && cs.active->name() != kAten) {
     stack.resize(base);
     if (!last) {
       stack.emplace_back(at::Tensor());  // read by no node but the region's, which are skipped
@@ -215,6 +215,14 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     torch::jit::Stack inputs(std::make_move_iterator(cs.noted.begin()),
                              std::make_move_iterator(cs.noted.end()));
     cs.noted.clear();  // holds the region's inputs no longer than the region runs
+    if (measuredNow) {
+      // Its nodes ran as written this time and updated what they update in place (a batch norm's
+      // running statistics): the winner's result is made on copies of those.
+      for (size_t i : cs.lead->site.updated) {
+        if (inputs[i].isTensor() && inputs[i].toTensor().defined())
+          inputs[i] = inputs[i].toTensor().clone();
+      }
+    }
     cs.active->run(cs.lead->site, cs.lead->op, inputs, loops);
     ++boundExecutions_;
     if (region.alsoOut != nullptr) {
