@@ -135,7 +135,8 @@ struct RematOptions {
   // (Note [A profile per batch]); false: every batch of a bucket planned on its largest batch's.
   bool profilePerBatch = true;
   // The share of a step's time a profile per batch may take before the run goes back to a
-  // profile per bucket (Note [What a profile per batch may cost] in rematerializer.cpp); 1: never.
+  // profile per bucket (Note [What a profile per batch may cost] in
+  // rematerializer_profile.cpp); 1: never.
   double profileShare = 0.05;
 };
 
