@@ -77,11 +77,12 @@ inline constexpr const char* kAddLayerNorm = "add layer norm";
 // self.training)`: the end of a Transformer sublayer), every value between read only by the next:
 // a region of the three nodes (Note [Cell sites]), computed as one symtune::bias_dropout_add.
 inline constexpr const char* kBiasDropoutAdd = "bias dropout add";
-// A training batch norm, its ReLU and the convolution that reads it (`conv2d(relu(batch_norm(y,
-// ...)))`: a convolution block's normalization and activation and the next block's convolution),
-// each value between read only by the next: a region of the three nodes (Note [Cell sites]),
-// computed as one symtune::kernels::batchNormReluConv2d, which keeps the batch norm's input alone
-// for the backward where the three ops keep it and the ReLU's output.
+// A batch norm, its ReLU and the convolution that reads it (`conv2d(relu(batch_norm(y, ...)))`: a
+// convolution block's normalization and activation and the next block's convolution), each value
+// between read only by the next: a region of the three nodes (Note [Cell sites]), computed in
+// training mode as one symtune::kernels::batchNormReluConv2d, which keeps the batch norm's input
+// alone for the backward where the three ops keep it and the ReLU's output. Named after its batch
+// norm with " (+ conv)": the batch norm is a kBatchNormRelu pair's site too.
 inline constexpr const char* kBatchNormReluConv = "batch norm ReLU convolution";
 
 // The training loss the trainer takes of the model's output: the mean cross-entropy of [N, C]
