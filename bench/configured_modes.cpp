@@ -1,6 +1,6 @@
-// Modes named by their configuration ("remat:0.5", "bind+remat:0.5", "remat_mb:12.5+micro:2+
-// threads:1") and the exhaustive grid over a model's configuration space under a memory budget
-// (docs/benchmarks.md, "The configuration grid"; docs/control.md).
+// Modes named by their configuration ("remat:0.5", "bind+remat:0.5", "bind+lean:0.25",
+// "remat_mb:12.5+micro:2+threads:1") and the exhaustive grid over a model's configuration space
+// under a memory budget (docs/benchmarks.md, "The configuration grid"; docs/control.md).
 
 #include <algorithm>
 #include <cstdio>
@@ -51,6 +51,7 @@ struct Components {
   int microbatches = 1;                // micro:K
   int threads = 0;                     // threads:T
   bool bind = false;                   // bind
+  std::optional<double> lean;          // lean:S (the binder's memory slack; with bind)
   bool split = false;                  // split (split_on_overrun)
   bool online = false;                 // online (the online controller)
   std::optional<double> conservative;  // conservative:C (the controller's; with online)
@@ -82,6 +83,8 @@ std::optional<Components> parse(const std::string& name) {
     } else if (key == "shifts" && value && (*value == 0 || (*value >= 2 && *value <= 16)) &&
                *value == static_cast<int>(*value)) {
       c.shiftRun = static_cast<int>(*value);
+    } else if (key == "lean" && value && *value > 0 && *value < 1) {
+      c.lean = value;
     } else if (key == "remat" && value && *value > 0 && *value <= 1 && !c.megabytes) {
       c.fraction = value;
     } else if (key == "remat_mb" && value && *value > 0 && !c.fraction) {
@@ -97,9 +100,12 @@ std::optional<Components> parse(const std::string& name) {
     }
     any = true;
   }
-  // "bind" alone is a baseline mode's business ("bind+fused"); here it goes with a budget.
-  if (!any || (c.bind && !c.fraction && !c.megabytes))
+  // "bind" alone is a baseline mode's business ("bind+fused"); here it goes with a budget or a
+  // memory slack.
+  if (!any || (c.bind && !c.fraction && !c.megabytes && !c.lean))
     return std::nullopt;
+  if (c.lean && !c.bind)
+    return std::nullopt;  // the binder's
   if (c.split && !c.fraction && !c.megabytes)
     return std::nullopt;  // splitting is the remat budget's back-off
   if ((c.conservative || c.outward || c.horizon || c.shiftRun) && !c.online)
@@ -111,7 +117,16 @@ std::string describe(const Components& c, const std::string& name) {
   std::string out;
   const auto add = [&](const std::string& text) { out += (out.empty() ? "" : "; ") + text; };
   if (c.bind)
-    add("DynaCompiler's binding (measured outside the budget)");
+    add(c.fraction || c.megabytes ? "DynaCompiler's binding (measured outside the budget)"
+                                  : "DynaCompiler's binding");
+  if (c.lean) {
+    char share[32];
+    std::snprintf(share, sizeof share, "%g", *c.lean * 100);
+    add(std::string(share) +
+        " % of the sites' time may go to candidates that keep less for the "
+        "backward, the trades saving most bytes per second first "
+        "(binding.memory_slack)");
+  }
   if (c.fraction || c.megabytes) {
     const std::string budget = name.substr(name.find(c.fraction ? "remat:" : "remat_mb:"));
     add("remat's planner: the cheapest units recomputed, per batch, to keep the step under " +
@@ -186,11 +201,13 @@ const Mode* configuredMode(const std::string& name) {
   if (c.bind && remat) {
     // A session with a remat block runs unbound (docs/remat.md, "With the binder"): the mode
     // gives the trainer's executor a binder of its own, which measures outside the budget.
-    mode.setup = [](Trainer& trainer) {
+    mode.setup = [slack = c.lean.value_or(0)](Trainer& trainer) {
       auto* segments = dynamic_cast<SegmentExecutor*>(&trainer.executor());
       TORCH_CHECK(segments != nullptr, "bind+remat: the remat block runs a SegmentExecutor");
+      binding::BinderOptions options;
+      options.memorySlack = slack;
       segments->setBinder(std::make_shared<binding::Binder>(
-          segments->symugen()->staticGraph(), binding::currentMachine(trainer.device())));
+          segments->symugen()->staticGraph(), binding::currentMachine(trainer.device()), options));
     };
   }
   if (c.threads > 0 || c.online) {
@@ -205,6 +222,10 @@ const Mode* configuredMode(const std::string& name) {
     mode.leave = [before] { at::set_num_threads(*before); };
   }
   mode.configure = [c, remat](Session& session) {
+    if (c.bind && !remat) {
+      session.binding.enabled = true;
+      session.binding.memorySlack = c.lean.value_or(0);
+    }
     if (remat) {
       session.remat.enabled = true;
       session.remat.strategy = "plan";

@@ -65,7 +65,9 @@ batch, the cheapest units recomputed to keep the step under F times its predicte
 the budget enforced), bind+remat:F (the same with DynaCompiler's binding, measured outside the
 budget); and modes named by their configuration, '+' between the parts: remat:F or remat_mb:X
 (the planner under X MB), micro:K (K micro-batches), threads:T, split (with a remat budget: a
-step no plan fits split into more micro-batches), bind (with a remat budget), online (the online
+step no plan fits split into more micro-batches), bind (with a remat budget or lean), lean:S (with
+bind: S of the sites' time may go to candidates that keep less for the backward, the binding
+block's memory_slack; e.g. bind+lean:0.1), online (the online
 controller choosing each step's configuration), conservative:C (with online: after its warm-up
 it explores while the run keeps C of its first configuration's throughput; 0, the default: freely),
 outward (with online: an ordinal knob explored next to any value measured, not only the fastest),

@@ -63,10 +63,18 @@ TEST_CASE("a configured mode's name says how its session runs") {
   configuredMode("remat_mb:3+online+split+outward")->configure(outward);
   CHECK(outward.control.explore == "outward");
   CHECK(configuredMode("bind+remat:0.6") != nullptr);
+  // A memory slack for the binder, with a budget or without.
+  symtune::Session lean;
+  configuredMode("bind+lean:0.25")->configure(lean);
+  CHECK(lean.binding.enabled);
+  CHECK(lean.binding.memorySlack == 0.25);
+  CHECK_FALSE(lean.remat.enabled);
+  CHECK(configuredMode("bind+lean:0.25+remat:0.5") != nullptr);
 
-  for (const char* wrong : {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0",
-                            "micro:2.5", "threads:x", "remat:0.5+jit", "conservative:0.5",
-                            "online+conservative:1", "remat:0.5+outward", "outward:1", ""}) {
+  for (const char* wrong :
+       {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0", "micro:2.5", "threads:x",
+        "remat:0.5+jit", "conservative:0.5", "online+conservative:1", "remat:0.5+outward",
+        "outward:1", "lean:0.2", "bind+lean:1", "bind+lean", ""}) {
     INFO(std::string(wrong));
     CHECK(configuredMode(wrong) == nullptr);
   }

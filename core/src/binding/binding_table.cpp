@@ -103,6 +103,8 @@ std::string BindingTable::toJson() const {
                  {"max_error", c.maxError}};
       if (!c.refused.empty())
         entry["refused"] = c.refused;
+      if (c.keptBytes >= 0)
+        entry["kept_bytes"] = c.keptBytes;
       candidates.push_back(std::move(entry));
     }
     json entry{{"site", b.site},
@@ -118,15 +120,17 @@ std::string BindingTable::toJson() const {
       entry["nodes"] = b.nodes;
     list.push_back(std::move(entry));
   }
-  const json root{{"format", kFormat},
-                  {"version", kVersion},
-                  {"model", model},
-                  {"machine",
-                   {{"cpu", machine.cpu},
-                    {"threads", machine.threads},
-                    {"gpu", machine.gpu},
-                    {"libtorch", machine.libtorch}}},
-                  {"bindings", std::move(list)}};
+  json root{{"format", kFormat},
+            {"version", kVersion},
+            {"model", model},
+            {"machine",
+             {{"cpu", machine.cpu},
+              {"threads", machine.threads},
+              {"gpu", machine.gpu},
+              {"libtorch", machine.libtorch}}}};
+  if (memorySlack != 0)
+    root["memory_slack"] = memorySlack;
+  root["bindings"] = std::move(list);
   return root.dump(2) + "\n";
 }
 
@@ -149,9 +153,12 @@ BindingTable BindingTable::fromJson(const std::string& text, const std::string& 
     top.fail("version", "version " + std::to_string(top.integer("version")) +
                             " is not supported (this build reads " + std::to_string(kVersion) +
                             ")");
-  top.rejectUnknown({"format", "version", "model", "machine", "bindings"});
+  top.rejectUnknown({"format", "version", "model", "machine", "memory_slack", "bindings"});
   BindingTable table;
   table.model = top.string("model");
+  table.memorySlack = top.number("memory_slack", 0);
+  if (!(table.memorySlack >= 0 && table.memorySlack < 1))
+    top.fail("memory_slack", "expected a share in [0, 1)");
   const detail::JsonFields machine = top.object("machine");
   machine.rejectUnknown({"cpu", "threads", "gpu", "libtorch"});
   table.machine.cpu = machine.string("cpu");
@@ -196,13 +203,15 @@ BindingTable BindingTable::fromJson(const std::string& text, const std::string& 
       if (!candidates[j].is_object())
         fail(cpath, "expected an object, found " + detail::describeJsonType(candidates[j]));
       detail::JsonFields c(candidates[j], cpath, fail);
-      c.rejectUnknown({"name", "forward_seconds", "backward_seconds", "max_error", "refused"});
+      c.rejectUnknown(
+          {"name", "forward_seconds", "backward_seconds", "max_error", "refused", "kept_bytes"});
       CandidateMeasurement m;
       m.name = c.string("name");
       m.forwardSeconds = c.number("forward_seconds", 0);
       m.backwardSeconds = c.number("backward_seconds", 0);
       m.maxError = c.number("max_error", 0);
       m.refused = c.string("refused", "");
+      m.keptBytes = c.integer("kept_bytes", -1);
       b.candidates.push_back(std::move(m));
     }
     if (!b.predicted && b.measurement(b.winner) == nullptr)
@@ -228,7 +237,11 @@ BindingTable BindingTable::load(const std::string& path) {
 std::string BindingTable::describe() const {
   std::ostringstream out;
   out << "bindings of " << (model.empty() ? std::string("?") : model) << ", measured on "
-      << machine.describe() << "\n";
+      << machine.describe();
+  if (memorySlack > 0)
+    out << ", a candidate keeping less bound when at most " << memorySlack * 100
+        << " % slower than the fastest";
+  out << "\n";
   if (bindings.empty()) {
     out << "  (none)\n";
     return out.str();
@@ -249,6 +262,11 @@ std::string BindingTable::describe() const {
     for (const auto& c : b.candidates) {
       out << "      " << c.name << ": forward " << formatSeconds(c.forwardSeconds) << ", backward "
           << formatSeconds(c.backwardSeconds);
+      if (c.keptBytes >= 0) {
+        char kept[48];
+        std::snprintf(kept, sizeof kept, ", keeps %.2f MB", static_cast<double>(c.keptBytes) / 1e6);
+        out << kept;
+      }
       if (!c.refused.empty())
         out << "  refused: " << c.refused;
       out << "\n";

@@ -336,7 +336,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // binding
   if (top.has("binding")) {
     const JsonFields binding = top.object("binding");
-    binding.rejectUnknown({"enabled", "budget", "repetitions", "exact", "table", "save"});
+    binding.rejectUnknown(
+        {"enabled", "budget", "repetitions", "exact", "memory_slack", "table", "save"});
     s.binding.enabled = binding.boolean("enabled", s.binding.enabled);
     if (binding.has("budget") && !binding.require("budget").is_null()) {
       const int64_t budget = binding.integer("budget");
@@ -360,6 +361,11 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     }
     s.binding.save = binding.boolean("save", s.binding.save);
     s.binding.exact = binding.boolean("exact", s.binding.exact);
+    const double slack = binding.number("memory_slack", s.binding.memorySlack);
+    if (!(slack >= 0 && slack < 1))
+      binding.fail("memory_slack", "expected a share in [0, 1) (0.1: 10 % slower at most), found " +
+                                       std::to_string(slack));
+    s.binding.memorySlack = slack;
   }
   // remat
   if (top.has("remat")) {
@@ -586,6 +592,7 @@ std::string sessionJson(const Session& s) {
       {"budget", s.binding.budget ? nlohmann::json(*s.binding.budget) : nlohmann::json(nullptr)},
       {"repetitions", s.binding.repetitions},
       {"exact", s.binding.exact},
+      {"memory_slack", s.binding.memorySlack},
       {"table",
        s.binding.useTable ? nlohmann::json(s.binding.table.string()) : nlohmann::json(nullptr)},
       {"save", s.binding.save}};

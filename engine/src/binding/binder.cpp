@@ -74,6 +74,8 @@ Binder::Binder(const Graph& graph, MachineFingerprint machine, BinderOptions opt
               options_.repetitions);
   TORCH_CHECK(options_.margin >= 0 && options_.margin < 1, "Binder: margin must be in [0, 1), got ",
               options_.margin);
+  TORCH_CHECK(options_.memorySlack >= 0 && options_.memorySlack < 1,
+              "Binder: memory slack must be in [0, 1), got ", options_.memorySlack);
   const std::string graphPrefix = kCudaGraphPrefix;
   for (const auto& name : options_.disable) {
     const bool graphed = name.rfind(graphPrefix, 0) == 0 &&
@@ -93,6 +95,7 @@ Binder::Binder(const Graph& graph, MachineFingerprint machine, BinderOptions opt
   }
   table_.machine = std::move(machine);
   table_.model = graphFingerprint(graph);
+  table_.memorySlack = options_.memorySlack;
   const bool disabled =
       options_.exact || std::find(options_.disable.begin(), options_.disable.end(),
                                   kChannelsLast) != options_.disable.end();
@@ -126,6 +129,7 @@ std::vector<c10::IValue> channelsLast(const std::vector<c10::IValue>& inputs) {
 
 std::optional<std::vector<c10::IValue>> Binder::bindInputs(
     const std::vector<c10::IValue>& inputs, const std::function<ModelReplay()>& model) {
+  spendMemorySlack();
   if (!firstConvolution_ || std::none_of(inputs.begin(), inputs.end(), imageInput))
     return std::nullopt;
   const torch::jit::Stack stack(inputs.begin(), inputs.end());
@@ -284,6 +288,13 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
 std::optional<std::string> Binder::adopt(BindingTable table) {
   if (auto why = table.refusal(table_.machine, table_.model))
     return why;
+  if (table.memorySlack != options_.memorySlack) {
+    char why[160];
+    std::snprintf(why, sizeof why,
+                  "measured with a memory slack of %g (this run's is %g: other winners)",
+                  table.memorySlack, options_.memorySlack);
+    return std::string(why);
+  }
   table_ = std::move(table);
   forgetChoices();
   return std::nullopt;
@@ -351,8 +362,17 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
           OpSite{}, torch::jit::Operation([](torch::jit::Stack&) {}), {}, {}, {}, nullptr, true});
     }
     const bool bound = state != nullptr;
-    if (bound)
+    if (bound) {
       noteMember(first, id);  // the pair's site key: its first node
+      // The last node of a region too (a convolution block pair ends in its second block's
+      // ReLU): the region's when it is bound, passing on the pair's result when it runs as
+      // written.
+      const auto cell = cellOf_.find(node);
+      if (cell != cellOf_.end() && cellState(cell->second, id).lead->candidates.size() > 1) {
+        state->region = cell->second.get();
+        noteMember(cell->second.get(), id);
+      }
+    }
     states_.emplace(node, std::move(state));
     return bound;
   }
@@ -594,7 +614,7 @@ Binder::RecomputeLimits Binder::recomputeLimits() const {
         std::any_of(candidates.begin(), candidates.end(),
                     [](const Candidate* c) { return c->name() == "addmm-batched"; }))
       never.insert(region);
-    else if (region->pattern == kBatchNormReluConv)
+    else if (isConvBlockRegion(region->pattern))
       asWritten.insert(region);  // under a plan with runs or loops (setRecomputed)
     else if (cs.lead->site.id.valid())
       whole[region].push_back(cs.lead->site.id.value());
@@ -626,7 +646,21 @@ const void* Binder::siteKey(const SiteState& s) {
   return s.site.node;
 }
 
+void Binder::spendMemorySlack() {
+  if (!slackDue_ || options_.memorySlack <= 0)
+    return;
+  slackDue_ = false;
+  std::vector<Binding*> bindings;
+  for (Binding& b : table_.bindings) {
+    if (b.pattern != kImageInputs)  // the whole model's time, not a site's
+      bindings.push_back(&b);
+  }
+  if (detail::spendMemorySlack(bindings, options_.margin, options_.memorySlack) > 0)
+    forgetChoices();
+}
+
 void Binder::put(Binding b, const SiteState& s) {
+  slackDue_ = true;
   const void* key = siteKey(s);
   leads_[key].insert(b.site);
   for (int32_t id : members_[key]) {
@@ -729,6 +763,7 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
     }
     std::vector<at::Tensor> outputs;
     synchronize(cuda && timed);
+    const int64_t live0 = detail::liveCpuBytes(cuda);
     const auto t0 = Clock::now();
     for (const auto& changes : executions) {
       torch::jit::Stack st = given;
@@ -743,7 +778,7 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
           outputs.push_back(v.toTensor());
       }
     }
-    detail::finishReplay(std::move(outputs), leaves, gradOutputs, cuda, timed, t0, out);
+    detail::finishReplay(std::move(outputs), leaves, gradOutputs, cuda, timed, t0, live0, out);
   };
   const detail::ReplayWith replay = [&](const Candidate& c, bool timed, Replay& out) {
     replayWith(c, timed, out, false);

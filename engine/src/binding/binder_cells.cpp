@@ -66,13 +66,19 @@ void Binder::findCells(const torch::jit::Graph& graph) {
     return;
   // Masked GRU cells first: an unmasked match at a masked cell's blend would leave its where out;
   // then bias matmuls, outside cells; then attention; then residual adds and their norms; then
-  // bias, dropout and residual adds; then batch norms, their ReLUs and the convolutions after.
-  for (const int pass : {0, 1, 2, 3, 4, 5, 6}) {
+  // bias, dropout and residual adds; then, when the binder weighs memory, pairs of convolution
+  // blocks (pass 7: each holds a lean block region); then batch norms, their ReLUs and the
+  // convolutions after.
+  std::vector<int> passes{0, 1, 2, 3, 4, 5, 6};
+  if (options_.memorySlack > 0)
+    passes.insert(passes.end() - 1, 7);
+  for (const int pass : passes) {
     forEachNode(graph.block(), [&](const torch::jit::Node* node) {
       const c10::Symbol kind = pass == 0   ? c10::aten::where
                                : pass == 3 ? c10::aten::matmul
                                : pass == 4 ? c10::aten::layer_norm
                                : pass == 6 ? c10::aten::conv2d
+                               : pass == 7 ? c10::aten::relu
                                            : c10::aten::add;
       if (node->kind() != kind || cellOf_.count(node) != 0)
         return;
@@ -81,6 +87,7 @@ void Binder::findCells(const torch::jit::Graph& graph) {
                                            : pass == 3 ? findAttention(node)
                                            : pass == 4 ? findAddLayerNorm(node)
                                            : pass == 5 ? findBiasDropoutAdd(node)
+                                           : pass == 7 ? findConvBlockPair(node)
                                                        : findBatchNormReluConv(node);
       if (region == nullptr)
         return;
@@ -107,6 +114,8 @@ Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, 
   // written, with the same bucket: the table tells the two apart by name.
   if (region->pattern == kBatchNormReluConv)
     site.name += " (+ conv)";
+  else if (region->pattern == kConvBlockPair)
+    site.name += " (+ block)";
   site.pattern = region->pattern;
   site.cell = region;
   // A recurrent projection runs once per trip of its loop: measured over a loop's worth of trips
@@ -114,11 +123,14 @@ Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, 
   const torch::jit::Node* owner = region->first()->owningBlock()->owningNode();
   if (region->pattern == kBiasMatmul && owner != nullptr && owner->kind() == c10::prim::Loop)
     site.loop = owner;
-  // The batch norm's running statistics, updated in place: each replay of a measurement gets
-  // its own copy.
-  if (region->pattern == kBatchNormReluConv) {
+  // The batch norms' running statistics, updated in place: each replay of a measurement gets its
+  // own copy.
+  const std::vector<size_t> norms = region->pattern == kBatchNormReluConv ? std::vector<size_t>{0}
+                                    : region->pattern == kConvBlockPair ? std::vector<size_t>{1, 4}
+                                                                        : std::vector<size_t>{};
+  for (const size_t norm : norms) {
     for (const size_t input : {3, 4}) {
-      const int slot = region->slots.front()[input];
+      const int slot = region->slots[norm][input];
       if (slot >= 0)
         site.updated.push_back(static_cast<size_t>(slot));
     }
@@ -252,7 +264,7 @@ void Binder::setRecomputed(std::set<std::string> blocks, bool runsOrLoops) {
 
 bool Binder::splitByRecomputedBlock(const CellRegion& region) {
   // A run of ops or a loop that splits another region refuses the step (recomputeLimits).
-  if (recomputesRuns_ && region.pattern == kBatchNormReluConv)
+  if (recomputesRuns_ && isConvBlockRegion(region.pattern))
     return true;
   if (recomputedBlocks_.empty())
     return false;

@@ -126,6 +126,7 @@ Binding Binder::measureRows(SiteState& s, const std::string& bucket, int64_t tri
     at::Tensor carried = entry;
     std::vector<at::Tensor> outputs;
     detail::synchronize(cuda && timed);
+    const int64_t live0 = detail::liveCpuBytes(cuda);
     const auto t0 = detail::Clock::now();
     for (size_t i = 0; i < group.recorded.size(); ++i) {
       const auto& e = group.recorded[i];
@@ -145,7 +146,7 @@ Binding Binder::measureRows(SiteState& s, const std::string& bucket, int64_t tri
     if (group.writer != nullptr)
       outputs.push_back(carried);  // the loop's result
     frames.leave(group.loop);
-    detail::finishReplay(std::move(outputs), leaves, gradOutputs, cuda, timed, t0, out);
+    detail::finishReplay(std::move(outputs), leaves, gradOutputs, cuda, timed, t0, live0, out);
   };
   detail::Compared compared = detail::compareCandidates(s.candidates, replay, options_.repetitions,
                                                         options_.margin, s.site.name);

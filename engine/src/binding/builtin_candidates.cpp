@@ -489,6 +489,8 @@ const std::vector<std::unique_ptr<Candidate>>& builtinCandidates() {
     list->push_back(std::make_unique<BiasGelu>());
     list->push_back(std::make_unique<BatchNormRelu>());
     list->push_back(makeBatchNormReluConv());
+    list->push_back(makeConvBlockPair());
+    list->push_back(makeConvBlockPairAgain());
     list->push_back(makeRowsInPlace());
     list->push_back(std::make_unique<GruCell>());
     list->push_back(std::make_unique<SoftmaxCrossEntropy>());

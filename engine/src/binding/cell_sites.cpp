@@ -4,6 +4,7 @@
 // batch norm, its ReLU and the convolution after them.
 
 #include <algorithm>
+#include <array>
 
 #include "ir_match.h"
 #include "symtune/binding/op_site.h"
@@ -505,6 +506,41 @@ std::shared_ptr<CellRegion> findBatchNormReluConv(const Node* conv) {
       return nullptr;
   }
   return regionOf({norm, relu, conv}, conv, kBatchNormReluConv);
+}
+
+std::shared_ptr<CellRegion> findConvBlockPair(const Node* relu) {
+  // Each block: aten::relu(aten::batch_norm(aten::conv2d(input, weight, bias, stride, padding,
+  // dilation, groups), 8 more inputs)); the second block's convolution reads the first's ReLU.
+  const auto blockOf = [](const Node* r) -> std::array<const Node*, 3> {
+    const Node* norm = producer(r->input(0), c10::aten::batch_norm, 9);
+    const Node* conv = norm != nullptr ? producer(norm->input(0), c10::aten::conv2d, 7) : nullptr;
+    if (conv == nullptr || !isTensor(conv->input(0)))
+      return {nullptr, nullptr, nullptr};
+    return {conv, norm, r};
+  };
+  if (relu->kind() != c10::aten::relu || relu->inputs().size() != 1)
+    return nullptr;
+  const auto second = blockOf(relu);
+  if (second[0] == nullptr)
+    return nullptr;
+  const Node* firstRelu = producer(second[0]->input(0), c10::aten::relu, 1);
+  const auto first = firstRelu != nullptr ? blockOf(firstRelu) : std::array<const Node*, 3>{};
+  if (first[0] == nullptr)
+    return nullptr;
+  // Each value between is read once, as the next node's input (regionOf checks nothing outside
+  // reads it; the batch norms' and convolutions' other inputs must not be region values either).
+  for (const Node* node : {first[1], second[0], second[1]}) {
+    for (size_t i = 1; i < node->inputs().size(); ++i) {
+      if (node->input(i)->node() == node->input(0)->node())
+        return nullptr;
+    }
+  }
+  return regionOf({first[0], first[1], first[2], second[0], second[1], second[2]}, relu,
+                  kConvBlockPair);
+}
+
+bool isConvBlockRegion(const std::string& pattern) {
+  return pattern == kBatchNormReluConv || pattern == kConvBlockPair;
 }
 
 }  // namespace symtune::binding

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/cuda.h>
+
+#include "symtune/telemetry/memory_tracker.h"
 
 namespace symtune::binding::detail {
 
@@ -67,11 +70,16 @@ std::string firstLine(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
 
+int64_t liveCpuBytes(bool cuda) {
+  return !cuda && CpuAllocationCounter::active() ? CpuAllocationCounter::counters().current : -1;
+}
+
 void finishReplay(std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& leaves,
                   std::vector<at::Tensor>& gradOutputs, bool cuda, bool timed,
-                  Clock::time_point forwardStart, Replay& out) {
+                  Clock::time_point forwardStart, int64_t liveAtStart, Replay& out) {
   synchronize(cuda && timed);
   const auto t1 = Clock::now();
+  out.keptBytes = liveAtStart >= 0 ? liveCpuBytes(cuda) - liveAtStart : -1;
   std::vector<at::Tensor> diffOutputs, grads;
   for (const auto& o : outputs) {
     if (o.defined() && o.requires_grad())
@@ -124,6 +132,7 @@ Compared compareCandidates(const std::vector<const Candidate*>& candidates,
       results[i].refused = "failed: " + firstLine(e.what());
       continue;
     }
+    results[i].keptBytes = first.keptBytes;
     if (i == 0) {
       reference = std::move(first);
       continue;
@@ -145,23 +154,106 @@ Compared compareCandidates(const std::vector<const Candidate*>& candidates,
       backward[i].push_back(r.backward);
     }
   }
-  size_t best = 0;
   for (size_t i = 0; i < count; ++i) {
     results[i].forwardSeconds = median(forward[i]);
     results[i].backwardSeconds = median(backward[i]);
   }
-  const double referenceSeconds = results[0].seconds();
-  for (size_t i = 1; i < count; ++i) {
-    if (!results[i].refused.empty())
-      continue;
-    if (results[i].seconds() < (1.0 - margin) * referenceSeconds &&
-        results[i].seconds() < results[best].seconds())
-      best = i;
-  }
+  const size_t best = fastestAgreeing(results, margin);
   Compared out;
   out.winner = results[best].name;
   out.candidates = std::move(results);
   return out;
+}
+
+size_t fastestAgreeing(const std::vector<CandidateMeasurement>& candidates, double margin) {
+  size_t best = 0;
+  if (candidates.empty())
+    return best;
+  const double referenceSeconds = candidates.front().seconds();
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (!candidates[i].refused.empty())
+      continue;
+    if (candidates[i].seconds() < (1.0 - margin) * referenceSeconds &&
+        candidates[i].seconds() < candidates[best].seconds())
+      best = i;
+  }
+  return best;
+}
+
+// Note [Memory slack]
+// By time alone a candidate that keeps less for the backward by running something again in it
+// (conv-block-pair-again) never wins: it does the same work and more. Where memory is what the
+// run is short of, BinderOptions::memorySlack says how much time the step's sites may give for
+// it, as a share of their time bound by time (each measured (site, bucket)'s fastestAgreeing
+// winner, summed; the whole-model image-input site left out). Each site starts at that winner; a
+// trade moves it to an agreeing candidate keeping at least kLeanerShare less than its choice so
+// far — what a candidate keeps being the live CPU bytes its forward left, its outputs and what it
+// saved — and is worth the bytes saved per second it gives. The trade worth most that fits what
+// is left of the share is taken, again and again (a site may move twice: early exit's second
+// stage to the lean pair, then to the pair run again), until none fits. A slack spent per site
+// instead (any site within S of its fastest) knew nothing of the others: on early exit the third
+// stage's pair run again cost as much of its time as the second's and saved half the bytes, and
+// held at the step's peak nothing (that stage's backward ends before the peak, in the second's),
+// so the step ran 10 % slower for no memory; and a site's one trade, the one worth most, left the
+// second stage at the lean pair where moving on to the pair run again was what the peak needed.
+// Measured by the CPU allocation counter: on a GPU nothing is counted and the slack binds by time.
+constexpr double kLeanerShare = 0.05;
+
+int spendMemorySlack(const std::vector<Binding*>& bindings, double margin, double slack) {
+  // Each measured binding's choice so far: its fastest agreeing candidate to begin with.
+  struct Choice {
+    Binding* binding;
+    const CandidateMeasurement* current;
+  };
+  std::vector<Choice> choices;
+  std::vector<std::string> before;
+  double total = 0;
+  for (Binding* b : bindings) {
+    before.push_back(b->winner);
+    if (b->predicted || b->candidates.empty())
+      continue;
+    const CandidateMeasurement& fastest = b->candidates[fastestAgreeing(b->candidates, margin)];
+    b->winner = fastest.name;
+    total += fastest.seconds();
+    if (fastest.keptBytes >= 0)
+      choices.push_back({b, &fastest});
+  }
+  // Bytes saved per second given, from `from` to `to`; a trade that gives no time is worth any.
+  const auto worth = [](const CandidateMeasurement& from, const CandidateMeasurement& to) {
+    const double seconds = to.seconds() - from.seconds();
+    const double bytes = static_cast<double>(from.keptBytes - to.keptBytes);
+    return seconds > 0 ? bytes / seconds : std::numeric_limits<double>::infinity();
+  };
+  double spent = 0;
+  const double allowed = slack * total;
+  for (;;) {
+    // The trade worth most that fits, of each site's from its choice so far.
+    Choice* site = nullptr;
+    const CandidateMeasurement* to = nullptr;
+    for (Choice& choice : choices) {
+      const CandidateMeasurement& from = *choice.current;
+      for (const auto& c : choice.binding->candidates) {
+        if (!c.refused.empty() || c.keptBytes < 0 ||
+            !(static_cast<double>(c.keptBytes) <
+              (1.0 - kLeanerShare) * static_cast<double>(from.keptBytes)) ||
+            spent + (c.seconds() - from.seconds()) > allowed)
+          continue;
+        if (to == nullptr || worth(from, c) > worth(*site->current, *to)) {
+          site = &choice;
+          to = &c;
+        }
+      }
+    }
+    if (to == nullptr)
+      break;
+    spent += to->seconds() - site->current->seconds();
+    site->current = to;
+    site->binding->winner = to->name;
+  }
+  int changed = 0;
+  for (size_t i = 0; i < bindings.size(); ++i)
+    changed += bindings[i]->winner != before[i];
+  return changed;
 }
 
 }  // namespace symtune::binding::detail

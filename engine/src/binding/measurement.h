@@ -3,6 +3,7 @@
 // a replay of a site with each candidate, comparing each with the reference, and choosing.
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -34,15 +35,20 @@ struct Replay {
   std::vector<at::Tensor> outputs;
   std::vector<at::Tensor> grads;  // of the leaves that require grad
   double forward = 0, backward = 0;
+  // CPU bytes live after the forward that were not before it (liveCpuBytes); -1: not counted.
+  int64_t keptBytes = -1;
 };
+
+// The live CPU bytes by the allocation counter; -1 on a GPU (`cuda`) or without the counter.
+int64_t liveCpuBytes(bool cuda);
 
 // The backward half of a replay: differentiates those of `outputs` that require grad with
 // respect to `leaves` against fixed random output gradients (made on the first call, into
 // `gradOutputs`, the same for every candidate), and fills `out` (`forwardStart`: when the
-// replay's forward began; the forward ended on entry).
+// replay's forward began, and `liveAtStart` liveCpuBytes then; the forward ended on entry).
 void finishReplay(std::vector<at::Tensor> outputs, const std::vector<at::Tensor>& leaves,
                   std::vector<at::Tensor>& gradOutputs, bool cuda, bool timed,
-                  Clock::time_point forwardStart, Replay& out);
+                  Clock::time_point forwardStart, int64_t liveAtStart, Replay& out);
 
 // One replay of the site with `candidate` (timed or not) into `out`.
 using ReplayWith = std::function<void(const Candidate& candidate, bool timed, Replay& out)>;
@@ -51,8 +57,8 @@ using ReplayWith = std::function<void(const Candidate& candidate, bool timed, Re
 // with the reference (refusing one that differs by more than its tolerance or throws), then
 // `repetitions` timed runs taking turns. A candidate with draws of its own (Candidate::ownDraws)
 // is compared with `onOwnDraws`'s replay of it instead (refused when there is none). Returns the
-// candidates' medians and the winner: the fastest agreeing one when it beats the reference by
-// `margin`, else the reference. `site` names it in the error when the reference itself fails.
+// candidates' medians, what each kept after its forward, and the winner: fastestAgreeing's. `site`
+// names it in the error when the reference itself fails.
 struct Compared {
   std::vector<CandidateMeasurement> candidates;
   std::string winner;
@@ -60,5 +66,14 @@ struct Compared {
 Compared compareCandidates(const std::vector<const Candidate*>& candidates,
                            const ReplayWith& replay, int repetitions, double margin,
                            const std::string& site, const ReplayWith* onOwnDraws = nullptr);
+
+// The index in `candidates` (the reference first) of the fastest agreeing one when it beats the
+// reference by `margin`; else 0.
+size_t fastestAgreeing(const std::vector<CandidateMeasurement>& candidates, double margin);
+
+// Note [Memory slack]: sets the winner of every measured binding of `bindings` to its
+// fastestAgreeing one, or to a candidate that keeps less where `slack` of their time allows.
+// Returns how many winners it changed.
+int spendMemorySlack(const std::vector<Binding*>& bindings, double margin, double slack);
 
 }  // namespace symtune::binding::detail

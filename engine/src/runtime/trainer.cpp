@@ -191,6 +191,7 @@ void Trainer::setUpBinding() {
   binding::BinderOptions options;
   options.repetitions = session_.binding.repetitions;
   options.exact = session_.binding.exact;
+  options.memorySlack = session_.binding.memorySlack;
   options.budget = session_.binding.budget.value_or(-1);
   auto binder = std::make_shared<binding::Binder>(segments->symugen()->staticGraph(),
                                                   binding::currentMachine(device_), options);

@@ -4,9 +4,14 @@
 // keep two) within its tolerance — outputs, gradients and running statistics as the unbound
 // run's, NCHW and channels-last — measured on copies of the running statistics; with the pair
 // site inside it disabled it still runs the ReLU; in evaluation it is the three ATen ops.
+// kConvBlockPair, where the binder weighs memory (BinderOptions::memorySlack): two blocks are one
+// region whose candidates keep less for the backward (what each keeps measured and recorded), the
+// winner the leanest within the slack, and every winner gives the unbound step.
 
 #include "doctest_torch.h"
 
+#include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,8 +69,9 @@ struct BlockRun {
   std::vector<torch::Tensor> stats;   // the running statistics after the step
 };
 
-// One forward and backward through `exec` (a fresh executor of the blocks' module).
-BlockRun blockStep(symtune::SegmentExecutor& exec, bool channelsLast) {
+// `steps` forwards and backwards through `exec` (a fresh executor of the blocks' module) on the
+// same batch; the last one's output.
+BlockRun blockStep(symtune::SegmentExecutor& exec, bool channelsLast, int steps = 1) {
   for (auto& p : exec.parameters())
     p.requires_grad_(true);
   torch::manual_seed(9);
@@ -74,8 +80,11 @@ BlockRun blockStep(symtune::SegmentExecutor& exec, bool channelsLast) {
     x = x.contiguous(at::MemoryFormat::ChannelsLast);
   x.requires_grad_(true);
   BlockRun r;
-  const torch::Tensor out = exec.run({x}, symtune::ForwardRequest{}).output;
-  out.backward(torch::linspace(-1, 1, out.numel()).view_as(out));
+  torch::Tensor out;
+  for (int i = 0; i < steps; ++i) {
+    out = exec.run({x}, symtune::ForwardRequest{}).output;
+    out.backward(torch::linspace(-1, 1, out.numel()).view_as(out));
+  }
   r.values = {out.detach(), x.grad()};
   for (const auto& [name, p] : exec.namedParameters())
     r.values.push_back(p.grad().clone());
@@ -200,4 +209,187 @@ TEST_CASE("in evaluation bn-relu-conv is the three ATen ops") {
       CHECK(b.candidates.at(1).maxError == 0);
     }
   }
+}
+
+namespace {
+
+using symtune::binding::kConvBlockPair;
+
+// Two steps of the blocks' module with a binder weighing memory by `slack` (the first measures,
+// the second begins by spending the slack); the executor kept: the binder holds its graph.
+struct PairRun {
+  std::unique_ptr<symtune::SegmentExecutor> exec;
+  std::shared_ptr<Binder> binder;
+  BlockRun step;
+};
+PairRun pairSteps(const torch::jit::Module& module, double slack, bool channelsLast,
+                  int steps = 2) {
+  PairRun r;
+  r.exec = std::make_unique<symtune::SegmentExecutor>(module.clone(), "blocks");
+  BinderOptions options;
+  options.memorySlack = slack;
+  r.binder = blockBinder(*r.exec, options);
+  r.step = blockStep(*r.exec, channelsLast, steps);
+  return r;
+}
+
+// The measured candidate the binder binds by time (BinderOptions::margin's 3 %).
+const symtune::CandidateMeasurement& fastestOf(const symtune::Binding& b) {
+  const symtune::CandidateMeasurement* fastest = &b.candidates.front();
+  for (const auto& c : b.candidates) {
+    if (c.refused.empty() && c.seconds() < 0.97 * b.candidates.front().seconds() &&
+        c.seconds() < fastest->seconds())
+      fastest = &c;
+  }
+  return *fastest;
+}
+
+const symtune::Binding& pairBinding(const symtune::BindingTable& table) {
+  const symtune::Binding* found = nullptr;
+  for (const auto& b : table.bindings) {
+    if (b.pattern == kConvBlockPair) {
+      REQUIRE(found == nullptr);
+      found = &b;
+    }
+  }
+  REQUIRE(found != nullptr);
+  return *found;
+}
+
+}  // namespace
+
+TEST_CASE("weighing memory, two convolution blocks are one region; each candidate keeps less") {
+  for (const bool channelsLast : {false, true}) {
+    INFO("channels-last ", channelsLast);
+    const torch::jit::Module module = convBlocks(true);
+    symtune::SegmentExecutor plainExec(module.clone(), "blocks");
+    const BlockRun plain = blockStep(plainExec, channelsLast, 2);
+    const PairRun run = pairSteps(module, 0.5, channelsLast);
+    std::vector<symtune::binding::OpSite> regions;
+    for (const auto& site : run.binder->sites()) {
+      // The pair holds both blocks; the third convolution's lean block region would overlap it.
+      CHECK(site.pattern != kBatchNormReluConv);
+      if (site.pattern == kConvBlockPair)
+        regions.push_back(site);
+    }
+    REQUIRE(regions.size() == 1);
+    const auto& site = regions.front();
+    REQUIRE(site.cell != nullptr);
+    REQUIRE(site.cell->nodes.size() == 6);
+    CHECK(site.cell->first()->kind() == c10::aten::conv2d);
+    CHECK(site.cell->last()->kind() == c10::aten::relu);
+    CHECK(site.updated.size() == 4);  // both batch norms' running statistics
+    CHECK(site.name.find(" (+ block)") != std::string::npos);
+    const symtune::Binding& b = pairBinding(run.binder->table());
+    std::map<std::string, const symtune::CandidateMeasurement*> by;
+    for (const auto& c : b.candidates) {
+      INFO(c.name);
+      CHECK(c.refused.empty());
+      CHECK(c.maxError <= 1e-5);
+      CHECK(c.keptBytes > 0);
+      by[c.name] = &c;
+    }
+    REQUIRE(by.count("aten") == 1);
+    REQUIRE(by.count("conv-block-pair") == 1);
+    REQUIRE(by.count("conv-block-pair-again") == 1);
+    // 4 x 8 x 10 x 10 and 4 x 12 x 5 x 5 floats: ATen keeps both batch norms' inputs and both
+    // ReLUs' outputs (the second is the output), the lean block one less, the pair run again
+    // its output alone and its input, which the caller has already unless it is copied to
+    // channels-last (the pair candidates run channels-last).
+    const int64_t first = 4 * 8 * 10 * 10 * 4, second = 4 * 12 * 5 * 5 * 4;
+    const int64_t copied = channelsLast ? 0 : 4 * 3 * 10 * 10 * 4;
+    CHECK(by["aten"]->keptBytes >= 2 * first + 2 * second);
+    CHECK(by["conv-block-pair"]->keptBytes < by["aten"]->keptBytes - first / 2);
+    CHECK(by["conv-block-pair-again"]->keptBytes < second + copied + first / 4);
+    // The rule (Note [Memory slack]): half the sites' time bound by time may go to trades, the
+    // one worth most bytes per second first, a site moving on from its choice so far. The pair
+    // is the only site with any (the pairs' bn-relu keeps what the batch norm and ReLU keep).
+    double total = 0;
+    for (const auto& x : run.binder->table().bindings)
+      total += fastestOf(x).seconds();
+    const symtune::CandidateMeasurement* current = &fastestOf(b);
+    double spent = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      const symtune::CandidateMeasurement* to = nullptr;
+      double best = -1;
+      for (const auto& c : b.candidates) {
+        const double seconds = c.seconds() - current->seconds();
+        const double saved = static_cast<double>(current->keptBytes - c.keptBytes);
+        if (static_cast<double>(c.keptBytes) >= 0.95 * static_cast<double>(current->keptBytes) ||
+            spent + seconds > 0.5 * total)
+          continue;
+        const double worth = seconds > 0 ? saved / seconds : 1e300;
+        if (worth > best) {
+          best = worth;
+          to = &c;
+        }
+      }
+      if (to != nullptr) {
+        spent += to->seconds() - current->seconds();
+        current = to;
+        moved = true;
+      }
+    }
+    INFO("fastest ", fastestOf(b).name, ", spent ", spent, " s of ", 0.5 * total);
+    CHECK(b.winner == current->name);
+    for (const auto& x : run.binder->table().bindings) {
+      if (x.pattern != kConvBlockPair)
+        CHECK(x.winner == fastestOf(x).name);
+    }
+    checkClose(run.step, plain, 1e-5);
+    // The table says what each keeps, and under which slack it was chosen.
+    const auto read = symtune::BindingTable::fromJson(run.binder->table().toJson(), "test");
+    CHECK(read.memorySlack == 0.5);
+    const symtune::Binding& again = pairBinding(read);
+    REQUIRE(again.candidates.size() == b.candidates.size());
+    for (size_t i = 0; i < b.candidates.size(); ++i)
+      CHECK(again.candidates[i].keptBytes == b.candidates[i].keptBytes);
+  }
+}
+
+TEST_CASE("bound to either pair candidate or run as written, the step is unchanged") {
+  for (const bool channelsLast : {false, true}) {
+    const torch::jit::Module module = convBlocks(true);
+    symtune::SegmentExecutor plainExec(module.clone(), "blocks");
+    const BlockRun plain = blockStep(plainExec, channelsLast);
+    const PairRun measured = pairSteps(module, 0.2, channelsLast, 1);
+    for (const std::string winner : {"conv-block-pair-again", "conv-block-pair", "aten"}) {
+      INFO("channels-last ", channelsLast, ", ", winner);
+      symtune::BindingTable table = measured.binder->table();
+      for (auto& b : table.bindings) {
+        if (b.pattern == kConvBlockPair)
+          b.winner = winner;
+      }
+      symtune::SegmentExecutor exec(module.clone(), "blocks");
+      BinderOptions quiet;
+      quiet.measure = false;
+      quiet.memorySlack = 0.2;
+      auto forced = blockBinder(exec, quiet);
+      REQUIRE_FALSE(forced->adopt(table).has_value());
+      const BlockRun got = blockStep(exec, channelsLast);
+      CHECK(forced->measurements() == 0);
+      if (winner != "aten")
+        CHECK(forced->boundExecutions() >= 1);
+      checkClose(got, plain, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("a table chosen under another memory slack is not reused") {
+  const torch::jit::Module module = convBlocks(true);
+  const PairRun measured = pairSteps(module, 0.2, false, 1);
+  symtune::SegmentExecutor exec(module.clone(), "blocks");
+  auto byTime = blockBinder(exec);
+  const auto why = byTime->adopt(measured.binder->table());
+  REQUIRE(why.has_value());
+  CHECK(why->find("memory slack of 0.2 (this run's is 0") != std::string::npos);
+  // By time alone there is no pair region: the lean block regions, as before.
+  blockStep(exec, false);
+  for (const auto& site : byTime->sites())
+    CHECK(site.pattern != kConvBlockPair);
+  BinderOptions tooMuch;
+  tooMuch.memorySlack = 1.0;
+  CHECK_THROWS_WITH_AS(Binder(exec.symugen()->staticGraph(), here(), tooMuch),
+                       doctest::Contains("memory slack must be in [0, 1)"), c10::Error);
 }

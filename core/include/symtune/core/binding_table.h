@@ -41,6 +41,9 @@ struct CandidateMeasurement {
   // reference's largest magnitude; `refused` is set when it passes the candidate's tolerance.
   double maxError = 0;
   std::string refused;  // why it may not be bound; empty when it agrees with the reference
+  // The bytes live after its forward that were not before it: its outputs and what it keeps for
+  // the backward (CPU runs, by the allocation counter); -1 when not measured.
+  int64_t keptBytes = -1;
 
   double seconds() const { return forwardSeconds + backwardSeconds; }
 };
@@ -68,6 +71,9 @@ class BindingTable {
   MachineFingerprint machine;
   // The model's graph fingerprint, "<name>:<hash of its ops>"; tables match on the hash.
   std::string model;
+  // The memory slack the winners were chosen with (BinderOptions::memorySlack, docs/binding.md,
+  // "Memory slack"): a table is reused only under the same.
+  double memorySlack = 0;
   std::vector<Binding> bindings;
 
   const Binding* find(const std::string& site, const std::string& bucket) const;

@@ -199,6 +199,9 @@ struct BindingSpec {
   // Only candidates that compute their site bit for bit (no fused kernel, no channels-last
   // images): a run then rounds as one op by op does, whatever was bound.
   bool exact = false;
+  // How much slower than the fastest candidate one that keeps less for the backward may be and
+  // still be bound (0.1: 10 %); 0: the fastest (docs/binding.md, "Memory slack"). In [0, 1).
+  double memorySlack = 0;
   // The binding table, read before the first step (when it exists and was measured for this
   // model on this kind of machine) and written after the last. Relative paths resolve against the
   // session file. Empty: "<session file's name>.bindings.json" beside it; none for a session

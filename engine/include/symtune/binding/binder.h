@@ -55,6 +55,11 @@ struct BinderOptions {
   std::vector<std::string> disable;  // candidates never bound (by name)
   // Only candidates with tolerance 0 (bit for bit); no image-input site.
   bool exact = false;
+  // How much slower than the fastest a candidate that keeps less for the backward may be and
+  // still be bound (0.1: 10 %; Note [Memory slack] in measurement.cpp); 0: by time alone. Above 0
+  // the binder also looks for regions whose candidates only save memory (kConvBlockPair). A table
+  // is reused only under the slack it was measured with. In [0, 1).
+  double memorySlack = 0;
   // Candidates besides the built-in ones (a plugin's, a test's), tried after them.
   std::vector<std::shared_ptr<const Candidate>> extra;
 };
@@ -107,7 +112,9 @@ class Binder final : public OpBinder {
   std::optional<std::string> adopt(BindingTable table);
 
   // The model's inputs as the image-input site binds them (Note [Image input format]): nullopt
-  // when they stay as they are. `model` is asked for only when a bucket is measured.
+  // when they stay as they are. `model` is asked for only when a bucket is measured. Called at
+  // the start of every forward, it first spends the memory slack on what the forwards before
+  // measured (Note [Memory slack] in measurement.cpp): winners chosen by time alone until then.
   std::optional<std::vector<c10::IValue>> bindInputs(const std::vector<c10::IValue>& inputs,
                                                      const std::function<ModelReplay()>& model);
 
@@ -200,6 +207,9 @@ class Binder final : public OpBinder {
   bool mayMeasure();
   // Forgets every bucket's choice (they are looked up again, in the table first).
   void forgetChoices();
+  // With a memory slack, the table's winners rechosen when something was measured since the
+  // last time (slackDue_), and the choices forgotten where one changed.
+  void spendMemorySlack();
   // One execution of a node's own site (or of its ATen op when it is only a cell's node).
   void runSite(SiteState& s, const torch::jit::Node* node, torch::jit::Stack& stack,
                LoopFrames& loops);
@@ -271,7 +281,8 @@ class Binder final : public OpBinder {
   std::unique_ptr<SiteState> loss_;  // the loss site, made on first use
   std::vector<int64_t> signature_;
   int64_t measurements_ = 0;
-  int64_t noted_ = 0;  // settling()'s executions run as written to be noted
+  bool slackDue_ = false;  // put() since spendMemorySlack()
+  int64_t noted_ = 0;      // settling()'s executions run as written to be noted
   bool exploring_ = true;
   bool deferred_ = false;  // a (site, bucket) went unmeasured for want of exploring
   int64_t predictions_ = 0;

@@ -84,6 +84,14 @@ inline constexpr const char* kBiasDropoutAdd = "bias dropout add";
 // alone for the backward where the three ops keep it and the ReLU's output. Named after its batch
 // norm with " (+ conv)": the batch norm is a kBatchNormRelu pair's site too.
 inline constexpr const char* kBatchNormReluConv = "batch norm ReLU convolution";
+// Two convolution blocks in a row (`relu(batch_norm(conv2d(relu(batch_norm(conv2d(x, ...)))))`:
+// early exit's stages), each value between read only by the next: a region of the six nodes
+// (Note [Cell sites]), whose candidates trade time for memory — the first batch norm, its ReLU
+// and the second convolution as the lean block, or the whole pair run again in its backward
+// (symtune::kernels::convBlockPairAgain). Looked for only when the binder weighs memory
+// (BinderOptions::memorySlack): by time alone it holds nothing the lean block region does not.
+// Named after its first convolution with " (+ block)".
+inline constexpr const char* kConvBlockPair = "convolution block pair";
 
 // The training loss the trainer takes of the model's output: the mean cross-entropy of [N, C]
 // logits against N class indices (torch::nn::functional::cross_entropy). Not a node of the
@@ -169,7 +177,7 @@ struct CarriedRows {
 // outside reads it.
 struct CellRegion {
   std::string pattern;  // kGruCell, kBiasMatmul, kAttention, kAddLayerNorm, kBiasDropoutAdd,
-                        // kBatchNormReluConv
+                        // kBatchNormReluConv, kConvBlockPair
   std::vector<const torch::jit::Node*> nodes;  // in block order: the first decides, the last
                                                // computes the result
   // The values region nodes read from outside the region, in the order first read.
@@ -237,6 +245,16 @@ std::shared_ptr<CellRegion> findBiasDropoutAdd(const torch::jit::Node* add);
 // batch_norm(...)), the convolution's input; its weight and the batch norm's other inputs from
 // outside), or nullptr.
 std::shared_ptr<CellRegion> findBatchNormReluConv(const torch::jit::Node* conv);
+
+// The convolution block pair region whose second ReLU `relu` is (aten::relu(aten::batch_norm(
+// aten::conv2d(aten::relu(aten::batch_norm(aten::conv2d(x, ...)))))), the convolutions' weights
+// and the batch norms' other inputs from outside), or nullptr.
+std::shared_ptr<CellRegion> findConvBlockPair(const torch::jit::Node* relu);
+
+// Whether a region of `pattern` holds a batch norm whose running statistics it updates and spans
+// convolution blocks, so that a plan recomputing one block splits it (kBatchNormReluConv,
+// kConvBlockPair; Note [Regions split by a recomputed unit] in segment_executor.cpp).
+bool isConvBlockRegion(const std::string& pattern);
 
 // The partial slices of one tensor along one dimension, and what their executions have shown.
 // Ranges are learned: the slices that read one value of the tensor (an instance: the tensor as
