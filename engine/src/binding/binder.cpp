@@ -129,6 +129,12 @@ std::vector<c10::IValue> channelsLast(const std::vector<c10::IValue>& inputs) {
 
 std::optional<std::vector<c10::IValue>> Binder::bindInputs(
     const std::vector<c10::IValue>& inputs, const std::function<ModelReplay()>& model) {
+  // Note [What a region holds] in binder.h: an execution its last node never reached lets go of
+  // what it noted now.
+  for (auto& [region, cs] : cells_) {
+    cs.noted.clear();
+    cs.pending.clear();
+  }
   spendMemorySlack();
   if (!firstConvolution_ || std::none_of(inputs.begin(), inputs.end(), imageInput))
     return std::nullopt;

@@ -196,10 +196,15 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     runSite(s, node, stack, loops);
     return;
   }
-  for (size_t i = 0; i < count; ++i) {
-    const int slot = region.slots[static_cast<size_t>(k)][i];
-    if (slot >= 0)
-      cs.noted[static_cast<size_t>(slot)] = stack[base + i];
+  // Only what the last node will read is noted: a bound candidate's inputs, or a measurement's.
+  // A region that runs as written (the reference chosen, or split by a recomputed block) holds
+  // nothing of its execution (Note [What a region holds] in binder.h).
+  if (!cs.pending.empty() || (cs.active != nullptr && cs.active->name() != kAten)) {
+    for (size_t i = 0; i < count; ++i) {
+      const int slot = region.slots[static_cast<size_t>(k)][i];
+      if (slot >= 0)
+        cs.noted[static_cast<size_t>(slot)] = stack[base + i];
+    }
   }
   const bool last = node == region.last();
   bool measuredNow = false;

@@ -140,6 +140,14 @@ std::vector<SegmentPlan> Rematerializer::leastHolding(const Bucket& bucket) cons
     else
       plans.push_back(std::move(blocks));
   }
+  if (writtenFirst_) {
+    // Note [Bound to keep little] in rematerializer.h.
+    plans.erase(
+        std::remove_if(plans.begin(), plans.end(), [](const SegmentPlan& p) { return p.empty(); }),
+        plans.end());
+    plans.insert(plans.begin(), SegmentPlan{});
+    return plans;
+  }
   if (std::none_of(plans.begin(), plans.end(), [](const SegmentPlan& p) { return p.empty(); }))
     plans.emplace_back();  // as written: recomputing costs memory too (a span's inputs)
   return plans;

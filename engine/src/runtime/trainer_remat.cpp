@@ -173,6 +173,8 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
     runsRefused.insert(runs.begin(), runs.end());
   }
   remat_->setRefusedUnits(std::move(runsRefused));
+  remat_->setWrittenFirst(segments->binder() != nullptr &&
+                          segments->binder()->options().memorySlack > 0);
   // A micro-batch after the first begins with the gradients of those before it held: the
   // step's budget holds them too (Note [Micro-batches]).
   const int64_t carried =

@@ -17,6 +17,7 @@
 #include "symtune/exec/segment_executor.h"
 #include "symtune/remat/rematerializer.h"
 #include "symtune/runtime/trainer.h"
+#include "symtune/telemetry/memory_tracker.h"
 #include "symtune/zoo/model_zoo.h"
 #include "tensor_compare.h"
 
@@ -472,6 +473,70 @@ TEST_CASE_FIXTURE(
   const symtune::remat::StepPlan other = remat.backOff(plainLeast, {plainLeast.segments});
   CHECK_FALSE(other.segments.empty());
   CHECK(remat.stats().backOffs == static_cast<int64_t>(tried.size()) + 2);
+}
+
+// Note [Bound to keep little]: under a binder with a memory slack the step as written comes first
+// among the plans that may hold least, then the others in turn.
+TEST_CASE_FIXTURE(GigabyteTagger, "bound to keep little, the step as written is tried first") {
+  remat.setWrittenFirst(true);
+  const symtune::remat::StepPlan first = remat.prepare(gen, inputs);
+  CHECK(first.mostFreeing);
+  CHECK(first.segments.empty());
+  std::vector<symtune::SegmentPlan> tried{first.segments};
+  symtune::remat::StepPlan retry = first;
+  for (;;) {
+    try {
+      retry = remat.backOff(retry, tried);
+    } catch (const symtune::remat::RematInfeasible&) {
+      break;
+    }
+    CHECK_FALSE(retry.segments.empty());  // each recomputes something
+    tried.push_back(retry.segments);
+    REQUIRE(tried.size() <= 3);
+  }
+  CHECK(tried.size() >= 2);
+}
+
+// Early exit bound with a memory slack keeps little as written (its stages run again in their
+// backward, docs/binding.md "Memory slack"); a plan that recomputes a block would split those
+// regions. Held to 1.25 times the bound step's own peak, every step completes within it and,
+// after the first (which settles the binder in), runs as written.
+TEST_CASE("bound to keep little, early exit runs as written under a budget near its bound peak") {
+  symtune::Session bound = sessionFor("early_exit");
+  bound.binding.enabled = true;
+  bound.binding.useTable = false;
+  bound.binding.memorySlack = 0.99;  // every pair run again
+  double peak = 0;
+  {
+    symtune::Trainer t(bound);
+    for (int i = 0; i < 4; ++i) {
+      const int64_t live = symtune::CpuAllocationCounter::counters().current;
+      symtune::CpuAllocationCounter::resetPeak();
+      t.step();
+      if (i > 0)  // the first settles the binder in
+        peak = std::max(peak,
+                        static_cast<double>(symtune::CpuAllocationCounter::counters().peak - live));
+    }
+  }
+  REQUIRE(peak > 0);
+  symtune::Session held = bound;
+  held.remat.enabled = true;
+  held.remat.bind = true;
+  held.remat.budgetMb = 1.25 * peak / 1e6;
+  symtune::Trainer t(held);
+  for (int i = 0; i < 6; ++i) {
+    INFO("step ", i, ", budget ", *held.remat.budgetMb, " MB");
+    const symtune::StepResult r = t.step();
+    REQUIRE(r.remat.has_value());
+    REQUIRE(r.remat->plan.limitBytes.has_value());
+    CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
+    if (i > 0) {
+      CHECK(r.remat->plan.segments.empty());
+      CHECK(r.remat->attempts == 1);
+    }
+  }
+  // Bound throughout: the binder was not let go for want of a plan.
+  CHECK((!t.bindingNote() || t.bindingNote()->find("binding off") == std::string::npos));
 }
 
 // The fit learns only from the steps that fit, so it would predict a plan that overran the same

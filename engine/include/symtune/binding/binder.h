@@ -111,6 +111,16 @@ class Binder final : public OpBinder {
   // own table.
   std::optional<std::string> adopt(BindingTable table);
 
+  // Note [What a region holds]
+  // A region's nodes note the values they read for its last node (Note [Cell sites]) only when
+  // the last node will read them: a bound candidate computes the result from them, or the bucket
+  // is measured there. A region that runs as written notes nothing. An execution that never
+  // reaches its last node — a block a plan recomputes holding the region's first part only, or a
+  // forward that ran out of its remat budget — lets go of what it noted when the next forward
+  // begins (bindInputs): held on, the noted activations kept their autograd graphs alive, and a
+  // bound early exit that ran out of its budget on its first attempt began the next with 4.8 to
+  // 11 MB of the failed one still live (of a 11.7 MB budget), so every retry ran out too.
+  //
   // The model's inputs as the image-input site binds them (Note [Image input format]): nullopt
   // when they stay as they are. `model` is asked for only when a bucket is measured. Called at
   // the start of every forward, it first spends the memory slack on what the forwards before

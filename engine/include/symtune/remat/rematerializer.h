@@ -273,6 +273,15 @@ class Rematerializer {
   // first plan (0.95x). Until the predictor tells what comes back from what is kept with fewer
   // steps, bound plans keep to blocks and loops.
   void setRefusedUnits(std::set<std::string> refused);
+  // Note [Bound to keep little]
+  // A binder with a memory slack (docs/binding.md, "Memory slack") binds regions that keep little
+  // for the backward — early exit's stages run again in theirs — and a recomputed block that
+  // splits such a region makes it run as written: on early exit the plan that recomputes every
+  // unit held more than the budget of 11.67 MB (half `script`'s peak) where the step as written,
+  // bound, holds 10.0. So for such a run (the trainer says so before each step) the step as
+  // written comes first among the plans that may hold least: the first step held to the budget,
+  // and the first plan a back-off tries.
+  void setWrittenFirst(bool first) { writtenFirst_ = first; }
 
  private:
   struct Bucket {
@@ -297,7 +306,8 @@ class Rematerializer {
   // Every run's lighter variant (Strategy::Selective) among the units a plan may name.
   SegmentPlan cheapOps(const Bucket& bucket) const;
   // The plans that may hold least, the likeliest first (by the fit, once it knows what a
-  // recomputed block adds): freeingMost, everyBlock, the step as written.
+  // recomputed block adds): freeingMost, everyBlock, the step as written (first, under
+  // setWrittenFirst).
   std::vector<SegmentPlan> leastHolding(const Bucket& bucket) const;
   StepPlan planOfSegments(const Bucket& bucket, const std::string& key, SegmentPlan segments) const;
   StepPlan mostFreeing(const Bucket& bucket, const std::string& key) const;
@@ -345,6 +355,7 @@ class Rematerializer {
   std::vector<std::string> loops_;
   std::vector<std::string> runs_;  // the runs of ops
   std::set<std::string> refused_;
+  bool writtenFirst_ = false;  // setWrittenFirst
   RematStats stats_;
   size_t plainSteps_ = 0;      // calibration steps observed
   size_t unsettledPlain_ = 0;  // calibration steps passed over (Note [Steps the binder settles in])
