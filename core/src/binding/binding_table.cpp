@@ -239,8 +239,8 @@ std::string BindingTable::describe() const {
   out << "bindings of " << (model.empty() ? std::string("?") : model) << ", measured on "
       << machine.describe();
   if (memorySlack > 0)
-    out << ", a candidate keeping less bound when at most " << memorySlack * 100
-        << " % slower than the fastest";
+    out << ", up to " << memorySlack * 100
+        << " % of the sites' time given to candidates that keep less";
   out << "\n";
   if (bindings.empty()) {
     out << "  (none)\n";

@@ -363,8 +363,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     s.binding.exact = binding.boolean("exact", s.binding.exact);
     const double slack = binding.number("memory_slack", s.binding.memorySlack);
     if (!(slack >= 0 && slack < 1))
-      binding.fail("memory_slack", "expected a share in [0, 1) (0.1: 10 % slower at most), found " +
-                                       std::to_string(slack));
+      binding.fail("memory_slack",
+                   "expected a share of the sites' time in [0, 1), found " + numberText(slack));
     s.binding.memorySlack = slack;
   }
   // remat

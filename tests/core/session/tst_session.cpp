@@ -152,6 +152,9 @@ std::vector<RejectedSession> rejectedSessions() {
       {"binding repetitions zero",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"repetitions": 0})"),
        "binding.repetitions: expected an integer in [1, 100], found 0"},
+      {"binding memory slack one",
+       sessionText(R"("model": {"zoo": "early_exit"})", R"(, "binding": {"memory_slack": 1})"),
+       "binding.memory_slack: expected a share of the sites' time in [0, 1), found 1"},
       {"binding table a number",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"table": 3})"),
        "binding.table: expected a string, found an integer"},
@@ -322,12 +325,14 @@ TEST_CASE("binding: on by default, its table beside the session unless it says o
   CHECK(plain.binding.repetitions == 3);
   CHECK(plain.binding.save);
   CHECK_FALSE(plain.binding.exact);
+  CHECK(plain.binding.memorySlack == 0);
   CHECK(symtune::bindingTablePath(plain) == std::filesystem::path("/sessions/s.bindings.json"));
 
   const Session set = symtune::parseSession(
       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
                   R"(, "binding": {"enabled": false, "budget": 12, "repetitions": 5,
-                                   "exact": true, "table": "../tables/t.json", "save": false})"),
+                                   "exact": true, "memory_slack": 0.25,
+                                   "table": "../tables/t.json", "save": false})"),
       kOrigin);
   CHECK(!set.binding.enabled);
   REQUIRE(set.binding.budget.has_value());
@@ -340,6 +345,8 @@ TEST_CASE("binding: on by default, its table beside the session unless it says o
   CHECK(symtune::bindingTablePath(again) == std::filesystem::path("/tables/t.json"));
   CHECK(*again.binding.budget == 12);
   CHECK(again.binding.exact);
+  CHECK(set.binding.memorySlack == 0.25);
+  CHECK(again.binding.memorySlack == 0.25);
 
   const Session none = symtune::parseSession(
       sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "binding": {"table": null})"),

@@ -199,8 +199,8 @@ struct BindingSpec {
   // Only candidates that compute their site bit for bit (no fused kernel, no channels-last
   // images): a run then rounds as one op by op does, whatever was bound.
   bool exact = false;
-  // How much slower than the fastest candidate one that keeps less for the backward may be and
-  // still be bound (0.1: 10 %); 0: the fastest (docs/binding.md, "Memory slack"). In [0, 1).
+  // The share of the op sites' time that may go to candidates keeping less for the backward
+  // (0.1: 10 %); 0: the fastest everywhere (docs/binding.md, "Memory slack"). In [0, 1).
   double memorySlack = 0;
   // The binding table, read before the first step (when it exists and was measured for this
   // model on this kind of machine) and written after the last. Relative paths resolve against the

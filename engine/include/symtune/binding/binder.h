@@ -55,10 +55,11 @@ struct BinderOptions {
   std::vector<std::string> disable;  // candidates never bound (by name)
   // Only candidates with tolerance 0 (bit for bit); no image-input site.
   bool exact = false;
-  // How much slower than the fastest a candidate that keeps less for the backward may be and
-  // still be bound (0.1: 10 %; Note [Memory slack] in measurement.cpp); 0: by time alone. Above 0
-  // the binder also looks for regions whose candidates only save memory (kConvBlockPair). A table
-  // is reused only under the slack it was measured with. In [0, 1).
+  // The share of the sites' time (bound by time) that may go to candidates keeping less for the
+  // backward, the trades saving most bytes per second first (0.1: 10 %; Note [Memory slack] in
+  // measurement.cpp); 0: by time alone. Above 0 the binder also looks for regions whose
+  // candidates only save memory (kConvBlockPair). A table is reused only under the slack it was
+  // measured with. In [0, 1).
   double memorySlack = 0;
   // Candidates besides the built-in ones (a plugin's, a test's), tried after them.
   std::vector<std::shared_ptr<const Candidate>> extra;
