@@ -188,7 +188,8 @@ class ConvBlockPair final : public Candidate {
       return;
     }
     at::Tensor out;
-    const at::Tensor x = input->contiguous(at::MemoryFormat::ChannelsLast);  // above
+    // Channels-last inside (the class comment says why).
+    const at::Tensor x = input->contiguous(at::MemoryFormat::ChannelsLast);
     if (again_) {
       out = kernels::convBlockPairAgain(x, block(*conv1, *norm1), block(*conv2, *norm2));
     } else {
