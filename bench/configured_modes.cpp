@@ -52,6 +52,7 @@ struct Components {
   int threads = 0;                     // threads:T
   bool bind = false;                   // bind
   std::optional<double> lean;          // lean:S (the binder's memory slack; with bind)
+  std::optional<bool> explore;         // explore:0|1 (the binding_explore knob; with bind)
   bool split = false;                  // split (split_on_overrun)
   bool online = false;                 // online (the online controller)
   std::optional<double> conservative;  // conservative:C (the controller's; with online)
@@ -85,6 +86,8 @@ std::optional<Components> parse(const std::string& name) {
       c.shiftRun = static_cast<int>(*value);
     } else if (key == "lean" && value && *value > 0 && *value < 1) {
       c.lean = value;
+    } else if (key == "explore" && value && (*value == 0 || *value == 1)) {
+      c.explore = *value == 1;
     } else if (key == "remat" && value && *value > 0 && *value <= 1 && !c.megabytes) {
       c.fraction = value;
     } else if (key == "remat_mb" && value && *value > 0 && !c.fraction) {
@@ -104,7 +107,7 @@ std::optional<Components> parse(const std::string& name) {
   // memory slack.
   if (!any || (c.bind && !c.fraction && !c.megabytes && !c.lean))
     return std::nullopt;
-  if (c.lean && !c.bind)
+  if ((c.lean || c.explore) && !c.bind)
     return std::nullopt;  // the binder's
   if (c.split && !c.fraction && !c.megabytes)
     return std::nullopt;  // splitting is the remat budget's back-off
@@ -127,6 +130,10 @@ std::string describe(const Components& c, const std::string& name) {
         "backward, the trades saving most bytes per second first "
         "(binding.memory_slack)");
   }
+  if (c.explore)
+    add(*c.explore ? "the binder measuring a (site, bucket) it meets unbound (binding_explore 1)"
+                   : "the binder binding by its table and cost model only, the ATen op "
+                     "elsewhere (binding_explore 0)");
   if (c.fraction || c.megabytes) {
     const std::string budget = name.substr(name.find(c.fraction ? "remat:" : "remat_mb:"));
     add("remat's planner: the cheapest units recomputed, per batch, to keep the step under " +
@@ -172,14 +179,39 @@ std::string megabytesText(double bytes) {
   return text;
 }
 
+// What every grid mode's name begins with: "bind+" or "bind+lean:S+" where the grid runs bound
+// (RunConfig::gridBind), else nothing.
+std::string gridBase(const RunConfig& config) {
+  if (!config.gridBind)
+    return "";
+  if (*config.gridBind <= 0)
+    return "bind+";
+  char slack[32];
+  std::snprintf(slack, sizeof slack, "%g", *config.gridBind);
+  return std::string("bind+lean:") + slack + "+";
+}
+
+// The grid's session bound as its modes' names say (gridBase): the session's own binder under
+// its remat budget (remat.bind), with the memory slack asked for.
+void bindLikeTheGrid(Session& session, const RunConfig& config) {
+  if (!config.gridBind)
+    return;
+  session.binding.enabled = true;
+  session.binding.memorySlack = *config.gridBind;
+  session.remat.bind = true;
+}
+
 // The grid's mode name of configuration `c`: its remat budget share (the grid's own when unset)
-// of the plain peak `peak` in MB, its micro-batches and threads.
-std::string gridName(const control::Configuration& c, double peak, double fraction) {
-  std::string name = "remat_mb:" + megabytesText(c.rematBudget.value_or(fraction) * peak);
+// of the plain peak `peak` in MB, its micro-batches and threads, after the grid's base.
+std::string gridName(const control::Configuration& c, double peak, const RunConfig& config) {
+  std::string name =
+      gridBase(config) + "remat_mb:" + megabytesText(c.rematBudget.value_or(*config.grid) * peak);
   if (c.microbatches > 1)
     name += "+micro:" + std::to_string(c.microbatches);
   if (c.threads > 0)
     name += "+threads:" + std::to_string(c.threads);
+  if (c.bindingExplore && !*c.bindingExplore)
+    name += "+explore:0";  // 1 is how a binder begins
   return name;
 }
 
@@ -201,13 +233,16 @@ const Mode* configuredMode(const std::string& name) {
   if (c.bind && remat) {
     // A session with a remat block runs unbound (docs/remat.md, "With the binder"): the mode
     // gives the trainer's executor a binder of its own, which measures outside the budget.
-    mode.setup = [slack = c.lean.value_or(0)](Trainer& trainer) {
+    mode.setup = [slack = c.lean.value_or(0), explore = c.explore](Trainer& trainer) {
       auto* segments = dynamic_cast<SegmentExecutor*>(&trainer.executor());
       TORCH_CHECK(segments != nullptr, "bind+remat: the remat block runs a SegmentExecutor");
       binding::BinderOptions options;
       options.memorySlack = slack;
-      segments->setBinder(std::make_shared<binding::Binder>(
-          segments->symugen()->staticGraph(), binding::currentMachine(trainer.device()), options));
+      auto binder = std::make_shared<binding::Binder>(
+          segments->symugen()->staticGraph(), binding::currentMachine(trainer.device()), options);
+      if (explore)
+        binder->setExploring(*explore);
+      segments->setBinder(std::move(binder));
     };
   }
   if (c.threads > 0 || c.online) {
@@ -225,6 +260,10 @@ const Mode* configuredMode(const std::string& name) {
     if (c.bind && !remat) {
       session.binding.enabled = true;
       session.binding.memorySlack = c.lean.value_or(0);
+      if (c.explore) {
+        session.control.enabled = true;
+        session.control.bindingExplore = c.explore;
+      }
     }
     if (remat) {
       session.remat.enabled = true;
@@ -271,14 +310,15 @@ std::vector<std::string> gridModes(const std::string& model, const RunConfig& co
   // the budget, in the same steps as Trainer::configSpace.
   session.remat.enabled = true;
   session.remat.budgetFraction = *config.grid;
+  bindLikeTheGrid(session, config);
   Trainer probe(session);
   const control::ConfigSpace space = probe.configSpace();
   std::vector<std::string> names;
   for (const control::Configuration& c : space.grid())
-    names.push_back(gridName(c, peak, *config.grid));
+    names.push_back(gridName(c, peak, config));
   // The online controller over the same space, under the same budget (split: its first steps
   // may choose a configuration no plan fits).
-  names.push_back("remat_mb:" + megabytesText(budget) + "+online+split");
+  names.push_back(gridBase(config) + "remat_mb:" + megabytesText(budget) + "+online+split");
   return names;
 }
 
@@ -294,6 +334,7 @@ json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t co
   // steps' alone, they were less wherever those steps' batches were not the largest.
   session.remat.calibrationSteps = std::max(1, config.warmup);
   session.remat.plainPeakMb = peak / 1e6;
+  bindLikeTheGrid(session, config);
   TuneSessionOptions options;
   options.warmupSteps = config.warmup;
   options.measuredSteps = config.steps;
@@ -309,7 +350,7 @@ json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t co
     json search = json::array();  // each evaluation, in the order run
     for (const auto& e : r.evaluations) {
       failed += !e.failed.empty();
-      search.push_back({{"mode", gridName(e.configuration, peak, *config.grid)},
+      search.push_back({{"mode", gridName(e.configuration, peak, config)},
                         {"samples_per_s", e.samplesPerSecond},
                         {"failed", e.failed}});
     }
@@ -317,16 +358,16 @@ json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t co
     const auto& side = tuned.sideBySide;
     json sideBySide = nullptr;
     if (side) {
-      sideBySide = {{"first", gridName(side->first, peak, *config.grid)},
+      sideBySide = {{"first", gridName(side->first, peak, config)},
                     {"first_samples_per_s", side->firstSamplesPerSecond},
-                    {"second", gridName(side->second, peak, *config.grid)},
+                    {"second", gridName(side->second, peak, config)},
                     {"second_samples_per_s", side->secondSamplesPerSecond},
                     {"reversed", side->reversed},
                     {"failed", side->failed},
                     {"steps", side->steps},
                     {"seconds", side->seconds}};
     }
-    return {{"mode", gridName(best, peak, *config.grid)},
+    return {{"mode", gridName(best, peak, config)},
             {"configuration", best.text()},
             {"evaluations", r.evaluations.size() + (side ? 2 : 0)},
             {"evaluations_allowed", options.budgetSteps / (config.warmup + config.steps)},

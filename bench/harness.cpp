@@ -66,7 +66,8 @@ struct ModeRecord {
   std::vector<int> microbatches;         // every step: how many micro-batches it ran as
   std::vector<std::string> splitNotes;   // why a step was split further, where one was
   std::vector<StepResult::Remat> remat;  // every step under a budget, warm-up included
-  std::string infeasible;  // why the mode stopped: its budget is below what any plan fits
+  std::string infeasible;         // why the mode stopped: its budget is below what any plan fits
+  std::string infeasibleBinding;  // and what its trainer said of its binding by then
   double smallestFeasible = 0;
 };
 
@@ -590,6 +591,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
         if (m == baseline)
           throw;
         records[m].infeasible = e.what();
+        records[m].infeasibleBinding = trainers[m]->bindingNote().value_or("");
         records[m].smallestFeasible = e.smallestFeasibleBytes();
         std::cerr << "  " << modes[m]->name << ": " << e.what() << "\n";
         if (modes[m]->leave)
@@ -656,6 +658,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
                              {"description", modes[m]->description},
                              {"infeasible", rec.infeasible},
                              {"smallest_feasible_bytes", rec.smallestFeasible},
+                             {"binding_note", rec.infeasibleBinding},
                              {"steps_run", rec.losses.size()}});
       continue;
     }

@@ -94,6 +94,10 @@ struct RunConfig {
   // Also run every configuration of each model's space under this share of its plain peak
   // (gridModes), and report the grid's best (gridSummary).
   std::optional<double> grid;
+  // Set: the grid's configurations, its controller and auto_tune run bound (DynaCompiler's binder
+  // under the budget, remat.bind) with this memory slack (binding.memory_slack; 0: none). The
+  // plain peak the budget is a share of stays "script"'s.
+  std::optional<double> gridBind;
 };
 
 Telemetry parseTelemetry(const std::string& name);  // "off", "features" or "per-node"

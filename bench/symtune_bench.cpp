@@ -49,6 +49,10 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
                      the grid's best and runner-up, and auto_tune's choice with a quarter of the
                      grid's evaluations; where that choice is not the grid's best, the two again
                      side by side, alone, for four times the steps (head_to_head)
+  --grid-bind S      with --grid: the grid, its controller and auto_tune run bound under the
+                     budget (remat.bind) with a memory slack of S in [0, 1) (binding.memory_slack;
+                     their modes' names begin bind+ or bind+lean:S+); the budget stays a share of
+                     script's plain peak
   --memory-prediction on|off  predict each step's peak of the baseline mode before it runs
                      (remat's memory predictor, fed the steps before) and report the errors
                      (default: off; on adds a template-counting forward before each baseline
@@ -67,7 +71,8 @@ budget); and modes named by their configuration, '+' between the parts: remat:F 
 (the planner under X MB), micro:K (K micro-batches), threads:T, split (with a remat budget: a
 step no plan fits split into more micro-batches), bind (with a remat budget or lean), lean:S (with
 bind: S of the sites' time may go to candidates that keep less for the backward, the binding
-block's memory_slack; e.g. bind+lean:0.1), online (the online
+block's memory_slack; e.g. bind+lean:0.1), explore:E (with bind: the binding_explore knob, 0:
+the binder binds by its table and cost model only, the ATen op elsewhere), online (the online
 controller choosing each step's configuration), conservative:C (with online: after its warm-up
 it explores while the run keeps C of its first configuration's throughput; 0, the default: freely),
 outward (with online: an ordinal knob explored next to any value measured, not only the fastest),
@@ -164,6 +169,15 @@ int main(int argc, char** argv) {
         if (!(f > 0 && f <= 1))
           throw std::invalid_argument("--grid takes a share of the plain peak in (0, 1]");
         config.grid = f;
+      } else if (arg == "--grid-bind") {
+        double s = -1;
+        try {
+          s = std::stod(value);
+        } catch (const std::exception&) {
+        }
+        if (!(s >= 0 && s < 1))
+          throw std::invalid_argument("--grid-bind takes a memory slack in [0, 1)");
+        config.gridBind = s;
       } else if (arg == "--memory-prediction" && (value == "on" || value == "off"))
         config.memoryPrediction = value == "on";
       else
@@ -172,6 +186,8 @@ int main(int argc, char** argv) {
     config.modes.insert(config.modes.end(), budgets.begin(), budgets.end());
     if (config.steps < 1)
       throw std::invalid_argument("--steps must be at least 1");
+    if (config.gridBind && !config.grid)
+      throw std::invalid_argument("--grid-bind goes with --grid");
     if (!lockstep.empty() && config.exportDir.empty())
       throw std::invalid_argument("--lockstep needs --export-anchor: the anchor trains the export");
     if (!lockstep.empty() && budget > 0)
@@ -221,7 +237,8 @@ int main(int argc, char** argv) {
                    {"baseline", config.baseline},
                    {"telemetry", symtune::bench::telemetryName(config.telemetry)},
                    {"modes", config.modes},
-                   {"grid", config.grid ? json(*config.grid) : json(nullptr)}}},
+                   {"grid", config.grid ? json(*config.grid) : json(nullptr)},
+                   {"grid_bind", config.gridBind ? json(*config.gridBind) : json(nullptr)}}},
                  {"probes",
                   {{"matmul_flops_per_s", probes.matmulFlopsPerSecond},
                    {"memory_bytes_per_s", probes.memoryBytesPerSecond}}},

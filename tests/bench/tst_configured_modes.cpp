@@ -5,12 +5,27 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "harness.h"
 
 using symtune::bench::configuredMode;
+
+namespace {
+
+// The threads knob's values: the powers of two up to the machine's hardware threads, and that
+// number.
+size_t threadValues() {
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  size_t threads = 0;
+  for (unsigned t = 1; t <= hardware; t *= 2)
+    ++threads;
+  return threads + ((hardware & (hardware - 1)) != 0);
+}
+
+}  // namespace
 
 TEST_CASE("a configured mode's name says how its session runs") {
   const symtune::bench::Mode* mode = configuredMode("remat:0.5+micro:2+threads:1");
@@ -70,11 +85,20 @@ TEST_CASE("a configured mode's name says how its session runs") {
   CHECK(lean.binding.memorySlack == 0.25);
   CHECK_FALSE(lean.remat.enabled);
   CHECK(configuredMode("bind+lean:0.25+remat:0.5") != nullptr);
+  // The binding_explore knob, with the binder.
+  symtune::Session tableOnly;
+  const symtune::bench::Mode* exploit = configuredMode("bind+lean:0.25+explore:0");
+  REQUIRE(exploit != nullptr);
+  exploit->configure(tableOnly);
+  CHECK(tableOnly.control.enabled);
+  CHECK(tableOnly.control.bindingExplore == false);
+  CHECK(configuredMode("bind+remat_mb:10+explore:0") != nullptr);  // the mode's binder's
 
   for (const char* wrong :
        {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0", "micro:2.5", "threads:x",
         "remat:0.5+jit", "conservative:0.5", "online+conservative:1", "remat:0.5+outward",
-        "outward:1", "lean:0.2", "bind+lean:1", "bind+lean", ""}) {
+        "outward:1", "lean:0.2", "bind+lean:1", "bind+lean", "remat:0.5+explore:0",
+        "bind+remat:0.5+explore:2", ""}) {
     INFO(std::string(wrong));
     CHECK(configuredMode(wrong) == nullptr);
   }
@@ -90,12 +114,8 @@ TEST_CASE("the grid: every configuration of the model's space under the budget")
   const std::vector<std::string> grid =
       symtune::bench::gridModes("dynamic_tagger", config, &budget);
   CHECK(budget > 0);
-  // Threads: the powers of two up to the machine's hardware threads, and that number.
   const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  size_t threads = 0;
-  for (unsigned t = 1; t <= hardware; t *= 2)
-    ++threads;
-  threads += (hardware & (hardware - 1)) != 0;
+  const size_t threads = threadValues();
   // micro-batches 1..16 (the ci tagger's 16 sentences), the threads, remat 0.3..0.6
   REQUIRE(grid.size() == 5 * threads * 4 + 1);
   CHECK(grid.back().find("+online+split") != std::string::npos);  // the controller's mode
@@ -131,4 +151,29 @@ TEST_CASE("the grid: every configuration of the model's space under the budget")
   CHECK(resnet.size() == threads * 4 + 1);
   for (const auto& name : resnet)
     CHECK(name.find("micro") == std::string::npos);
+}
+
+TEST_CASE("a bound grid: its modes bound with the memory slack, binding_explore among its knobs") {
+  at::set_num_threads(2);
+  symtune::bench::RunConfig config;
+  config.preset = "ci";
+  config.warmup = 1;
+  config.grid = 0.6;
+  config.gridBind = 0.1;
+  double budget = 0;
+  const std::vector<std::string> grid = symtune::bench::gridModes("early_exit", config, &budget);
+  CHECK(budget > 0);
+  const size_t threads = threadValues();
+  // Batch norm keeps the batch whole: threads × remat 0.3..0.6 × binding_explore 0 and 1.
+  REQUIRE(grid.size() == threads * 4 * 2 + 1);
+  CHECK(std::set<std::string>(grid.begin(), grid.end()).size() == grid.size());  // no two alike
+  size_t tableOnly = 0;
+  for (const auto& name : grid) {
+    INFO(name);
+    CHECK(configuredMode(name) != nullptr);
+    CHECK(name.rfind("bind+lean:0.1+remat_mb:", 0) == 0);
+    tableOnly += name.find("+explore:0") != std::string::npos;
+  }
+  CHECK(tableOnly == threads * 4);
+  CHECK(grid.back().find("+online+split") != std::string::npos);
 }

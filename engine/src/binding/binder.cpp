@@ -300,6 +300,7 @@ std::optional<std::string> Binder::adopt(BindingTable table) {
   }
   table_ = std::move(table);
   forgetChoices();
+  slackDue_ = true;  // its winners spent again by this binder's slack: the same where it wrote them
   return std::nullopt;
 }
 
@@ -660,6 +661,15 @@ void Binder::spendMemorySlack() {
   }
   if (detail::spendMemorySlack(bindings, options_.margin, options_.memorySlack) > 0)
     forgetChoices();
+}
+
+bool Binder::widenMemorySlack() {
+  if (options_.memorySlack <= 0 || options_.memorySlack >= kWidestMemorySlack)
+    return false;
+  options_.memorySlack = std::min(2 * options_.memorySlack, kWidestMemorySlack);
+  table_.memorySlack = options_.memorySlack;
+  slackDue_ = true;  // spent again at the next forward (bindInputs)
+  return true;
 }
 
 void Binder::put(Binding b, const SiteState& s) {

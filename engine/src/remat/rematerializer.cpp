@@ -461,6 +461,16 @@ void Rematerializer::restore(const Measurements& measured) {
   budgetedSeen_ = measured.budgetedSeen;
 }
 
+void Rematerializer::forgetPeaks() {
+  predictor_ = MemoryPredictor();
+  budgetedSeen_ = false;
+  for (auto& [key, bucket] : buckets_) {
+    bucket.plans.clear();
+    bucket.margin = 0;
+    bucket.overran.clear();
+  }
+}
+
 void Rematerializer::endStep() {
   if (calibratedThisStep_)
     ++plainSteps_;

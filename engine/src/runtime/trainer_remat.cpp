@@ -221,6 +221,29 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
   std::vector<SegmentPlan> tried;
   const binding::Binder* binder = this->binder();
   const remat::StepPlan first = plan;
+  // To name the budget that would do: the step run again under each of `plans`, without the
+  // budget, its gradients thrown away; the least peak (0: none ran). On CUDA, where the budget
+  // is the device's own memory, a plan that does not fit fails again and names nothing.
+  const auto neededWithout = [&](const std::vector<SegmentPlan>& plans) {
+    double needed = 0;
+    for (const SegmentPlan& p : plans) {
+      segments->setPlan(p);
+      resetPeak(device_, stepHighest_);
+      try {
+        pass();
+        const auto peak = static_cast<double>(peakSinceReset(device_, live));
+        needed = needed > 0 ? std::min(needed, peak) : peak;
+      } catch (const c10::OutOfMemoryError&) {
+        releaseFailedBackward();
+      }
+      startOver();
+    }
+    return needed;
+  };
+  // What the step needed bound, where the binder was let go (a budget that fits the bound step
+  // may fit no unbound plan: early exit bound with a memory slack holds 9.8 MB, unbound 16.4).
+  double boundNeeded = 0;
+  std::string bound;
   for (;;) {
     tried.push_back(plan.segments);
     segments->setPlan(plan.segments);
@@ -278,12 +301,36 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
         if (laterPart)
           throw StartOver{};  // the back-off widened the bucket's margin for the next plan
       } catch (const remat::RematInfeasible& e) {
-        // No plan fitted. Bound, a step the trainer may split further splits and stays bound
+        // No plan fitted. A binder that trades time for memory trades more first (Note [A budget
+        // widens the slack] in binder.h), and the predictor, which learnt what steps of its
+        // former choices keep, starts over: the step is planned anew.
+        if (binding::Binder* lean = segments->binder();
+            lean != nullptr && lean->widenMemorySlack()) {
+          char slack[32];
+          std::snprintf(slack, sizeof slack, "%g", lean->options().memorySlack);
+          bindingNote_ = "memory slack widened to " + std::string(slack) + " at step " +
+                         std::to_string(optimizer_->stepCount()) +
+                         ": bound, no plan fitted the remat budget (" + e.what() + ")";
+          remat_->forgetPeaks();
+          if (laterPart)
+            throw StartOver{};
+          plan = remat_->prepare(gen, inputs, carried);
+          tried.clear();
+          continue;
+        }
+        // Bound, a step the trainer may split further splits and stays bound
         // (Note [A bound step no plan fits] in trainer.h); one it may not goes on unbound, as a
         // session without binding: what the binder holds while it first meets a shape bucket
         // (the inputs it notes for its measurements) may be what took it past the budget. The
         // binder goes with what it held and the step starts over from its first plan.
         if (binder != nullptr && !splitting_) {
+          if (!laterPart) {
+            boundNeeded = neededWithout(tried);
+            char slack[64];
+            std::snprintf(slack, sizeof slack, " with a memory slack of %g",
+                          binder->options().memorySlack);
+            bound = std::string("bound") + (binder->options().memorySlack > 0 ? slack : "");
+          }
           segments->setBinder(nullptr);
           binder = nullptr;
           bindingNote_ = "binding off from step " + std::to_string(optimizer_->stepCount()) +
@@ -300,27 +347,21 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
           segments->setPlan(before);
           throw;
         }
-        // To name the budget that would do, the step runs again under each
-        // plan it tried, without the budget; its gradients are thrown away.
-        // (On CUDA, where the budget is the device's own memory, a plan that does not fit fails
-        // again and names nothing.)
-        double needed = 0;
-        for (const SegmentPlan& p : tried) {
-          segments->setPlan(p);
-          resetPeak(device_, stepHighest_);
-          try {
-            pass();
-            const auto peak = static_cast<double>(peakSinceReset(device_, live));
-            needed = needed > 0 ? std::min(needed, peak) : peak;
-          } catch (const c10::OutOfMemoryError&) {
-            releaseFailedBackward();
-          }
-          startOver();
-        }
+        double needed = neededWithout(tried);
         segments->setPlan(before);
         // The budget it needs is the step's: with what the micro-batches before it hold.
         if (needed > 0)
           needed += static_cast<double>(carried);
+        if (boundNeeded > 0) {
+          boundNeeded += static_cast<double>(carried);
+          if (needed <= 0 || boundNeeded < needed) {
+            throw remat::RematInfeasible(
+                std::string(e.what()) + "; it needs " + remat::formatBytes(boundNeeded) + " " +
+                    bound + " (unbound " + remat::formatBytes(needed) +
+                    "; measured without the budget): the smallest feasible budget",
+                boundNeeded);
+          }
+        }
         throw remat::RematInfeasible(std::string(e.what()) + "; it needs " +
                                          remat::formatBytes(needed) +
                                          " (measured without the budget): the smallest feasible "

@@ -252,6 +252,30 @@ TEST_CASE("a configuration that runs out of memory prunes those that need as muc
         "microbatches 2, threads as begun, remat_budget 0.6");
 }
 
+TEST_CASE("a binder that does not measure running out of memory prunes nothing that measures") {
+  // As early exit bound with a memory slack under 0.6 of its plain peak: the binder that
+  // measures binds the lean blocks and fits; one that binds by its table alone (an empty one:
+  // the ATen ops) holds more and runs out, whatever the threads.
+  const ConfigSpace space({Knob{"threads", {1, 2}, 2, ""}, Knob{"binding_explore", {0, 1}, 1, ""}});
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    TuneOptions options;
+    options.evaluations = 4;
+    options.seed = seed;
+    options.stopProbability = 0;
+    AutoTuner tuner(space, options);
+    const TuneResult r = tuner.run([](const Configuration& c) {
+      if (!c.bindingExplore.value_or(true))
+        return Measurement{0, 1, "ran out of its budget", true};
+      return Measurement{c.threads == 2 ? 1200.0 : 700.0, 2, "", false};
+    });
+    for (const auto& [c, why] : r.pruned)
+      CHECK_FALSE(c.bindingExplore.value_or(true));  // only what binds without measuring
+    REQUIRE(r.best.has_value());
+    CHECK(r.evaluations[*r.best].configuration.text() ==
+          "microbatches 1, threads 2, remat_budget as the session, binding_explore 1");
+  }
+}
+
 TEST_CASE("when the session's configuration runs out of memory, the next measured splits it") {
   // As the tree network under 0.6 of its plain peak: the whole batch fits no budget, two
   // micro-batches fit at the session's budget only and are the fastest by far; the other counts

@@ -497,48 +497,6 @@ TEST_CASE_FIXTURE(GigabyteTagger, "bound to keep little, the step as written is 
   CHECK(tried.size() >= 2);
 }
 
-// Early exit bound with a memory slack keeps little as written (its stages run again in their
-// backward, docs/binding.md "Memory slack"); a plan that recomputes a block would split those
-// regions. Held to 1.25 times the bound step's own peak, every step completes within it and,
-// after the first (which settles the binder in), runs as written.
-TEST_CASE("bound to keep little, early exit runs as written under a budget near its bound peak") {
-  symtune::Session bound = sessionFor("early_exit");
-  bound.binding.enabled = true;
-  bound.binding.useTable = false;
-  bound.binding.memorySlack = 0.99;  // every pair run again
-  double peak = 0;
-  {
-    symtune::Trainer t(bound);
-    for (int i = 0; i < 4; ++i) {
-      const int64_t live = symtune::CpuAllocationCounter::counters().current;
-      symtune::CpuAllocationCounter::resetPeak();
-      t.step();
-      if (i > 0)  // the first settles the binder in
-        peak = std::max(peak,
-                        static_cast<double>(symtune::CpuAllocationCounter::counters().peak - live));
-    }
-  }
-  REQUIRE(peak > 0);
-  symtune::Session held = bound;
-  held.remat.enabled = true;
-  held.remat.bind = true;
-  held.remat.budgetMb = 1.25 * peak / 1e6;
-  symtune::Trainer t(held);
-  for (int i = 0; i < 6; ++i) {
-    INFO("step ", i, ", budget ", *held.remat.budgetMb, " MB");
-    const symtune::StepResult r = t.step();
-    REQUIRE(r.remat.has_value());
-    REQUIRE(r.remat->plan.limitBytes.has_value());
-    CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
-    if (i > 0) {
-      CHECK(r.remat->plan.segments.empty());
-      CHECK(r.remat->attempts == 1);
-    }
-  }
-  // Bound throughout: the binder was not let go for want of a plan.
-  CHECK((!t.bindingNote() || t.bindingNote()->find("binding off") == std::string::npos));
-}
-
 // The fit learns only from the steps that fit, so it would predict a plan that overran the same
 // again: on its bucket the plan that overran gives way to the one that holds least.
 TEST_CASE_FIXTURE(GigabyteTagger, "a plan that overran is not planned again on its bucket") {

@@ -144,6 +144,19 @@ class Binder final : public OpBinder {
   // reference; once exploring again, the choices so made are decided anew (and measured).
   void setExploring(bool exploring);
   bool exploring() const { return exploring_; }
+  // Note [A budget widens the slack]
+  // The slack is a preference priced by measured times; a remat budget is a limit. What a slack
+  // buys moves with the measurements (early exit's 0.1 took the second stage's pair run again in
+  // most trainers, 9.8 MB, and not in one, 12.1 MB), and a step no plan fits used to let the
+  // binder go and run unbound, where nothing fits (16.4 MB against early exit's 11.7). So under
+  // a budget no plan fits, the trainer widens the slack before anything else: doubled (to
+  // kWidestMemorySlack at most), the winners chosen again from the table's measurements at the
+  // next forward, nothing measured anew (Trainer::runPlanned, which also has the remat predictor
+  // forget the peaks of the former choices). False, and nothing changed, where the binder has no
+  // slack (without one it found no regions that only save memory) or is at the widest. The
+  // table records the slack it now binds by.
+  bool widenMemorySlack();
+  static constexpr double kWidestMemorySlack = 0.5;
   // The sites found so far (nodes executed at least once), in the order found.
   std::vector<OpSite> sites() const;
   // (site, bucket)s measured, and bound by the cost model, since construction.

@@ -282,6 +282,11 @@ class Rematerializer {
   // written comes first among the plans that may hold least: the first step held to the budget,
   // and the first plan a back-off tries.
   void setWrittenFirst(bool first) { writtenFirst_ = first; }
+  // What the steps so far taught the predictor, and the plans and margins made from it, let go:
+  // what a step keeps changed under them (the binder widened its memory slack, Note [A budget
+  // widens the slack] in symtune/binding/binder.h). The next step held to the budget is again
+  // the first; the calibration and the buckets' profiles stay.
+  void forgetPeaks();
 
  private:
   struct Bucket {
