@@ -576,7 +576,11 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
           config.lockstep->pass(model, i, m, modes.size());
         continue;
       }
-      binding::Binder* binder = trainers[m]->binder();
+      // Held for the step: under a remat budget the trainer may put another binder in its place,
+      // or none (Note [A budget widens the slack] in symtune/binding/binder.h).
+      const auto* segments = dynamic_cast<const SegmentExecutor*>(&trainers[m]->executor());
+      const std::shared_ptr<binding::Binder> binder =
+          segments != nullptr ? segments->sharedBinder() : nullptr;
       const int64_t measuredBefore = binder != nullptr ? binder->measurements() : 0;
       if (modes[m]->enter)
         modes[m]->enter();
@@ -613,8 +617,12 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
         rec.splitNotes.push_back("step " + std::to_string(i) + ": " + r.splitNote);
       if (r.remat)
         rec.remat.push_back(*r.remat);
-      if (binder != nullptr)
-        rec.measurements.push_back(binder->measurements() - measuredBefore);
+      if (const binding::Binder* now = trainers[m]->binder(); binder != nullptr || now != nullptr) {
+        // Another binder's measurements are all the step's: it was made in it.
+        rec.measurements.push_back(now == binder.get() ? now->measurements() - measuredBefore
+                                   : now != nullptr    ? now->measurements()
+                                                       : binder->measurements() - measuredBefore);
+      }
       if (i < config.warmup)
         continue;
       // The step from its batch in hand to the update done: building the synthetic batch is

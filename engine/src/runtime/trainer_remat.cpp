@@ -3,8 +3,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
+#include <string>
 
 #include <ATen/Context.h>
 
@@ -311,6 +314,35 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
           bindingNote_ = "memory slack widened to " + std::string(slack) + " at step " +
                          std::to_string(optimizer_->stepCount()) +
                          ": bound, no plan fitted the remat budget (" + e.what() + ")";
+          remat_->forgetPeaks();
+          if (laterPart)
+            throw StartOver{};
+          plan = remat_->prepare(gen, inputs, carried);
+          tried.clear();
+          continue;
+        }
+        // A binder without a slack never looked for the regions that only save memory: one
+        // that does takes its place, with the first slack and what the other measured (its
+        // table), so only those regions are measured, when next met.
+        if (const binding::Binder* plain = segments->binder();
+            plain != nullptr && plain->options().memorySlack <= 0) {
+          binding::BinderOptions options = plain->options();
+          options.memorySlack = binding::Binder::kFirstMemorySlack;
+          auto weighing =
+              std::make_shared<binding::Binder>(gen.staticGraph(), plain->table().machine, options);
+          BindingTable measured = plain->table();
+          measured.memorySlack = options.memorySlack;
+          if (auto why = weighing->adopt(std::move(measured)))
+            throw std::logic_error("the binder's own table refused: " + *why);
+          weighing->setExploring(plain->exploring());
+          char slack[32];
+          std::snprintf(slack, sizeof slack, "%g", options.memorySlack);
+          bindingNote_ = "a memory slack of " + std::string(slack) + " from step " +
+                         std::to_string(optimizer_->stepCount()) +
+                         ": bound, no plan fitted the remat budget (" + e.what() + ")";
+          segments->setBinder(weighing);
+          binder = weighing.get();
+          remat_->setWrittenFirst(true);
           remat_->forgetPeaks();
           if (laterPart)
             throw StartOver{};

@@ -1,8 +1,9 @@
 // A bound run under a remat budget (docs/remat.md, "With the binder"): early exit bound with a
 // memory slack keeps little as written and runs so under a budget near that (Note [Bound to keep
 // little] in symtune/remat/rematerializer.h); under a budget its slack is too narrow for, the
-// binder trades more time for memory before the run splits or goes on unbound (Note [A budget
-// widens the slack] in symtune/binding/binder.h).
+// binder trades more time for memory before the run splits or goes on unbound, and a binder
+// without a slack is given one (Note [A budget widens the slack] in symtune/binding/binder.h);
+// where nothing fits, the budget named is the bound one when that is less.
 //
 // What a slack buys depends on the candidates' measured times, which a loaded machine reads
 // otherwise from run to run: the trainers here bind by one table whose times are set (every
@@ -151,6 +152,30 @@ TEST_CASE("under a budget its memory slack is too narrow for, the binder's slack
   CHECK(binder->options().memorySlack <= Binder::kWidestMemorySlack);
   CHECK(binder->table().memorySlack == binder->options().memorySlack);
   CHECK(mentions(t->bindingNote(), "memory slack widened to"));
+  CHECK_FALSE(mentions(t->bindingNote(), "binding off"));
+}
+
+// A binder without a slack never looks for the regions that only save memory; under a budget
+// only those fit, a binder that does takes its place (given the table measured so far) and its
+// slack widens from the first until a plan fits: a remat budget alone is enough.
+TEST_CASE("under a budget only a memory slack fits, a binder without one is given one") {
+  const double widest = boundPeak(Binder::kWidestMemorySlack, 3);
+  REQUIRE(widest > 0);
+  const double tight = 1.15 * widest / 1e6;
+  const auto t = bindingBySetTimes(heldTo(0, tight));
+  for (int i = 0; i < 6; ++i) {
+    INFO("step ", i, " under ", tight, " MB");
+    const symtune::StepResult r = t->step();
+    REQUIRE(r.remat.has_value());
+    REQUIRE(r.remat->plan.limitBytes.has_value());
+    CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
+  }
+  const Binder* binder = t->binder();
+  REQUIRE(binder != nullptr);  // bound throughout
+  CHECK(binder->options().memorySlack >= Binder::kFirstMemorySlack);
+  CHECK(binder->options().memorySlack <= Binder::kWidestMemorySlack);
+  CHECK(binder->measurements() == 0);  // the first binder's table had every region
+  CHECK(mentions(t->bindingNote(), "memory slack"));
   CHECK_FALSE(mentions(t->bindingNote(), "binding off"));
 }
 

@@ -152,10 +152,12 @@ class Binder final : public OpBinder {
   // a budget no plan fits, the trainer widens the slack before anything else: doubled (to
   // kWidestMemorySlack at most), the winners chosen again from the table's measurements at the
   // next forward, nothing measured anew (Trainer::runPlanned, which also has the remat predictor
-  // forget the peaks of the former choices). False, and nothing changed, where the binder has no
-  // slack (without one it found no regions that only save memory) or is at the widest. The
-  // table records the slack it now binds by.
+  // forget the peaks of the former choices). False, and nothing changed, at the widest, or where
+  // the binder has no slack: without one it never looked for the regions that only save memory,
+  // so the trainer puts in its place a binder with kFirstMemorySlack given its table, which finds
+  // them and measures only them. The table records the slack it now binds by.
   bool widenMemorySlack();
+  static constexpr double kFirstMemorySlack = 0.05;
   static constexpr double kWidestMemorySlack = 0.5;
   // The sites found so far (nodes executed at least once), in the order found.
   std::vector<OpSite> sites() const;

@@ -63,6 +63,9 @@ class SegmentExecutor final : public Executor {
     refusedFor_ = SIZE_MAX;
   }
   binding::Binder* binder() const { return binder_.get(); }
+  // The binder shared: what a caller holds stays alive when the trainer puts another in its
+  // place, or none, during a step (Note [A budget widens the slack] in symtune/binding/binder.h).
+  const std::shared_ptr<binding::Binder>& sharedBinder() const { return binder_; }
   // The units a plan recomputes only by running the step unbound: the loops recomputed trip by
   // trip (SyMuGen::loopSpans()) and the runs of ops (SyMuGen::opRuns()) that hold part of a site
   // of several nodes, a node of a loop-carried rows group or of a matmul bias in a loop whose
