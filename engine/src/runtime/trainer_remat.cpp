@@ -305,43 +305,37 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
           throw StartOver{};  // the back-off widened the bucket's margin for the next plan
       } catch (const remat::RematInfeasible& e) {
         // No plan fitted. A binder that trades time for memory trades more first (Note [A budget
-        // widens the slack] in binder.h), and the predictor, which learnt what steps of its
-        // former choices keep, starts over: the step is planned anew.
-        if (binding::Binder* lean = segments->binder();
-            lean != nullptr && lean->widenMemorySlack()) {
-          char slack[32];
-          std::snprintf(slack, sizeof slack, "%g", lean->options().memorySlack);
-          bindingNote_ = "memory slack widened to " + std::string(slack) + " at step " +
-                         std::to_string(optimizer_->stepCount()) +
-                         ": bound, no plan fitted the remat budget (" + e.what() + ")";
-          remat_->forgetPeaks();
-          if (laterPart)
-            throw StartOver{};
-          plan = remat_->prepare(gen, inputs, carried);
-          tried.clear();
-          continue;
-        }
-        // A binder without a slack never looked for the regions that only save memory: one
-        // that does takes its place, with the first slack and what the other measured (its
-        // table), so only those regions are measured, when next met.
-        if (const binding::Binder* plain = segments->binder();
-            plain != nullptr && plain->options().memorySlack <= 0) {
-          binding::BinderOptions options = plain->options();
+        // widens the slack] in binder.h); one without a slack never looked for the regions that
+        // only save memory, so one that does takes its place, with the first slack and what the
+        // other measured (its table: only those regions are measured, when next met). Either
+        // way the predictor, which learnt what steps of the former choices keep, starts over
+        // and the step is planned anew.
+        const auto slackText = [](const binding::Binder& b) {
+          char text[32];
+          std::snprintf(text, sizeof text, "%g", b.options().memorySlack);
+          return std::string(text);
+        };
+        std::string rebound;
+        binding::Binder* current = segments->binder();
+        if (current != nullptr && current->widenMemorySlack()) {
+          rebound = "memory slack widened to " + slackText(*current) + " at step ";
+        } else if (current != nullptr && current->options().memorySlack <= 0) {
+          binding::BinderOptions options = current->options();
           options.memorySlack = binding::Binder::kFirstMemorySlack;
-          auto weighing =
-              std::make_shared<binding::Binder>(gen.staticGraph(), plain->table().machine, options);
-          BindingTable measured = plain->table();
+          auto weighing = std::make_shared<binding::Binder>(gen.staticGraph(),
+                                                            current->table().machine, options);
+          BindingTable measured = current->table();
           measured.memorySlack = options.memorySlack;
           if (auto why = weighing->adopt(std::move(measured)))
             throw std::logic_error("the binder's own table refused: " + *why);
-          weighing->setExploring(plain->exploring());
-          char slack[32];
-          std::snprintf(slack, sizeof slack, "%g", options.memorySlack);
-          bindingNote_ = "a memory slack of " + std::string(slack) + " from step " +
-                         std::to_string(optimizer_->stepCount()) +
-                         ": bound, no plan fitted the remat budget (" + e.what() + ")";
+          weighing->setExploring(current->exploring());
           segments->setBinder(weighing);
-          binder = weighing.get();
+          binder = current = weighing.get();
+          rebound = "a memory slack of " + slackText(*current) + " from step ";
+        }
+        if (!rebound.empty()) {
+          bindingNote_ = rebound + std::to_string(optimizer_->stepCount()) +
+                         ": bound, no plan fitted the remat budget (" + e.what() + ")";
           remat_->setWrittenFirst(true);
           remat_->forgetPeaks();
           if (laterPart)

@@ -96,6 +96,17 @@ symtune::Session heldTo(double slack, double megabytes) {
   return s;
 }
 
+// `steps` more steps of `t`, each within its budget.
+void stepWithin(symtune::Trainer& t, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    INFO("step ", i);
+    const symtune::StepResult r = t.step();
+    REQUIRE(r.remat.has_value());
+    REQUIRE(r.remat->plan.limitBytes.has_value());
+    CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
+  }
+}
+
 bool mentions(const std::optional<std::string>& note, const std::string& what) {
   return note && note->find(what) != std::string::npos;
 }
@@ -139,13 +150,7 @@ TEST_CASE("under a budget its memory slack is too narrow for, the binder's slack
   REQUIRE(narrow > 1.3 * widest);  // the premise: the narrow slack keeps much more
   const double tight = 1.15 * widest / 1e6;
   t->setRematBudget(tight, std::nullopt);
-  for (int i = 0; i < 6; ++i) {
-    INFO("step ", i, " under ", tight, " MB");
-    const symtune::StepResult r = t->step();
-    REQUIRE(r.remat.has_value());
-    REQUIRE(r.remat->plan.limitBytes.has_value());
-    CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
-  }
+  stepWithin(*t, 6);
   const Binder* binder = t->binder();
   REQUIRE(binder != nullptr);  // bound throughout
   CHECK(binder->options().memorySlack > 0.02);
@@ -163,13 +168,7 @@ TEST_CASE("under a budget only a memory slack fits, a binder without one is give
   REQUIRE(widest > 0);
   const double tight = 1.15 * widest / 1e6;
   const auto t = bindingBySetTimes(heldTo(0, tight));
-  for (int i = 0; i < 6; ++i) {
-    INFO("step ", i, " under ", tight, " MB");
-    const symtune::StepResult r = t->step();
-    REQUIRE(r.remat.has_value());
-    REQUIRE(r.remat->plan.limitBytes.has_value());
-    CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
-  }
+  stepWithin(*t, 6);
   const Binder* binder = t->binder();
   REQUIRE(binder != nullptr);  // bound throughout
   CHECK(binder->options().memorySlack >= Binder::kFirstMemorySlack);
