@@ -304,19 +304,20 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
         if (laterPart)
           throw StartOver{};  // the back-off widened the bucket's margin for the next plan
       } catch (const remat::RematInfeasible& e) {
-        // No plan fitted. A binder that trades time for memory trades more first (Note [A budget
-        // widens the slack] in binder.h); one without a slack never looked for the regions that
-        // only save memory, so one that does takes its place, with the first slack and what the
-        // other measured (its table: only those regions are measured, when next met). Either
-        // way the predictor, which learnt what steps of the former choices keep, starts over
-        // and the step is planned anew.
+        // No plan fitted. A step the trainer may split further splits, as it did before binders
+        // weighed memory (below). Otherwise a binder that trades time for memory trades more
+        // (Note [A budget widens the slack] in binder.h); one without a slack never looked for
+        // the regions that only save memory, so one that does takes its place, with the first
+        // slack and what the other measured (its table: only those regions are measured, when
+        // next met). Either way the predictor, which learnt what steps of the former choices
+        // keep, starts over and the step is planned anew.
         const auto slackText = [](const binding::Binder& b) {
           char text[32];
           std::snprintf(text, sizeof text, "%g", b.options().memorySlack);
           return std::string(text);
         };
         std::string rebound;
-        binding::Binder* current = segments->binder();
+        binding::Binder* current = splitting_ ? nullptr : segments->binder();
         if (current != nullptr && current->widenMemorySlack()) {
           rebound = "memory slack widened to " + slackText(*current) + " at step ";
         } else if (current != nullptr && current->options().memorySlack <= 0) {

@@ -1,7 +1,8 @@
 // A bound run under a remat budget (docs/remat.md, "With the binder"): early exit bound with a
 // memory slack keeps little as written and runs so under a budget near that (Note [Bound to keep
 // little] in symtune/remat/rematerializer.h); under a budget its slack is too narrow for, the
-// binder trades more time for memory before the run splits or goes on unbound, and a binder
+// binder trades more time for memory before the run goes on unbound (early exit cannot split its
+// batch: batch norm), and a binder
 // without a slack is given one (Note [A budget widens the slack] in symtune/binding/binder.h);
 // where nothing fits, the budget named is the bound one when that is less.
 //

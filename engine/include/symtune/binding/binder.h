@@ -149,7 +149,9 @@ class Binder final : public OpBinder {
   // buys moves with the measurements (early exit's 0.1 took the second stage's pair run again in
   // most trainers, 9.8 MB, and not in one, 12.1 MB), and a step no plan fits used to let the
   // binder go and run unbound, where nothing fits (16.4 MB against early exit's 11.7). So under
-  // a budget no plan fits, the trainer widens the slack before anything else: doubled (to
+  // a budget no plan fits, a step the trainer cannot split further widens the slack before the
+  // binder is let go (one it can split splits, as before, keeping the figures of the runs that
+  // split, the tagger's and the tree network's, as measured): doubled (to
   // kWidestMemorySlack at most), the winners chosen again from the table's measurements at the
   // next forward, nothing measured anew (Trainer::runPlanned, which also has the remat predictor
   // forget the peaks of the former choices). False, and nothing changed, at the widest, or where
