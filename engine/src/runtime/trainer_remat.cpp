@@ -382,11 +382,14 @@ torch::Tensor Trainer::runPlanned(const std::vector<c10::IValue>& inputs,
         if (boundNeeded > 0) {
           boundNeeded += static_cast<double>(carried);
           if (needed <= 0 || boundNeeded < needed) {
-            throw remat::RematInfeasible(
-                std::string(e.what()) + "; it needs " + remat::formatBytes(boundNeeded) + " " +
-                    bound + " (unbound " + remat::formatBytes(needed) +
-                    "; measured without the budget): the smallest feasible budget",
-                boundNeeded);
+            const std::string unbound =
+                needed > 0 ? "unbound " + remat::formatBytes(needed) : "no unbound plan ran";
+            throw remat::RematInfeasible(std::string(e.what()) + "; it needs " +
+                                             remat::formatBytes(boundNeeded) + " " + bound + " (" +
+                                             unbound +
+                                             "; measured without the budget): the smallest "
+                                             "feasible budget",
+                                         boundNeeded);
           }
         }
         throw remat::RematInfeasible(std::string(e.what()) + "; it needs " +
