@@ -25,6 +25,17 @@ size_t threadValues() {
   return threads + ((hardware & (hardware - 1)) != 0);
 }
 
+// The grid's test run: the ci preset, one warm-up step, under 0.6 of the plain peak, on two
+// threads.
+symtune::bench::RunConfig gridConfig() {
+  at::set_num_threads(2);
+  symtune::bench::RunConfig config;
+  config.preset = "ci";
+  config.warmup = 1;
+  config.grid = 0.6;
+  return config;
+}
+
 }  // namespace
 
 TEST_CASE("a configured mode's name says how its session runs") {
@@ -105,11 +116,7 @@ TEST_CASE("a configured mode's name says how its session runs") {
 }
 
 TEST_CASE("the grid: every configuration of the model's space under the budget") {
-  at::set_num_threads(2);
-  symtune::bench::RunConfig config;
-  config.preset = "ci";
-  config.warmup = 1;
-  config.grid = 0.6;
+  symtune::bench::RunConfig config = gridConfig();
   double budget = 0;
   const std::vector<std::string> grid =
       symtune::bench::gridModes("dynamic_tagger", config, &budget);
@@ -154,11 +161,7 @@ TEST_CASE("the grid: every configuration of the model's space under the budget")
 }
 
 TEST_CASE("a bound grid: its modes bound with the memory slack, binding_explore among its knobs") {
-  at::set_num_threads(2);
-  symtune::bench::RunConfig config;
-  config.preset = "ci";
-  config.warmup = 1;
-  config.grid = 0.6;
+  symtune::bench::RunConfig config = gridConfig();
   config.gridBind = 0.1;
   double budget = 0;
   const std::vector<std::string> grid = symtune::bench::gridModes("early_exit", config, &budget);
