@@ -335,6 +335,12 @@ json tuneBesideGrid(const std::string& model, const RunConfig& config, size_t co
   session.remat.calibrationSteps = std::max(1, config.warmup);
   session.remat.plainPeakMb = peak / 1e6;
   bindLikeTheGrid(session, config);
+  if (config.sharedTables && config.gridBind) {
+    // Its evaluations read the run's table as a session's saved one (harness.h).
+    session.binding.useTable = true;
+    session.binding.table = config.sharedTables->of(model, *config.gridBind, config).path;
+    session.binding.save = false;
+  }
   TuneSessionOptions options;
   options.warmupSteps = config.warmup;
   options.measuredSteps = config.steps;

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -543,6 +544,30 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
       mode->setup(*trainers.back());
     trainers.back()->setTelemetry(mode->telemetry.value_or(config.telemetry));
   }
+  // Note [One table for the run's bound modes] (harness.h): each bound mode's binder given the
+  // run's table of its memory slack, or why not.
+  std::vector<std::string> tableNotes(modes.size());
+  json sharedTables = json::array();
+  if (config.sharedTables) {
+    std::set<std::string> listed;
+    for (size_t m = 0; m < modes.size(); ++m) {
+      auto* segments = dynamic_cast<SegmentExecutor*>(&trainers[m]->executor());
+      const std::shared_ptr<binding::Binder> binder =
+          segments != nullptr ? segments->sharedBinder() : nullptr;
+      if (binder == nullptr)
+        continue;
+      const double slack = binder->options().memorySlack;
+      const SharedTables::Table& shared = config.sharedTables->of(model, slack, config);
+      const std::optional<std::string> why = binder->adopt(shared.table);
+      tableNotes[m] = why ? "the run's shared table not used: " + *why : "the run's shared table";
+      if (listed.insert(shared.path).second)
+        sharedTables.push_back({{"memory_slack", slack},
+                                {"steps", shared.steps},
+                                {"measurements", shared.measurements},
+                                {"bindings", shared.table.bindings.size()},
+                                {"seconds", shared.seconds}});
+    }
+  }
   if (!config.exportDir.empty())
     exportForAnchor(model, *trainers[baseline], session, config);
 
@@ -668,6 +693,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
                              {"smallest_feasible_bytes", rec.smallestFeasible},
                              {"binding_note", rec.infeasibleBinding},
                              {"steps_run", rec.losses.size()}});
+      if (!tableNotes[m].empty())
+        modeResults.back()["binding_table"] = tableNotes[m];
       continue;
     }
     const double stepMedian = median(rec.stepSeconds);
@@ -706,6 +733,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
       modeResults.back()["binding_note"] = *note;
     if (const binding::Binder* binder = trainers[m]->binder())
       modeResults.back()["binding"] = bindingSummary(*binder, rec, config.warmup);
+    if (!tableNotes[m].empty())
+      modeResults.back()["binding_table"] = tableNotes[m];
     if (const remat::Rematerializer* remat = trainers[m]->rematerializer())
       modeResults.back()["remat"] = rematSummary(*remat, rec, static_cast<size_t>(config.warmup));
     if (const control::OnlineController* controller = trainers[m]->controller())
@@ -719,6 +748,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
                  {"bytes_per_step", bytesPerStep > 0 ? json(bytesPerStep) : json(nullptr)},
                  {"ops_without_cost", counted ? cost.opsWithoutCost / counted : 0},
                  {"modes", modeResults}};
+  if (config.sharedTables)
+    result["shared_tables"] = sharedTables;
   if (config.grid) {
     std::cerr << "  auto_tune beside the grid\n";
     json summary = gridSummary(modeResults, grid, *config.grid, gridBudget,

@@ -3,8 +3,10 @@
 // the same data in one process, stepped in turn, with medians, ratios to a baseline mode, loss
 // agreement and a roofline. docs/benchmarks.md describes the JSON it writes.
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "symtune/core/binding_table.h"
 #include "symtune/runtime/trainer.h"
 
 namespace symtune::bench {
@@ -69,6 +72,8 @@ class Lockstep {
   std::string folder_;
 };
 
+class SharedTables;
+
 struct RunConfig {
   std::string preset = "cpu";
   std::vector<std::string> modes{"script", "script-noopt", "checkpoint"};
@@ -98,6 +103,46 @@ struct RunConfig {
   // under the budget, remat.bind) with this memory slack (binding.memory_slack; 0: none). The
   // plain peak the budget is a share of stays "script"'s.
   std::optional<double> gridBind;
+  // Set (--binding-table shared): every bound mode of a model, and auto_tune beside a bound grid,
+  // starts from one binding table per memory slack (Note [One table for the run's bound modes]).
+  // Shared by the copies of the config (the head-to-head runs read the grid's tables).
+  std::shared_ptr<SharedTables> sharedTables;
+};
+
+// Note [One table for the run's bound modes]
+// A bound mode's binder measures its candidates in its first steps and binds the fastest by what
+// it measured: two trainers of one configuration can bind differently, and then differ by more
+// than configurations do. Under 0.6 of early exit's plain peak, bound with a memory slack of 0.1,
+// the grid's best and runner-up in one round were the same step under two budgets (nothing
+// recomputed either way) and ran 1000 and 895 samples/s, at 12.1 and 9.8 MB: one trainer's
+// measurements had taken a leaner pair of blocks than the other's. A grid, a controller and a
+// tuner compare configurations; what the binder happened to measure is none of their knobs. So
+// with a shared table the harness first trains the model bound (the memory slack asked for, no
+// budget, the process's threads) over the run's batches in a trainer of its own, untimed, and
+// gives every bound mode's binder its table, as a session's saved table is read
+// (Binder::adopt): they bind alike, and measure only the buckets it did not meet (a
+// micro-batch's shapes). auto_tune's evaluations read it as their session's table file.
+class SharedTables {
+ public:
+  struct Table {
+    BindingTable table;
+    std::string path;          // where it was written (a session's binding.table)
+    int steps = 0;             // the measuring trainer's steps
+    int64_t measurements = 0;  // the (site, bucket)s it measured
+    double seconds = 0;        // its steps' time
+  };
+  SharedTables();   // its files in a folder of its own under the system's temporary folder
+  ~SharedTables();  // which it removes
+  SharedTables(const SharedTables&) = delete;
+  SharedTables& operator=(const SharedTables&) = delete;
+
+  // The table of `model` bound with `memorySlack`, measured on first use over config.warmup +
+  // config.steps of the run's batches.
+  const Table& of(const std::string& model, double memorySlack, const RunConfig& config);
+
+ private:
+  std::filesystem::path folder_;
+  std::map<std::string, Table> tables_;  // by "<model> <slack>"
 };
 
 Telemetry parseTelemetry(const std::string& name);  // "off", "features" or "per-node"

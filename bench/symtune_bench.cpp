@@ -53,6 +53,10 @@ constexpr const char* kUsage = R"(usage: symtune-bench [options]
                      budget (remat.bind) with a memory slack of S in [0, 1) (binding.memory_slack;
                      their modes' names begin bind+ or bind+lean:S+); the budget stays a share of
                      script's plain peak
+  --binding-table own|shared  own (the default): each bound mode's binder measures its own table;
+                     shared: a trainer of the model's own, bound with the mode's memory slack, first
+                     measures one over the run's batches, untimed, and every bound mode (auto_tune
+                     beside a bound grid too) starts from it, as from a saved table (binding.table)
   --memory-prediction on|off  predict each step's peak of the baseline mode before it runs
                      (remat's memory predictor, fed the steps before) and report the errors
                      (default: off; on adds a template-counting forward before each baseline
@@ -178,6 +182,11 @@ int main(int argc, char** argv) {
         if (!(s >= 0 && s < 1))
           throw std::invalid_argument("--grid-bind takes a memory slack in [0, 1)");
         config.gridBind = s;
+      } else if (arg == "--binding-table") {
+        if (value != "own" && value != "shared")
+          throw std::invalid_argument("--binding-table: expected own or shared, found " + value);
+        config.sharedTables =
+            value == "shared" ? std::make_shared<symtune::bench::SharedTables>() : nullptr;
       } else if (arg == "--memory-prediction" && (value == "on" || value == "off"))
         config.memoryPrediction = value == "on";
       else
@@ -238,7 +247,8 @@ int main(int argc, char** argv) {
                    {"telemetry", symtune::bench::telemetryName(config.telemetry)},
                    {"modes", config.modes},
                    {"grid", config.grid ? json(*config.grid) : json(nullptr)},
-                   {"grid_bind", config.gridBind ? json(*config.gridBind) : json(nullptr)}}},
+                   {"grid_bind", config.gridBind ? json(*config.gridBind) : json(nullptr)},
+                   {"binding_table", config.sharedTables ? "shared" : "own"}}},
                  {"probes",
                   {{"matmul_flops_per_s", probes.matmulFlopsPerSecond},
                    {"memory_bytes_per_s", probes.memoryBytesPerSecond}}},

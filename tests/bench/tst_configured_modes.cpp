@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <thread>
@@ -179,4 +180,50 @@ TEST_CASE("a bound grid: its modes bound with the memory slack, binding_explore 
   }
   CHECK(tableOnly == threads * 4);
   CHECK(grid.back().find("+online+split") != std::string::npos);
+}
+
+// Note [One table for the run's bound modes] in harness.h.
+TEST_CASE("a shared binding table: every bound mode binds by the one of its memory slack") {
+  symtune::bench::RunConfig config;
+  at::set_num_threads(2);
+  config.preset = "ci";
+  config.warmup = 1;
+  config.steps = 2;
+  config.modes = {"script", "bind", "bind+lean:0.1", "bind+lean:0.1+remat_mb:100+threads:1"};
+  config.sharedTables = std::make_shared<symtune::bench::SharedTables>();
+  const nlohmann::ordered_json run =
+      symtune::bench::runModel("early_exit", config, symtune::bench::Probes{1, 1});
+
+  // One table per memory slack, measured once by a trainer of the harness's own.
+  const auto& tables = run["shared_tables"];
+  REQUIRE(tables.size() == 2);
+  std::set<double> slacks;
+  for (const auto& t : tables) {
+    slacks.insert(t["memory_slack"].get<double>());
+    CHECK(t["steps"] == 3);
+    CHECK(t["measurements"].get<int64_t>() > 0);
+    CHECK(t["bindings"].get<size_t>() > 0);
+  }
+  CHECK(slacks == std::set<double>{0, 0.1});
+  const std::string path = config.sharedTables->of("early_exit", 0.1, config).path;
+  CHECK(std::filesystem::exists(path));
+  CHECK(symtune::BindingTable::load(path).memorySlack == 0.1);
+
+  // Its modes measure nothing: every bucket they meet is in it.
+  for (const auto& m : run["modes"]) {
+    const std::string name = m["mode"].get<std::string>();
+    INFO(name);
+    REQUIRE_FALSE(m.contains("infeasible"));
+    if (name == "script") {
+      CHECK_FALSE(m.contains("binding_table"));
+      continue;
+    }
+    CHECK(m["binding_table"] == "the run's shared table");
+    for (const auto& n : m["binding"]["measurements_per_step"])
+      CHECK(n == 0);
+  }
+
+  // Its files go with it.
+  config.sharedTables.reset();
+  CHECK_FALSE(std::filesystem::exists(path));
 }
