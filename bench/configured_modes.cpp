@@ -103,9 +103,11 @@ std::optional<Components> parse(const std::string& name) {
     }
     any = true;
   }
-  // "bind" alone is a baseline mode's business ("bind+fused"); here it goes with a budget or a
-  // memory slack.
-  if (!any || (c.bind && !c.fraction && !c.megabytes && !c.lean))
+  // "bind" alone is a baseline mode's business ("bind+fused"); here it goes with something
+  // else: a budget, a memory slack, micro-batches, threads, the controller, the explore knob.
+  const bool bindAlone = c.bind && !c.fraction && !c.megabytes && !c.lean && !c.explore &&
+                         c.microbatches <= 1 && c.threads == 0 && !c.online;
+  if (!any || bindAlone)
     return std::nullopt;
   if ((c.lean || c.explore) && !c.bind)
     return std::nullopt;  // the binder's

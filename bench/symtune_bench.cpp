@@ -73,7 +73,7 @@ batch, the cheapest units recomputed to keep the step under F times its predicte
 the budget enforced), bind+remat:F (the same with DynaCompiler's binding, measured outside the
 budget); and modes named by their configuration, '+' between the parts: remat:F or remat_mb:X
 (the planner under X MB), micro:K (K micro-batches), threads:T, split (with a remat budget: a
-step no plan fits split into more micro-batches), bind (with a remat budget or lean), lean:S (with
+step no plan fits split into more micro-batches), bind (with any other part), lean:S (with
 bind: S of the sites' time may go to candidates that keep less for the backward, the binding
 block's memory_slack; e.g. bind+lean:0.1), explore:E (with bind: the binding_explore knob, 0:
 the binder binds by its table and cost model only, the ATen op elsewhere), online (the online

@@ -105,6 +105,15 @@ TEST_CASE("a configured mode's name says how its session runs") {
   CHECK(tableOnly.control.enabled);
   CHECK(tableOnly.control.bindingExplore == false);
   CHECK(configuredMode("bind+remat_mb:10+explore:0") != nullptr);  // the mode's binder's
+  // Bound, with micro-batches or a thread count alone.
+  symtune::Session boundSplit;
+  const symtune::bench::Mode* split = configuredMode("bind+micro:2+threads:2");
+  REQUIRE(split != nullptr);
+  split->configure(boundSplit);
+  CHECK(boundSplit.binding.enabled);
+  CHECK(boundSplit.binding.memorySlack == 0);
+  CHECK(boundSplit.control.microbatches == 2);
+  CHECK(configuredMode("bind+threads:1") != nullptr);
 
   for (const char* wrong :
        {"bind", "split", "remat:1.5", "remat:0.5+remat_mb:3", "micro:0", "micro:2.5", "threads:x",
