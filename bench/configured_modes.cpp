@@ -420,8 +420,9 @@ json headToHead(const std::string& model, const RunConfig& config, const Probes&
     json modes = json::array();
     std::optional<double> bestSpeed, tuneSpeed;
     for (const auto& m : run["modes"]) {
-      if (m.contains("infeasible")) {
-        modes.push_back({{"mode", m["mode"]}, {"infeasible", m["infeasible"]}});
+      if (m.contains("infeasible") || m.contains("refused")) {
+        modes.push_back(
+            {{"mode", m["mode"]}, {"infeasible", m.value("infeasible", m.value("refused", ""))}});
         continue;
       }
       const double speed = m["samples_per_s"]["median"].get<double>();
@@ -449,8 +450,8 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
     if (std::find(grid.begin(), grid.end(), name) == grid.end())
       continue;
     if (name.find("+online") != std::string::npos) {
-      if (m.contains("infeasible"))
-        online = {{"mode", name}, {"infeasible", m["infeasible"]}};
+      if (m.contains("infeasible") || m.contains("refused"))
+        online = {{"mode", name}, {"infeasible", m.value("infeasible", m.value("refused", ""))}};
       else
         online = {{"mode", name},
                   {"samples_per_s", m["samples_per_s"]["median"]},
@@ -460,7 +461,7 @@ json gridSummary(const json& modeResults, const std::vector<std::string>& grid, 
                   {"peak_bytes", m["peak_bytes"]["max"]}};
       continue;
     }
-    if (m.contains("infeasible")) {
+    if (m.contains("infeasible") || m.contains("refused")) {
       infeasible.push_back(name);
       continue;
     }

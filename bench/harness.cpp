@@ -67,6 +67,7 @@ struct ModeRecord {
   std::vector<int> microbatches;         // every step: how many micro-batches it ran as
   std::vector<std::string> splitNotes;   // why a step was split further, where one was
   std::vector<StepResult::Remat> remat;  // every step under a budget, warm-up included
+  std::string refused;            // why the session refused the mode's configuration (SetupError)
   std::string infeasible;         // why the mode stopped: its budget is below what any plan fits
   std::string infeasibleBinding;  // and what its trainer said of its binding by then
   double smallestFeasible = 0;
@@ -532,14 +533,27 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
     throw std::runtime_error("the baseline mode \"" + config.baseline + "\" is not among --modes");
 
   std::vector<std::unique_ptr<Trainer>> trainers;
-  for (const Mode* mode : modes) {
+  std::vector<ModeRecord> records(modes.size());
+  for (size_t k = 0; k < modes.size(); ++k) {
+    const Mode* mode = modes[k];
     Session own = session;
     if (mode->configure)
       mode->configure(own);
     // A budget fraction is of the plain peak of the warm-up steps, which are not measured.
     if (own.remat.enabled && own.remat.budgetFraction)
       own.remat.calibrationSteps = std::max(1, config.warmup);
-    trainers.push_back(std::make_unique<Trainer>(own));
+    try {
+      trainers.push_back(std::make_unique<Trainer>(own));
+    } catch (const SetupError& e) {
+      // A configuration the model does not allow (micro-batches of a model with batch norm): the
+      // mode runs no step, the others go on.
+      if (k == baseline)
+        throw;
+      records[k].refused = e.what();
+      trainers.push_back(nullptr);
+      std::cerr << "  " << mode->name << ": refused: " << e.what() << "\n";
+      continue;
+    }
     if (mode->setup)
       mode->setup(*trainers.back());
     trainers.back()->setTelemetry(mode->telemetry.value_or(config.telemetry));
@@ -551,6 +565,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
   if (config.sharedTables) {
     std::set<std::string> listed;
     for (size_t m = 0; m < modes.size(); ++m) {
+      if (trainers[m] == nullptr)
+        continue;
       auto* segments = dynamic_cast<SegmentExecutor*>(&trainers[m]->executor());
       const std::shared_ptr<binding::Binder> binder =
           segments != nullptr ? segments->sharedBinder() : nullptr;
@@ -585,7 +601,6 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
   // one stepping after two micro-batches and 1.01 when the fixed trainer was. Each round's order
   // is now a shuffle from a generator seeded with the run's seed, so each mode follows each other
   // about equally often and a run repeats its order.
-  std::vector<ModeRecord> records(modes.size());
   std::vector<size_t> order(modes.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::mt19937_64 shuffler(static_cast<uint64_t>(config.seed));
@@ -596,7 +611,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
   for (int i = 0; i < total; ++i) {
     std::shuffle(order.begin(), order.end(), shuffler);
     for (const size_t m : order) {
-      if (!records[m].infeasible.empty()) {
+      if (!records[m].infeasible.empty() || !records[m].refused.empty()) {
         if (config.lockstep)
           config.lockstep->pass(model, i, m, modes.size());
         continue;
@@ -686,6 +701,13 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
   json modeResults = json::array();
   for (size_t m = 0; m < modes.size(); ++m) {
     const ModeRecord& rec = records[m];
+    if (!rec.refused.empty()) {
+      modeResults.push_back({{"mode", modes[m]->name},
+                             {"description", modes[m]->description},
+                             {"refused", rec.refused},
+                             {"steps_run", 0}});
+      continue;
+    }
     if (!rec.infeasible.empty()) {
       modeResults.push_back({{"mode", modes[m]->name},
                              {"description", modes[m]->description},
@@ -780,6 +802,12 @@ std::string table(const json& results) {
         << "GFLOP/s"
         << "\n";
     for (const auto& m : model["modes"]) {
+      if (m.contains("refused")) {
+        out << "  " << std::left << std::setw(14) << m["mode"].get<std::string>()
+            << " refused: " << m["refused"].get<std::string>() << "\n"
+            << std::right;
+        continue;
+      }
       if (m.contains("infeasible")) {
         out << "  " << std::left << std::setw(14) << m["mode"].get<std::string>()
             << " infeasible: smallest feasible budget " << std::setprecision(1)

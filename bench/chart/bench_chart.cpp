@@ -128,7 +128,7 @@ struct ModeResult {
   std::optional<double> throughputRatio;  // ratio.samples_per_s, over the baseline mode
   std::optional<double> peakBytesRatio;   // ratio.peak_bytes, over the baseline mode
   std::vector<double> losses;             // one per step; NaN where the JSON has null
-  bool infeasible = false;                // a remat budget no plan fitted: no numbers
+  bool infeasible = false;  // a remat budget no plan fitted, or a configuration refused: no numbers
 };
 
 struct ModelResult {
@@ -222,7 +222,7 @@ std::vector<double> parseLosses(const json& array, const std::string& where) {
 ModeResult parseMode(const json& object, const std::string& where) {
   ModeResult mode;
   mode.mode = requiredString(object, "mode", where);
-  if (find(object, {"infeasible"}) != nullptr) {
+  if (find(object, {"infeasible"}) != nullptr || find(object, {"refused"}) != nullptr) {
     mode.infeasible = true;
     return mode;
   }

@@ -78,7 +78,8 @@ def summarize(rounds: list, baseline: str) -> dict:
     for engine, python in rounds:
         anchor = {m["model"]: m for m in python["models"]}
         for model in engine["models"]:
-            modes = {m["mode"]: m["samples_per_s"]["median"] for m in model["modes"]}
+            modes = {m["mode"]: m["samples_per_s"]["median"] for m in model["modes"]
+                     if "samples_per_s" in m}  # not a mode that stopped or was refused
             eager = next(m for m in anchor[model["model"]]["modes"]
                          if m["mode"] == "python-eager")
             modes["python-eager"] = eager["samples_per_s"]["median"]

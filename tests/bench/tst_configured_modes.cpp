@@ -236,3 +236,28 @@ TEST_CASE("a shared binding table: every bound mode binds by the one of its memo
   config.sharedTables.reset();
   CHECK_FALSE(std::filesystem::exists(path));
 }
+
+TEST_CASE("a configuration the model refuses stops its mode before its first step, not the run") {
+  symtune::bench::RunConfig config;
+  config.preset = "ci";
+  config.warmup = 1;
+  config.steps = 1;
+  // Early exit normalises over the batch: two micro-batches would each have their own statistics.
+  config.modes = {"script", "micro:2", "threads:1"};
+  const nlohmann::ordered_json run =
+      symtune::bench::runModel("early_exit", config, symtune::bench::Probes{1, 1});
+  REQUIRE(run["modes"].size() == 3);
+  const auto& refused = run["modes"][1];
+  CHECK(refused["mode"] == "micro:2");
+  CHECK(refused["steps_run"] == 0);
+  CHECK(refused["refused"].get<std::string>().find("batch norm") != std::string::npos);
+  CHECK_FALSE(refused.contains("samples_per_s"));
+  for (const size_t ran : {0, 2})
+    CHECK(run["modes"][ran]["samples_per_s"]["median"].get<double>() > 0);
+  CHECK(symtune::bench::table({{"models", {run}}}).find("micro:2        refused: ") !=
+        std::string::npos);
+
+  config.baseline = "micro:2";  // the baseline's refusal is the run's
+  CHECK_THROWS_AS(symtune::bench::runModel("early_exit", config, symtune::bench::Probes{1, 1}),
+                  symtune::SetupError);
+}
