@@ -63,6 +63,7 @@ struct ModeRecord {
   std::vector<double> losses;                // every step, warm-up included
   std::vector<double> allPeaks, savedBytes;  // every step: its peak; the templates' saved bytes
   std::vector<double> stepSeconds, samplesPerSecond, data, forward, backward, optimizer, peakBytes;
+  std::vector<double> decide;            // the online controller's choice, where it chose
   std::vector<int64_t> measurements;     // binder measurements per step, warm-up included
   std::vector<int> microbatches;         // every step: how many micro-batches it ran as
   std::vector<std::string> splitNotes;   // why a step was split further, where one was
@@ -674,6 +675,8 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
       rec.forward.push_back(r.timings.forward);
       rec.backward.push_back(r.timings.backward);
       rec.optimizer.push_back(r.timings.optimizer);
+      if (r.decision)
+        rec.decide.push_back(r.timings.decide);
       rec.peakBytes.push_back(peakBytes);
     }
   }
@@ -739,6 +742,7 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
          {"forward_s", summary(rec.forward)},
          {"backward_s", summary(rec.backward)},
          {"optimizer_s", summary(rec.optimizer)},
+         {"decide_s", rec.decide.empty() ? json(nullptr) : summary(rec.decide)},
          {"peak_bytes", summary(rec.peakBytes)},
          {"losses", rec.losses},
          {"final_loss", rec.losses.back()},

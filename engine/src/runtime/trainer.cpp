@@ -413,7 +413,9 @@ StepResult Trainer::runStep(Graph* capture) {
   // The data phase: building the batch, and splitting it and moving it to the device; the online
   // controller's decision between the two is the step's.
   const double built = secondsSince(t0);
+  const auto tDecide = Clock::now();
   std::optional<control::Decision> decision = decide(whole);
+  const double decideSeconds = secondsSince(tDecide);
   const control::Configuration configured = configuration();
   const binding::Binder* stepBinder = binder();
   const int64_t measuredBefore = stepBinder != nullptr ? stepBinder->measurements() : 0;
@@ -445,6 +447,7 @@ StepResult Trainer::runStep(Graph* capture) {
   const control::BatchFacts facts = factsOf(parts);
   StepTimings timings;
   timings.data = dataSeconds;
+  timings.decide = decideSeconds;
   const bool updateRatio = measured && broker_->wantsUpdateRatio();
   SequenceOwners owners;
   std::vector<std::vector<RegionId>> patterns;  // each forward's branches, when the executor sees

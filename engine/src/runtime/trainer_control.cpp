@@ -134,7 +134,9 @@ control::ConfigSpace Trainer::configSpace() {
   std::sort(parts.values.begin(), parts.values.end());
   knobs.push_back(std::move(parts));
 
-  const auto hardware = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  // Asked once: glibc reads /sys for it, and configure() makes the space on every step.
+  static const auto hardware =
+      static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
   control::Knob threads{"threads", powersOfTwoUpTo(hardware),
                         static_cast<double>(at::get_num_threads()),
                         "at most the machine's " + std::to_string(hardware) +

@@ -35,6 +35,7 @@ struct MetaInfoBrokerOptions {
 // What the trainer knows of a step besides what the broker measures itself.
 struct StepTimings {
   double data = 0, forward = 0, backward = 0, optimizer = 0, total = 0;  // seconds
+  double decide = 0;  // the online controller's choice and its configuring the step (in total)
 };
 
 class MetaInfoBroker {
