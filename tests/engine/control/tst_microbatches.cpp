@@ -273,6 +273,9 @@ TEST_CASE_FIXTURE(TwoThreads, "the online controller does not choose again what 
     INFO("step ", step);
     const symtune::StepResult r = t.step();
     REQUIRE(r.decision.has_value());
+    // The decision is timed, and is part of the step.
+    CHECK(r.timings.decide > 0);
+    CHECK(r.timings.decide < r.seconds);
     const symtune::control::Decision& d = *r.decision;
     if (failed.count(d.bucket) != 0)
       CHECK(d.chosen.microbatches > failed[d.bucket]);
