@@ -9,18 +9,46 @@ namespace symtune::control {
 
 namespace {
 
-// Cholesky factor L of the symmetric positive-definite n × n matrix `a` (row-major): a = L Lᵀ.
-std::vector<double> cholesky(const std::vector<double>& a, size_t n) {
-  std::vector<double> l(n * n, 0.0);
+// The terms of the symmetric n × n matrix `a` (row-major) that share an entry off the diagonal
+// with another.
+std::vector<size_t> coupledTerms(const std::vector<double>& a, size_t n) {
+  std::vector<size_t> coupled;
   for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j <= i; ++j) {
+    for (size_t j = 0; j < n; ++j) {
+      if (j != i && (a[i * n + j] != 0 || a[j * n + i] != 0)) {
+        coupled.push_back(i);
+        break;
+      }
+    }
+  }
+  return coupled;
+}
+
+// Cholesky factor L of the symmetric positive-definite n × n matrix `a` (row-major): a = L Lᵀ.
+// Note [Terms no step used]: a term whose row and column are zero off the diagonal has them zero
+// in L too, so only the rows of `coupled` (ascending; coupledTerms(a, n), or more) are worked
+// through and only their entries of `a` read: the factor is the one the whole matrix gives, bit
+// for bit (what is skipped adds exact zeros), at the cost of the terms in use.
+std::vector<double> cholesky(const std::vector<double>& a, size_t n,
+                             const std::vector<size_t>& coupled) {
+  std::vector<double> l(n * n, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    l[i * n + i] = std::sqrt(std::max(a[i * n + i], 1e-12));  // the coupled ones' again below
+  for (size_t p = 0; p < coupled.size(); ++p) {
+    const size_t i = coupled[p];
+    for (size_t q = 0; q <= p; ++q) {
+      const size_t j = coupled[q];
       double sum = a[i * n + j];
-      for (size_t k = 0; k < j; ++k)
-        sum -= l[i * n + k] * l[j * n + k];
+      for (size_t r = 0; r < q; ++r)
+        sum -= l[i * n + coupled[r]] * l[j * n + coupled[r]];
       l[i * n + j] = i == j ? std::sqrt(std::max(sum, 1e-12)) : sum / l[j * n + j];
     }
   }
   return l;
+}
+
+std::vector<double> cholesky(const std::vector<double>& a, size_t n) {
+  return cholesky(a, n, coupledTerms(a, n));
 }
 
 // Solves L y = v (lower), then, when `transposed`, Lᵀ x = v instead.
@@ -121,13 +149,22 @@ void AdditiveModel::addContext(const std::string& name) {
   prior_.push_back(1.0 / priorVariance_);
   moment_.push_back(0.0);
   contexts_[name] = dim_++;
+  posteriorFresh_ = false;
   for (Recent& r : recent_)
     r.x.push_back(0.0);  // the newer observations' had no term for it
 }
 
 std::vector<double> AdditiveModel::features(const Configuration& c, const std::string& context,
                                             const std::vector<double>& signalValues) const {
-  std::vector<double> x(dim_, 0.0);
+  std::vector<double> x;
+  features(c, context, signalValues, x);
+  return x;
+}
+
+void AdditiveModel::features(const Configuration& c, const std::string& context,
+                             const std::vector<double>& signalValues,
+                             std::vector<double>& x) const {
+  x.assign(dim_, 0.0);
   const auto& knobs = space_.knobs();
   for (size_t k = 0; k < knobs.size(); ++k) {
     const double v = valueOf(c, knobs[k]);
@@ -147,7 +184,6 @@ std::vector<double> AdditiveModel::features(const Configuration& c, const std::s
   const auto found = contexts_.find(context);
   if (found != contexts_.end())
     x[found->second] = 1.0;
-  return x;
 }
 
 void AdditiveModel::setHorizon(double horizon) {
@@ -168,14 +204,22 @@ double AdditiveModel::noise() const {
   return (2 * priorNoise_ + residualSum_) / (2 + counted_);
 }
 
-TermPosterior AdditiveModel::posterior() const {
+const TermPosterior& AdditiveModel::posterior() const {
+  if (posteriorFresh_)
+    return posterior_;
   const size_t n = dim_;
   const double s2 = noise();
-  std::vector<double> a(precision_.size());
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t j = 0; j < n; ++j) {
-      const double prior = i == j ? prior_[i] : 0.0;
-      a[i * n + j] = prior + (precision_[i * n + j] - prior) / s2;
+  // The posterior precision P + XᵀX/s²; off the diagonal only among the terms some observation
+  // used together, the rest being 0 (Note [Terms no step used]), and of those the lower triangle,
+  // all the factor reads.
+  const std::vector<size_t> coupled = coupledTerms(precision_, n);
+  std::vector<double> a(precision_.size(), 0.0);
+  for (size_t i = 0; i < n; ++i)
+    a[i * n + i] = prior_[i] + (precision_[i * n + i] - prior_[i]) / s2;
+  for (size_t p = 0; p < coupled.size(); ++p) {
+    for (size_t q = 0; q < p; ++q) {
+      const size_t i = coupled[p], j = coupled[q];
+      a[i * n + j] = precision_[i * n + j] / s2;
     }
   }
   // The mean solves (that) mean = P m + Xᵀy/s², m the prior's mean: 0 but for the signals' own
@@ -187,10 +231,11 @@ TermPosterior AdditiveModel::posterior() const {
     const size_t own = interactionOffset(j) - 1;
     b[own] += prior_[own] * slopes_[j];
   }
-  TermPosterior p;
-  p.factor = cholesky(a, n);
-  p.mean = solveLower(p.factor, n, solveLower(p.factor, n, b, false), true);
-  return p;
+  posterior_.factor = cholesky(a, n, coupled);
+  posterior_.mean =
+      solveLower(posterior_.factor, n, solveLower(posterior_.factor, n, b, false), true);
+  posteriorFresh_ = true;
+  return posterior_;
 }
 
 double AdditiveModel::predict(const std::vector<double>& x,
@@ -238,7 +283,7 @@ void AdditiveModel::letGo(const std::vector<size_t>& terms) {
   // precision plus evidence that posterior() turns into it at the noise's variance now.
   const size_t n = dim_;
   const double s2 = noise();
-  const TermPosterior post = posterior();
+  const TermPosterior post = posterior();  // a copy: the loop below changes what it is of
   std::vector<double> cov = inverseOf(post.factor, n);
   for (size_t t : terms)
     cov[t * n + t] += shiftSpread_;
@@ -259,9 +304,11 @@ void AdditiveModel::letGo(const std::vector<size_t>& terms) {
     }
     moment_[i] = s2 * (held - prior_[i] * priorMean);
   }
+  posteriorFresh_ = false;
 }
 
 void AdditiveModel::accumulate(const std::vector<double>& x, double centred, double amount) {
+  posteriorFresh_ = false;
   for (size_t i = 0; i < dim_; ++i) {
     if (x[i] == 0)
       continue;
@@ -308,10 +355,11 @@ double AdditiveModel::observe(const std::vector<double>& x, double y) {
   if (observations_ == 0)
     reference_ = y;  // the terms are of the time relative to the first observation's
   const double centred = y - reference_;
-  const TermPosterior post = posterior();
+  const TermPosterior& post = posterior();  // what choose() drew from, as a rule
   const double residual = centred - dot(x, post.mean);
   // Note [Steps at half speed].
   const double r2 = residual * residual / (noise() + post.variance(x));
+  posteriorFresh_ = false;  // the noise's estimate moves, and the observations
   double weight = std::isinf(tails_) ? 1.0 : std::min(1.0, (tails_ + 1) / (tails_ + r2));
   if (horizon_ > 0) {
     // Note [Old steps fade]: what the observations before this one put in shrinks; the prior's

@@ -227,7 +227,7 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   for (size_t j = 0; j < options_.signalNames.size() && j < batchSignals.size(); ++j)
     d.batchSignals.emplace_back(options_.signalNames[j], batchSignals[j]);
   // A draw of the terms from their posterior (Note [Posterior of the terms]).
-  const TermPosterior post = model_.posterior();
+  const TermPosterior& post = model_.posterior();
   const std::vector<double>& theta = post.mean;
   const std::vector<double> draw = post.draw(rng_);
   const int64_t observations = model_.observations();
@@ -244,15 +244,22 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   }
   for (size_t i = 0; i < grid_.size() && !anyFits; ++i)
     usable[i] = allowed(grid_[i]);
+  // Each usable configuration's predicted log seconds per sample for this batch, by the mean and
+  // by the draw.
+  std::vector<double> mean(grid_.size()), byDraw(grid_.size()), x;
+  for (size_t i = 0; i < grid_.size(); ++i) {
+    if (!usable[i])
+      continue;
+    model_.features(grid_[i], bucket, z, x);
+    mean[i] = model_.predict(x, theta);
+    byDraw[i] = dot(x, draw);
+  }
   const Configuration* leader = nullptr;
   if (options_.aroundLeader && observations > 0) {
     double leaderMean = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < grid_.size(); ++i) {
-      if (!usable[i] || !measured(grid_[i]))
-        continue;
-      const double mean = model_.predict(model_.features(grid_[i], bucket, z), theta);
-      if (mean < leaderMean) {
-        leaderMean = mean;
+      if (usable[i] && mean[i] < leaderMean && measured(grid_[i])) {
+        leaderMean = mean[i];
         leader = &grid_[i];
       }
     }
@@ -273,11 +280,9 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   for (size_t i = 0; i < grid_.size(); ++i) {
     if (!eligible[i])
       continue;
-    const std::vector<double> x = model_.features(grid_[i], bucket, z);
-    byMean.emplace_back(model_.predict(x, theta), i);
-    const double drawn = dot(x, draw);
-    if (drawn < bestDrawn) {
-      bestDrawn = drawn;
+    byMean.emplace_back(mean[i], i);
+    if (byDraw[i] < bestDrawn) {
+      bestDrawn = byDraw[i];
       best = i;
     }
   }
@@ -327,8 +332,7 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   // Held back to the baseline is not exploring.
   d.explored = observations > 0 && byMean.front().second != best && d.heldBack.empty();
   if (observations > 0)
-    d.predictedSamplesPerSecond =
-        std::exp(-model_.predict(model_.features(d.chosen, bucket, z), theta));
+    d.predictedSamplesPerSecond = std::exp(-mean[best]);
   for (const auto& [value, i] : byMean) {
     if (d.alternatives.size() >= static_cast<size_t>(options_.alternatives))
       break;

@@ -104,6 +104,7 @@ void AdditiveModel::restore(const std::string& text) {
     counted_ = counted;
     recent_ = std::move(recent);
     shifts_ = shifts;
+    posteriorFresh_ = false;
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("the speed model's state: ") + e.what());
   }

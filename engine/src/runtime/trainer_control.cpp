@@ -184,8 +184,13 @@ control::Configuration Trainer::configuration() const {
 }
 
 void Trainer::configure(const control::Configuration& c) {
-  if (auto why = configSpace().outside(c))
-    throw SetupError(*why);
+  // The space is checked against only for a change (the controller's choice keeps the run as it
+  // stands on most steps, and making the space took a fifth of its decision); the intra-op
+  // threads are set either way: the pool is the process's, and another trainer may have moved it.
+  if (c != configuration()) {
+    if (auto why = configSpace().outside(c))
+      throw SetupError(*why);
+  }
   if (c.rematBudget != rematBudget_) {
     // Unset: back to the session's.
     const double fraction = c.rematBudget.value_or(session_.remat.budgetFraction.value_or(0));

@@ -363,6 +363,70 @@ TEST_CASE("a step at half speed now and then does not make the fastest configura
   CHECK(robust < 0.97);  // in truth 1 / 1.12 = 0.89
 }
 
+TEST_CASE("the terms' posterior is worked out once per change, and is the whole matrix's") {
+  // Bayesian linear regression written out densely here: precision P + XᵀX/s² (every step
+  // weighed fully), its Cholesky factor the model's to rounding, with the terms no step used
+  // (the second signal's, a context never observed) left out of the factor's coupling.
+  const ConfigSpace space = threeKnobs();
+  symtune::control::AdditiveModel model(space, 1.0, 0.05, 2, 0.25);
+  model.setTails(std::numeric_limits<double>::infinity());
+  model.addContext("short");
+  model.addContext("long");
+  model.addContext("never");
+  std::mt19937_64 rng(4);
+  std::vector<std::vector<double>> rows;
+  for (int i = 0; i < 40; ++i) {
+    const auto grid = space.grid();
+    const Configuration& c = grid[rng() % grid.size()];
+    const bool longer = i % 3 == 0;
+    const std::vector<double> z{longer ? 0.7 : 0.0, 0.0};  // the second signal never moves
+    rows.push_back(model.features(c, longer ? "long" : "short", z));
+    model.observe(rows.back(), secondsPerSample(c, longer ? 1 : 0, rng));
+  }
+  const size_t n = model.terms();
+  const size_t knobTerms = model.knobTerms();
+  std::vector<double> prior(n, 1.0);  // knob values and contexts: variance 1
+  for (size_t t = knobTerms; t < knobTerms + 2 * (knobTerms + 1); ++t)
+    prior[t] = 1.0 / 0.25;  // the signals' terms
+  const double s2 = model.noise();
+  std::vector<double> a(n * n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    a[i * n + i] = prior[i];
+    for (const auto& x : rows) {
+      for (size_t j = 0; j < n; ++j)
+        a[i * n + j] += x[i] * x[j] / s2;
+    }
+  }
+  const symtune::control::TermPosterior& post = model.posterior();
+  CHECK(&model.posterior() == &post);  // kept: nothing changed
+  const std::vector<double>& l = post.factor;
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j <= i; ++j) {
+      double llt = 0;
+      for (size_t k = 0; k < n; ++k)
+        llt += l[i * n + k] * l[j * n + k];
+      worst =
+          std::max(worst, std::abs(llt - a[i * n + j]) / std::sqrt(a[i * n + i] * a[j * n + j]));
+    }
+  }
+  MESSAGE("largest error of L Lᵀ against the precision, relative: ", worst);
+  CHECK(worst < 1e-12);
+  const size_t unused = model.interactionOffset(1);  // the second signal's term for a knob value
+  for (size_t k = 0; k < n; ++k) {
+    if (k != unused) {
+      CHECK(l[unused * n + k] == 0.0);
+      CHECK(l[k * n + unused] == 0.0);
+    }
+  }
+  CHECK(l[unused * n + unused] == doctest::Approx(std::sqrt(prior[unused])));
+  // A step more: worked out again, and the mean moved.
+  const std::vector<double> before = post.mean;
+  model.observe(rows.front(), std::log(2.0));
+  const symtune::control::TermPosterior& after = model.posterior();
+  CHECK(after.mean != before);
+}
+
 TEST_CASE("a controller restored from its state goes on as the one it was taken from") {
   // Two controllers fed the same steps: one throughout, one rebuilt from the first's state at
   // step 60 (a resumed run's). They choose alike from then on, and predict alike to the bit.

@@ -228,6 +228,12 @@ TEST_CASE_FIXTURE(TwoThreads, "a trainer's configuration space, and configuring 
   CHECK(r.microbatches == 4);
   REQUIRE(r.remat.has_value());
   CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
+  // Another trainer in the process moved the intra-op pool (the harness interleaves them):
+  // configured as it stands, the run takes its threads back.
+  REQUIRE(t.configuration() == c);
+  at::set_num_threads(2);
+  t.configure(c);
+  CHECK(at::get_num_threads() == 1);
   at::set_num_threads(2);
   c.rematBudget = 0.7;  // above the session's: the run's memory budget
   CHECK_THROWS_WITH_AS(t.configure(c),

@@ -14,6 +14,17 @@
 // measured n times narrows to about s²/n. The noise's variance is estimated from the one-step-
 // ahead residuals (each observation against the mean before it), starting from priorNoise.
 //
+// Note [Terms no step used]
+// A term no observation used — an untried knob value's, a signal's where the batches never vary
+// it (the tree network has no sequence length), a context not yet observed — shares no entry off
+// the diagonal of the precision with any other; its row and column of the Cholesky factor are
+// then zero off the diagonal too, and its posterior is its prior. So the factor is worked out over
+// the terms in use only, the others' diagonal being the prior's root: the factor the whole matrix
+// gives, bit for bit (what is left out would add exact zeros). With the posterior worked out once
+// per observation (posterior()), on simulated steps the controller's choice took 12-18 us instead
+// of 18-23 (one bucket, no length) and 15-21 instead of 21-28 (lengths, four buckets), weighing
+// the step after it 1-2 us instead of 11-16 (symtune-bench-controller, docs/benchmarks.md).
+//
 // Note [Steps at half speed]
 // A step's time on a shared machine now and then doubles for no reason of its configuration
 // (another tenant's burst): the tagger's steps on this project's 2-vCPU machine ran at under
@@ -136,7 +147,10 @@ class AdditiveModel {
   // Note [A longer sample takes longer] (controller.h): the prior mean of each signal's own term
   // (missing ones 0), which the posterior's mean leans towards until the observations say
   // otherwise.
-  void setSignalSlopes(std::vector<double> slopes) { slopes_ = std::move(slopes); }
+  void setSignalSlopes(std::vector<double> slopes) {
+    slopes_ = std::move(slopes);
+    posteriorFresh_ = false;
+  }
 
   // Adds a term for context `name` (with its prior) unless it has one.
   void addContext(const std::string& name);
@@ -145,6 +159,9 @@ class AdditiveModel {
   // signal's value on its own term and on the term of each knob value `c` takes.
   std::vector<double> features(const Configuration& c, const std::string& context = "",
                                const std::vector<double>& signalValues = {}) const;
+  // The same into `x` (its storage reused: the controller weighs every configuration per step).
+  void features(const Configuration& c, const std::string& context,
+                const std::vector<double>& signalValues, std::vector<double>& x) const;
   // Where the terms of knob `knob` (its index in the space) begin: one per value, then its trend
   // when it has one (Note [Ordinal knobs]); those of signal `signal` on knob values begin at
   // interactionOffset(signal), its own term one before.
@@ -163,7 +180,11 @@ class AdditiveModel {
   // own estimate explains). Returns the weight it counts with (Note [Steps at half speed]).
   double observe(const std::vector<double>& x, double y);
 
-  TermPosterior posterior() const;
+  // The terms' posterior now, worked out once for each change of what the model knows (an
+  // observation, a new context, a level let go, a restore) and kept until the next: the controller
+  // draws from it before a step and weighs the step against it after. The reference holds until
+  // the model next changes; not for concurrent use.
+  const TermPosterior& posterior() const;
   // The log seconds per sample the terms predict for features `x`.
   double predict(const std::vector<double>& x, const std::vector<double>& terms) const;
   // The noise's variance, from the residuals so far.
@@ -224,6 +245,8 @@ class AdditiveModel {
   void accumulate(const std::vector<double>& x, double centred, double amount);
   double reference_ = 0;  // the first observation's y: what the terms add to
   int64_t observations_ = 0;
+  mutable TermPosterior posterior_;  // posterior(), while posteriorFresh_
+  mutable bool posteriorFresh_ = false;
 };
 
 double dot(const std::vector<double>& a, const std::vector<double>& b);
