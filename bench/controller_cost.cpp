@@ -3,9 +3,12 @@
 // presets give it on two threads (micro-batches 1-32, threads 1-2, binding_explore 0-1):
 // "constant" batches (one shape bucket, no sequence length: the tree network, the ResNet) and
 // "sequences" (a length of 8-64 in four buckets: the tagger, Transformer-XL). The JSON gives each
-// call's median microseconds per step after the first 200, the median over the rounds.
+// call's median microseconds per step after the first 200, the median over the rounds. With
+// --evict MB it writes to MB of memory before each call, outside its timing, as a model's step
+// does between them: what a run pays, its caches cold (in symtune-bench's runs the decision took
+// two to three times what it takes here warm).
 //
-//   build/ci/bin/symtune-bench-controller [--steps 2000] [--rounds 5]
+//   build/ci/bin/symtune-bench-controller [--steps 2000] [--rounds 5] [--evict 64]
 //
 // It needs only the control sources and nlohmann/json, so it also builds against an earlier
 // commit's, to compare the two on one machine (docs/benchmarks.md):
@@ -39,8 +42,15 @@ struct Cost {
   int64_t explored = 0;
 };
 
-// One run of `steps` decisions; `sequences`: the batches' lengths vary (and their buckets).
-Cost run(bool sequences, int steps, uint64_t seed) {
+// Writes to every cache line of `memory` (nothing when it is empty).
+void evict(std::vector<char>& memory) {
+  for (size_t i = 0; i < memory.size(); i += 64)
+    memory[i] = static_cast<char>(memory[i] + 1);
+}
+
+// One run of `steps` decisions; `sequences`: the batches' lengths vary (and their buckets);
+// `memory` is written to before each call.
+Cost run(bool sequences, int steps, uint64_t seed, std::vector<char>& memory) {
   const ConfigSpace space({Knob{"microbatches", {1, 2, 4, 8, 16, 32}, 1, ""},
                            Knob{"threads", {1, 2}, 2, ""}, Knob{"binding_explore", {0, 1}, 1, ""}});
   symtune::control::ControllerOptions options;
@@ -56,6 +66,7 @@ Cost run(bool sequences, int steps, uint64_t seed) {
         sequences
             ? "[32, <=" + std::to_string(1 << static_cast<int>(std::ceil(std::log2(length)))) + "]"
             : "[32]";
+    evict(memory);
     const auto t0 = Clock::now();
     const symtune::control::Decision d =
         controller.choose(step, bucket, {32.0, static_cast<double>(length)});
@@ -66,6 +77,7 @@ Cost run(bool sequences, int steps, uint64_t seed) {
     const double seconds = 0.005 * (sequences ? length / 32.0 : 1.0) *
                            (1 + 0.08 * std::log2(c.microbatches)) * (c.threads == 1 ? 1.3 : 1.0) *
                            noise(rng);
+    evict(memory);
     const auto t2 = Clock::now();
     controller.observe(d, seconds, 32, 1.0);
     const auto t3 = Clock::now();
@@ -83,31 +95,35 @@ Cost run(bool sequences, int steps, uint64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 2000, rounds = 5;
+  int steps = 2000, rounds = 5, evictMb = 0;
   for (int i = 1; i < argc; i += 2) {
     const std::string arg = argv[i];
     if (i + 1 < argc && arg == "--steps") {
       steps = std::stoi(argv[i + 1]);
     } else if (i + 1 < argc && arg == "--rounds") {
       rounds = std::stoi(argv[i + 1]);
+    } else if (i + 1 < argc && arg == "--evict") {
+      evictMb = std::stoi(argv[i + 1]);
     } else {
-      std::cerr << "usage: symtune-bench-controller [--steps N] [--rounds R]\n";
+      std::cerr << "usage: symtune-bench-controller [--steps N] [--rounds R] [--evict MB]\n";
       return 2;
     }
   }
-  if (steps <= 200 || rounds < 1) {
+  if (steps <= 200 || rounds < 1 || evictMb < 0) {
     std::cerr << "symtune-bench-controller: --steps must be above 200 (the first 200 are not "
-                 "timed) and --rounds at least 1\n";
+                 "timed), --rounds at least 1 and --evict not negative\n";
     return 2;
   }
+  std::vector<char> memory(static_cast<size_t>(evictMb) << 20, 0);
   nlohmann::ordered_json out;
   out["machine"] = {{"cpu", symtune::bench::cpuModel()}};
   out["steps"] = steps;
   out["rounds"] = rounds;
+  out["evict_mb"] = evictMb;
   for (const bool sequences : {false, true}) {
     std::vector<double> choose, observe, explored;
     for (int r = 0; r < rounds; ++r) {
-      const Cost c = run(sequences, steps, 7 + static_cast<uint64_t>(r));
+      const Cost c = run(sequences, steps, 7 + static_cast<uint64_t>(r), memory);
       choose.push_back(c.choose);
       observe.push_back(c.observe);
       explored.push_back(static_cast<double>(c.explored));

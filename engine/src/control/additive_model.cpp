@@ -10,7 +10,7 @@ namespace symtune::control {
 namespace {
 
 // The terms of the symmetric n × n matrix `a` (row-major) that share an entry off the diagonal
-// with another.
+// with another, ascending.
 std::vector<size_t> coupledTerms(const std::vector<double>& a, size_t n) {
   std::vector<size_t> coupled;
   for (size_t i = 0; i < n; ++i) {
@@ -25,30 +25,17 @@ std::vector<size_t> coupledTerms(const std::vector<double>& a, size_t n) {
 }
 
 // Cholesky factor L of the symmetric positive-definite n × n matrix `a` (row-major): a = L Lᵀ.
-// Note [Terms no step used]: a term whose row and column are zero off the diagonal has them zero
-// in L too, so only the rows of `coupled` (ascending; coupledTerms(a, n), or more) are worked
-// through and only their entries of `a` read: the factor is the one the whole matrix gives, bit
-// for bit (what is skipped adds exact zeros), at the cost of the terms in use.
-std::vector<double> cholesky(const std::vector<double>& a, size_t n,
-                             const std::vector<size_t>& coupled) {
+std::vector<double> cholesky(const std::vector<double>& a, size_t n) {
   std::vector<double> l(n * n, 0.0);
-  for (size_t i = 0; i < n; ++i)
-    l[i * n + i] = std::sqrt(std::max(a[i * n + i], 1e-12));  // the coupled ones' again below
-  for (size_t p = 0; p < coupled.size(); ++p) {
-    const size_t i = coupled[p];
-    for (size_t q = 0; q <= p; ++q) {
-      const size_t j = coupled[q];
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j <= i; ++j) {
       double sum = a[i * n + j];
-      for (size_t r = 0; r < q; ++r)
-        sum -= l[i * n + coupled[r]] * l[j * n + coupled[r]];
+      for (size_t k = 0; k < j; ++k)
+        sum -= l[i * n + k] * l[j * n + k];
       l[i * n + j] = i == j ? std::sqrt(std::max(sum, 1e-12)) : sum / l[j * n + j];
     }
   }
   return l;
-}
-
-std::vector<double> cholesky(const std::vector<double>& a, size_t n) {
-  return cholesky(a, n, coupledTerms(a, n));
 }
 
 // Solves L y = v (lower), then, when `transposed`, Lᵀ x = v instead.
@@ -92,13 +79,53 @@ double dot(const std::vector<double>& a, const std::vector<double>& b) {
   return sum;
 }
 
+std::vector<double> TermPosterior::solve(std::vector<double> v, bool transposed) const {
+  // Note [Terms no step used]: a term outside `coupled` has only its diagonal in L; those in it
+  // are solved in the block, their order kept (the sums skip only exact zeros).
+  const size_t m = coupled.size();
+  for (size_t i = 0, next = 0; i < v.size(); ++i) {
+    if (next < m && coupled[next] == i)
+      ++next;
+    else
+      v[i] /= diagonal[i];
+  }
+  if (!transposed) {
+    for (size_t p = 0; p < m; ++p) {
+      double& vi = v[coupled[p]];
+      for (size_t q = 0; q < p; ++q)
+        vi -= block[p * m + q] * v[coupled[q]];
+      vi /= block[p * m + p];
+    }
+  } else {
+    for (size_t p = m; p-- > 0;) {
+      double& vi = v[coupled[p]];
+      for (size_t q = p + 1; q < m; ++q)
+        vi -= block[q * m + p] * v[coupled[q]];
+      vi /= block[p * m + p];
+    }
+  }
+  return v;
+}
+
+std::vector<double> TermPosterior::factor() const {
+  const size_t n = mean.size(), m = coupled.size();
+  std::vector<double> l(n * n, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    l[i * n + i] = diagonal[i];
+  for (size_t p = 0; p < m; ++p) {
+    for (size_t q = 0; q <= p; ++q)
+      l[coupled[p] * n + coupled[q]] = block[p * m + q];
+  }
+  return l;
+}
+
 std::vector<double> TermPosterior::draw(std::mt19937_64& rng) const {
   const size_t n = mean.size();
   std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<double> z(n);
   for (double& v : z)
     v = normal(rng);
-  std::vector<double> out = solveLower(factor, n, z, true);
+  std::vector<double> out = solve(std::move(z), true);
   for (size_t i = 0; i < n; ++i)
     out[i] += mean[i];
   return out;
@@ -106,7 +133,7 @@ std::vector<double> TermPosterior::draw(std::mt19937_64& rng) const {
 
 double TermPosterior::variance(const std::vector<double>& x) const {
   // xᵀ (L Lᵀ)⁻¹ x = |L⁻¹ x|².
-  const std::vector<double> y = solveLower(factor, mean.size(), x, false);
+  const std::vector<double> y = solve(x, false);
   return dot(y, y);
 }
 
@@ -209,19 +236,26 @@ const TermPosterior& AdditiveModel::posterior() const {
     return posterior_;
   const size_t n = dim_;
   const double s2 = noise();
-  // The posterior precision P + XᵀX/s²; off the diagonal only among the terms some observation
-  // used together, the rest being 0 (Note [Terms no step used]), and of those the lower triangle,
-  // all the factor reads.
-  const std::vector<size_t> coupled = coupledTerms(precision_, n);
-  std::vector<double> a(precision_.size(), 0.0);
-  for (size_t i = 0; i < n; ++i)
-    a[i * n + i] = prior_[i] + (precision_[i * n + i] - prior_[i]) / s2;
-  for (size_t p = 0; p < coupled.size(); ++p) {
-    for (size_t q = 0; q < p; ++q) {
-      const size_t i = coupled[p], j = coupled[q];
-      a[i * n + j] = precision_[i * n + j] / s2;
+  // The posterior precision P + XᵀX/s², over the terms some observation used together (Note
+  // [Terms no step used]; its lower triangle, all the factor reads); the others' is their prior's.
+  TermPosterior& p = posterior_;
+  p.coupled = coupledTerms(precision_, n);
+  const size_t m = p.coupled.size();
+  std::vector<double> a(m * m, 0.0);
+  for (size_t r = 0; r < m; ++r) {
+    for (size_t q = 0; q <= r; ++q) {
+      const size_t i = p.coupled[r], j = p.coupled[q];
+      a[r * m + q] = i == j ? prior_[i] + (precision_[i * n + i] - prior_[i]) / s2
+                            : precision_[i * n + j] / s2;
     }
   }
+  p.block = cholesky(a, m);
+  p.diagonal.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    p.diagonal[i] =
+        std::sqrt(std::max(prior_[i] + (precision_[i * n + i] - prior_[i]) / s2, 1e-12));
+  for (size_t r = 0; r < m; ++r)
+    p.diagonal[p.coupled[r]] = p.block[r * m + r];
   // The mean solves (that) mean = P m + Xᵀy/s², m the prior's mean: 0 but for the signals' own
   // terms (Note [A longer sample takes longer] in controller.h).
   std::vector<double> b(moment_);
@@ -231,9 +265,7 @@ const TermPosterior& AdditiveModel::posterior() const {
     const size_t own = interactionOffset(j) - 1;
     b[own] += prior_[own] * slopes_[j];
   }
-  posterior_.factor = cholesky(a, n, coupled);
-  posterior_.mean =
-      solveLower(posterior_.factor, n, solveLower(posterior_.factor, n, b, false), true);
+  p.mean = p.solve(p.solve(std::move(b), false), true);
   posteriorFresh_ = true;
   return posterior_;
 }
@@ -284,7 +316,7 @@ void AdditiveModel::letGo(const std::vector<size_t>& terms) {
   const size_t n = dim_;
   const double s2 = noise();
   const TermPosterior post = posterior();  // a copy: the loop below changes what it is of
-  std::vector<double> cov = inverseOf(post.factor, n);
+  std::vector<double> cov = inverseOf(post.factor(), n);
   for (size_t t : terms)
     cov[t * n + t] += shiftSpread_;
   const std::vector<double> grown = inverseOf(cholesky(cov, n), n);  // the new precision

@@ -399,7 +399,7 @@ TEST_CASE("the terms' posterior is worked out once per change, and is the whole 
   }
   const symtune::control::TermPosterior& post = model.posterior();
   CHECK(&model.posterior() == &post);  // kept: nothing changed
-  const std::vector<double>& l = post.factor;
+  const std::vector<double> l = post.factor();
   double worst = 0;
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j <= i; ++j) {

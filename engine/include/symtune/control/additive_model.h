@@ -114,12 +114,20 @@ struct OrdinalPrior {
 
 // The terms' posterior at one moment.
 struct TermPosterior {
-  std::vector<double> factor;  // Cholesky factor L of the posterior precision (row-major)
   std::vector<double> mean;
+  // The Cholesky factor L of the posterior precision (Note [Terms no step used]): over the terms
+  // some observation used together (`coupled`, ascending) a lower triangle (`block`, row-major,
+  // coupled.size() square); every term's diagonal entry in `diagonal`; nothing else.
+  std::vector<size_t> coupled;
+  std::vector<double> block, diagonal;
   // A draw of the terms: mean + L⁻ᵀ z, z standard normal (as many draws from `rng` as terms).
   std::vector<double> draw(std::mt19937_64& rng) const;
   // The posterior variance of x · terms.
   double variance(const std::vector<double>& x) const;
+  // L whole (terms × terms, row-major).
+  std::vector<double> factor() const;
+  // L⁻¹ v, or with `transposed` L⁻ᵀ v.
+  std::vector<double> solve(std::vector<double> v, bool transposed) const;
 };
 
 class AdditiveModel {
