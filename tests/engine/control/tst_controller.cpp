@@ -365,8 +365,8 @@ TEST_CASE("a step at half speed now and then does not make the fastest configura
 
 TEST_CASE("the terms' posterior is worked out once per change, and is the whole matrix's") {
   // Bayesian linear regression written out densely here: precision P + XᵀX/s² (every step
-  // weighed fully), its Cholesky factor the model's to rounding, with the terms no step used
-  // (the second signal's, a context never observed) left out of the factor's coupling.
+  // weighed fully), its Cholesky factor the model's to rounding, and a term no step used (the
+  // second signal's, which never moves) alone on its row and column, at its prior.
   const ConfigSpace space = threeKnobs();
   symtune::control::AdditiveModel model(space, 1.0, 0.05, 2, 0.25);
   model.setTails(std::numeric_limits<double>::infinity());

@@ -20,10 +20,12 @@
 // the diagonal of the precision with any other; its row and column of the Cholesky factor are
 // then zero off the diagonal too, and its posterior is its prior. So the factor is worked out over
 // the terms in use only, the others' diagonal being the prior's root: the factor the whole matrix
-// gives, bit for bit (what is left out would add exact zeros). With the posterior worked out once
-// per observation (posterior()), on simulated steps the controller's choice took 12-18 us instead
-// of 18-23 (one bucket, no length) and 15-21 instead of 21-28 (lengths, four buckets), weighing
-// the step after it 1-2 us instead of 11-16 (symtune-bench-controller, docs/benchmarks.md).
+// gives, bit for bit (what is left out would add exact zeros). The posterior is worked out once per
+// observation (posterior()): before, choose() and observe() each worked it out whole. On
+// simulated steps (symtune-bench-controller, docs/benchmarks.md) the choice took 10-15 us instead
+// of 22-29 with warm caches, and weighing the step after it about 1 us instead of 13-17; with the
+// caches cold, as after a model's step, the choice is about as before (26-36 us against 28-37:
+// cache misses), weighing the step 9-11 us instead of 19-28.
 //
 // Note [Steps at half speed]
 // A step's time on a shared machine now and then doubles for no reason of its configuration
