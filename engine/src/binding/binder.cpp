@@ -334,6 +334,7 @@ void Binder::setExploring(bool exploring) {
 bool Binder::mayMeasure() {
   if (!options_.measure || (options_.budget >= 0 && measurements_ >= options_.budget))
     return false;
+  ++unsettledMet_;
   if (!exploring_) {
     deferred_ = true;
     return false;

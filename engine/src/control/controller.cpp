@@ -213,7 +213,8 @@ std::vector<Driver> OnlineController::drivers(const Configuration& chosen,
 }
 
 Decision OnlineController::choose(int64_t step, const std::string& bucket,
-                                  const std::vector<double>& batchSignals) {
+                                  const std::vector<double>& batchSignals,
+                                  const std::map<std::string, double>& idle) {
   model_.addContext(bucket);
   if (signalReference_.empty()) {
     signalReference_.assign(options_.signalNames.size(), -1.0);
@@ -236,14 +237,28 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   // [Predicted not to fit]; where none is, the allowed), of them those outward (Note [Explored
   // outward]) and next to the leader (Note [Around the leader]: of the configurations whose
   // ordinal values were all learnt, the fastest by the mean for this batch) when there are any.
+  // Note [A knob that changes nothing]: an idle knob (not pinned) keeps its value, unless that
+  // leaves nothing allowed.
+  const auto keepsIdle = [&](const Configuration& c) {
+    for (const auto& [name, value] : idle) {
+      const Knob* k = space_.knob(name);
+      if (k != nullptr && pins_.count(name) == 0 && !sameValue(valueOf(c, *k), value))
+        return false;
+    }
+    return true;
+  };
+  const bool idleAllows = std::any_of(grid_.begin(), grid_.end(), [&](const Configuration& c) {
+    return allowed(c) && keepsIdle(c);
+  });
   std::vector<bool> usable(grid_.size());
   bool anyFits = false;
   for (size_t i = 0; i < grid_.size(); ++i) {
-    usable[i] = allowed(grid_[i]) && !notFitting(grid_[i], bucket);
+    usable[i] =
+        allowed(grid_[i]) && (!idleAllows || keepsIdle(grid_[i])) && !notFitting(grid_[i], bucket);
     anyFits = anyFits || usable[i];
   }
   for (size_t i = 0; i < grid_.size() && !anyFits; ++i)
-    usable[i] = allowed(grid_[i]);
+    usable[i] = allowed(grid_[i]) && (!idleAllows || keepsIdle(grid_[i]));
   // Each usable configuration's predicted log seconds per sample for this batch, by the mean and
   // by the draw.
   std::vector<double> mean(grid_.size()), byDraw(grid_.size()), x;

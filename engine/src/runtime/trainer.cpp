@@ -417,8 +417,13 @@ StepResult Trainer::runStep(Graph* capture) {
   std::optional<control::Decision> decision = decide(whole);
   const double decideSeconds = secondsSince(tDecide);
   const control::Configuration configured = configuration();
-  const binding::Binder* stepBinder = binder();
+  // Held for the step: a step no remat plan fits may put another binder in its place
+  // (runPlanned), and this one's counts are read after it.
+  std::shared_ptr<const binding::Binder> stepBinder;
+  if (auto* segments = dynamic_cast<SegmentExecutor*>(executor_.get()))
+    stepBinder = segments->sharedBinder();
   const int64_t measuredBefore = stepBinder != nullptr ? stepBinder->measurements() : 0;
+  const int64_t unsettledBefore = stepBinder != nullptr ? stepBinder->unsettledMet() : 0;
   const auto tMove = Clock::now();
   // A step calibrating the remat budget on the CPU runs the batch whole: the fraction is of the
   // whole batch's plain peak, whatever the micro-batches (Note [Micro-batches]). On a GPU the
@@ -678,8 +683,9 @@ StepResult Trainer::runStep(Graph* capture) {
     // additive_model.h). Without remat the new bucket's costs are TorchScript's, unmeasured: such
     // a step is still not learnt from.
     const double seconds = r.seconds - timings.data;
+    const bool rebound = stepBinder.get() != binder();  // the new binder measured
     const bool measuredBindings =
-        stepBinder != nullptr && stepBinder->measurements() != measuredBefore;
+        rebound || (stepBinder != nullptr && stepBinder->measurements() != measuredBefore);
     const bool oneOff = stepsRun_ <= 2 || calibrating || measuredBindings;
     // Note [A new bucket's step, learnt from].
     const bool unplanned = r.optimizeRequired.has_value() && r.remat == std::nullopt;
@@ -691,6 +697,10 @@ StepResult Trainer::runStep(Graph* capture) {
       controller_->notFit(*decision, r.splitNote);
     controller_->observe(*decision, learnt, whole.size, r.loss);
     r.decision = controller_->log().back();
+    // Note [A knob that changes nothing] in controller.h (a binder the step let go or replaced
+    // tells nothing of the next).
+    if (stepBinder != nullptr && !rebound)
+      nothingToExplore_[decision->bucket] = stepBinder->unsettledMet() == unsettledBefore;
   }
   r.closureSeconds = stats.closureSeconds;
   r.updateSeconds = stats.updateSeconds;

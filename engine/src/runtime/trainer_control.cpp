@@ -72,7 +72,15 @@ std::optional<control::Decision> Trainer::decide(const Batch& whole) {
   const std::vector<double> batchSignals{static_cast<double>(whole.size),
                                          static_cast<double>(whole.sequenceLength())};
   const std::string bucket = binding::inputsBucketKey(whole.inputs);
-  control::Decision d = controller_->choose(optimizer_->stepCount(), bucket, batchSignals);
+  // Note [A knob that changes nothing]: binding_explore kept at 1 where the bucket's last step
+  // met nothing to measure and no choice waits to be decided again.
+  std::map<std::string, double> idle;
+  const binding::Binder* b = binder();
+  const auto nothing = nothingToExplore_.find(bucket);
+  if (b != nullptr && b->exploring() && !b->deferred() && nothing != nothingToExplore_.end() &&
+      nothing->second)
+    idle.emplace("binding_explore", 1.0);
+  control::Decision d = controller_->choose(optimizer_->stepCount(), bucket, batchSignals, idle);
   const control::Configuration before = configuration();
   try {
     configure(d.chosen);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "symtune/binding/binder.h"
 #include "symtune/control/additive_model.h"
 #include "symtune/control/controller.h"
 #include "symtune/runtime/trainer.h"
@@ -492,6 +493,44 @@ TEST_CASE("a pinned knob keeps its value; a pin outside the space is refused") {
   CHECK_THROWS_AS(OnlineController(ConfigSpace{}), std::invalid_argument);
 }
 
+// Note [A knob that changes nothing]: where binding_explore changes nothing (the binder has
+// nothing left to measure), 0 and 1 run alike, and drawing between them is not exploring.
+TEST_CASE("a knob that changes nothing keeps its value, unless pinned, and is not explored") {
+  const ConfigSpace space({Knob{"microbatches", {1, 2, 4}, 1, ""}, Knob{"threads", {1, 2}, 2, ""},
+                           Knob{"binding_explore", {0, 1}, 1, ""}});
+  const auto seconds = [](const Configuration& c, std::mt19937_64& rng) {
+    std::lognormal_distribution<double> noise(0.0, 0.05);
+    return 1e-3 * (c.microbatches == 1 ? 1.0 : 1.2) * (c.threads == 1 ? 1.5 : 1.0) * noise(rng);
+  };
+  const std::map<std::string, double> idle{{"binding_explore", 1.0}};
+  // Free to draw between them, the controller runs both and counts the draws as exploring.
+  OnlineController free(space), held(space);
+  std::mt19937_64 rng(3);
+  int freeZero = 0, freeExplored = 0, heldExplored = 0;
+  for (int64_t step = 0; step < 80; ++step) {
+    const auto a = free.choose(step, "b"), b = held.choose(step, "b", {}, idle);
+    freeZero += !a.chosen.bindingExplore.value_or(true);
+    freeExplored += a.explored;
+    heldExplored += b.explored;
+    CHECK(b.chosen.bindingExplore == std::optional<bool>(true));
+    for (const auto& [alternative, predicted] : b.alternatives)
+      CHECK(alternative.bindingExplore == std::optional<bool>(true));
+    free.observe(a, seconds(a.chosen, rng) * 8, 8);
+    held.observe(b, seconds(b.chosen, rng) * 8, 8);
+  }
+  MESSAGE("over 80 steps, free: binding_explore 0 on ", freeZero, ", ", freeExplored,
+          " explored; kept at 1: ", heldExplored, " explored");
+  CHECK(freeZero > 0);
+  CHECK(heldExplored < freeExplored);
+  // A pin outranks it.
+  held.pin("binding_explore", 0);
+  for (int64_t step = 80; step < 90; ++step) {
+    const auto d = held.choose(step, "b", {}, idle);
+    CHECK(d.chosen.bindingExplore == std::optional<bool>(false));
+    held.observe(d, seconds(d.chosen, rng) * 8, 8);
+  }
+}
+
 namespace {
 
 // Seconds per sample where the best micro-batch count depends on the sequence length: one on
@@ -732,6 +771,41 @@ TEST_CASE("driving a trainer, the controller changes how steps run, not what the
   }
   CHECK(chosen.size() > 1);  // it explored
   CHECK(online.controller()->log().size() == 16);
+  at::set_num_threads(2);
+}
+
+// Note [A knob that changes nothing], driving a bound trainer: on a bucket whose last step met
+// nothing the binder would measure, binding_explore stays 1.
+TEST_CASE("bound, binding_explore stays 1 on a bucket whose last step met nothing to measure") {
+  at::set_num_threads(2);
+  symtune::Session s = taggerSession("online-bound");
+  s.binding.enabled = true;
+  s.control.enabled = true;
+  s.control.mode = "online";
+  symtune::Trainer online(s);
+  REQUIRE(online.configSpace().knob("binding_explore") != nullptr);
+  std::map<std::string, bool> nothingMet;  // by bucket: its last step's
+  int kept = 0, measuring = 0;
+  for (int step = 0; step < 24; ++step) {
+    INFO("step ", step);
+    const symtune::binding::Binder* b = online.binder();
+    REQUIRE(b != nullptr);
+    const bool mayHold = b->exploring() && !b->deferred();
+    const int64_t before = b->unsettledMet();
+    const symtune::StepResult r = online.step();
+    REQUIRE(r.decision.has_value());
+    const auto last = nothingMet.find(r.decision->bucket);
+    if (mayHold && last != nothingMet.end() && last->second) {
+      CHECK(r.decision->chosen.bindingExplore == std::optional<bool>(true));
+      ++kept;
+    }
+    REQUIRE(online.binder() == b);
+    nothingMet[r.decision->bucket] = b->unsettledMet() == before;
+    measuring += b->unsettledMet() != before;
+  }
+  MESSAGE(kept, " of 24 steps kept binding_explore at 1; ", measuring, " met something to measure");
+  CHECK(kept > 0);
+  CHECK(measuring > 0);
   at::set_num_threads(2);
 }
 

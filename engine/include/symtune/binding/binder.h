@@ -144,6 +144,11 @@ class Binder final : public OpBinder {
   // reference; once exploring again, the choices so made are decided anew (and measured).
   void setExploring(bool exploring);
   bool exploring() const { return exploring_; }
+  // Whether a choice made for want of exploring waits to be decided anew (setExploring(true)).
+  bool deferred() const { return deferred_; }
+  // The times an unsettled (site, bucket) was met while the budget allowed a measurement: what
+  // exploring decides. A step in which this stays put ran alike exploring or not.
+  int64_t unsettledMet() const { return unsettledMet_; }
   // Note [A budget widens the slack]
   // The slack is a preference priced by measured times; a remat budget is a limit. What a slack
   // buys moves with the measurements (early exit's 0.1 took the second stage's pair run again in
@@ -313,6 +318,7 @@ class Binder final : public OpBinder {
   int64_t noted_ = 0;      // settling()'s executions run as written to be noted
   bool exploring_ = true;
   bool deferred_ = false;  // a (site, bucket) went unmeasured for want of exploring
+  int64_t unsettledMet_ = 0;
   int64_t predictions_ = 0;
   int64_t boundExecutions_ = 0;
   std::set<int32_t> met_;                   // the node ids binds() was asked about

@@ -104,6 +104,19 @@
 // of two micro-batches on the same batch (docs/benchmarks.md, "What did not fit"). A new memory
 // budget (Trainer::setRematBudget) forgets the records.
 //
+// Note [A knob that changes nothing]
+// binding_explore decides whether the binder measures a (site, bucket) it meets unsettled; on a
+// batch that meets none, 0 and 1 run alike. The model learns them alike too, and the draws then
+// fell on either as a coin would: in twelve bound runs of 200 steps on the tree network and the
+// tagger (2026-12-06), 6-79 of a run's 13-84 explored steps ran the default's micro-batches and
+// threads, which the mean chose on nearly every step, and differed from it in binding_explore
+// alone: the decision log named as exploring what changed nothing. So choose() takes the knobs
+// idle for the step, each with the value it keeps; the trainer names binding_explore idle at 1
+// on a shape bucket whose last step met nothing unsettled (Binder::unsettledMet), while the
+// binder explores and no choice made without exploring waits to be decided again. Another
+// bucket, or a micro-batch count that meets new site buckets, measures as exploring always did;
+// a pin outranks it, and where the exclusions leave nothing at that value it is let go.
+//
 // Note [Conservative exploration]
 // Exploring costs the steps it spends on slower configurations. With `conservative` above 0 (off
 // by default: the reckoning below trusts the model's view of the baseline, and a model that
@@ -225,8 +238,12 @@ class OnlineController {
 
   // The configuration for step `step` on a batch of `bucket` whose signals have `signals` (in
   // the order of ControllerOptions::signalNames; missing ones count as the first batch's).
+  // `idle`: knobs whose value makes no difference to this step, each with the value it keeps
+  // (Note [A knob that changes nothing]); a pinned knob keeps its pin instead, and where the
+  // exclusions leave nothing with those values they are let go.
   Decision choose(int64_t step, const std::string& bucket,
-                  const std::vector<double>& batchSignals = {});
+                  const std::vector<double>& batchSignals = {},
+                  const std::map<std::string, double>& idle = {});
   // What the step took: its seconds (without building the batch) and samples, and its loss (NaN:
   // not finite; nullopt: not known, no constraint checked). Logs the decision.
   void observe(Decision decision, double stepSeconds, int64_t samples,

@@ -367,6 +367,9 @@ class Trainer {
   // The controller's choice for the step on `whole`, applied (a remat budget the rematerializer
   // refuses stays as it was); nullopt without a controller.
   std::optional<control::Decision> decide(const Batch& whole);
+  // Note [A knob that changes nothing] in controller.h: the shape buckets whose last step met
+  // nothing the binder would measure (true) or something (false).
+  std::map<std::string, bool> nothingToExplore_;
   // What was live when a step run as micro-batches began: each micro-batch is held to the budget
   // above it, so the gradients of those before it count (nullopt: the step runs whole).
   std::optional<int64_t> stepLive_;
