@@ -337,6 +337,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
           d.drivers.emplace_back(driver.what, driver.factor);
         d.violation = r.decision->violation;
         d.heldBack = r.decision->heldBack;
+        d.idle = r.decision->idle;
         if (!d.violation.empty() && options.progress != nullptr)
           *options.progress << "step " << r.step << ": " << d.violation << std::endl;
         report.decisions.push_back(std::move(d));

@@ -61,6 +61,8 @@ StepMessage step(int64_t index, int microbatches, std::optional<double> measured
     c.drivers = {{"threads 1 rather than 2", 1.11}};
   }
   c.levelMoved = index == 1;
+  if (index == 1)
+    c.idle = {{"binding_explore", 1}};
   if (index == 2) {
     c.violation = "the loss diverged (nan against its average 2.1)";
     c.heldBack =
@@ -100,6 +102,10 @@ class TestControlDock : public QObject {
     QVERIFY(model.data(model.index(1, ControlLogModel::ConfigurationColumn), Qt::ToolTipRole)
                 .toString()
                 .contains("Speed moved: the model believed"));
+    // A knob kept because its value changes nothing says so.
+    QVERIFY(model.data(model.index(1, ControlLogModel::ConfigurationColumn), Qt::ToolTipRole)
+                .toString()
+                .contains("Kept at binding_explore 1: on this batch its value changes nothing"));
     // A draw conservative exploration held back says so, and what it was.
     QCOMPARE(model.data(model.index(0, ControlLogModel::ExploredColumn)).toString(),
              QString("held back"));

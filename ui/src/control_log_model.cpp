@@ -187,6 +187,9 @@ QVariant ControlLogModel::data(const QModelIndex& index, int role) const {
       lines << tr("The batch: %1").arg(batchSignals.join(QStringLiteral(", ")));
     if (!c.heldBack.empty())
       lines << tr("Held back: %1").arg(QString::fromStdString(c.heldBack));
+    for (const auto& [knob, v] : c.idle)
+      lines << tr("Kept at %1 %2: on this batch its value changes nothing, so it was not drawn")
+                   .arg(QString::fromStdString(knob), value(v));
     if (c.levelMoved)
       lines << tr(
           "Speed moved: the model believed this configuration's speed had changed, and counts the "

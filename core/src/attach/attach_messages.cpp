@@ -158,6 +158,11 @@ StepMessage decodeStep(const Reader& r) {
         control.heldBack = r.string(d, "held_back");
       if (d.contains("level_moved"))  // none from a peer before 2026-12-05
         control.levelMoved = r.boolean(d, "level_moved");
+      if (d.contains("idle")) {  // none from a peer before 2026-12-06
+        const json& idle = r.object(d, "idle");
+        for (auto it = idle.begin(); it != idle.end(); ++it)
+          control.idle.emplace_back(it.key(), r.number(idle, it.key().c_str()));
+      }
     }
     s.control = std::move(control);
   }
@@ -434,6 +439,10 @@ json encode(const StepMessage& m) {
       out["control"]["decision"]["held_back"] =
           c.heldBack.empty() ? json(nullptr) : json(c.heldBack);
       out["control"]["decision"]["level_moved"] = c.levelMoved;
+      json idle = json::object();
+      for (const auto& [knob, value] : c.idle)
+        idle[knob] = number(value);
+      out["control"]["decision"]["idle"] = idle;
     }
   }
   return out;

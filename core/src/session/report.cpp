@@ -117,9 +117,11 @@ std::string toJson(const RunReport& r) {
       for (const auto& [configuration, predicted] : d.alternatives)
         alternatives.push_back(
             {{"configuration", configuration}, {"predicted_samples_per_s", predicted}});
-      json batchSignals = json::object(), drivers = json::array();
+      json batchSignals = json::object(), drivers = json::array(), idle = json::object();
       for (const auto& [name, value] : d.batchSignals)
         batchSignals[name] = value;
+      for (const auto& [knob, value] : d.idle)
+        idle[knob] = value;
       for (const auto& [what, factor] : d.drivers)
         drivers.push_back({{"what", what}, {"factor", factor}});
       decisions.push_back({{"step", d.step},
@@ -132,7 +134,8 @@ std::string toJson(const RunReport& r) {
                            {"drivers", drivers},
                            {"violation", d.violation.empty() ? json(nullptr) : json(d.violation)},
                            {"held_back", d.heldBack.empty() ? json(nullptr) : json(d.heldBack)},
-                           {"level_moved", d.levelMoved}});
+                           {"level_moved", d.levelMoved},
+                           {"idle", idle}});
     }
     out["control"] = {{"microbatches", r.microbatches},
                       {"splits", splits},

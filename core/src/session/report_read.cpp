@@ -65,6 +65,8 @@ void readControl(const json& control, RunReport& r) {
                                     driver.value("factor", 1.0));
     decision.violation = text(d, "violation");
     decision.heldBack = text(d, "held_back");
+    for (const auto& [knob, value] : d.value("idle", json::object()).items())  // none before
+      decision.idle.emplace_back(knob, value.get<double>());                   // 2026-12-06
     r.decisions.push_back(std::move(decision));
   }
 }

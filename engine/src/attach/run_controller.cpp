@@ -56,6 +56,7 @@ StepMessage stepMessage(const StepResult& r) {
       out.violation = d.violation;
       out.heldBack = d.heldBack;
       out.levelMoved = d.levelMoved;
+      out.idle = d.idle;
     }
     m.control = std::move(out);
   }

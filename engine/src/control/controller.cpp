@@ -344,6 +344,12 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
     }
   }
   d.chosen = grid_[best];
+  if (idleAllows) {
+    for (const auto& [name, value] : idle) {
+      if (space_.knob(name) != nullptr && pins_.count(name) == 0)
+        d.idle.emplace_back(name, value);
+    }
+  }
   // Held back to the baseline is not exploring.
   d.explored = observations > 0 && byMean.front().second != best && d.heldBack.empty();
   if (observations > 0)

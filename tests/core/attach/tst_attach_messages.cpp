@@ -368,6 +368,7 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
       "the run below 0.97 of the throughput of microbatches 1, threads 2, remat_budget "
       "0.6 since the warm-up";
   c.levelMoved = true;
+  c.idle = {{"binding_explore", 1}};
   m.control = c;
   const json wire = encode(m);
   CHECK(wire["control"]["knobs"]["threads"] == 1);
@@ -388,10 +389,14 @@ TEST_CASE("a step's configuration and decision, and the control message, round-t
   CHECK(back.control->violation == c.violation);
   CHECK(back.control->heldBack == c.heldBack);
   CHECK(back.control->levelMoved);
-  {  // a peer from before level_moved: none moved
+  CHECK(back.control->idle == c.idle);
+  {  // a peer from before level_moved and idle: none moved, none idle
     json older = wire;
     older["control"]["decision"].erase("level_moved");
-    CHECK_FALSE(std::get<StepMessage>(decodeServerMessage(older)).control->levelMoved);
+    older["control"]["decision"].erase("idle");
+    const auto fromOlder = std::get<StepMessage>(decodeServerMessage(older));
+    CHECK_FALSE(fromOlder.control->levelMoved);
+    CHECK(fromOlder.control->idle.empty());
   }
   // A fixed configuration: no decision; a step not learnt from: no measure.
   m.control->decided = false;

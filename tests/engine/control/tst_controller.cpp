@@ -513,6 +513,8 @@ TEST_CASE("a knob that changes nothing keeps its value, unless pinned, and is no
     freeExplored += a.explored;
     heldExplored += b.explored;
     CHECK(b.chosen.bindingExplore == std::optional<bool>(true));
+    CHECK(b.idle == std::vector<std::pair<std::string, double>>{{"binding_explore", 1.0}});
+    CHECK(a.idle.empty());
     for (const auto& [alternative, predicted] : b.alternatives)
       CHECK(alternative.bindingExplore == std::optional<bool>(true));
     free.observe(a, seconds(a.chosen, rng) * 8, 8);
@@ -527,6 +529,7 @@ TEST_CASE("a knob that changes nothing keeps its value, unless pinned, and is no
   for (int64_t step = 80; step < 90; ++step) {
     const auto d = held.choose(step, "b", {}, idle);
     CHECK(d.chosen.bindingExplore == std::optional<bool>(false));
+    CHECK(d.idle.empty());  // the pin's, not idle
     held.observe(d, seconds(d.chosen, rng) * 8, 8);
   }
 }
@@ -797,6 +800,8 @@ TEST_CASE("bound, binding_explore stays 1 on a bucket whose last step met nothin
     const auto last = nothingMet.find(r.decision->bucket);
     if (mayHold && last != nothingMet.end() && last->second) {
       CHECK(r.decision->chosen.bindingExplore == std::optional<bool>(true));
+      CHECK(r.decision->idle ==
+            std::vector<std::pair<std::string, double>>{{"binding_explore", 1}});
       ++kept;
     }
     REQUIRE(online.binder() == b);

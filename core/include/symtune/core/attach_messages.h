@@ -91,6 +91,8 @@ struct StepControl {
   std::string heldBack;
   // Whether the step's time made the model believe the configuration's speed had moved.
   bool levelMoved = false;
+  // The knobs kept at a value because on this step it changes nothing (knob, value).
+  std::vector<std::pair<std::string, double>> idle;
 };
 
 struct StepMessage {

@@ -108,6 +108,8 @@ struct RunReport {
     std::string violation;
     std::string heldBack;
     bool levelMoved = false;  // the step made the model believe its configuration's speed moved
+    // The knobs kept at a value because on this step it changes nothing (knob, value).
+    std::vector<std::pair<std::string, double>> idle;
   };
   std::vector<Decision> decisions;
 

@@ -229,6 +229,9 @@ struct Decision {
   // Whether the step's time made the model believe its configuration's speed had moved (Note [A
   // level that moves] in additive_model.h): the earlier steps count less from here on.
   bool levelMoved = false;
+  // The knobs kept at a value because on this step it changes nothing (Note [A knob that changes
+  // nothing]): neither drawn nor among the alternatives.
+  std::vector<std::pair<std::string, double>> idle;
 };
 
 class OnlineController {
