@@ -237,19 +237,23 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   // [Predicted not to fit]; where none is, the allowed), of them those outward (Note [Explored
   // outward]) and next to the leader (Note [Around the leader]: of the configurations whose
   // ordinal values were all learnt, the fastest by the mean for this batch) when there are any.
-  // Note [A knob that changes nothing]: an idle knob (not pinned) keeps its value, unless that
-  // leaves nothing allowed.
+  // Note [A knob that changes nothing]: an idle knob of the space (not pinned) keeps its value,
+  // unless that leaves nothing allowed.
+  std::vector<std::pair<const Knob*, double>> kept;
+  for (const auto& [name, value] : idle) {
+    const Knob* k = space_.knob(name);
+    if (k != nullptr && pins_.count(name) == 0)
+      kept.emplace_back(k, value);
+  }
   const auto keepsIdle = [&](const Configuration& c) {
-    for (const auto& [name, value] : idle) {
-      const Knob* k = space_.knob(name);
-      if (k != nullptr && pins_.count(name) == 0 && !sameValue(valueOf(c, *k), value))
-        return false;
-    }
-    return true;
+    return std::all_of(kept.begin(), kept.end(), [&](const std::pair<const Knob*, double>& k) {
+      return sameValue(valueOf(c, *k.first), k.second);
+    });
   };
-  const bool idleAllows = std::any_of(grid_.begin(), grid_.end(), [&](const Configuration& c) {
-    return allowed(c) && keepsIdle(c);
-  });
+  const bool idleAllows =
+      !kept.empty() && std::any_of(grid_.begin(), grid_.end(), [&](const Configuration& c) {
+        return allowed(c) && keepsIdle(c);
+      });
   std::vector<bool> usable(grid_.size());
   bool anyFits = false;
   for (size_t i = 0; i < grid_.size(); ++i) {
@@ -345,10 +349,8 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   }
   d.chosen = grid_[best];
   if (idleAllows) {
-    for (const auto& [name, value] : idle) {
-      if (space_.knob(name) != nullptr && pins_.count(name) == 0)
-        d.idle.emplace_back(name, value);
-    }
+    for (const auto& [knob, value] : kept)
+      d.idle.emplace_back(knob->name, value);
   }
   // Held back to the baseline is not exploring.
   d.explored = observations > 0 && byMean.front().second != best && d.heldBack.empty();
