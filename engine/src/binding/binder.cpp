@@ -254,7 +254,7 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
     const double tolerance =
         imageFormatTolerance(cuda, reference, [&](Replay& exact) { replay(false, false, exact); });
     if (!(error <= tolerance))
-      results[1].refused = disagreement(error, tolerance);
+      results[1].refused = disagreement(candidate, reference, error, tolerance);
   } catch (const std::exception& e) {
     results[1].refused = "failed: " + firstLine(e.what());
   }

@@ -34,10 +34,29 @@ namespace symtune::binding {
 // is within kPredictReach of the sizes they were measured at and, where those sizes differ, the
 // winner's margin fitted against the size (log-log, least squares) still leaves it ahead by
 // kPredictTrendMargin at this size.
-// Anything less certain — too few measurements, winners that differ, or margins below those — is
-// measured. A prediction binds without the agreement check a measurement makes: it
-// trusts that a candidate that agreed on the same pattern (and, but for the last rule, shapes)
-// agrees here.
+// Failing all three, a close race among the siblings (Note [A close race]). Anything less
+// certain — too few measurements, winners that differ, or margins below those — is measured. A
+// prediction binds without the agreement check a measurement makes: it trusts that a candidate
+// that agreed on the same pattern (and, but for the pattern-wide rule, shapes) agrees here.
+
+// Note [A close race]
+// Sibling sites measured in the very bucket can split their winners because their candidates
+// run within the measurements' noise of each other: the ResNet's batch norm, ReLU and
+// convolution regions of one width are won by bn-relu-conv, by aten and by torchscript, each a
+// few per cent apart at 0.2-0.7 ms, so no winner is unanimous, and a block that a data-dependent
+// gate opens for the first time at step 8 used to be measured there. Which of close candidates
+// binds matters little; what a wrong guess may cost is what matters. So, where at least
+// kPredictPatternWide siblings were measured in the bucket, each candidate is read as its time
+// over each sibling's fastest agreeing candidate, and the mean of those — what binding it costs,
+// over the fastest, a site like its siblings — decides: the candidate with the smallest mean is
+// bound when that mean is within kCloseRace (5 %), it agreed wherever it was measured but on at
+// most kCloseRaceRefusals of the siblings (a ReLU whose input rounds to the other side of 0
+// refuses one ResNet region in 37: 1025 of its 36928 gradient values, one channel's), and, other
+// than the ATen op, it beat the ATen op by the binder's margin in the median, as a measurement
+// would have asked of it. The ResNet's regions: bn-relu-conv at a mean of 1.002 and 1.022 of the
+// fastest in the two wider buckets (won 33 of 37 and 5 of 7), bound; in the narrowest (6
+// siblings, 3 won by aten, 2 by bn-relu-conv) the nearest is aten at 1.09, so a new one is
+// measured. Not under a memory slack, whose winners are not the fastest (Note [Memory slack]).
 namespace {
 
 using detail::median;
@@ -48,6 +67,8 @@ constexpr int kPredictPatternWide = 4;
 constexpr double kPredictPatternFloor = 1.1;
 constexpr double kPredictReach = 8.0;
 constexpr double kPredictTrendMargin = 1.1;
+constexpr double kCloseRace = 1.05;
+constexpr double kCloseRaceRefusals = 0.1;  // a share of the siblings
 
 }  // namespace
 
@@ -122,6 +143,59 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
     const double slope = sxy / sxx;
     return std::exp(my + slope * (x - mx)) >= kPredictTrendMargin;
   };
+  // Note [A close race]: the candidate nearest the siblings' fastest, or "" when none is near.
+  const auto closeRace = [this](const std::vector<const Binding*>& siblings,
+                                const SiteState& site) -> std::string {
+    std::vector<const Binding*> measured;
+    for (const Binding* b : siblings) {
+      if (!b->predicted)
+        measured.push_back(b);
+    }
+    if (options_.memorySlack > 0 || static_cast<int>(measured.size()) < kPredictPatternWide)
+      return "";
+    std::string best;
+    double bestMean = std::numeric_limits<double>::infinity();
+    for (const auto& candidate : measured.front()->candidates) {
+      const std::string& name = candidate.name;
+      if (byName(site, name) == nullptr)
+        continue;
+      std::vector<double> overFastest, overAten;
+      int refused = 0;
+      for (const Binding* b : measured) {
+        const CandidateMeasurement* m = b->measurement(name);
+        const CandidateMeasurement* aten = b->measurement(b->reference);
+        if (m == nullptr || aten == nullptr || !aten->refused.empty())
+          continue;
+        if (!m->refused.empty()) {
+          ++refused;
+          continue;
+        }
+        double fastest = std::numeric_limits<double>::infinity();
+        for (const auto& c : b->candidates) {
+          if (c.refused.empty())
+            fastest = std::min(fastest, c.seconds());
+        }
+        if (fastest > 0 && aten->seconds() > 0) {
+          overFastest.push_back(m->seconds() / fastest);
+          overAten.push_back(m->seconds() / aten->seconds());
+        }
+      }
+      const double tried = static_cast<double>(overFastest.size()) + refused;
+      if (static_cast<int>(overFastest.size()) < kPredictPatternWide ||
+          refused > kCloseRaceRefusals * tried)
+        continue;
+      if (name != measured.front()->reference && median(overAten) > 1.0 - options_.margin)
+        continue;
+      double mean = 0;
+      for (double r : overFastest)
+        mean += r / static_cast<double>(overFastest.size());
+      if (mean < bestMean) {
+        bestMean = mean;
+        best = name;
+      }
+    }
+    return bestMean <= kCloseRace ? best : "";
+  };
   const auto own = evidence(table_.ofSite(s.site.name));
   if (!own || (own->settles() && !trendHolds(*own)))
     return nullptr;
@@ -133,21 +207,31 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
       if (b.pattern == s.site.pattern && b.bucket == bucket && b.site != s.site.name)
         siblings.push_back(&b);
     }
-    auto others = evidence(siblings);
-    if (!others || !others->settles() || (!winner.empty() && others->winner != winner)) {
-      // Nor those: every measured site of its pattern, in any bucket (kPredictPatternWide).
-      std::vector<const Binding*> pattern;
-      for (const Binding& b : table_.bindings) {
-        if (b.pattern == s.site.pattern)
-          pattern.push_back(&b);
-      }
-      others = evidence(pattern);
-      if (!others || others->count < kPredictPatternWide || others->margin < kPredictPatternFloor ||
-          median(others->margins) < kPredictSpeedupMany ||
-          (!winner.empty() && others->winner != winner) || !trendHolds(*others))
-        return nullptr;
+    const auto bySiblings = evidence(siblings);
+    // Or, failing those, every measured site of its pattern, in any bucket (kPredictPatternWide).
+    std::vector<const Binding*> pattern;
+    for (const Binding& b : table_.bindings) {
+      if (b.pattern == s.site.pattern)
+        pattern.push_back(&b);
     }
-    winner = others->winner;
+    const auto byPattern = evidence(pattern);
+    const auto agrees = [&winner](const std::string& other) {
+      return winner.empty() || other == winner;
+    };
+    if (bySiblings && bySiblings->settles() && agrees(bySiblings->winner)) {
+      winner = bySiblings->winner;
+    } else if (byPattern && byPattern->count >= kPredictPatternWide &&
+               byPattern->margin >= kPredictPatternFloor &&
+               median(byPattern->margins) >= kPredictSpeedupMany && agrees(byPattern->winner) &&
+               trendHolds(*byPattern)) {
+      winner = byPattern->winner;
+    } else {
+      // Nor that: a close race among the siblings.
+      const std::string close = closeRace(siblings, s);
+      if (close.empty() || !agrees(close))
+        return nullptr;
+      winner = close;
+    }
   }
   const Candidate* c = byName(s, winner);
   if (c == nullptr)

@@ -1,9 +1,11 @@
 #include "measurement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -37,32 +39,88 @@ void synchronize(bool cuda) {
     torch::cuda::synchronize();
 }
 
-double scaledError(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
-  if (got.size() != want.size())
-    return std::numeric_limits<double>::infinity();
+namespace {
+
+// The largest |a - b| over `got` and `want`, and the largest |b| (their scale); nullopt when the
+// lists differ in length, shape or definedness.
+struct Difference {
   double diff = 0, scale = 0;
+};
+std::optional<Difference> difference(const std::vector<at::Tensor>& got,
+                                     const std::vector<at::Tensor>& want) {
+  if (got.size() != want.size())
+    return std::nullopt;
+  Difference d;
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i].defined() != want[i].defined())
-      return std::numeric_limits<double>::infinity();
+      return std::nullopt;
     if (!want[i].defined())
       continue;
     if (got[i].sizes() != want[i].sizes())
-      return std::numeric_limits<double>::infinity();
+      return std::nullopt;
     if (want[i].numel() == 0)
       continue;
     const at::Tensor a = got[i].detach().to(at::kDouble);
     const at::Tensor b = want[i].detach().to(at::kDouble);
-    diff = std::max(diff, (a - b).abs().max().item<double>());
-    scale = std::max(scale, b.abs().max().item<double>());
+    d.diff = std::max(d.diff, (a - b).abs().max().item<double>());
+    d.scale = std::max(d.scale, b.abs().max().item<double>());
   }
-  if (diff == 0)
-    return 0;
-  return scale > 0 ? diff / scale : diff;
+  return d;
 }
 
-std::string disagreement(double error, double tolerance) {
-  char why[96];
-  std::snprintf(why, sizeof why, "differs from aten by %.3g (tolerance %.3g)", error, tolerance);
+double scaled(const Difference& d) {
+  if (d.diff == 0)
+    return 0;
+  return d.scale > 0 ? d.diff / d.scale : d.diff;
+}
+
+// How many values of `got` differ from `want`'s by more than `tolerance` of the scale, and how
+// many values there are.
+std::pair<int64_t, int64_t> valuesBeyond(const std::vector<at::Tensor>& got,
+                                         const std::vector<at::Tensor>& want, double tolerance) {
+  const auto d = difference(got, want);
+  if (!d)
+    return {0, 0};
+  const double bar = tolerance * (d->scale > 0 ? d->scale : 1.0);
+  int64_t beyond = 0, total = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!want[i].defined() || want[i].numel() == 0)
+      continue;
+    const at::Tensor gap =
+        (got[i].detach().to(at::kDouble) - want[i].detach().to(at::kDouble)).abs();
+    beyond += (gap > bar).sum().item<int64_t>();
+    total += want[i].numel();
+  }
+  return {beyond, total};
+}
+
+}  // namespace
+
+double scaledError(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
+  const auto d = difference(got, want);
+  return d ? scaled(*d) : std::numeric_limits<double>::infinity();
+}
+
+std::string disagreement(const Replay& got, const Replay& want, double error, double tolerance) {
+  char why[192];
+  int n = std::snprintf(why, sizeof why, "differs from aten by %.3g (tolerance %.3g)", error,
+                        tolerance);
+  // Where: the outputs or the gradients, and in how many of their values. A few values among
+  // many is what rounding at a kink looks like (a ReLU whose input rounds to either side of 0
+  // passes or stops that value's gradient); a wrong kernel differs nearly everywhere.
+  const double outputs = scaledError(got.outputs, want.outputs);
+  const double grads = scaledError(got.grads, want.grads);
+  const bool inOutputs = !(outputs <= tolerance);
+  const auto& gotList = inOutputs ? got.outputs : got.grads;
+  const auto& wantList = inOutputs ? want.outputs : want.grads;
+  if (std::isfinite(inOutputs ? outputs : grads)) {
+    const auto [beyond, total] = valuesBeyond(gotList, wantList, tolerance);
+    if (total > 0 && n > 0 && n < static_cast<int>(sizeof why)) {
+      std::snprintf(why + n, sizeof why - static_cast<size_t>(n), ": %s, %lld of %lld values",
+                    inOutputs ? "outputs" : "gradients", static_cast<long long>(beyond),
+                    static_cast<long long>(total));
+    }
+  }
   return why;
 }
 
@@ -142,7 +200,7 @@ Compared compareCandidates(const std::vector<const Candidate*>& candidates,
         std::max(scaledError(first.outputs, want.outputs), scaledError(first.grads, want.grads));
     results[i].maxError = error;
     if (!(error <= candidates[i]->tolerance()))
-      results[i].refused = disagreement(error, candidates[i]->tolerance());
+      results[i].refused = disagreement(first, want, error, candidates[i]->tolerance());
   }
   for (int rep = 0; rep < repetitions; ++rep) {
     for (size_t i = 0; i < count; ++i) {

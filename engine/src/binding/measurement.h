@@ -26,8 +26,6 @@ void synchronize(bool cuda);
 // The largest |a - b| over the largest |b|: 0 when they agree exactly; infinity when the lists
 // differ in length, shape or definedness.
 double scaledError(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want);
-// Why a candidate that differs from the reference by `error` is refused.
-std::string disagreement(double error, double tolerance);
 std::string firstLine(const std::string& text);
 
 // What one candidate produced on a replayed site.
@@ -38,6 +36,10 @@ struct Replay {
   // CPU bytes live after the forward that were not before it (liveCpuBytes); -1: not counted.
   int64_t keptBytes = -1;
 };
+
+// Why a candidate whose replay `got` differs from the reference's `want` by `error` (more than
+// `tolerance`) is refused: by how much, and where — outputs or gradients, in how many values.
+std::string disagreement(const Replay& got, const Replay& want, double error, double tolerance);
 
 // The live CPU bytes by the allocation counter; -1 on a GPU (`cuda`) or without the counter.
 int64_t liveCpuBytes(bool cuda);

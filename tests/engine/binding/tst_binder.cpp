@@ -2,8 +2,8 @@
 // the ATen op does, forward and backward; a bound forward gives the unbound one's outputs and
 // gradients; each (site, bucket) is measured once and then looked up; a table is reused on the
 // same kind of machine and refused elsewhere; a candidate that disagrees or fails is refused and
-// reported; the cost model binds a bucket its site's measured buckets settle; and every zoo model
-// trains under binding as it does op by op.
+// reported; the cost model binds a bucket its site's measured buckets settle, or a close race among
+// its siblings; and every zoo model trains under binding as it does op by op.
 
 #include "doctest_torch.h"
 
@@ -526,6 +526,87 @@ TEST_CASE("the cost model binds a bucket its site's measured buckets settle") {
   forwardBackward(gen, &split, 3, 5);
   CHECK(split.predictions() == 0);
   CHECK(split.measurements() == 4);
+}
+
+TEST_CASE("the cost model binds a close race among a site's siblings to the one nearest") {
+  symtune::SyMuGen gen(steps(), "steps");
+  Binder probe(gen.staticGraph(), here());
+  forwardBackward(gen, &probe, 3, 5);
+  // Siblings of every site, measured in its very bucket: the site's candidate (alias or
+  // unbind-once) and the ATen op taking these times (x 1e-5 s), the winner as a measurement
+  // chooses it (ahead of the ATen op by the binder's 3 %); `refusedLast`: the candidate refused
+  // at the last sibling.
+  const auto tableWith = [&](std::vector<double> candidate, std::vector<double> aten,
+                             bool refusedLast = false) {
+    symtune::BindingTable t = probe.table();
+    t.bindings.clear();
+    for (const auto& site : probe.sites()) {
+      const auto real = probe.table().ofSite(site.name);
+      REQUIRE_FALSE(real.empty());
+      const std::string other = site.loop != nullptr ? "unbind-once" : "alias";
+      for (size_t k = 0; k < candidate.size(); ++k) {
+        symtune::Binding b;
+        b.site = "sibling " + std::to_string(k) + " of " + site.name;
+        b.node = 1000 + static_cast<int64_t>(k);
+        b.pattern = site.pattern;
+        b.bucket = real.front()->bucket;
+        b.reference = "aten";
+        const bool refused = refusedLast && k + 1 == candidate.size();
+        b.winner = !refused && candidate[k] < 0.97 * aten[k] ? other : "aten";
+        b.candidates = {{"aten", aten[k] * 1e-5, 0, 0, ""},
+                        {other, candidate[k] * 1e-5, 0, 0, refused ? "differs from aten" : ""}};
+        t.put(b);
+      }
+    }
+    return t;
+  };
+  struct Case {
+    const char* what;
+    std::vector<double> candidate, aten;
+    bool refusedLast;
+    const char* predicts;  // the winner bound without measuring; nullptr: measured
+  };
+  for (const Case& c : std::vector<Case>{
+           {"ahead at four of five, behind at one",
+            {1, 1, 1, 1, 1.1},
+            {1.3, 1.3, 1.3, 1.3, 1},
+            false,
+            "candidate"},
+           {"within 4 % either way: the ATen op",
+            {1, 1, 1.04, 1.04, 1.04},
+            {1.05, 1.05, 1, 1, 1},
+            false,
+            "aten"},
+           {"each 1.5x behind at some: measured",
+            {1, 1, 1.5, 1.5, 1.5},
+            {1.5, 1.5, 1, 1, 1},
+            false,
+            nullptr},
+           {"three siblings are too few", {1, 1, 1.1}, {1.3, 1.3, 1}, false, nullptr},
+           {"refused at one of five", {1, 1, 1, 1, 1}, {1.3, 1.3, 1.3, 1.3, 1.3}, true, nullptr}}) {
+    INFO(std::string(c.what));
+    Binder binder(gen.staticGraph(), here());
+    REQUIRE_FALSE(binder.adopt(tableWith(c.candidate, c.aten, c.refusedLast)).has_value());
+    checkSame(forwardBackward(gen, &binder, 3, 5), forwardBackward(gen, nullptr, 3, 5));
+    CHECK(binder.predictions() == (c.predicts != nullptr ? 4 : 0));
+    CHECK(binder.measurements() == (c.predicts != nullptr ? 0 : 4));
+    for (const auto& b : binder.table().bindings) {
+      if (b.site.rfind("sibling", 0) == 0 || c.predicts == nullptr)
+        continue;
+      CHECK(b.predicted);
+      CHECK((b.winner == "aten") == (std::string(c.predicts) == "aten"));
+    }
+  }
+
+  // Under a memory slack the siblings' winners are not the fastest: no close race is read.
+  BinderOptions slack;
+  slack.memorySlack = 0.1;
+  Binder lean(gen.staticGraph(), here(), slack);
+  auto table = tableWith({1, 1, 1, 1, 1.1}, {1.3, 1.3, 1.3, 1.3, 1});
+  table.memorySlack = 0.1;
+  REQUIRE_FALSE(lean.adopt(table).has_value());
+  forwardBackward(gen, &lean, 3, 5);
+  CHECK(lean.predictions() == 0);
 }
 
 TEST_CASE("the cost model carries a site's margin to a bucket's size only as far as it trends") {
