@@ -247,10 +247,14 @@ std::string BindingTable::describe() const {
     return out.str();
   }
   for (const auto& b : bindings) {
-    char speed[32];
-    std::snprintf(speed, sizeof speed, "%.2fx", b.speedup());
-    out << "  " << b.site << "  [" << b.bucket << "]  -> " << b.winner
-        << (b.predicted ? " (predicted)" : "") << "  " << speed << " over " << b.reference;
+    out << "  " << b.site << "  [" << b.bucket << "]  -> " << b.winner;
+    if (b.predicted) {
+      out << " (predicted, not measured)";  // no times: no speedup to state
+    } else {
+      char speed[32];
+      std::snprintf(speed, sizeof speed, "%.2fx", b.speedup());
+      out << "  " << speed << " over " << b.reference;
+    }
     // What the site is: its pattern, and how many nodes when it spans several (a GRU cell's 25).
     if (!b.pattern.empty()) {
       out << "  (" << b.pattern;
