@@ -8,6 +8,7 @@
 #include "doctest_torch.h"
 
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <set>
 #include <string>
@@ -428,6 +429,14 @@ TEST_CASE("a candidate that disagrees or fails is refused and reported") {
     REQUIRE(wrong != nullptr);
     CHECK(wrong->refused.find("differs from aten by") != std::string::npos);
     CHECK(wrong->maxError > 1e-6);
+    // Where: its outputs, every value (it adds 1 to each): "...: outputs, N of N values".
+    const size_t at = wrong->refused.find(": outputs, ");
+    REQUIRE(at != std::string::npos);
+    long long beyond = -1, total = -2;
+    CHECK(std::sscanf(wrong->refused.c_str() + at, ": outputs, %lld of %lld values", &beyond,
+                      &total) == 2);
+    CHECK(beyond > 0);
+    CHECK(beyond == total);
     const auto* failing = b.measurement("failing");
     REQUIRE(failing != nullptr);
     CHECK(failing->refused == "failed: this candidate always fails");
