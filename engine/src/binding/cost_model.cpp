@@ -51,7 +51,8 @@ namespace symtune::binding {
 // over the fastest, a site like its siblings — decides: the candidate with the smallest mean is
 // bound when that mean is within kCloseRace (5 %), it agreed wherever it was measured but on at
 // most kCloseRaceRefusals of the siblings (one ResNet region in 37 refuses bn-relu-conv at 1025
-// of its 36928 gradient values: one channel's, as a ReLU input rounding across 0 gives), and, other
+// of its 36928 gradient values: one channel's input and bias gradients, as a ReLU input rounding
+// across 0 gives), and, other
 // than the ATen op, it beat the ATen op by the binder's margin in the median, as a measurement
 // would have asked of it. The ResNet's regions: bn-relu-conv at a mean of 1.002 and 1.022 of the
 // fastest in the two wider buckets (won 33 of 37 and 5 of 7), bound; in the narrowest (6
