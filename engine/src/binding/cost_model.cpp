@@ -52,12 +52,12 @@ namespace symtune::binding {
 // bound when that mean is within kCloseRace (5 %), it agreed wherever it was measured but on at
 // most kCloseRaceRefusals of the siblings (one ResNet region in 37 refuses bn-relu-conv at 1025
 // of its 36928 gradient values: one channel's input and bias gradients, as a ReLU input rounding
-// across 0 gives), and, other
-// than the ATen op, it beat the ATen op by the binder's margin in the median, as a measurement
-// would have asked of it. The ResNet's regions: bn-relu-conv at a mean of 1.002 and 1.022 of the
-// fastest in the two wider buckets (won 33 of 37 and 5 of 7), bound; in the narrowest (6
-// siblings, 3 won by aten, 2 by bn-relu-conv) the nearest is aten at 1.09, so a new one is
-// measured. Not under a memory slack, whose winners are not the fastest (Note [Memory slack]).
+// across 0 gives), and, other than the ATen op, it beat the ATen op by the binder's margin in the
+// median, as a measurement would have asked of it. The ResNet's regions: bn-relu-conv at a mean
+// of 1.002 and 1.022 of the fastest in the two wider buckets (won 33 of 37 and 5 of 7), bound; in
+// the narrowest (6 siblings, 3 won by aten, 2 by bn-relu-conv) the nearest is aten at 1.09, so a
+// new one is measured. Not under a memory slack, whose winners are not the fastest
+// (Note [Memory slack]).
 namespace {
 
 using detail::median;
