@@ -1,2 +1,2 @@
-// Empty: the translation unit that symtune_engine_test_pch builds the engine tests' shared LibTorch
+// Empty: the translation unit that symtune_test_torch_pch builds the Qt-free tests' shared LibTorch
 // precompiled header with (tests/CMakeLists.txt).
