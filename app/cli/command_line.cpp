@@ -10,6 +10,10 @@ namespace symtune::app {
 
 namespace {
 
+bool isHelp(const std::string& a) {
+  return a == "-h" || a == "--help";
+}
+
 // An option's value as seconds >= 0, or an error naming the option.
 double seconds(const std::string& option, const std::string& v) {
   size_t used = 0;
@@ -27,12 +31,12 @@ double seconds(const std::string& option, const std::string& v) {
 CommandLine parseRulesCommand(const std::vector<std::string>& args) {
   CommandLine cl;
   cl.mode = CommandLine::Mode::Rules;
+  if (std::any_of(args.begin() + 1, args.end(), isHelp)) {
+    cl.mode = CommandLine::Mode::Help;
+    return cl;
+  }
   if (args.size() < 2 ||
       (args[1] != "check" && args[1] != "export" && args[1] != "import" && args[1] != "list")) {
-    if (args.size() >= 2 && (args[1] == "-h" || args[1] == "--help")) {
-      cl.mode = CommandLine::Mode::Help;
-      return cl;
-    }
     throw std::invalid_argument("rules needs check, export, import or list (see --help)");
   }
   cl.rulesCommand = args[1];
@@ -49,10 +53,7 @@ CommandLine parseRulesCommand(const std::vector<std::string>& args) {
       return args[++i];
     };
     const bool exporting = cl.rulesCommand == "export";
-    if (a == "-h" || a == "--help") {
-      cl.mode = CommandLine::Mode::Help;
-      return cl;
-    } else if (exporting && a == "--name") {
+    if (exporting && a == "--name") {
       cl.packName = value();
     } else if (exporting && a == "--version") {
       cl.packVersion = value();
@@ -96,6 +97,10 @@ int64_t count(const std::string& option, const std::string& v, int64_t least) {
 CommandLine parseTuneCommand(const std::vector<std::string>& args) {
   CommandLine cl;
   cl.mode = CommandLine::Mode::Tune;
+  if (std::any_of(args.begin() + 1, args.end(), isHelp)) {
+    cl.mode = CommandLine::Mode::Help;
+    return cl;
+  }
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -103,10 +108,7 @@ CommandLine parseTuneCommand(const std::vector<std::string>& args) {
         throw std::invalid_argument(a + " needs a value");
       return args[++i];
     };
-    if (a == "-h" || a == "--help") {
-      cl.mode = CommandLine::Mode::Help;
-      return cl;
-    } else if (a == "--budget-steps") {
+    if (a == "--budget-steps") {
       cl.tuneBudgetSteps = count(a, value(), 1);
     } else if (a == "--warmup") {
       cl.tuneWarmup = count(a, value(), 0);
@@ -151,7 +153,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "tune")
     return parseTuneCommand(args);
   if (!args.empty() && args[0] == "check") {
-    if (args.size() == 2 && (args[1] == "-h" || args[1] == "--help")) {
+    if (std::any_of(args.begin() + 1, args.end(), isHelp)) {
       cl.mode = CommandLine::Mode::Help;
       return cl;
     }
@@ -163,6 +165,10 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
   }
   if (!args.empty() && args[0] == "bindings") {
     cl.mode = CommandLine::Mode::Bindings;
+    if (std::any_of(args.begin() + 1, args.end(), isHelp)) {
+      cl.mode = CommandLine::Mode::Help;
+      return cl;
+    }
     for (size_t i = 1; i < args.size(); ++i) {
       if (args[i] == "--json")
         cl.bindingsJson = true;
@@ -179,7 +185,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
   }
   for (size_t i = first; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
+    if (isHelp(a)) {
       cl.mode = CommandLine::Mode::Help;
       return cl;
     }
@@ -199,6 +205,10 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     } else if (a == "--batch") {
       cl.mode = CommandLine::Mode::Batch;
       cl.session = value(i);
+      if (isHelp(cl.session)) {  // `symtune --batch --help`: the usage, not a file named --help
+        cl.mode = CommandLine::Mode::Help;
+        return cl;
+      }
     } else if (a == "--trace") {
       cl.trace = value(i);
     } else if (a == "--trace-steps") {

@@ -1,0 +1,137 @@
+// The command line both executables parse: every subcommand answers -h and --help wherever they
+// stand, options take their values, and a wrong command line fails with a one-line reason that
+// names what is wrong (the executables print it and exit 2; app.batch runs them).
+
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "command_line.h"
+
+namespace {
+
+using symtune::app::CommandLine;
+using symtune::app::parseCommandLine;
+using Mode = CommandLine::Mode;
+
+// The reason parseCommandLine gives for `args`, or "" when it parses.
+std::string refusal(const std::vector<std::string>& args) {
+  try {
+    parseCommandLine(args);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("every subcommand answers -h and --help wherever they stand") {
+  const std::vector<std::vector<std::string>> lines = {
+      {"--help"},
+      {"-h"},
+      {"s.json", "--help"},
+      {"--batch", "--help"},
+      {"--batch", "-h"},
+      {"--batch", "s.json", "--report", "r.json", "--help"},
+      {"check", "--help"},
+      {"check", "s.json", "--help"},
+      {"bindings", "--help"},
+      {"bindings", "s.json", "--json", "-h"},
+      {"tune", "--help"},
+      {"tune", "s.json", "--budget-steps", "10", "--help"},
+      {"rules", "--help"},
+      {"rules", "list", "--help"},
+      {"rules", "check", "-h"},
+      {"rules", "export", "r.rules", "--name", "n", "--help"},
+      {"graph", "s.json", "--help"},
+  };
+  for (const auto& line : lines) {
+    std::string joined;
+    for (const auto& a : line)
+      joined += a + " ";
+    CAPTURE(joined);
+    CHECK(parseCommandLine(line).mode == Mode::Help);
+  }
+}
+
+TEST_CASE("options take their values") {
+  const CommandLine batch =
+      parseCommandLine({"--batch", "s.json", "--report", "r.json", "--trace", "t.json",
+                        "--trace-steps", "3", "--progress-interval", "0.5", "--resume"});
+  CHECK(batch.mode == Mode::Batch);
+  CHECK(batch.session == "s.json");
+  CHECK(batch.report == "r.json");
+  CHECK(batch.trace == "t.json");
+  CHECK(batch.traceSteps == 3);
+  CHECK(batch.progressInterval == 0.5);
+  CHECK(batch.resume);
+
+  // A session with --listen trains like --batch, attachable.
+  const CommandLine listening =
+      parseCommandLine({"s.json", "--listen", "unix:/tmp/x", "--linger", "2"});
+  CHECK(listening.mode == Mode::Batch);
+  CHECK(listening.listen == "unix:/tmp/x");
+  CHECK(listening.linger == 2.0);
+
+  const CommandLine bindings = parseCommandLine({"bindings", "r.json", "--json"});
+  CHECK(bindings.mode == Mode::Bindings);
+  CHECK(bindings.bindingsFile == "r.json");
+  CHECK(bindings.bindingsJson);
+
+  const CommandLine tune =
+      parseCommandLine({"tune", "s.json", "--budget-steps", "40", "--warmup", "0"});
+  CHECK(tune.mode == Mode::Tune);
+  CHECK(tune.tuneBudgetSteps == 40);
+  CHECK(tune.tuneWarmup == 0);
+  CHECK(tune.tuneMeasured == 3);
+
+  const CommandLine pack = parseCommandLine(
+      {"rules", "export", "r.rules", "--name", "clip", "--version", "1.0.0", "--output", "p.json"});
+  CHECK(pack.mode == Mode::Rules);
+  CHECK(pack.rulesCommand == "export");
+  CHECK(pack.packName == "clip");
+  CHECK(pack.output == "p.json");
+
+  const CommandLine studio = parseCommandLine({"--run", "s.json", "--overlay", "binding"});
+  CHECK(studio.mode == Mode::Studio);
+  CHECK(studio.run);
+  CHECK(studio.overlay == "binding");
+
+  CHECK(parseCommandLine({"--version"}).mode == Mode::Version);
+  CHECK(symtune::app::defaultReportPath("dir/demo.json") == "demo.report.json");
+}
+
+TEST_CASE("a wrong command line is refused with a reason that names what is wrong") {
+  CHECK(refusal({"--batch"}) == "--batch needs a value");
+  CHECK(refusal({"--fast"}) == "unknown option --fast (see --help)");
+  CHECK(refusal({"a.json", "b.json"}) == "unexpected argument \"b.json\" (see --help)");
+  CHECK(refusal({"--batch", "s.json", "--trace-steps", "0"}) ==
+        "--trace-steps expects a positive integer, got \"0\"");
+  CHECK(refusal({"--batch", "s.json", "--progress-interval", "-1"}) ==
+        "--progress-interval expects seconds >= 0, got \"-1\"");
+  CHECK(refusal({"--overlay", "heat"}).find("--overlay expects none, latency") == 0);
+  CHECK(refusal({"--listen", "unix:/tmp/x"}) ==
+        "--listen needs a session to train (SESSION --listen ADDR)");
+  CHECK(refusal({"--batch", "s.json", "--linger", "1"}) == "--linger goes with --listen ADDR");
+  CHECK(refusal({"--report", "r.json"}) == "--report only applies with --batch");
+  CHECK(refusal({"--batch", "s.json", "--run"}) ==
+        "--run, --overlay and --screenshot are the studio's");
+  CHECK(refusal({"check"}) == "check needs one session (symtune check SESSION)");
+  CHECK(refusal({"check", "a.json", "b.json"}) ==
+        "check needs one session (symtune check SESSION)");
+  CHECK(refusal({"bindings"}) == "bindings needs a session, a report or a binding table");
+  CHECK(refusal({"bindings", "r.json", "--csv"}) ==
+        "unknown option --csv for bindings (see --help)");
+  CHECK(refusal({"tune", "s.json"}) ==
+        "tune needs --budget-steps N: the training steps it may spend");
+  CHECK(refusal({"tune", "s.json", "--budget-steps", "0"}) ==
+        "--budget-steps expects an integer from 1, got \"0\"");
+  CHECK(refusal({"rules"}) == "rules needs check, export, import or list (see --help)");
+  CHECK(refusal({"rules", "list", "x"}) == "rules list takes no arguments");
+  CHECK(refusal({"rules", "export", "r.rules", "--name", "n"}) ==
+        "rules export needs --name, --version and --output");
+  CHECK(refusal({"graph"}) == "graph needs a session (.json) or a TorchScript archive (.pt)");
+}
