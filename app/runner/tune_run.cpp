@@ -1,6 +1,7 @@
 #include "tune_run.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -33,7 +34,8 @@ std::string knobsText(const control::ConfigSpace& space) {
   return out;
 }
 
-nlohmann::ordered_json searchJson(const TunedSession& tuned, const std::string& written) {
+nlohmann::ordered_json searchJson(const TunedSession& tuned, const std::string& written,
+                                  const std::string& table) {
   const control::TuneResult& r = tuned.search;
   nlohmann::ordered_json evaluations = nlohmann::ordered_json::array();
   for (const auto& e : r.evaluations) {
@@ -63,12 +65,20 @@ nlohmann::ordered_json searchJson(const TunedSession& tuned, const std::string& 
     if (!s->failed.empty())
       sideBySide["failed"] = s->failed;
   }
-  return {{"format", "symtune-tune"},   {"configurations", r.configurations},
-          {"evaluations", evaluations}, {"pruned", pruned},
-          {"best", pick(r.best)},       {"runner_up", pick(r.runnerUp)},
-          {"side_by_side", sideBySide}, {"simulations", r.simulations},
-          {"steps", r.steps},           {"seconds", r.seconds},
-          {"stopped", r.stopped},       {"written", written}};
+  return {{"format", "symtune-tune"},
+          {"configurations", r.configurations},
+          {"evaluations", evaluations},
+          {"pruned", pruned},
+          {"best", pick(r.best)},
+          {"runner_up", pick(r.runnerUp)},
+          {"side_by_side", sideBySide},
+          {"simulations", r.simulations},
+          {"steps", r.steps},
+          {"seconds", r.seconds},
+          {"stopped", r.stopped},
+          {"written", written},
+          {"binding_table",
+           table.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(table)}};
 }
 
 }  // namespace
@@ -112,15 +122,25 @@ int runTuneCommand(const CommandLine& cl) {
     return 1;
   }
   const std::string target = cl.output.value_or(cl.session);
+  // Note [One binding table for the search]: the table the search measured goes with the tuned
+  // session, where a run of it reads its table, so that it binds from its first step.
+  std::string tableWritten;
   try {
     writeFileAtomically(target, sessionJson(tuned.session));
+    Session written = tuned.session;
+    written.path = target;
+    const std::filesystem::path table = bindingTablePath(written);
+    if (tuned.bindings && written.binding.save && !table.empty()) {
+      tuned.bindings->save(table.string());
+      tableWritten = table.string();
+    }
   } catch (const std::exception& e) {
     std::cerr << "symtune: " << e.what() << std::endl;
     return 1;
   }
   const control::TuneResult& r = tuned.search;
   if (cl.tuneJson) {
-    std::cout << searchJson(tuned, target).dump(2) << std::endl;
+    std::cout << searchJson(tuned, target, tableWritten).dump(2) << std::endl;
     return 0;
   }
   std::cout << "space: " << r.configurations << " configurations (" << knobsText(tuned.space)
@@ -157,7 +177,7 @@ int runTuneCommand(const CommandLine& cl) {
   std::cout << "search: " << r.evaluations.size() << " evaluations, " << r.steps << " steps, "
             << r.simulations << " tree descents, " << spent << "; stopped: " << r.stopped << "\n";
   std::cout << "wrote " << target << " (control: mode tuned, " << best.configuration.text() << ")"
-            << std::endl;
+            << (tableWritten.empty() ? "" : " and its binding table " + tableWritten) << std::endl;
   return 0;
 }
 

@@ -403,6 +403,38 @@ class TestBatch : public QObject {
     QVERIFY(none.err.contains("tune needs --budget-steps N"));
   }
 
+  void tuneCommandSharesOneBindingTable() {
+    // A bound tagger: the search's trainers share one binding table (Note [One binding table for
+    // the search] in symtune/runtime/tuning.h), which goes beside the tuned session; a run of
+    // the tuned session reads it and, on the batches the search trained on, measures nothing.
+    QTemporaryDir dir;
+    const QString session = writeFile(dir, "tagger.json", R"({
+      "format": "symtune-session", "version": 1, "name": "tagger",
+      "model": {"zoo": "dynamic_tagger", "preset": "ci"}, "run": {"steps": 3, "threads": 2}})");
+    const QString tunedPath = dir.filePath("tagger.tuned.json");
+    const QString table = dir.filePath("tagger.tuned.bindings.json");
+    const Result tuned = run({"tune", session, "--budget-steps", "6", "--warmup", "1", "--measure",
+                              "2", "--output", tunedPath, "--json"});
+    QVERIFY2(tuned.exitCode == 0, qPrintable(tuned.err));
+    const QJsonObject search = QJsonDocument::fromJson(tuned.out.toUtf8()).object();
+    QCOMPARE(search["evaluations"].toArray().size(), 2);
+    QCOMPARE(search["binding_table"].toString(), table);
+    // The search writes no table beside the session it was given: only the tuned one's.
+    QVERIFY(!QFile::exists(dir.filePath("tagger.bindings.json")));
+    const Result shown = run({"bindings", table, "--json"});
+    QVERIFY2(shown.exitCode == 0, qPrintable(shown.err));
+    QVERIFY(!QJsonDocument::fromJson(shown.out.toUtf8()).object()["bindings"].toArray().isEmpty());
+    const QString reportPath = dir.filePath("tuned.report.json");
+    const Result again = run({"--batch", tunedPath, "--report", reportPath});
+    QVERIFY2(again.exitCode == 0, qPrintable(again.err));
+    QFile reportFile(reportPath);
+    QVERIFY(reportFile.open(QIODevice::ReadOnly));
+    const QJsonObject binding =
+        QJsonDocument::fromJson(reportFile.readAll()).object()["binding"].toObject();
+    QCOMPARE(binding["note"].toString(), "bindings from " + table);
+    QCOMPARE(binding["measurements"].toInt(), 0);
+  }
+
   // `symtune check SESSION`: the run set up as --batch would, no step taken; what is wrong in one
   // line, exit status 2.
   void checkCommandSetsTheRunUp() {

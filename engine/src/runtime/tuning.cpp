@@ -10,6 +10,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "symtune/binding/binder.h"
 #include "symtune/remat/rematerializer.h"
 
 namespace symtune {
@@ -38,6 +39,46 @@ class KeepThreads {
   int threads_;
 };
 
+// Note [One binding table for the search]: the table each trainer begins from and leaves.
+class SharedBindings {
+ public:
+  // Starts `trainer`'s binder from the table so far (one this process measured for this model:
+  // a binder refuses it only when the slack differs, and then measures its own).
+  void lend(Trainer& trainer) const {
+    if (binding::Binder* b = trainer.binder(); b != nullptr && table_)
+      b->adopt(*table_);
+  }
+  // Takes the table `trainer`'s binder holds now (kept as it was when the trainer has none).
+  void take(Trainer& trainer) {
+    if (const binding::Binder* b = trainer.binder())
+      table_ = b->table();
+  }
+  const std::optional<BindingTable>& table() const { return table_; }
+
+ private:
+  std::optional<BindingTable> table_;
+};
+
+// What `trainer`'s binder has measured and noted so far (0 without one).
+int64_t settlingOf(Trainer& trainer) {
+  const binding::Binder* b = trainer.binder();
+  return b != nullptr ? b->settling() : 0;
+}
+
+// An evaluation's measured steps, those in which the binder measured or noted something apart
+// (Note [One binding table for the search]).
+class MeasuredSteps {
+ public:
+  void add(double seconds, bool settling) { (settling ? settling_ : steady_).push_back(seconds); }
+  bool empty() const { return steady_.empty() && settling_.empty(); }
+  // The median of the steps in which the binder settled nothing, or of them all when it settled
+  // something in every one.
+  double steadyMedian() const { return median(steady_.empty() ? settling_ : steady_); }
+
+ private:
+  std::vector<double> steady_, settling_;
+};
+
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -47,14 +88,14 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 // per sample is each one's measure. A step that fails stops that one; the other goes on.
 SideBySide measureSideBySide(const Session& session, const control::Configuration& first,
                              const control::Configuration& second, int warmup, int measured,
-                             Telemetry telemetry, int threadsAtStart) {
+                             Telemetry telemetry, int threadsAtStart, SharedBindings& bindings) {
   SideBySide out;
   out.first = first;
   out.second = second;
   const auto started = std::chrono::steady_clock::now();
   const std::array<const control::Configuration*, 2> configurations = {&first, &second};
   std::array<std::unique_ptr<Trainer>, 2> trainers;
-  std::array<std::vector<double>, 2> perSample;
+  std::array<MeasuredSteps, 2> perSample;
   std::array<std::string, 2> failed;
   for (size_t k = 0; k < 2; ++k) {
     // A trainer begins with the threads the process began with (its space's knob keeps them).
@@ -62,6 +103,7 @@ SideBySide measureSideBySide(const Session& session, const control::Configuratio
     try {
       trainers[k] = std::make_unique<Trainer>(session);
       trainers[k]->setTelemetry(telemetry);
+      bindings.lend(*trainers[k]);
     } catch (const std::exception& e) {
       failed[k] = oneLine(e);
     }
@@ -74,11 +116,13 @@ SideBySide measureSideBySide(const Session& session, const control::Configuratio
       try {
         // The threads are the process's: each step sets its own configuration's.
         trainers[k]->configure(*configurations[k]);
+        const int64_t settled = settlingOf(*trainers[k]);
         const StepResult r = trainers[k]->step();
         ++out.steps;
         if (i >= warmup)
-          perSample[k].push_back((r.seconds - r.timings.data) /
-                                 static_cast<double>(trainers[k]->batchSize()));
+          perSample[k].add(
+              (r.seconds - r.timings.data) / static_cast<double>(trainers[k]->batchSize()),
+              settlingOf(*trainers[k]) != settled);
       } catch (const std::exception& e) {
         ++out.steps;  // it ran, as far as it got
         failed[k] = oneLine(e);
@@ -86,8 +130,12 @@ SideBySide measureSideBySide(const Session& session, const control::Configuratio
     }
   }
   const auto measure = [&](size_t k) {
-    return failed[k].empty() && !perSample[k].empty() ? 1 / median(perSample[k]) : 0.0;
+    return failed[k].empty() && !perSample[k].empty() ? 1 / perSample[k].steadyMedian() : 0.0;
   };
+  for (auto& trainer : trainers) {
+    if (trainer != nullptr)
+      bindings.take(*trainer);
+  }
   out.firstSamplesPerSecond = measure(0);
   out.secondSamplesPerSecond = measure(1);
   for (size_t k = 0; k < 2; ++k) {
@@ -138,20 +186,25 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
   const control::ConfigSpace space = first->configSpace();
   double firstStepSeconds = 0;  // its median step, without building the batch
 
+  // Note [One binding table for the search]: the first trainer's binder starts from the
+  // session's table file as a run would; each later one from what the evaluations before it left.
+  SharedBindings bindings;
   const auto measure = [&](Trainer& trainer, const control::Configuration& c, double* stepSeconds) {
     control::Measurement m;
-    std::vector<double> perSample, steps;
+    MeasuredSteps perSample, steps;
     try {
       trainer.setTelemetry(options.telemetry);
       trainer.configure(c);
       for (int i = 0; i < perEvaluation; ++i) {
+        const int64_t settled = settlingOf(trainer);
         const StepResult r = trainer.step();
         ++m.steps;
         if (i < warmup)
           continue;
         const double seconds = r.seconds - r.timings.data;
-        steps.push_back(seconds);
-        perSample.push_back(seconds / static_cast<double>(trainer.batchSize()));
+        const bool settling = settlingOf(trainer) != settled;
+        steps.add(seconds, settling);
+        perSample.add(seconds / static_cast<double>(trainer.batchSize()), settling);
       }
     } catch (const remat::RematInfeasible& e) {
       m.failed = e.what();  // the steps it ran count
@@ -167,9 +220,9 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
       m.failed = e.what();
       return m;
     }
-    m.samplesPerSecond = 1 / median(perSample);
+    m.samplesPerSecond = 1 / perSample.steadyMedian();
     if (stepSeconds != nullptr)
-      *stepSeconds = median(steps);
+      *stepSeconds = steps.steadyMedian();
     return m;
   };
 
@@ -197,6 +250,7 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
     if (!firstRun) {
       firstRun = true;
       const control::Measurement m = measure(*first, c, &firstStepSeconds);
+      bindings.take(*first);  // whatever became of the evaluation
       takeForecasts();
       first.reset();
       return m;
@@ -209,7 +263,10 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
     } catch (const std::exception& e) {
       return control::Measurement{0, 0, e.what()};
     }
-    return measure(*trainer, c, nullptr);
+    bindings.lend(*trainer);
+    const control::Measurement m = measure(*trainer, c, nullptr);
+    bindings.take(*trainer);
+    return m;
   };
 
   const control::AutoTuner::Estimator estimate = [&](const control::Configuration& c) {
@@ -237,16 +294,17 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
   control::TuneOptions search = options.search;
   search.evaluations = settle ? evaluations - 2 : evaluations;
   control::AutoTuner tuner(space, search);
-  TunedSession out{tuner.run(evaluate, estimate, options.progress), space, given, std::nullopt};
+  TunedSession out{tuner.run(evaluate, estimate, options.progress), space, given, std::nullopt,
+                   std::nullopt};
 
   control::TuneResult& r = out.search;
   if (!r.best)
     throw SetupError("auto_tune: no configuration ran; the first: " +
                      (r.evaluations.empty() ? std::string("none") : r.evaluations.front().failed));
   if (settle && r.runnerUp) {
-    out.sideBySide = measureSideBySide(session, r.evaluations[*r.best].configuration,
-                                       r.evaluations[*r.runnerUp].configuration, warmup,
-                                       options.measuredSteps, options.telemetry, threadsAtStart);
+    out.sideBySide = measureSideBySide(
+        session, r.evaluations[*r.best].configuration, r.evaluations[*r.runnerUp].configuration,
+        warmup, options.measuredSteps, options.telemetry, threadsAtStart, bindings);
     out.sideBySide->reversed =
         runnerUpFaster(*out.sideBySide, r.evaluations[*r.best].samplesPerSecond,
                        r.evaluations[*r.runnerUp].samplesPerSecond);
@@ -289,6 +347,7 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
                  (s->failed.empty() ? "" : " (failed there: " + s->failed + ")");
   }
   control.tuned = t;
+  out.bindings = bindings.table();
   return out;
 }
 
