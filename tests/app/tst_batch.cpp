@@ -42,6 +42,14 @@ QString writeFile(const QTemporaryDir& dir, const QString& name, const QByteArra
   return f.fileName();
 }
 
+// The tagger's `ci` preset for three steps, bound (a session that says nothing of binding), as
+// tagger.json in `dir`.
+QString boundTagger(const QTemporaryDir& dir) {
+  return writeFile(dir, "tagger.json", R"({
+    "format": "symtune-session", "version": 1, "name": "tagger",
+    "model": {"zoo": "dynamic_tagger", "preset": "ci"}, "run": {"steps": 3, "threads": 2}})");
+}
+
 const QByteArray kSession = R"({
   "format": "symtune-session", "version": 1, "name": "batch test",
   "model": {"zoo": "dynamic_resnet", "preset": "ci"},
@@ -292,9 +300,7 @@ class TestBatch : public QObject {
     // A tagger trains with op sites bound; `symtune bindings` shows the table from the session,
     // the report and the table file, as text and as JSON.
     QTemporaryDir dir;
-    const QString session = writeFile(dir, "tagger.json", R"({
-      "format": "symtune-session", "version": 1, "name": "tagger",
-      "model": {"zoo": "dynamic_tagger", "preset": "ci"}, "run": {"steps": 3, "threads": 2}})");
+    const QString session = boundTagger(dir);
     const QString reportPath = dir.filePath("tagger.report.json");
     const Result trained = run({"--batch", session, "--report", reportPath});
     QVERIFY2(trained.exitCode == 0, qPrintable(trained.err));
@@ -408,9 +414,7 @@ class TestBatch : public QObject {
     // the search] in symtune/runtime/tuning.h), which goes beside the tuned session; a run of
     // the tuned session reads it and, on the batches the search trained on, measures nothing.
     QTemporaryDir dir;
-    const QString session = writeFile(dir, "tagger.json", R"({
-      "format": "symtune-session", "version": 1, "name": "tagger",
-      "model": {"zoo": "dynamic_tagger", "preset": "ci"}, "run": {"steps": 3, "threads": 2}})");
+    const QString session = boundTagger(dir);
     const QString tunedPath = dir.filePath("tagger.tuned.json");
     const QString table = dir.filePath("tagger.tuned.bindings.json");
     const Result tuned = run({"tune", session, "--budget-steps", "6", "--warmup", "1", "--measure",
