@@ -69,7 +69,7 @@ int runBindingsCommand(const CommandLine& cl) {
     std::cout << (cl.bindingsJson ? table.toJson() : table.describe());
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << "symtune: " << e.what() << std::endl;
+    std::cerr << "symtune: error: " << e.what() << std::endl;
     return 2;
   }
 }

@@ -88,11 +88,11 @@ int runTuneCommand(const CommandLine& cl) {
   try {
     session = loadSession(cl.session);
   } catch (const std::exception& e) {
-    std::cerr << "symtune: " << e.what() << std::endl;
+    std::cerr << "symtune: error: " << e.what() << std::endl;
     return 2;
   }
   if (cl.tuneBudgetSteps < cl.tuneWarmup + cl.tuneMeasured) {
-    std::cerr << "symtune: tune: a budget of " << cl.tuneBudgetSteps
+    std::cerr << "symtune: error: tune: a budget of " << cl.tuneBudgetSteps
               << " steps buys no evaluation (each takes " << cl.tuneWarmup + cl.tuneMeasured << ": "
               << cl.tuneWarmup << " warm-up and " << cl.tuneMeasured << " measured)" << std::endl;
     return 2;
@@ -118,7 +118,7 @@ int runTuneCommand(const CommandLine& cl) {
   try {
     tuned = tuneSession(session, options);
   } catch (const std::exception& e) {
-    std::cerr << "symtune: " << e.what() << std::endl;
+    std::cerr << "symtune: error: " << e.what() << std::endl;
     return 1;
   }
   const std::string target = cl.output.value_or(cl.session);
@@ -135,7 +135,7 @@ int runTuneCommand(const CommandLine& cl) {
       tableWritten = table.string();
     }
   } catch (const std::exception& e) {
-    std::cerr << "symtune: " << e.what() << std::endl;
+    std::cerr << "symtune: error: " << e.what() << std::endl;
     return 1;
   }
   const control::TuneResult& r = tuned.search;

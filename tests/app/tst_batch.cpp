@@ -402,6 +402,7 @@ class TestBatch : public QObject {
     // Bad input: a budget that buys nothing, and no budget at all.
     const Result tooSmall = run({"tune", session, "--budget-steps", "2"});
     QCOMPARE(tooSmall.exitCode, 2);
+    QVERIFY2(tooSmall.err.startsWith("symtune: error: "), qPrintable(tooSmall.err));
     QVERIFY2(tooSmall.err.contains("a budget of 2 steps buys no evaluation (each takes 5"),
              qPrintable(tooSmall.err));
     const Result none = run({"tune", session});
@@ -490,6 +491,7 @@ class TestBatch : public QObject {
     QTemporaryDir dir;
     const Result r = run({"bindings", writeFile(dir, "x.json", file)});
     QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.startsWith("symtune: error: "), qPrintable(r.err));
     QVERIFY2(r.err.contains(message), qPrintable(r.err));
     QCOMPARE(r.err.count('\n'), 1);
   }
