@@ -48,10 +48,22 @@ class SharedBindings {
     if (binding::Binder* b = trainer.binder(); b != nullptr && table_)
       b->adopt(*table_);
   }
-  // Takes the table `trainer`'s binder holds now (kept as it was when the trainer has none).
+  // Takes the table `trainer`'s binder holds now, with what the table so far has that it lacks
+  // (the side by side's two trainers start from one table and each adds to it); kept as it was
+  // when the trainer has no binder. A binder whose slack widened (remat.bind) re-chose its
+  // winners: its table alone.
   void take(Trainer& trainer) {
-    if (const binding::Binder* b = trainer.binder())
-      table_ = b->table();
+    const binding::Binder* b = trainer.binder();
+    if (b == nullptr)
+      return;
+    BindingTable next = b->table();
+    if (table_ && table_->memorySlack == next.memorySlack && table_->model == next.model) {
+      for (const Binding& kept : table_->bindings) {
+        if (next.find(kept.site, kept.bucket) == nullptr)
+          next.put(kept);
+      }
+    }
+    table_ = std::move(next);
   }
   const std::optional<BindingTable>& table() const { return table_; }
 

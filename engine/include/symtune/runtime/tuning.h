@@ -84,7 +84,7 @@ struct TunedSession {
   // the search's figures in control.tuned): the one it began with when nothing beat it.
   Session session;
   std::optional<SideBySide> sideBySide;
-  // Note [One binding table for the search]: the table its trainers shared, as the last left it
+  // Note [One binding table for the search]: the table its trainers shared, with what each added
   // (nullopt: the session does not run bound).
   std::optional<BindingTable> bindings;
 };
