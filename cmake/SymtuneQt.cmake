@@ -13,8 +13,9 @@ if(NOT SYMTUNE_BUILD_UI)
 endif()
 
 # Each component with the Debian packages that provide its CMake package and what it loads.
-set(_symtune_qt_components Widgets Test Charts Svg)
+set(_symtune_qt_components Widgets Test Charts Svg Network)
 set(_symtune_qt_package_Widgets "qt6-base-dev, libgl-dev")
+set(_symtune_qt_package_Network "qt6-base-dev")  # the tests' stand-in runs (QLocalServer)
 set(_symtune_qt_package_Test "qt6-base-dev")
 set(_symtune_qt_package_Charts "qt6-charts-dev, libqt6opengl6-dev")
 set(_symtune_qt_package_Svg "qt6-svg-dev")

@@ -19,14 +19,24 @@ GraphScene::GraphScene(GraphModel* model, QObject* parent) : QGraphicsScene(pare
   connect(model_, &GraphModel::valuesChanged, this, &GraphScene::refreshFigures);
   connect(&runner_, &LayoutRunner::started, this, &GraphScene::layoutStarted);
   connect(&runner_, &LayoutRunner::laidOut, this, &GraphScene::rebuild);
-  connect(&runner_, &LayoutRunner::failed, this, &GraphScene::layoutFailed);
+  connect(&runner_, &LayoutRunner::failed, this, &GraphScene::onLayoutFailed);
   connect(this, &QGraphicsScene::selectionChanged, this, &GraphScene::onSelectionChanged);
   if (model_->graph())
     runner_.request(model_->view());
 }
 
-GraphScene::~GraphScene() = default;
+// QGraphicsScene's destructor clears the scene, which would announce the selection's end to
+// whoever follows it (the other view of a panel being destroyed, by then gone) from an object no
+// longer a GraphScene.
+GraphScene::~GraphScene() {
+  blockSignals(true);
+}
 
+// Note [The layout of another graph]
+// A new graph is laid out off the GUI thread, and until its layout arrives the scene still draws
+// the previous graph's: items that name the previous graph's node ids. Those ids mean nothing in
+// the new graph (or another node, or one past its end), so while the two differ the scene paints
+// no figures, selects nothing and links nothing; when the new layout fails, it draws nothing.
 void GraphScene::rebuild(const LaidOutView& laidOut) {
   const NodeId selected = pendingSelection_.valid() ? pendingSelection_ : selectedNode();
   pendingSelection_ = {};
@@ -35,6 +45,8 @@ void GraphScene::rebuild(const LaidOutView& laidOut) {
   items_.clear();
   clusters_.clear();
   current_ = laidOut;
+  drawnGraph_ = model_->graph();
+  layoutError_.clear();
   if (laidOut.view && laidOut.layout) {
     const ViewDot& view = *laidOut.view;
     const DotLayout& layout = *laidOut.layout;
@@ -66,6 +78,13 @@ void GraphScene::rebuild(const LaidOutView& laidOut) {
   Q_EMIT layoutFinished(laidOut.seconds, laidOut.cached);
 }
 
+void GraphScene::onLayoutFailed(const QString& message) {
+  if (!drawsModelGraph())
+    rebuild({});  // Note [The layout of another graph]
+  layoutError_ = message;
+  Q_EMIT layoutFailed(message);
+}
+
 void GraphScene::setOverlay(Overlay overlay) {
   if (overlay_ == overlay)
     return;
@@ -78,7 +97,7 @@ void GraphScene::setOverlay(Overlay overlay) {
 void GraphScene::refreshFigures() {
   range_.reset();
   std::unordered_map<NodeItem*, double> figures;
-  if (overlay_ != Overlay::None && current_.view) {
+  if (overlay_ != Overlay::None && current_.view && drawsModelGraph()) {
     for (const auto& [node, name] : current_.view->shownAs) {
       auto v = model_->value(overlay_, node);
       auto item = items_.find(name);
@@ -107,7 +126,7 @@ void GraphScene::refreshFigures() {
 }
 
 NodeItem* GraphScene::itemFor(NodeId node) const {
-  if (!node.valid() || !current_.view)
+  if (!node.valid() || !current_.view || !drawsModelGraph())
     return nullptr;
   auto name = current_.view->shownAs.find(node);
   if (name == current_.view->shownAs.end())
@@ -137,6 +156,8 @@ void GraphScene::selectNode(NodeId node) {
 }
 
 NodeId GraphScene::selectedNode() const {
+  if (!drawsModelGraph())
+    return {};  // Note [The layout of another graph]
   for (QGraphicsItem* item : selectedItems()) {
     if (auto* node = dynamic_cast<NodeItem*>(item))
       return node->entry().node;

@@ -29,6 +29,20 @@ class TestGraphPanel : public QObject {
            (!backward.isEmpty() || backward.wait(10000));
   }
 
+  // A forward graph of one node, no autograd graph.
+  static std::shared_ptr<const Graph> oneRelu() {
+    Graph g;
+    g.name = "static";
+    GraphRegion root;
+    root.kind = RegionKind::Method;
+    g.addRegion(root);
+    GraphNode relu;
+    relu.kind = "aten::relu";
+    relu.region = RegionId(0);
+    g.addNode(relu);
+    return std::make_shared<const Graph>(std::move(g));
+  }
+
  private Q_SLOTS:
   void init() { s_ = testing::sampleGraph(); }
 
@@ -116,21 +130,46 @@ class TestGraphPanel : public QObject {
     }
   }
 
+  // Note [The layout of another graph]: until a new graph is laid out, the items drawn name the
+  // old graph's node ids. Switching the overlay then read those ids in the new graph (a smaller
+  // one: std::out_of_range, and the studio ended); now nothing is painted or selected on them.
+  void aNewGraphIsNotPaintedOnTheOldLayout() {
+    GraphPanel panel;
+    QVERIFY(show(panel));
+    panel.setOverlay(graphview::Overlay::Flops);
+    QVERIFY(panel.forwardScene()->overlayRange());
+    panel.forwardScene()->selectNode(s_.matmul);
+    QCOMPARE(panel.forwardScene()->selectedNode(), s_.matmul);
+    QSignalSpy done(panel.forwardScene(), &GraphScene::layoutFinished);
+    panel.setGraph(oneRelu());
+    QVERIFY(!panel.forwardScene()->drawsModelGraph());
+    panel.setOverlay(graphview::Overlay::Latency);
+    panel.setOverlay(graphview::Overlay::Flops);
+    QVERIFY(!panel.forwardScene()->overlayRange());
+    QCOMPARE(panel.forwardScene()->selectedNode(), NodeId());
+    QVERIFY(panel.forwardScene()->itemFor(s_.matmul) == nullptr);
+    QVERIFY(done.wait(10000));
+    QVERIFY(panel.forwardScene()->drawsModelGraph());
+    QCOMPARE(panel.forwardScene()->drawnNodes(), 1);
+    QCOMPARE(panel.forwardScene()->selectedNode(), NodeId());  // the old selection not carried
+  }
+
+  // Destroying the panel with a node selected: the scenes' own teardown clears the selection,
+  // which reached the panel's handlers after the panel (and the other scene) had gone.
+  void closesWithANodeSelected() {
+    auto panel = std::make_unique<GraphPanel>();
+    QVERIFY(show(*panel));
+    panel->backwardScene()->selectNode(s_.mmBackward);
+    QVERIFY(panel->forwardScene()->isLinked(s_.matmul));
+    panel.reset();
+  }
+
   void backwardViewOnlyWhenTheGraphHasOne() {
     GraphPanel panel;
     panel.show();
     QVERIFY(show(panel));
     QVERIFY(panel.backwardView()->isVisible());
-    Graph forwardOnly;
-    forwardOnly.name = "static";
-    GraphRegion root;
-    root.kind = RegionKind::Method;
-    forwardOnly.addRegion(root);
-    GraphNode relu;
-    relu.kind = "aten::relu";
-    relu.region = RegionId(0);
-    forwardOnly.addNode(relu);
-    panel.setGraph(std::make_shared<const Graph>(forwardOnly));
+    panel.setGraph(oneRelu());
     QVERIFY(!panel.backwardView()->isVisible());
     QVERIFY(panel.forwardView()->isVisible());
   }

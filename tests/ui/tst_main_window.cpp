@@ -1,6 +1,7 @@
 // The studio's shell, offscreen: the window opens with its docks, opens a session into the
 // Session dock's model, refuses a bad one with the reason as data, and follows a run it attached
-// to (a real symtune-runner) until the run dies.
+// to (a real symtune-runner) until the run dies. Stand-in runs (FakeRun: the protocol's frames
+// from a test) check what attaching to one run after another leaves in the docks.
 
 #include <QAbstractItemModelTester>
 #include <QDir>
@@ -8,12 +9,20 @@
 #include <QElapsedTimer>
 #include <QJsonArray>
 #include <QJsonObject>
+#include <QLabel>
+#include <QLocalServer>
+#include <QLocalSocket>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QStatusBar>
 #include <QTemporaryDir>
 
+#include "sample_graph.h"
+#include "symtune/core/attach_messages.h"
+#include "symtune/core/binding_table.h"
 #include "symtune/graphview/graph_scene.h"
+#include "symtune/ui/binding_table_model.h"
+#include "symtune/ui/bindings_dock.h"
 #include "symtune/ui/graph_panel.h"
 #include "symtune/ui/live_charts.h"
 #include "symtune/ui/main_window.h"
@@ -54,6 +63,71 @@ void startRunner(QProcess& runner, const QTemporaryDir& dir, const QByteArray& s
   QByteArray out;
   QTRY_VERIFY_WITH_TIMEOUT((out += runner.readAllStandardOutput()).contains("listening on"),
                            120000);
+}
+
+using Json = nlohmann::json;
+
+// A run as the studio sees one, without training: a Unix socket that says hello (docs/protocol.md,
+// the handshake), takes the studio's, welcomes it and sends the frames it was given.
+class FakeRun : public QObject {
+ public:
+  FakeRun(const QString& path, Json run, std::vector<Json> frames)
+      : run_(std::move(run)), frames_(std::move(frames)) {
+    QLocalServer::removeServer(path);
+    listening_ = server_.listen(path);
+    connect(&server_, &QLocalServer::newConnection, this, [this] {
+      socket_ = server_.nextPendingConnection();
+      send({{"type", "hello"},
+            {"protocol", 1},
+            {"engine", "0.1.0"},
+            {"auth", "none"},
+            {"run", run_}});
+      connect(socket_, &QLocalSocket::readyRead, this, [this] {
+        received_ += socket_->readAll();
+        if (welcomed_ || received_.size() < 4)
+          return;
+        welcomed_ = true;  // the studio's hello: whatever it holds, this run takes it
+        send({{"type", "welcome"}});
+        for (const Json& frame : frames_)
+          send(frame);
+      });
+    });
+  }
+  bool listening() const { return listening_; }
+
+ private:
+  void send(const Json& message) {
+    const QByteArray payload = QByteArray::fromStdString(message.dump());
+    const quint32 n = static_cast<quint32>(payload.size());
+    const char length[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                            static_cast<char>(n >> 8), static_cast<char>(n)};
+    socket_->write(length, 4);
+    socket_->write(payload);
+    socket_->flush();
+  }
+
+  QLocalServer server_;
+  QLocalSocket* socket_ = nullptr;
+  QByteArray received_;
+  bool listening_ = false, welcomed_ = false;
+  Json run_;
+  std::vector<Json> frames_;
+};
+
+Json stepFrame(int64_t step, double loss) {
+  symtune::attach::StepMessage m;
+  m.step = step;
+  m.loss = loss;
+  m.seconds = 0.01;
+  m.features.values.fill(0.0);
+  return symtune::attach::encode(m);
+}
+
+Json runDescription(const std::string& name, const QString& sessionPath) {
+  return {{"session", name},       {"session_path", sessionPath.toStdString()},
+          {"model", "a stand-in"}, {"parameters", 10},
+          {"batch_size", 4},       {"device", "cpu"},
+          {"steps", 100}};
 }
 
 }  // namespace
@@ -181,16 +255,16 @@ class TestMainWindow : public QObject {
     w.show();
     QSignalSpy ended(&w, &MainWindow::attachEnded);
     w.attachTo("unix:" + dir.filePath("ui.sock"));
-    QTRY_VERIFY_WITH_TIMEOUT(w.attachStatus().startsWith("studio attach: step "), 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("studio attach: step "), 60000);
     QCOMPARE(w.windowTitle(), QString("Symtune — studio attach"));
-    QCOMPARE(w.statusBar()->currentMessage(), w.attachStatus());
+    QCOMPARE(w.statusBar()->findChild<QLabel*>("statusLine")->text(), w.status());
 
     runner.kill();
     QElapsedTimer sinceKill;
     sinceKill.start();
     QTRY_VERIFY_WITH_TIMEOUT(ended.count() == 1, 5000);
     QVERIFY2(sinceKill.elapsed() < 1000, qPrintable(QString::number(sinceKill.elapsed())));
-    QCOMPARE(w.attachStatus(), QString("The run ended: the server closed the connection"));
+    QCOMPARE(w.status(), QString("The run ended: the server closed the connection"));
     runner.waitForFinished();
   }
 
@@ -250,6 +324,74 @@ class TestMainWindow : public QObject {
     QVERIFY2(dock->status().contains("smallest feasible budget"), qPrintable(dock->status()));
   }
 
+  // Attaching to a second run: what the docks showed was the first run's, and the second sends
+  // no rules, no binding table and no graph (an embedded loop without IR), so they must not keep
+  // the first's — nor the Session dock its session, which Run ▸ Start would then start. Its last
+  // validation comes before its last step (the handshake's order) and stays on the chart and in
+  // the status bar after the steps that follow.
+  void aSecondRunReplacesWhatTheFirstShowed() {
+    QTemporaryDir dir;
+    const QString demo =
+        QFileInfo(SYMTUNE_SOURCE_DIR "/resources/sessions/demo.json").absoluteFilePath();
+    const auto sample = symtune::testing::sampleGraph();
+    symtune::BindingTable table;
+    table.model = "stand-in:00";
+    symtune::Binding b;
+    b.site = "#1 aten::matmul";
+    b.node = 1;
+    b.bucket = "[4, 8]";
+    b.reference = "aten";
+    b.winner = "aten";
+    b.candidates.push_back({"aten", 1e-3, 0, 0, ""});
+    table.put(b);
+    symtune::attach::RulesMessage rules;
+    rules.rules = {{"nan_guard", true, "pack builtin 1.3.0", ""}};
+    FakeRun first(dir.filePath("first.sock"), runDescription("first", demo),
+                  {{{"type", "graph"}, {"graph", Json::parse(symtune::toJson(sample.graph))}},
+                   symtune::attach::encode(rules),
+                   symtune::attach::encode(table),
+                   {{"type", "state"}, {"state", "training"}},
+                   stepFrame(3, 1.5)});
+    QVERIFY(first.listening());
+    MainWindow w;
+    QSignalSpy attached(&w, &MainWindow::attached);
+    w.attachTo("unix:" + dir.filePath("first.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("first: step 3"), 10000);
+    QCOMPARE(w.rulesDock()->model()->rowCount(), 1);
+    QCOMPARE(w.bindingsDock()->model()->rowCount(), 1);
+    QVERIFY(w.graphPanel()->graph() != nullptr);
+    QCOMPARE(w.sessionPath(), demo);  // the run's session, readable here
+    QString error;
+    QVERIFY(!w.startOpenSession(&error));  // it trains: a second start would orphan it
+    QCOMPARE(error, QString("first is training: stop it first (Run ▸ Stop, Shift+F5)"));
+
+    symtune::attach::ValidationMessage validation;
+    validation.step = 8;
+    validation.samples = 16;
+    validation.loss = 0.75;
+    FakeRun second(dir.filePath("second.sock"), runDescription("second", ""),
+                   {{{"type", "graph"}, {"graph", {{"error", "no TorchScript IR to show"}}}},
+                    {{"type", "state"}, {"state", "training"}},
+                    symtune::attach::encode(validation),
+                    stepFrame(7, 0.9)});
+    QVERIFY(second.listening());
+    w.attachTo("unix:" + dir.filePath("second.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("second: step 7"), 10000);
+    QCOMPARE(attached.count(), 2);
+    QCOMPARE(w.rulesDock()->model()->rowCount(), 0);
+    QCOMPARE(w.bindingsDock()->model()->rowCount(), 0);
+    QVERIFY(w.graphPanel()->graph() == nullptr);
+    QCOMPARE(w.sessionPath(), QString());
+    QCOMPARE(w.sessionModel()->rowCount(), 0);
+    QVERIFY(!w.startOpenSession(&error));
+    QVERIFY2(error.startsWith("Open a session first"), qPrintable(error));
+    QCOMPARE(w.currentRun()->rowCount(), 1);
+    QCOMPARE(w.currentRun()->value(0, symtune::ui::RunHistoryModel::ValidationLoss), 0.75);
+    QVERIFY2(w.statusBar()->currentMessage().startsWith("second: validation after step 8"),
+             qPrintable(w.statusBar()->currentMessage()));
+    QCOMPARE(w.statusBar()->findChild<QLabel*>("statusLine")->text(), w.status());
+  }
+
   void refusesABadSessionAndKeepsTheCurrentOne() {
     MainWindow w;
     QVERIFY(w.openSession(SYMTUNE_SOURCE_DIR "/resources/sessions/demo.json"));
@@ -264,7 +406,7 @@ class TestMainWindow : public QObject {
     QVERIFY(!w.openSession(f.fileName(), &error));
     QCOMPARE(failed.count(), 1);
     QVERIFY2(error.contains("model.zoo: unknown zoo model \"nope\""), qPrintable(error));
-    QCOMPARE(w.statusBar()->currentMessage(), error);
+    QCOMPARE(w.status(), error);
     QCOMPARE(w.sessionModel()->rowCount(), rows);
   }
 };

@@ -118,6 +118,23 @@ class TestRematPlanModel : public QObject {
     QCOMPARE(model.summary(), QString());
   }
 
+  void theSummarySaysTheStrategy() {
+    RematPlanModel model;
+    RematMessage plan = tagger(false, std::nullopt);
+    plan.budgetMb = 40;
+    const std::pair<const char*, const char*> cases[] = {
+        {"plan", "Budget 40 MB · 0 of 4 units recomputed"},
+        {"checkpoint", "Every block recomputed; budget 40 MB · 0 of 4 units recomputed"},
+        {"selective",
+         "Runs of ops recomputed, matmuls and convolutions kept; budget 40 MB · 0 of 4 units "
+         "recomputed"}};
+    for (const auto& [strategy, summary] : cases) {
+      plan.strategy = strategy;
+      model.setPlan(throughTheProtocol(plan));
+      QCOMPARE(model.summary(), QString(summary));
+    }
+  }
+
   void theSummaryFollowsTheSteps() {
     RematPlanModel model;
     StepMessage unbudgeted;

@@ -407,6 +407,12 @@ class TestRulesDock : public QObject {
     QCOMPARE(toggled.count(), 1);
     QCOMPARE(toggled[0][0].toString(), QString("mine"));
     QCOMPARE(toggled[0][1].toBool(), true);
+    QVERIFY(dock.model()->isPending("mine"));
+    // The run refuses it: the row shows what is in force again, not a toggle still waiting.
+    dock.commandFinished("toggle_rule", false, "no rule named `mine`");
+    QVERIFY(!dock.model()->isPending("mine"));
+    QCOMPARE(dock.model()->index(1, 0).data(Qt::CheckStateRole).value<Qt::CheckState>(),
+             Qt::Unchecked);
 
     QSignalSpy removed(&dock, &RulesDock::removeRequested);
     QCOMPARE(dock.removeButton()->isEnabled(), false);

@@ -305,6 +305,25 @@ class TestRunHistoryModel : public QObject {
     QVERIFY(charts.accuracyShown());
   }
 
+  // A studio attaching gets the run's last validation before its last step (docs/protocol.md,
+  // the handshake): it waits for that step's row, and a later step without it drops it.
+  void aValidationBeforeItsStepWaitsForIt() {
+    RunHistoryModel run;
+    attachTester(&run);
+    run.addValidation({8, 24, 0.75, std::nullopt, std::nullopt});  // after step index 7
+    run.appendStep(stepMessage(7, 0.9));
+    QCOMPARE(run.value(0, RunHistoryModel::ValidationLoss), 0.75);
+    run.addValidation({12, 24, 0.5, std::nullopt, std::nullopt});
+    run.appendStep(stepMessage(9, 0.8));  // validation for step 11 never followed by its row
+    run.appendStep(stepMessage(12, 0.7));
+    QVERIFY(std::isnan(run.value(1, RunHistoryModel::ValidationLoss)));
+    QVERIFY(std::isnan(run.value(2, RunHistoryModel::ValidationLoss)));
+    run.addValidation({20, 24, 0.25, std::nullopt, std::nullopt});
+    run.clear();
+    run.appendStep(stepMessage(19, 0.6));  // cleared: the waiting one went with the rows
+    QVERIFY(std::isnan(run.value(0, RunHistoryModel::ValidationLoss)));
+  }
+
   // The accuracy chart stays hidden for a run without accuracies, and draws top-5 dashed.
   void accuracyChartShowsWithAccuracies() {
     RunHistoryModel run;

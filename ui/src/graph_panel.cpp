@@ -127,7 +127,12 @@ GraphPanel::GraphPanel(QWidget* parent) : QWidget(parent) {
   });
 }
 
-GraphPanel::~GraphPanel() = default;
+// The scenes are the panel's children, destroyed after this body: nothing they announce then
+// may reach the panel's handlers.
+GraphPanel::~GraphPanel() {
+  forwardScene_->disconnect(this);
+  backwardScene_->disconnect(this);
+}
 
 // Note [Forward and backward]
 // SyMuGen links each forward op to the autograd nodes it created (GraphNode::backward) and each
@@ -136,7 +141,8 @@ GraphPanel::~GraphPanel() = default;
 void GraphPanel::link(GraphScene* from, GraphScene* to, GraphView* toView, NodeId selected) {
   Q_UNUSED(from);
   std::vector<NodeId> linked;
-  if (selected.valid() && graph()) {
+  if (selected.valid() && graph() &&
+      static_cast<size_t>(selected.value()) < graph()->nodes().size()) {
     const GraphNode& node = graph()->node(selected);
     if (node.side == GraphSide::Forward)
       linked = node.backward;

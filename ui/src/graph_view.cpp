@@ -34,6 +34,7 @@ GraphView::GraphView(GraphScene* scene, QWidget* parent)
     }
   });
   connect(scene_, &GraphScene::figuresChanged, viewport(), qOverload<>(&QWidget::update));
+  connect(scene_, &GraphScene::layoutFailed, viewport(), qOverload<>(&QWidget::update));
 }
 
 void GraphView::changeEvent(QEvent* event) {
@@ -83,6 +84,8 @@ void GraphView::wheelEvent(QWheelEvent* event) {
 }
 
 QString GraphView::legendText() const {
+  if (!scene_->layoutError().isEmpty())
+    return tr("Layout failed: %1").arg(scene_->layoutError());
   const Overlay overlay = scene_->overlay();
   if (overlay == Overlay::None)
     return {};
@@ -114,6 +117,10 @@ void GraphView::drawForeground(QPainter* painter, const QRectF&) {
   painter->drawRoundedRect(box, 4, 4);
   painter->setPen(palette().color(QPalette::WindowText));
   painter->drawText(box.adjusted(8, 6, -8, 0), Qt::AlignLeft | Qt::AlignTop, text);
+  if (!scene_->layoutError().isEmpty()) {  // a message, no scale
+    painter->restore();
+    return;
+  }
   QLinearGradient scale(box.left() + 8, 0, box.right() - 8, 0);
   for (double t : {0.0, 0.25, 0.5, 0.75, 1.0})
     scale.setColorAt(t, graphview::heatColor(t));

@@ -107,10 +107,18 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   sessionLayout->addWidget(sessionView_, 1);
   addDock(tr("Session"), "sessionDock", sessionPane, Qt::LeftDockWidgetArea);
 
+  // Note [The status line and notices]
+  // The status bar's left holds the lasting status (the session loaded, the run's step and loss);
+  // a notice (a validation result, an answer to a command, a remat note) covers it for a few
+  // seconds and then goes, so that the run's next step does not wipe it.
+  statusLabel_ = new QLabel(this);
+  statusLabel_->setObjectName(QStringLiteral("statusLine"));
+  statusLabel_->setContentsMargins(2, 0, 2, 0);
+  statusBar()->addWidget(statusLabel_, 1);
   connectionLabel_ = new QLabel(tr("Not attached"), this);
   connectionLabel_->setContentsMargins(8, 0, 8, 0);
   statusBar()->addPermanentWidget(connectionLabel_);
-  statusBar()->showMessage(tr("No session"));
+  setStatus(tr("No session"));
 
   connect(graphPanel_, &GraphPanel::nodeSelected, inspector_, &NodeInspector::showNode);
   connect(bindings_, &BindingsDock::siteSelected, graphPanel_, &GraphPanel::showForwardNode);
@@ -231,14 +239,14 @@ bool MainWindow::openSession(const QString& path, QString* error) {
     sessionView_->expandAll();
     sessionPath_ = QFileInfo(path).absoluteFilePath();
     setWindowTitle(tr("%1 — Symtune").arg(QString::fromStdString(session.name)));
-    statusBar()->showMessage(tr("Session %1 loaded; Run ▸ Start (F5) trains it").arg(path));
+    setStatus(tr("Session %1 loaded; Run ▸ Start (F5) trains it").arg(path));
     rememberRecent(sessionPath_);
     loadGraphOf(sessionPath_);
     Q_EMIT sessionOpened(path);
     return true;
   } catch (const SessionError& e) {
     const QString message = QString::fromStdString(e.what());
-    statusBar()->showMessage(message);
+    setStatus(message);
     if (error != nullptr)
       *error = message;
     Q_EMIT sessionFailed(message);
@@ -264,17 +272,32 @@ void MainWindow::loadGraphOf(const QString& sessionPath) {
       }
       showGraph(graph);
     } else
-      statusBar()->showMessage(
-          tr("No graph for this session: %1")
-              .arg(QString::fromUtf8(process->readAllStandardError()).trimmed()));
+      setStatus(tr("No graph for this session: %1")
+                    .arg(QString::fromUtf8(process->readAllStandardError()).trimmed()));
   });
   process->start(
       RunnerLauncher::runnerPath(),
       {QStringLiteral("graph"), sessionPath, QStringLiteral("--format"), QStringLiteral("json")});
 }
 
+// Starting another run while one starts or trains would leave that one without a studio: it
+// would train to its end unseen and linger ten minutes after. Stop it first.
+QString MainWindow::whyNotStart() const {
+  if (launcher_ != nullptr && launcher_->starting())
+    return tr("symtune-runner is still starting %1: it is attached as soon as it listens")
+        .arg(QFileInfo(sessionPath_).fileName());
+  if (isAttached() && (runState_ == "training" || runState_ == "paused"))
+    return tr("%1 is %2: stop it first (Run ▸ Stop, Shift+F5)").arg(runName_, runState_);
+  return {};
+}
+
 bool MainWindow::startSession(const QJsonObject& session, int samplingEvery, QString* error) {
-  QString problem;
+  QString problem = whyNotStart();
+  if (!problem.isEmpty()) {
+    if (error != nullptr)
+      *error = problem;
+    return false;
+  }
   const QString name = session["name"].toString();
   const QString folder = RunnerLauncher::newRunFolder(name);
   const QString path = folder + QStringLiteral("/session.json");
@@ -298,6 +321,11 @@ bool MainWindow::startOpenSession(QString* error, const QString& runFolder) {
       *error = tr("Open a session first (Ctrl+O), or start a new one (Ctrl+N)");
     return false;
   }
+  if (const QString busy = whyNotStart(); !busy.isEmpty()) {
+    if (error != nullptr)
+      *error = busy;
+    return false;
+  }
   if (launcher_ == nullptr) {
     launcher_ = new RunnerLauncher(this);
     connect(launcher_, &RunnerLauncher::listening, this, [this](const QString& endpoint) {
@@ -305,7 +333,7 @@ bool MainWindow::startOpenSession(QString* error, const QString& runFolder) {
       Q_EMIT runStarted(endpoint);
     });
     connect(launcher_, &RunnerLauncher::failed, this, [this](const QString& message) {
-      setAttachStatus(message);
+      setStatus(message);
       setConnection(tr("Not attached"), false);
       Q_EMIT runFailed(message);
     });
@@ -314,13 +342,13 @@ bool MainWindow::startOpenSession(QString* error, const QString& runFolder) {
     samplingOnAttach_ = QSettings().value("run/samplingEvery", 5).toInt();
   QString problem;
   if (!launcher_->start(sessionPath_, &problem, runFolder)) {
-    setAttachStatus(problem);
+    setStatus(problem);
     if (error != nullptr)
       *error = problem;
     return false;
   }
-  setAttachStatus(tr("Starting %1 (symtune-runner; log and report in %2)…")
-                      .arg(QFileInfo(sessionPath_).fileName(), launcher_->runFolder()));
+  setStatus(tr("Starting %1 (symtune-runner; log and report in %2)…")
+                .arg(QFileInfo(sessionPath_).fileName(), launcher_->runFolder()));
   return true;
 }
 
@@ -361,6 +389,30 @@ void MainWindow::refreshRecentMenu() {
 
 // ---- the attached run -------------------------------------------------------------------------
 
+// The attached run's session in the Session dock (Run ▸ Start starts it again): the file the run
+// names when this machine can read it, else none — never the session open before, which is
+// another run's.
+void MainWindow::showRunSession(const attach::HelloMessage& hello) {
+  QString path;
+  if (hello.run.is_object() && hello.run.contains("session_path") &&
+      hello.run["session_path"].is_string())
+    path = QString::fromStdString(hello.run["session_path"].get<std::string>());
+  if (!path.isEmpty() && QFileInfo(path).absoluteFilePath() == sessionPath_)
+    return;  // the session this studio started
+  if (!path.isEmpty()) {
+    try {
+      const Session session = loadSession(path.toStdString());
+      sessionModel_->setSession(session);
+      sessionView_->expandAll();
+      sessionPath_ = QFileInfo(path).absoluteFilePath();
+      return;
+    } catch (const std::exception&) {  // on another machine, gone, or not one this reads
+    }
+  }
+  sessionModel_->clear();
+  sessionPath_.clear();
+}
+
 bool MainWindow::isAttached() const {
   return attach_ != nullptr && attach_->isAttached();
 }
@@ -372,8 +424,8 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       runName_ = QString::fromStdString(hello.session);
       runState_.clear();
       setWindowTitle(tr("Symtune — %1").arg(runName_));
-      setAttachStatus(tr("Attached to %1 (%2) at %3")
-                          .arg(runName_, QString::fromStdString(hello.model), attach_->endpoint()));
+      setStatus(tr("Attached to %1 (%2) at %3")
+                    .arg(runName_, QString::fromStdString(hello.model), attach_->endpoint()));
       setConnection(tr("● Attached: %1").arg(runName_), true);
       // A run of its own in the charts, the earlier ones kept for comparison.
       auto* history = new RunHistoryModel(RunHistoryModel::kDefaultCapacity, this);
@@ -384,8 +436,14 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
           findChildren<RunHistoryModel*>(QString(), Qt::FindDirectChildrenOnly);
       for (int i = 0; i + kOverlaidRuns < runs.size(); ++i)
         delete runs[i];  // the charts forget a destroyed run themselves
+      // What the docks showed was the last run's: the new run sends its own rules, table, plan
+      // and control block when it has them, and a run without them sends nothing.
+      showRunSession(hello);
+      rules_->model()->clear();
       rules_->setRunAttached(true);
-      remat_->model()->setPlan(std::nullopt);  // the new run says whether it holds a budget
+      bindings_->model()->setTable(nullptr);
+      graphPanel_->setBindings(nullptr);
+      remat_->model()->setPlan(std::nullopt);
       graphPanel_->setRemat(nullptr);
       remat_->setRunAttached(true);
       control_->model()->clear();  // the new run says whether it has a control block
@@ -399,7 +457,7 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
     connect(attach_, &AttachConnection::messageReceived, this, &MainWindow::onMessage);
     connect(attach_, &AttachConnection::commandAnswered, this, &MainWindow::onCommandAnswered);
     connect(attach_, &AttachConnection::disconnected, this, [this](const QString& reason) {
-      setAttachStatus(tr("The run ended: %1").arg(reason));
+      setStatus(tr("The run ended: %1").arg(reason));
       setConnection(tr("Run ended"), false);
       runStateLabel_->setText(tr("%1 — ended: %2").arg(runName_, reason));
       rules_->setRunAttached(false);
@@ -409,7 +467,7 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       Q_EMIT attachEnded(reason);
     });
   }
-  setAttachStatus(tr("Attaching to %1…").arg(endpoint));
+  setStatus(tr("Attaching to %1…").arg(endpoint));
   setConnection(tr("Attaching…"), false);
   attach_->open(endpoint, token);
 }
@@ -428,11 +486,11 @@ void MainWindow::onMessage(const attach::ServerMessage& message) {
     const QString state = runState_.isEmpty() || runState_ == "training"
                               ? QString()
                               : QStringLiteral(" (%1)").arg(runState_);
-    setAttachStatus(tr("%1: step %2, loss %3%4")
-                        .arg(runName_)
-                        .arg(step->step)
-                        .arg(step->loss, 0, 'g', 5)
-                        .arg(state));
+    setStatus(tr("%1: step %2, loss %3%4")
+                  .arg(runName_)
+                  .arg(step->step)
+                  .arg(step->loss, 0, 'g', 5)
+                  .arg(state));
   } else if (const auto* nodes = std::get_if<attach::NodesMessage>(&message)) {
     graphPanel_->addNodeStats(*nodes);
     inspector_->model()->addNodeStats(*nodes);
@@ -476,8 +534,10 @@ void MainWindow::onMessage(const attach::ServerMessage& message) {
 }
 
 void MainWindow::showGraph(const attach::GraphMessage& graph) {
-  if (!graph.graph) {
-    statusBar()->showMessage(tr("No graph: %1").arg(QString::fromStdString(graph.error)));
+  if (!graph.graph) {  // not the graph shown before: that one is another model's, or none
+    inspector_->model()->setGraph(nullptr);
+    graphPanel_->setGraph(nullptr);
+    setStatus(tr("No graph: %1").arg(QString::fromStdString(graph.error)));
     return;
   }
   inspector_->model()->setGraph(graph.graph);
@@ -538,9 +598,9 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
   Q_EMIT commandAnswered(id, reply);
 }
 
-void MainWindow::setAttachStatus(const QString& text) {
-  attachStatus_ = text;
-  statusBar()->showMessage(text);
+void MainWindow::setStatus(const QString& text) {
+  status_ = text;
+  statusLabel_->setText(text);
 }
 
 void MainWindow::setConnection(const QString& text, bool attachedNow) {

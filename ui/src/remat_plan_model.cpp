@@ -68,8 +68,12 @@ QString RematPlanModel::summary() const {
     set = tr("%1 of the plain peak").arg(*plan_->budgetFraction, 0, 'g', 3);
   else
     set = tr("none");
-  parts << (plan_->strategy == "checkpoint" ? tr("Every block recomputed; budget %1").arg(set)
-                                            : tr("Budget %1").arg(set));
+  if (plan_->strategy == "checkpoint")
+    parts << tr("Every block recomputed; budget %1").arg(set);
+  else if (plan_->strategy == "selective")
+    parts << tr("Runs of ops recomputed, matmuls and convolutions kept; budget %1").arg(set);
+  else
+    parts << tr("Budget %1").arg(set);
   if (lastStep_) {
     QString step = tr("step %1: ").arg(lastStepIndex_);
     step += lastStep_->budgetBytes ? tr("held to %1").arg(formatMegabytes(*lastStep_->budgetBytes))

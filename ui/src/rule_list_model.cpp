@@ -52,6 +52,17 @@ void RuleListModel::clear() {
   endResetModel();
 }
 
+void RuleListModel::clearPending() {
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    if (!rules_[i].pending)
+      continue;
+    rules_[i].pending = false;
+    const int row = static_cast<int>(i);
+    Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1),
+                       {Qt::FontRole, Qt::ToolTipRole, PendingRole});
+  }
+}
+
 QString RuleListModel::nameAt(int row) const {
   if (row < 0 || row >= rowCount())
     return {};

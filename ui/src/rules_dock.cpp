@@ -146,6 +146,8 @@ void RulesDock::commandFinished(const QString& command, bool ok, const QString& 
     if (match.hasMatch())
       editor_->showError(match.captured(1).toInt(), match.captured(2).toInt(), match.captured(3));
   }
+  if (!ok && command == "toggle_rule")
+    model_->clearPending();
   QString text = message;
   if (text.isEmpty())
     text = ok ? tr("%1: done").arg(command) : tr("%1 failed").arg(command);

@@ -39,6 +39,14 @@ void RunHistoryModel::appendStep(const attach::StepMessage& step) {
   row[ValidationLoss] = kNaN;
   row[ValidationTop1] = kNaN;
   row[ValidationTop5] = kNaN;
+  if (early_ && static_cast<double>(early_->step - 1) <= row[Step]) {
+    if (static_cast<double>(early_->step - 1) == row[Step]) {
+      row[ValidationLoss] = early_->loss;
+      row[ValidationTop1] = early_->top1.value_or(kNaN);
+      row[ValidationTop5] = early_->top5.value_or(kNaN);
+    }
+    early_.reset();
+  }
 
   if (static_cast<int>(rows_.size()) >= capacity_) {
     beginRemoveRows({}, 0, 0);
@@ -53,6 +61,10 @@ void RunHistoryModel::appendStep(const attach::StepMessage& step) {
 
 void RunHistoryModel::addValidation(const attach::ValidationMessage& validation) {
   const auto last = static_cast<double>(validation.step - 1);
+  if (rows_.empty() || rows_.back()[Step] < last) {
+    early_ = validation;
+    return;
+  }
   for (int row = static_cast<int>(rows_.size()) - 1; row >= 0; --row) {
     Row& r = rows_[static_cast<size_t>(row)];
     if (r[Step] == last) {
@@ -69,6 +81,7 @@ void RunHistoryModel::addValidation(const attach::ValidationMessage& validation)
 }
 
 void RunHistoryModel::clear() {
+  early_.reset();
   if (rows_.empty())
     return;
   beginResetModel();

@@ -153,7 +153,7 @@ class TrainerRun : public ControlledRun {
     }
     RematMessage m;
     m.step = lastStep_;
-    m.strategy = r->options().strategy == remat::Strategy::Checkpoint ? "checkpoint" : "plan";
+    m.strategy = remat::strategyName(r->options().strategy);
     m.budgetMb = trainer_.session().remat.budgetMb;
     m.budgetFraction = trainer_.session().remat.budgetFraction;
     const StepResult::Remat* step = lastRemat_ ? &*lastRemat_ : nullptr;

@@ -83,6 +83,18 @@ std::string formatBytes(double bytes) {
   return text;
 }
 
+const char* strategyName(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::Plan:
+      return "plan";
+    case Strategy::Checkpoint:
+      return "checkpoint";
+    case Strategy::Selective:
+      return "selective";
+  }
+  return "plan";
+}
+
 namespace {
 
 void checkOptions(const RematOptions& options_) {
@@ -98,7 +110,7 @@ void checkOptions(const RematOptions& options_) {
       options_.strategy != Strategy::Plan || options_.budgetBytes || options_.budgetFraction,
       "remat: the planner needs a budget (in bytes or as a fraction of the plain peak)");
   TORCH_CHECK(options_.strategy == Strategy::Plan || !options_.budgetFraction, "remat: the ",
-              options_.strategy == Strategy::Checkpoint ? "checkpoint" : "selective",
+              strategyName(options_.strategy),
               " strategy takes a budget in bytes, not a fraction (it runs no plain step to measure "
               "what the fraction is of)");
   TORCH_CHECK(!options_.plainPeakBytes || *options_.plainPeakBytes > 0,

@@ -114,6 +114,9 @@ enum class Strategy {
   Selective,
 };
 
+// The session's word for it (remat.strategy): "plan", "checkpoint" or "selective".
+const char* strategyName(Strategy strategy);
+
 struct RematOptions {
   // The step's peak above what is live when it begins, enforced (ScopedCpuBudget on the CPU).
   std::optional<int64_t> budgetBytes;

@@ -14,6 +14,7 @@
 #include <QGraphicsScene>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -46,6 +47,10 @@ class GraphScene : public QGraphicsScene {
 
   bool layingOut() const { return runner_.busy(); }
   const LaidOutView& current() const { return current_; }
+  // Note [The layout of another graph]: whether what is drawn is the model's graph (false while
+  // a new graph is laid out, and after its layout failed).
+  bool drawsModelGraph() const { return drawnGraph_ == model_->graph(); }
+  QString layoutError() const { return layoutError_; }  // the last layout's failure, if it failed
 
   // The item that draws `node`: its own, or its collapsed group's; null when not drawn.
   NodeItem* itemFor(NodeId node) const;
@@ -71,12 +76,15 @@ class GraphScene : public QGraphicsScene {
 
  private:
   void rebuild(const LaidOutView& laidOut);
+  void onLayoutFailed(const QString& message);
   void refreshFigures();
   void onSelectionChanged();
 
   GraphModel* model_;
   LayoutRunner runner_;
   LaidOutView current_;
+  std::shared_ptr<const Graph> drawnGraph_;  // the graph current_ was made from
+  QString layoutError_;
   Overlay overlay_ = Overlay::None;
   std::optional<std::pair<double, double>> range_;
   std::map<std::string, NodeItem*> items_;  // by DOT name

@@ -57,8 +57,9 @@ class MainWindow : public QMainWindow {
 
   // Attaches to a running process (symtune-runner --listen, or any attachable program).
   void attachTo(const QString& endpoint, const QString& token = {});
-  // What the status bar says about the attached run ("" when none was attached).
-  const QString& attachStatus() const { return attachStatus_; }
+  // The status bar's lasting line: the session loaded, the attached run's step and loss, how it
+  // ended (Note [The status line and notices]; a notice covers it for a few seconds).
+  const QString& status() const { return status_; }
   bool isAttached() const;
   const QString& sessionPath() const { return sessionPath_; }  // the open session file
   const QString& runState() const { return runState_; }
@@ -105,7 +106,9 @@ class MainWindow : public QMainWindow {
   void onCommandAnswered(int id, const attach::ReplyMessage& reply);
   void showGraph(const attach::GraphMessage& graph);
   void loadGraphOf(const QString& sessionPath);
-  void setAttachStatus(const QString& text);
+  void setStatus(const QString& text);
+  void showRunSession(const attach::HelloMessage& hello);
+  QString whyNotStart() const;
   void setConnection(const QString& text, bool attached);
   void rememberRecent(const QString& path);
   void refreshRecentMenu();
@@ -119,7 +122,7 @@ class MainWindow : public QMainWindow {
 
   AttachConnection* attach_ = nullptr;
   RunnerLauncher* launcher_ = nullptr;
-  QString attachStatus_, runName_, runState_, sessionPath_;
+  QString status_, runName_, runState_, sessionPath_;
   int samplingOnAttach_ = -1;   // sent once attached; -1: leave the run's setting
   QMap<int, QString> pending_;  // command id → command name
   QString snapshotPath_;        // Save Session As on an attached run: where the snapshot goes
@@ -137,6 +140,7 @@ class MainWindow : public QMainWindow {
   QTreeView* sessionView_ = nullptr;
   QLabel* runStateLabel_ = nullptr;
   QLabel* connectionLabel_ = nullptr;
+  QLabel* statusLabel_ = nullptr;
   QMenu* recentMenu_ = nullptr;
 };
 

@@ -36,6 +36,9 @@ class RuleListModel : public QAbstractTableModel {
   // reset. Clears the pending mark of every rule it lists.
   void setRules(const std::vector<attach::RuleState>& rules);
   void clear();
+  // Clears every pending mark: the run refused a toggle (or none is attached to answer), so the
+  // rows show what is in force, as they did before it was asked.
+  void clearPending();
 
   QString nameAt(int row) const;         // "" when out of range
   int rowOf(const QString& name) const;  // -1 when absent

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <deque>
+#include <optional>
 
 #include "symtune/core/attach_messages.h"
 
@@ -51,7 +52,9 @@ class RunHistoryModel : public QAbstractTableModel {
   // the run sent none). Drops the oldest row when the model is full.
   void appendStep(const attach::StepMessage& step);
   // A `validation` message: its loss, top-1 and top-5 on the row of the last step it followed
-  // (step - 1), when the model still holds that row; dataChanged tells the charts.
+  // (step - 1), when the model still holds that row; dataChanged tells the charts. One for a step
+  // not yet here (a studio attaching gets the run's last validation before its last step) waits
+  // for that step's row.
   void addValidation(const attach::ValidationMessage& validation);
   void clear();
 
@@ -73,6 +76,7 @@ class RunHistoryModel : public QAbstractTableModel {
   QString runName_;
   int capacity_;
   std::deque<Row> rows_;
+  std::optional<attach::ValidationMessage> early_;  // for a step still to come
 };
 
 }  // namespace symtune::ui

@@ -30,6 +30,7 @@ class RunnerLauncher : public QObject {
   // never beside the session file or in the studio's working directory. listening() or failed()
   // follows. False (and `*error`) when the runner cannot be started.
   bool start(const QString& sessionPath, QString* error = nullptr, QString folder = {});
+  bool starting() const { return poll_.isActive(); }  // started, not yet listening nor failed
   const QString& runFolder() const { return folder_; }
   qint64 pid() const { return pid_; }
   const QString& logPath() const { return logPath_; }
