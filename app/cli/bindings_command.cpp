@@ -1,5 +1,6 @@
 #include "bindings_command.h"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -15,6 +16,8 @@ namespace symtune::app {
 namespace {
 
 std::string readAll(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw std::runtime_error(path + ": is a folder, not a session, a report or a table");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw std::runtime_error(path + ": cannot open the file");

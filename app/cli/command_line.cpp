@@ -323,7 +323,7 @@ std::string usage(const std::string& program, bool studio) {
                     "  " + program +
                     " --run SESSION             start SESSION in the studio (runner + attach)\n"
                     "      [--overlay "
-                    "latency|memory|flops|gradnorm|gpu-time|kernels|binding|remat]\n"
+                    "none|latency|memory|flops|gradnorm|gpu-time|kernels|binding|remat]\n"
                     "      [--screenshot PNG\n"
                     "       [--screenshot-after STEPS]]\n"
               : std::string()) +
@@ -339,8 +339,14 @@ std::string usage(const std::string& program, bool studio) {
          "  " +
          program +
          " check SESSION             set the session up as a run would (the model loaded, the\n"
-         "                             data read, the model run once on the first batch) and\n"
-         "                             say what it would train, or the problem in one line\n"
+         "                             data read, a model file run once on the first batch)\n"
+         "                             and say what it would train, or the problem in one line\n"
+         "  " +
+         program +
+         " graph MODEL.pt|SESSION [--format json|dot] [--step] [--output FILE]\n"
+         "                             the model as one graph (docs/graph-format.md): its\n"
+         "                             TorchScript IR, or with --step one captured training step\n"
+         "                             with its autograd nodes; JSON or DOT, on stdout or to FILE\n"
          "  " +
          program +
          " rules check FILE          check a rule pack (.json) or a rules file\n"
@@ -359,7 +365,7 @@ std::string usage(const std::string& program, bool studio) {
          "                             description): built-in, installed packs, plugins\n"
          "  " +
          program +
-         " bindings SESSION|REPORT [--json]\n"
+         " bindings SESSION|REPORT|TABLE [--json]\n"
          "                             the op sites DynaCompiler bound, per shape bucket, with\n"
          "                             each candidate's times (docs/binding.md)\n"
          "  " +
@@ -376,7 +382,7 @@ std::string usage(const std::string& program, bool studio) {
          "\n"
          "Batch options:\n"
          "  --report FILE              where to write the JSON report\n"
-         "                             (default: ./<session name>.report.json)\n"
+         "                             (default: ./<session file's stem>.report.json)\n"
          "  --progress-interval SECS   seconds between progress lines (default 1)\n"
          "  --trace FILE               write a Chrome trace (Perfetto, chrome://tracing) of\n"
          "                             steps 1..N: every op, memory per step\n"

@@ -1,6 +1,7 @@
 #include "rules_command.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -13,6 +14,8 @@ namespace symtune::app {
 namespace {
 
 std::string readText(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw rules::RulePackError(path + ": is a folder, not a rules file or a pack");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw rules::RulePackError(path + ": cannot read");
@@ -33,6 +36,11 @@ bool rewrites(const rules::Rule& r) {
   return false;
 }
 
+// "1 rule", "3 rules".
+std::string counted(size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // One line per rule: name, when it runs, what it selects and does.
 void describe(const std::vector<rules::Rule>& parsed, bool irChecked) {
   for (const auto& r : parsed) {
@@ -42,8 +50,8 @@ void describe(const std::vector<rules::Rule>& parsed, bool irChecked) {
                                    : "per step");
     for (const auto& s : r.selectors)
       std::cout << ", " << rules::toString(s.kind) << " \"" << s.glob << "\"";
-    std::cout << ", " << r.actions.size() << (r.actions.size() == 1 ? " action" : " actions")
-              << (r.trigger ? ", with a `when`" : "") << "\n";
+    std::cout << ", " << counted(r.actions.size(), "action") << (r.trigger ? ", with a `when`" : "")
+              << "\n";
   }
 }
 
@@ -53,8 +61,7 @@ std::vector<rules::Rule> readRules(const CommandLine& cl, std::string* header) {
   if (isPack(cl.rulesFile)) {
     const auto pack = rules::loadRulePack(cl.rulesFile);
     *header = cl.rulesFile + ": pack \"" + pack.name + "\" " + pack.version + ", " +
-              std::to_string(pack.rules.size()) + " rules, checksum " +
-              rules::rulePackChecksum(pack);
+              counted(pack.rules.size(), "rule") + ", checksum " + rules::rulePackChecksum(pack);
     for (const auto& r : pack.rules) {
       auto one = rules::parseRules(r.source);
       parsed.insert(parsed.end(), one.begin(), one.end());
@@ -65,7 +72,7 @@ std::vector<rules::Rule> readRules(const CommandLine& cl, std::string* header) {
     } catch (const rules::RuleError& e) {
       throw rules::RulePackError(cl.rulesFile + ":" + e.what());
     }
-    *header = cl.rulesFile + ": " + std::to_string(parsed.size()) + " rules";
+    *header = cl.rulesFile + ": " + counted(parsed.size(), "rule");
   }
   return parsed;
 }
@@ -98,7 +105,7 @@ int exportPack(const CommandLine& cl) {
   }
   rules::saveRulePack(*cl.output, pack);
   std::cout << *cl.output << ": pack \"" << pack.name << "\" " << pack.version << ", "
-            << pack.rules.size() << " rules\n";
+            << counted(pack.rules.size(), "rule") << "\n";
   return 0;
 }
 

@@ -70,6 +70,13 @@ std::string clock(double seconds) {
   return buf;
 }
 
+// The samples a step trained: its batch as it held them (the batch_size feature), the session's
+// batch size where the step did not say.
+int64_t samplesOf(const StepResult& r, int64_t batchSize) {
+  const double n = r.features[Feature::BatchSize];
+  return std::isfinite(n) && n > 0 ? static_cast<int64_t>(n) : batchSize;
+}
+
 // Progress at a steady rate: samples/s over the steps since the previous line.
 class ProgressPrinter {
  public:
@@ -78,14 +85,15 @@ class ProgressPrinter {
 
   void onStep(const StepResult& r, double trainSeconds) {
     windowSeconds_ += r.seconds;
-    windowSteps_ += 1;
+    windowSamples_ += samplesOf(r, batch_);
     const auto now = Clock::now();
     const bool last = r.step + 1 == steps_, first = std::exchange(first_, false);
     if (out_ == nullptr ||
         !(first || last || std::chrono::duration<double>(now - lastLine_).count() >= interval_)) {
       return;
     }
-    const double rate = windowSeconds_ > 0 ? windowSteps_ * batch_ / windowSeconds_ : 0.0;
+    const double rate =
+        windowSeconds_ > 0 ? static_cast<double>(windowSamples_) / windowSeconds_ : 0.0;
     const double perStep = trainSeconds / static_cast<double>(r.step + 1);
     char line[160];
     std::snprintf(line, sizeof line, "step %*lld/%lld  loss %.4f  %.1f samples/s  eta %s",
@@ -95,7 +103,7 @@ class ProgressPrinter {
     *out_ << line << std::endl;
     lastLine_ = now;
     windowSeconds_ = 0;
-    windowSteps_ = 0;
+    windowSamples_ = 0;
   }
 
  private:
@@ -105,7 +113,7 @@ class ProgressPrinter {
   Clock::time_point lastLine_ = Clock::now();
   bool first_ = true;
   double windowSeconds_ = 0;
-  int64_t windowSteps_ = 0;
+  int64_t windowSamples_ = 0;
 };
 
 // What a resumed run's report takes over from its checkpoint's: the records of the steps before.
@@ -344,6 +352,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       }
       report.stepSeconds.push_back(r.seconds);
       report.trainSeconds += r.seconds;
+      report.samples += samplesOf(r, report.batchSize);
       report.rulesInForce = r.rulesInForce;
       for (const auto& name : r.rulesFired) {
         auto it = std::find_if(report.rulesFired.begin(), report.rulesFired.end(),

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include <unistd.h>
+
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
 
@@ -26,8 +28,18 @@ namespace {
 
 std::atomic<bool> gStop{false};
 
-void onSignal(int) {
-  gStop.store(true);
+// The first SIGINT or SIGTERM stops the run at the next step boundary (report, checkpoint and
+// model written); a second one, for a step that takes long, ends the process at once, as an
+// interrupted program does. Only async-signal-safe calls here.
+void onSignal(int signal) {
+  if (gStop.exchange(true)) {
+    static const char now[] = "\nsymtune: stopped at once: no report, no checkpoint\n";
+    [[maybe_unused]] const auto n = ::write(STDERR_FILENO, now, sizeof now - 1);
+    ::_exit(128 + signal);
+  }
+  static const char soon[] =
+      "\nsymtune: stopping after this step (again to stop at once, without a report)\n";
+  [[maybe_unused]] const auto n = ::write(STDERR_FILENO, soon, sizeof soon - 1);
 }
 
 int fail(const std::string& message, int code) {
@@ -77,6 +89,18 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   if (cl.noGpuTrace)
     session.run.gpuTrace = false;
   const std::string reportPath = cl.report.value_or(symtune::app::defaultReportPath(cl.session));
+  // Where the run's results go, checked before it trains rather than after.
+  try {
+    symtune::checkWritable(reportPath);
+    if (cl.trace)
+      symtune::checkWritable(*cl.trace);
+    if (!session.run.save.empty())
+      symtune::checkWritable(session.run.save);
+    if (!session.run.checkpoint.empty())
+      symtune::checkWritable(session.run.checkpoint);
+  } catch (const std::exception& e) {
+    return fail(std::string("cannot write the run's results: ") + e.what(), 2);
+  }
   if (!session.rules.empty())
     loadRulePlugins();
 

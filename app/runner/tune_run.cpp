@@ -91,6 +91,12 @@ int runTuneCommand(const CommandLine& cl) {
     std::cerr << "symtune: error: " << e.what() << std::endl;
     return 2;
   }
+  try {  // where the search's result goes, checked before the search spends its budget
+    checkWritable(cl.output.value_or(cl.session));
+  } catch (const std::exception& e) {
+    std::cerr << "symtune: error: cannot write the tuned session: " << e.what() << std::endl;
+    return 2;
+  }
   if (cl.tuneBudgetSteps < cl.tuneWarmup + cl.tuneMeasured) {
     std::cerr << "symtune: error: tune: a budget of " << cl.tuneBudgetSteps
               << " steps buys no evaluation (each takes " << cl.tuneWarmup + cl.tuneMeasured << ": "
@@ -117,6 +123,9 @@ int runTuneCommand(const CommandLine& cl) {
   TunedSession tuned;
   try {
     tuned = tuneSession(session, options);
+  } catch (const SetupError& e) {  // names what it is about, not the session's file
+    std::cerr << "symtune: error: " << cl.session << ": " << e.what() << std::endl;
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "symtune: error: " << e.what() << std::endl;
     return 1;

@@ -114,6 +114,7 @@ class TestBatch : public QObject {
     QVERIFY(report["memory"]["peak_rss_bytes"].toDouble() > 0);
     QVERIFY(report["wall_time_s"].toDouble() >= report["throughput"]["train_s"].toDouble());
     QCOMPARE(report["batch_size"].toInt(), 16);
+    QCOMPARE(report["throughput"]["samples"].toInt(), 30 * 16);  // each step's batch, as it held
     const QJsonObject features = report["features"].toObject();
     QCOMPARE(features.size(), 24);  // docs/features.md
     QCOMPARE(features["step"].toInt(), 29);
@@ -183,6 +184,35 @@ class TestBatch : public QObject {
     QVERIFY(names.contains("ConvolutionBackward0"));
   }
 
+  // A batch size above what the data hold: each step trains the 64 samples there are, and the
+  // throughput counts those, not the 100 asked for (it said 140 million samples/s for such a run).
+  void throughputCountsTheSamplesTrained() {
+    QTemporaryDir dir;
+    const QString data = SYMTUNE_SOURCE_DIR "/resources/sessions/data/";
+    const QJsonObject json{
+        {"format", "symtune-session"},
+        {"version", 1},
+        {"name", "few samples"},
+        {"model", QJsonObject{{"file", data + "linear.pt"}, {"classes", 1}}},
+        {"data", QJsonObject{{"format", "csv"},
+                             {"file", data + "regression.csv"},
+                             {"inputs", QJsonArray{QJsonArray{"x1", "x2", "x3"}}},
+                             {"target", "y"},
+                             {"batch_size", 100}}},
+        {"loss", QJsonObject{{"kind", "mse"}}},
+        {"run", QJsonObject{{"steps", 3}}}};
+    const QString session = writeFile(dir, "s.json", QJsonDocument(json).toJson());
+    const QString reportPath = dir.filePath("r.json");
+    const Result r = run({"--batch", session, "--report", reportPath});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QFile f(reportPath);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject throughput =
+        QJsonDocument::fromJson(f.readAll()).object()["throughput"].toObject();
+    QCOMPARE(throughput["samples"].toInt(), 3 * 80);
+    QCOMPARE(throughput["samples_per_s"].toDouble(), 3 * 80 / throughput["train_s"].toDouble());
+  }
+
   void badInputExitsWithOneLine_data() {
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QByteArray>("session");  // written to s.json when not empty
@@ -234,6 +264,21 @@ class TestBatch : public QObject {
     QTest::addRow("screenshot after no steps")
         << QStringList{"--screenshot", "x.png", "--screenshot-after", "0"} << QByteArray() << 2
         << "--screenshot-after expects a positive number of steps, got \"0\"";
+    // Where the results go is checked before the run trains (it was after, and the work lost).
+    QTest::addRow("report into a folder")
+        << QStringList{"--batch", "@/s.json", "--report", "@"} << kSession << 2 << ": is a folder";
+    QTest::addRow("trace under a file")
+        << QStringList{"--batch", "@/s.json", "--trace", "@/s.json/t.json"} << kSession << 2
+        << "/s.json/t.json: cannot create the folder ";
+    QTest::addRow("tuned session into a folder")
+        << QStringList{"tune", "@/s.json", "--budget-steps", "10", "--output", "@"} << kSession << 2
+        << "cannot write the tuned session: ";
+    QTest::addRow("a folder for a session")
+        << QStringList{"--batch", "@"} << QByteArray() << 2 << ": is a folder, not a session file";
+    QTest::addRow("a folder for a rules file") << QStringList{"rules", "check", "@"} << QByteArray()
+                                               << 2 << ": is a folder, not a rules file or a pack";
+    QTest::addRow("a folder for a table") << QStringList{"bindings", "@"} << QByteArray() << 2
+                                          << ": is a folder, not a session, a report or a table";
     QTest::addRow("rules list with an argument")
         << QStringList{"rules", "list", "x"} << QByteArray() << 2
         << "rules list takes no arguments";

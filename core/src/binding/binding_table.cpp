@@ -131,7 +131,7 @@ std::string BindingTable::toJson() const {
   if (memorySlack != 0)
     root["memory_slack"] = memorySlack;
   root["bindings"] = std::move(list);
-  return root.dump(2) + "\n";
+  return root.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 BindingTable BindingTable::fromJson(const std::string& text, const std::string& origin) {

@@ -59,10 +59,27 @@ void writeFileAtomically(const std::filesystem::path& path,
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
+    const std::string reason = ec.message();  // before remove() reuses ec
     std::filesystem::remove(tmp, ec);
-    throw std::runtime_error(path.string() + ": cannot replace the file (" + ec.message() + ")");
+    throw std::runtime_error(path.string() + ": cannot replace the file (" + reason + ")");
   }
   synced(dir, true);  // the rename itself; a folder that cannot be synced still holds the file
+}
+
+void checkWritable(const std::filesystem::path& path) {
+  if (path.empty() || !path.has_filename())
+    throw std::runtime_error("\"" + path.string() + "\": not a file name");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error(path.string() + ": is a folder");
+  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw std::runtime_error(path.string() + ": cannot create the folder " + dir.string() + " (" +
+                             ec.message() + ")");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw std::runtime_error(path.string() + ": cannot write in " + dir.string() + " (" +
+                             std::generic_category().message(errno) + ")");
 }
 
 void writeFileAtomically(const std::filesystem::path& path, const std::string& text) {

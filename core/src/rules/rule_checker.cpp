@@ -97,7 +97,9 @@ class Checker {
   }
 
   void check() {
-    if (rule_.actions.empty())
+    const bool acts = std::any_of(rule_.actions.begin(), rule_.actions.end(),
+                                  [](auto& a) { return a.kind != Action::Kind::Let; });
+    if (!acts)
       throw RuleError(rule_.pos, "rule `" + rule_.name +
                                      "` does nothing: add an action (`set`, `skip step` or "
                                      "`rewrite`)");

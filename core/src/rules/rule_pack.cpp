@@ -182,6 +182,9 @@ RulePack parseRulePack(const std::string& text, const std::string& origin) {
 }
 
 RulePack loadRulePack(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw RulePackError(path.string() + ": is a folder, not a rule pack");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw RulePackError(path.string() + ": cannot read");

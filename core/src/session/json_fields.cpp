@@ -75,15 +75,15 @@ std::string JsonFields::string(const std::string& key, const std::string& fallba
 
 int64_t JsonFields::asInteger(const nlohmann::json& value, const std::string& field,
                               const FieldErrorFn& fail) {
-  if (value.is_number_integer()) {
-    return value.get<int64_t>();
-  }
-  if (value.is_number_unsigned()) {
+  if (value.is_number_unsigned()) {  // before is_number_integer, which is true for these too
     const auto u = value.get<uint64_t>();
     if (u <= static_cast<uint64_t>(INT64_MAX)) {
       return static_cast<int64_t>(u);
     }
     fail(field, "integer out of range");
+  }
+  if (value.is_number_integer()) {
+    return value.get<int64_t>();
   }
   fail(field, "expected an integer, found " + describeJsonType(value));
   std::abort();

@@ -10,7 +10,8 @@
 namespace symtune {
 
 double RunReport::samplesPerSecond() const {
-  return trainSeconds > 0 ? static_cast<double>(stepsCompleted() * batchSize) / trainSeconds : 0.0;
+  const int64_t n = samples > 0 ? samples : stepsCompleted() * batchSize;
+  return trainSeconds > 0 ? static_cast<double>(n) / trainSeconds : 0.0;
 }
 
 const char* toString(RunReport::Status status) {
@@ -70,6 +71,7 @@ std::string toJson(const RunReport& r) {
       {"loss", loss},
       {"throughput",
        {{"samples_per_s", r.samplesPerSecond()},
+        {"samples", r.samples},
         {"train_s", r.trainSeconds},
         {"step_s", r.stepSeconds}}},
       {"memory", memory},
@@ -169,7 +171,7 @@ std::string toJson(const RunReport& r) {
   if (!r.error.empty()) {
     out["error"] = r.error;
   }
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 void writeReport(const RunReport& report, const std::filesystem::path& path) {

@@ -93,6 +93,7 @@ RunReport reportFromJson(const std::string& input) {
     r.loss = listOf<double>(member(in, "loss"), "curve");
     r.stepSeconds = listOf<double>(member(in, "throughput"), "step_s");
     r.trainSeconds = member(in, "throughput").value("train_s", 0.0);
+    r.samples = member(in, "throughput").value("samples", int64_t{0});
     const json& rules = member(in, "rules");
     r.rulesInForce = listOf<std::string>(rules, "in_force");
     for (const auto& [name, steps] : rules.value("fired_steps", json::object()).items())

@@ -15,6 +15,9 @@ namespace symtune {
 
 namespace {
 
+// The largest memory figure a session may give, in MB (a petabyte): as bytes it fits an int64.
+constexpr double kMostMegabytes = 1e9;
+
 using detail::describeJsonType;
 using detail::JsonFields;
 
@@ -383,8 +386,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
                                  inQuotes(s.remat.strategy));
     if (remat.has("budget_mb")) {
       const double mb = remat.number("budget_mb", 0);
-      if (!(mb > 0))
-        remat.fail("budget_mb", "expected a number of MB above 0, found " + numberText(mb));
+      if (!(mb > 0 && mb <= kMostMegabytes))
+        remat.fail("budget_mb", "expected a number of MB in (0, 1e9], found " + numberText(mb));
       s.remat.budgetMb = mb;
     }
     if (remat.has("budget_fraction")) {
@@ -401,8 +404,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     s.remat.calibrationSteps = static_cast<int>(calibration);
     if (remat.has("plain_peak_mb")) {
       const double mb = remat.number("plain_peak_mb", 0);
-      if (!(mb > 0))
-        remat.fail("plain_peak_mb", "expected a number of MB above 0, found " + numberText(mb));
+      if (!(mb > 0 && mb <= kMostMegabytes))
+        remat.fail("plain_peak_mb", "expected a number of MB in (0, 1e9], found " + numberText(mb));
       if (!remat.has("budget_fraction"))
         remat.fail("plain_peak_mb", "is what budget_fraction is a share of: give budget_fraction");
       s.remat.plainPeakMb = mb;
@@ -637,10 +640,13 @@ std::string sessionJson(const Session& s) {
                           {"stopped", t->stopped}};
     out["control"] = control;
   }
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Session loadSession(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw SessionError(path.string(), "", "is a folder, not a session file");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw SessionError(path.string(), "", "cannot open the file");

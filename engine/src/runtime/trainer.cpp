@@ -231,7 +231,7 @@ void Trainer::setUpRules() {
   const auto& spec = session_.rules;
   if (spec.empty())
     return;
-  const std::string where = session_.path.empty() ? "rules" : session_.path.string() + ": rules";
+  // The session's file is the caller's to name (`symtune check` says "FILE: rules: ...").
   std::vector<rules::Rule> rewrites;
   auto take = [&](const rules::RegistryEntry& entry) {
     if (entry.isRewrite())
@@ -254,19 +254,19 @@ void Trainer::setUpRules() {
       }
     }
   } catch (const rules::RuleError& e) {
-    throw SetupError(where + ".source: " + e.what());
+    throw SetupError(std::string("rules.source: ") + e.what());
   } catch (const std::exception& e) {
-    throw SetupError(where + ": " + e.what());
+    throw SetupError(std::string("rules: ") + e.what());
   }
   if (rewrites.empty())
     return;
   torch::jit::Module* module = executor_->scriptModule();
   if (module == nullptr)
-    throw SetupError(where + ": rewrite rules need a TorchScript model");
+    throw SetupError("rules: rewrite rules need a TorchScript model");
   try {
     rewrites_ = rules::applyRewrites(*module, rewrites);
   } catch (const std::exception& e) {
-    throw SetupError(where + ": " + oneLine(e));
+    throw SetupError("rules: " + oneLine(e));
   }
 }
 

@@ -33,6 +33,8 @@ const BadRule kBadRules[] = {
      "1:10: expected `select`, `when`, `let`, `set`, `skip` or `rewrite`, found `clip`"},
     {"no actions", "rule a { select params \"*\" }",
      "1:1: rule `a` does nothing: add an action (`set`, `skip step` or `rewrite`)"},
+    {"only a let", "rule a { let x = loss * 2 }",
+     "1:1: rule `a` does nothing: add an action (`set`, `skip step` or `rewrite`)"},
     {"missing expression", "rule a { when step > ) skip step }",
      "1:22: expected an expression, found `)`"},
     {"unknown name", "rule a { select params \"*\"\n  set grad = clamp(gard, -1, 1) }",

@@ -19,4 +19,9 @@ void writeFileAtomically(const std::filesystem::path& path, const std::string& t
 void writeFileAtomically(const std::filesystem::path& path,
                          const std::function<void(std::ostream&)>& write);
 
+// Throws std::runtime_error ("PATH: is a folder", "PATH: cannot write in FOLDER (reason)") when
+// writeFileAtomically could not write `path`: checked before hours of work whose result goes
+// there, not after. Creates the folder as writeFileAtomically would.
+void checkWritable(const std::filesystem::path& path);
+
 }  // namespace symtune

@@ -42,7 +42,11 @@ struct RunReport {
   std::vector<double> stepSeconds;  // wall time of each completed step
   double wallSeconds = 0;           // whole run, setup included
   double trainSeconds = 0;          // sum of stepSeconds
-  int64_t peakRssBytes = 0;         // the process's peak resident set (getrusage)
+  // Samples trained: each completed step's batch as it held (fewer than batchSize where the data
+  // hold fewer, or in a short last batch). 0 in a report written before 2026-12-06: then
+  // samplesPerSecond counts batchSize per step.
+  int64_t samples = 0;
+  int64_t peakRssBytes = 0;                       // the process's peak resident set (getrusage)
   std::optional<int64_t> peakCudaAllocatedBytes;  // CUDA caching allocator peak, when on CUDA
   // On CUDA, how per-node steps timed the device: "cupti" (GPU activity), or why CUDA events
   // did instead; empty on the CPU.
