@@ -109,10 +109,11 @@ int exportPack(const CommandLine& cl) {
   return 0;
 }
 
-int importPack(const CommandLine& cl) {
+int importPack(const CommandLine& cl, const RegisteredRules& registered) {
   const auto pack = rules::loadRulePack(cl.rulesFile);
   const auto library = cl.library ? std::filesystem::path(*cl.library) : rules::defaultLibrary();
-  const std::string outcome = rules::importRulePack(pack, library);
+  const std::string outcome = rules::importRulePack(
+      pack, library, registered ? registered() : RegisteredRules::result_type{});
   std::cout << "pack \"" << pack.name << "\" " << pack.version << ": " << outcome << " ("
             << library.string() << ")\n";
   return 0;
@@ -132,7 +133,8 @@ bool needsRewriteCheck(const CommandLine& cl) {
   }
 }
 
-int runRulesCommand(const CommandLine& cl, const RewriteCheck& checkRewrites) {
+int runRulesCommand(const CommandLine& cl, const RewriteCheck& checkRewrites,
+                    const RegisteredRules& registered) {
   try {
     if (cl.rulesCommand == "check")
       return check(cl, checkRewrites);
@@ -142,7 +144,7 @@ int runRulesCommand(const CommandLine& cl, const RewriteCheck& checkRewrites) {
       throw std::runtime_error(
           "rules list needs symtune-runner next to symtune (the registry "
           "is the engine's)");
-    return importPack(cl);
+    return importPack(cl, registered);
   } catch (const std::exception& e) {  // RulePackError, RuleError, filesystem errors
     std::cerr << "symtune: error: " << e.what() << std::endl;
     return 2;

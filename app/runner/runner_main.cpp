@@ -4,6 +4,8 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <thread>
 
 #include <unistd.h>
 
@@ -67,6 +69,21 @@ void loadRulePlugins() {
     std::cerr << "symtune: warning: " << problem << std::endl;
 }
 
+// The rules a session gets from the built-in pack and plugins (not from a pack library, whose
+// packs `rules import` compares itself): origins "pack NAME VERSION (PATH.json)" are a library's.
+std::map<std::string, std::string> registeredOutsideLibraries() {
+  loadRulePlugins();
+  std::map<std::string, std::string> out;
+  for (const auto& e : symtune::rules::Registry::global().entries()) {
+    const std::string& o = e.origin;
+    const bool library =
+        o.rfind("pack ", 0) == 0 && o.size() > 6 && o.compare(o.size() - 6, 6, ".json)") == 0;
+    if (!library)
+      out.emplace(e.name, o);
+  }
+  return out;
+}
+
 // `rules list`: what the studio offers when it starts a session.
 int listRules() {
   loadRulePlugins();
@@ -103,6 +120,14 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   }
   if (!session.rules.empty())
     loadRulePlugins();
+  // A session may be written for another machine, so this is said, not refused.
+  if (const unsigned cores = std::thread::hardware_concurrency();
+      cores > 0 && session.run.threads > static_cast<int>(cores))
+    std::cerr << "symtune: warning: run.threads " << session.run.threads
+              << " is more than this machine's " << cores
+              << " hardware threads: the intra-op threads share them, and each op waits for the "
+                 "slowest"
+              << std::endl;
 
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
@@ -236,7 +261,8 @@ int main(int argc, char** argv) {
       if (cl.rulesCommand == "list")
         return listRules();
       // `symtune rules check` hands files with rewrites over: their IR is checked here.
-      return symtune::app::runRulesCommand(cl, &symtune::rules::validateRewrites);
+      return symtune::app::runRulesCommand(cl, &symtune::rules::validateRewrites,
+                                           registeredOutsideLibraries);
     case symtune::app::CommandLine::Mode::Bindings:
       return symtune::app::runBindingsCommand(cl);
     case symtune::app::CommandLine::Mode::Tune:

@@ -134,8 +134,10 @@ int main(int argc, char** argv) {
     case symtune::app::CommandLine::Mode::Check:
       return handOverToRunner(argv);
     case symtune::app::CommandLine::Mode::Rules:
-      // A rewrite's IR needs LibTorch's parser: the runner checks such files.
-      if ((cl.rulesCommand == "list" || symtune::app::needsRewriteCheck(cl)) &&
+      // A rewrite's IR needs LibTorch's parser: the runner checks such files. It also knows the
+      // built-in and plugins' rules an imported pack must not reuse.
+      if ((cl.rulesCommand == "list" || cl.rulesCommand == "import" ||
+           symtune::app::needsRewriteCheck(cl)) &&
           std::filesystem::exists(runnerPath()))
         return handOverToRunner(argv);
       return symtune::app::runRulesCommand(cl);

@@ -34,6 +34,17 @@ Result run(const QStringList& args, int timeoutMs = 300000) {
           QString::fromUtf8(p.readAllStandardError())};
 }
 
+// docs/rules.md's example pack: the built-in nan_guard under another pack's name.
+const QByteArray kGuardsPack = R"({
+  "format": "symtune-rulepack", "version": 1, "name": "guards", "pack_version": "1.0.0",
+  "description": "Steps that go wrong, skipped",
+  "rules": [
+    {"name": "nan_guard", "description": "Skips a step whose gradients hold a NaN or an infinity.",
+     "source": "rule nan_guard {\n  when grad_nan_count + grad_inf_count > 0\n  skip step\n}"}
+  ],
+  "checksum": "fnv1a64:186950ab51cbea6e"
+})";
+
 QString writeFile(const QTemporaryDir& dir, const QString& name, const QByteArray& text) {
   QFile f(dir.filePath(name));
   if (!f.open(QIODevice::WriteOnly))
@@ -211,6 +222,19 @@ class TestBatch : public QObject {
         QJsonDocument::fromJson(f.readAll()).object()["throughput"].toObject();
     QCOMPARE(throughput["samples"].toInt(), 3 * 80);
     QCOMPARE(throughput["samples_per_s"].toDouble(), 3 * 80 / throughput["train_s"].toDouble());
+  }
+
+  // A pack that reuses a built-in rule's name would never give a session its rule (the registry
+  // keeps the built-in one and skips the pack): `rules import` refuses it, and installs nothing.
+  void rulesImportRefusesABuiltInRulesName() {
+    QTemporaryDir dir;
+    const QString pack = writeFile(dir, "guards.json", kGuardsPack);
+    const Result r = run({"rules", "import", pack, "--library", dir.filePath("lib")});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains("symtune: error: rule \"nan_guard\" of pack \"guards\" is already "
+                            "registered by pack builtin "),
+             qPrintable(r.err));
+    QVERIFY(!QFile::exists(dir.filePath("lib/guards.json")));
   }
 
   void badInputExitsWithOneLine_data() {

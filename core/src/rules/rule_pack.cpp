@@ -206,14 +206,26 @@ std::filesystem::path defaultLibrary() {
   return std::filesystem::path(home ? home : ".") / ".local" / "share" / "symtune" / "rulepacks";
 }
 
-std::string importRulePack(const RulePack& pack, const std::filesystem::path& library) {
+std::string importRulePack(const RulePack& pack, const std::filesystem::path& library,
+                           const std::map<std::string, std::string>& registered) {
+  for (const auto& mine : pack.rules) {
+    if (auto it = registered.find(mine.name); it != registered.end())
+      throw RulePackError("rule \"" + mine.name + "\" of pack \"" + pack.name +
+                          "\" is already registered by " + it->second +
+                          ": rule names must be unique");
+  }
   std::filesystem::create_directories(library);
   std::string outcome = "installed";
   std::filesystem::path replaced;  // an older version of the pack under another file name
   for (const auto& entry : std::filesystem::directory_iterator(library)) {
     if (entry.path().extension() != ".json")
       continue;
-    const RulePack installed = loadRulePack(entry.path());
+    RulePack installed;
+    try {
+      installed = loadRulePack(entry.path());
+    } catch (const RulePackError&) {
+      continue;  // not a pack: no session gets rules from it either
+    }
     if (installed.name == pack.name) {
       const int order = compareVersions(pack.version, installed.version);
       if (order == 0 && rulePackChecksum(installed) == rulePackChecksum(pack))

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -247,12 +248,16 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
       opt.fail("name", "expected one of adamw, adam, sgd, found " + inQuotes(s.optimizer.name));
     }
     s.optimizer.lr = opt.number("lr", s.optimizer.lr);
-    if (s.optimizer.lr <= 0) {
-      opt.fail("lr", "expected a positive number");
+    // The step applies them to float32 parameters: a figure past float's range fails there.
+    constexpr double kMostFloat = std::numeric_limits<float>::max();
+    if (!(s.optimizer.lr > 0 && s.optimizer.lr <= kMostFloat)) {
+      opt.fail("lr", "expected a positive number (at most float's 3.4e38), found " +
+                         numberText(s.optimizer.lr));
     }
     s.optimizer.weightDecay = opt.number("weight_decay", s.optimizer.weightDecay);
-    if (s.optimizer.weightDecay < 0) {
-      opt.fail("weight_decay", "expected a non-negative number");
+    if (!(s.optimizer.weightDecay >= 0 && s.optimizer.weightDecay <= kMostFloat)) {
+      opt.fail("weight_decay", "expected a non-negative number (at most float's 3.4e38), found " +
+                                   numberText(s.optimizer.weightDecay));
     }
     s.optimizer.momentum = opt.number("momentum", s.optimizer.momentum);
     if (s.optimizer.momentum < 0 || s.optimizer.momentum >= 1) {

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -531,6 +532,10 @@ CsvTable readCsv(const std::filesystem::path& path) {
       if (row[c].empty() || end == text || *end != '\0')
         throw DataError(where + ":" + std::to_string(lineNumber) + ": column \"" +
                         table.columns[c] + "\": \"" + row[c] + "\" is not a number");
+      if (!std::isfinite(v))  // a missing value written as nan: every loss would be NaN
+        throw DataError(where + ":" + std::to_string(lineNumber) + ": column \"" +
+                        table.columns[c] + "\": \"" + row[c] +
+                        "\" is not a finite number (fill or drop the row)");
       values.push_back(v);
     }
     ++rows;

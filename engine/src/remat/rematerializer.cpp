@@ -78,8 +78,10 @@ std::string formatBytes(double bytes) {
   char text[32];
   if (std::abs(bytes) >= 1e6)
     std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
-  else
+  else if (std::abs(bytes) >= 1e3)
     std::snprintf(text, sizeof text, "%.0f kB", bytes / 1e3);
+  else
+    std::snprintf(text, sizeof text, "%.0f bytes", bytes);
   return text;
 }
 

@@ -133,6 +133,9 @@ Trainer::Trainer(const Session& session) : session_(session) {
     }
   } else {
     const auto& file = session_.model.file;
+    if (std::filesystem::is_directory(file))
+      throw SetupError(file.string() +
+                       ": is a folder, not a model file (torch.jit.save's archive)");
     if (!std::filesystem::is_regular_file(file)) {
       throw SetupError(file.string() + ": no such model file");
     }

@@ -88,6 +88,11 @@ void Trainer::setUpFileData() {
   const int64_t batch = session_.data.batchSize.value_or(
       session_.model.inputs.empty() ? 0 : session_.model.inputs[0].shape[0]);
   if (!session_.data.files.enabled()) {
+    if (session_.model.classes < 2)
+      throw SetupError(
+          "model.classes: the synthetic data (a session without data.format) draws "
+          "class labels, so it needs 2 classes or more, found " +
+          std::to_string(session_.model.classes) + "; for other targets, give data files");
     data_ = std::make_unique<ProjectionLabelled>(session_.model.inputs, session_.model.classes,
                                                  batch, session_.data.seed);
     return;

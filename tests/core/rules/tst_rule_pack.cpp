@@ -1,11 +1,13 @@
 // Rule packs: a pack made from rules text round-trips through its JSON; a damaged file, duplicate
 // names and a source that holds another rule are refused with messages that say so; installing
 // reports an upgrade, refuses a downgrade, a changed pack under the same version and a rule name
-// another pack uses; the built-in pack is valid and each of its rules checks.
+// another pack or the registry (built-in, plugins) has; the built-in pack is valid and each of
+// its rules checks.
 
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -141,6 +143,20 @@ TEST_CASE(
       "rule \"halve_lr\" of pack \"theirs\" is also in the installed pack \"mine\"";
   CHECK(openingOf(messageOf([&] { symtune::rules::importRulePack(other, library); }), taken) ==
         taken);
+
+  // A rule the registry has from elsewhere (the built-in pack, a plugin) is taken too; a file in
+  // the library that is not a pack is passed over, as the registry passes it over.
+  std::ofstream(library / "junk.json") << "not a pack";
+  const auto third = symtune::rules::packFromText("rule nan_guard { when loss > 1  skip step }",
+                                                  "third", "1.0.0", "");
+  const std::string builtin =
+      "rule \"nan_guard\" of pack \"third\" is already registered by pack builtin 1.3.0";
+  CHECK(openingOf(
+            messageOf([&] {
+              symtune::rules::importRulePack(third, library, {{"nan_guard", "pack builtin 1.3.0"}});
+            }),
+            builtin) == builtin);
+  CHECK(symtune::rules::importRulePack(third, library) == "installed");
 }
 
 TEST_CASE("the built-in pack is valid and is what its rules text exports to") {

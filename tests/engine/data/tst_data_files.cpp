@@ -123,6 +123,10 @@ TEST_CASE("a damaged or wrong file is one line naming it") {
   symtune::test::writeFile(dir.path() / "bad.csv", "a,b\n1,2\n3,x\n");
   CHECK(errorOf([&] { symtune::readCsv(dir.path() / "bad.csv"); }) ==
         (dir.path() / "bad.csv").string() + ":3: column \"b\": \"x\" is not a number");
+  symtune::test::writeFile(dir.path() / "missing.csv", "a,b\n1,2\nnan,4\n");
+  CHECK(errorOf([&] { symtune::readCsv(dir.path() / "missing.csv"); }) ==
+        (dir.path() / "missing.csv").string() +
+            ":3: column \"a\": \"nan\" is not a finite number (fill or drop the row)");
   symtune::test::writeFile(dir.path() / "ragged.csv", "a,b\n1,2\n3\n");
   CHECK(errorOf([&] { symtune::readCsv(dir.path() / "ragged.csv"); }) ==
         (dir.path() / "ragged.csv").string() + ":3: 1 fields, the header has 2");

@@ -9,6 +9,7 @@
 //                                                symtune::rules::defaultLibrary());
 
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -62,9 +63,13 @@ int compareVersions(const std::string& a, const std::string& b);
 std::filesystem::path defaultLibrary();
 
 // Installs `pack` into `library` as <name>.json. Refuses (RulePackError, naming both sides) a
-// different pack with the same name and version, a newer installed version, and a rule whose name
-// another installed pack already uses. Returns what it did: "installed", "upgraded from X", or
-// "already installed" (the same pack: nothing written).
-std::string importRulePack(const RulePack& pack, const std::filesystem::path& library);
+// different pack with the same name and version, a newer installed version, a rule whose name
+// another installed pack already uses, and one in `registered` (rule name → where from: the
+// built-in pack's and plugins' rules, which a session would then never get from this pack). A
+// file in the library that is not a pack is passed over, as the registry passes it over. Returns
+// what it did: "installed", "upgraded from X", or "already installed" (the same pack: nothing
+// written).
+std::string importRulePack(const RulePack& pack, const std::filesystem::path& library,
+                           const std::map<std::string, std::string>& registered = {});
 
 }  // namespace symtune::rules
