@@ -339,8 +339,8 @@ std::string usage(const std::string& program, bool studio) {
          "  " +
          program +
          " check SESSION             set the session up as a run would (the model loaded, the\n"
-         "                             data read, a model file run once on the first batch)\n"
-         "                             and say what it would train, or the problem in one line\n"
+         "                             data read, the model run once on the first batch) and\n"
+         "                             say what it would train, or the problem in one line\n"
          "  " +
          program +
          " graph MODEL.pt|SESSION [--format json|dot] [--step] [--output FILE]\n"

@@ -181,6 +181,7 @@ int runCheckCommand(const symtune::app::CommandLine& cl) {
     loadRulePlugins();
   try {
     symtune::Trainer trainer(session);
+    trainer.checkFirstBatch();
     std::cout << trainer.modelDescription() << ", " << trainer.parameterCount()
               << " parameters, batch " << trainer.batchSize() << ", " << trainer.device().str();
     if (!trainer.dataDescription().empty())

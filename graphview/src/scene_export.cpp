@@ -17,16 +17,20 @@ namespace {
 
 constexpr double kLargestSide = 16384;
 
-void paintScene(QGraphicsScene& scene, QPainter& painter, const QRectF& target) {
+void paintScene(QGraphicsScene& scene, QPainter& painter, const QRectF& target,
+                const Decoration& decorate) {
   painter.setRenderHint(QPainter::Antialiasing);
   painter.setRenderHint(QPainter::TextAntialiasing);
   painter.fillRect(target, scene.palette().color(QPalette::Base));
   scene.render(&painter, target, scene.sceneRect());
+  if (decorate)
+    decorate(painter, target);
 }
 
 }  // namespace
 
-QString exportSvg(QGraphicsScene& scene, const QString& path, const QString& title) {
+QString exportSvg(QGraphicsScene& scene, const QString& path, const QString& title,
+                  const Decoration& decorate) {
   const QRectF rect = scene.sceneRect();
   if (rect.isEmpty())
     return QObject::tr("there is no graph to export");
@@ -41,14 +45,15 @@ QString exportSvg(QGraphicsScene& scene, const QString& path, const QString& tit
   svg.setDescription(QObject::tr("Model graph exported by Symtune"));
   {
     QPainter painter(&svg);
-    paintScene(scene, painter, QRectF(QPointF(0, 0), rect.size()));
+    paintScene(scene, painter, QRectF(QPointF(0, 0), rect.size()), decorate);
   }
   if (!file.commit())
     return QObject::tr("cannot write %1: %2").arg(path, file.errorString());
   return {};
 }
 
-QString exportPng(QGraphicsScene& scene, const QString& path, double scale) {
+QString exportPng(QGraphicsScene& scene, const QString& path, double scale,
+                  const Decoration& decorate) {
   const QRectF rect = scene.sceneRect();
   if (rect.isEmpty())
     return QObject::tr("there is no graph to export");
@@ -60,7 +65,7 @@ QString exportPng(QGraphicsScene& scene, const QString& path, double scale) {
     return QObject::tr("not enough memory for a %1×%2 image").arg(size.width()).arg(size.height());
   {
     QPainter painter(&image);
-    paintScene(scene, painter, QRectF(QPointF(0, 0), QSizeF(size)));
+    paintScene(scene, painter, QRectF(QPointF(0, 0), QSizeF(size)), decorate);
   }
   QSaveFile file(path);
   if (!file.open(QIODevice::WriteOnly) || !image.save(&file, "PNG") || !file.commit())

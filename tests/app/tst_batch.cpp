@@ -303,6 +303,13 @@ class TestBatch : public QObject {
                                                << 2 << ": is a folder, not a rules file or a pack";
     QTest::addRow("a folder for a table") << QStringList{"bindings", "@"} << QByteArray() << 2
                                           << ": is a folder, not a session, a report or a table";
+    // check runs a zoo model on its first batch too: one too large for memory is said there.
+    QTest::addRow("a first batch too large")
+        << QStringList{"check", "@/s.json"}
+        << QByteArray(R"({"format": "symtune-session", "version": 1,
+             "model": {"zoo": "dynamic_resnet", "preset": "ci"},
+             "data": {"batch_size": 1000000000000}})")
+        << 2 << ": the first batch: ";
     QTest::addRow("rules list with an argument")
         << QStringList{"rules", "list", "x"} << QByteArray() << 2
         << "rules list takes no arguments";

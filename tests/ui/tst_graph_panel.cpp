@@ -130,6 +130,21 @@ class TestGraphPanel : public QObject {
     }
   }
 
+  // An export with an overlay on carries its legend: the colours and what they mean.
+  void exportCarriesTheLegend() {
+    GraphPanel panel;
+    QVERIFY(show(panel));
+    panel.setOverlay(graphview::Overlay::Flops);
+    const QString legend = panel.forwardView()->legendText();
+    QVERIFY(legend.startsWith("FLOPs: 0 – "));
+    QTemporaryDir dir;
+    QCOMPARE(panel.exportTo(dir.filePath("g.svg")), QString());
+    QFile svg(dir.filePath("g.svg"));
+    QVERIFY(svg.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(svg.readAll());
+    QVERIFY2(text.contains(legend.toHtmlEscaped()), qPrintable(legend));
+  }
+
   // Note [The layout of another graph]: until a new graph is laid out, the items drawn name the
   // old graph's node ids. Switching the overlay then read those ids in the new graph (a smaller
   // one: std::out_of_range, and the studio ended); now nothing is painted or selected on them.

@@ -259,13 +259,18 @@ void GraphPanel::zoomToFit() {
 }
 
 QString GraphPanel::exportTo(const QString& path) {
-  GraphScene* scene = focusedView()->graphScene();
+  GraphView* view = focusedView();
+  GraphScene* scene = view->graphScene();
+  // The overlay's legend goes with the colours it explains.
+  const graphview::Decoration legend = [view](QPainter& painter, const QRectF& area) {
+    view->paintLegend(painter, area);
+  };
   const QString suffix = QFileInfo(path).suffix().toLower();
   if (suffix == "svg")
-    return graphview::exportSvg(*scene, path,
-                                graph() ? QString::fromStdString(graph()->name) : QString());
+    return graphview::exportSvg(
+        *scene, path, graph() ? QString::fromStdString(graph()->name) : QString(), legend);
   if (suffix == "png")
-    return graphview::exportPng(*scene, path);
+    return graphview::exportPng(*scene, path, 2.0, legend);
   return tr("%1: export writes .svg or .png files").arg(path);
 }
 

@@ -102,32 +102,38 @@ QString GraphView::legendText() const {
 }
 
 void GraphView::drawForeground(QPainter* painter, const QRectF&) {
+  painter->save();
+  painter->resetTransform();  // viewport coordinates: the legend stays put while zooming
+  paintLegend(*painter, viewport()->rect());
+  painter->restore();
+}
+
+void GraphView::paintLegend(QPainter& painter, const QRectF& area) const {
   const QString text = legendText();
   if (text.isEmpty())
     return;
-  painter->save();
-  painter->resetTransform();  // viewport coordinates: the legend stays put while zooming
+  painter.save();
+  painter.setFont(font());
   const QFontMetrics metrics(font());
   const int width = std::max(metrics.horizontalAdvance(text), 160) + 16;
-  const QRect box(viewport()->width() - width - 10, 10, width, metrics.height() * 2 + 18);
+  const QRect box(static_cast<int>(area.right()) - width - 10, static_cast<int>(area.top()) + 10,
+                  width, metrics.height() * 2 + 18);
   QColor background = palette().color(QPalette::Window);
   background.setAlphaF(0.9f);
-  painter->setPen(palette().color(QPalette::Mid));
-  painter->setBrush(background);
-  painter->drawRoundedRect(box, 4, 4);
-  painter->setPen(palette().color(QPalette::WindowText));
-  painter->drawText(box.adjusted(8, 6, -8, 0), Qt::AlignLeft | Qt::AlignTop, text);
-  if (!scene_->layoutError().isEmpty()) {  // a message, no scale
-    painter->restore();
-    return;
+  painter.setPen(palette().color(QPalette::Mid));
+  painter.setBrush(background);
+  painter.drawRoundedRect(box, 4, 4);
+  painter.setPen(palette().color(QPalette::WindowText));
+  painter.drawText(box.adjusted(8, 6, -8, 0), Qt::AlignLeft | Qt::AlignTop, text);
+  if (scene_->layoutError().isEmpty()) {  // a failed layout's message has no scale
+    QLinearGradient scale(box.left() + 8, 0, box.right() - 8, 0);
+    for (double t : {0.0, 0.25, 0.5, 0.75, 1.0})
+      scale.setColorAt(t, graphview::heatColor(t));
+    const QRect bar(box.left() + 8, box.bottom() - metrics.height() / 2 - 8, box.width() - 16,
+                    metrics.height() / 2 + 2);
+    painter.fillRect(bar, scale);
   }
-  QLinearGradient scale(box.left() + 8, 0, box.right() - 8, 0);
-  for (double t : {0.0, 0.25, 0.5, 0.75, 1.0})
-    scale.setColorAt(t, graphview::heatColor(t));
-  const QRect bar(box.left() + 8, box.bottom() - metrics.height() / 2 - 8, box.width() - 16,
-                  metrics.height() / 2 + 2);
-  painter->fillRect(bar, scale);
-  painter->restore();
+  painter.restore();
 }
 
 }  // namespace symtune::ui

@@ -661,7 +661,13 @@ Session loadSession(const std::filesystem::path& path) {
   if (in.bad()) {
     throw SessionError(path.string(), "", "cannot read the file");
   }
-  return parseSession(text.str(), std::filesystem::absolute(path));
+  try {
+    return parseSession(text.str(), std::filesystem::absolute(path));
+  } catch (const SessionError& e) {  // the file named as the caller named it, not made absolute
+    if (e.file() != std::filesystem::absolute(path).string())
+      throw;
+    throw SessionError(path.string(), e.field(), e.problem());
+  }
 }
 
 }  // namespace symtune

@@ -191,6 +191,26 @@ void Trainer::checkModelOnData() {
   }
 }
 
+void Trainer::checkFirstBatch() {
+  if (!session_.model.isZoo())
+    return;  // checkModelOnData ran when the trainer was built
+  torch::NoGradGuard noGrad;
+  executor_->setTraining(false);
+  try {
+    Batch probe = data_->batch(0);
+    inputsTo(probe.inputs, device_, false);
+    // The module itself where there is one: the binder would measure candidates here.
+    if (torch::jit::Module* module = executor_->scriptModule())
+      module->forward(probe.inputs);
+    else
+      executor_->run(probe.inputs, {});
+  } catch (const std::exception& e) {  // c10::Error: out of memory, a device's failure
+    executor_->setTraining(true);
+    throw SetupError(description_ + ": the first batch: " + oneLine(e));
+  }
+  executor_->setTraining(true);
+}
+
 std::optional<Validation> Trainer::validate() {
   if (validationBatches_.empty())
     return std::nullopt;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "symtune/core/session.h"
 #include "test_files.h"
 
@@ -664,6 +665,19 @@ TEST_CASE("a session loads from disk, and a missing file is reported with its pa
   } catch (const SessionError& e) {
     CHECK(std::string(e.what()) == missing.string() + ": cannot open the file");
   }
+  CHECK(std::string(symtune::test::errorOf([&] { symtune::loadSession(dir.path()); })) ==
+        dir.path().string() + ": is a folder, not a session file");
+
+  // A problem inside names the file as the caller did (a relative path stays relative), while
+  // the session's own paths resolve against where it lies.
+  symtune::test::writeFile(
+      dir.path() / "bad.json",
+      sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "run": {"steps": "x"})"));
+  const auto before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  const std::string relative = symtune::test::errorOf([] { symtune::loadSession("bad.json"); });
+  std::filesystem::current_path(before);
+  CHECK(relative == "bad.json: run.steps: expected an integer, found a string");
 }
 
 TEST_CASE("a folder's sessions are its .json files but the binding tables beside them") {

@@ -233,6 +233,10 @@ class Trainer {
   const std::string& modelDescription() const { return description_; }
   // What the data files hold (FileDataSource::description); "" for synthetic data.
   const std::string& dataDescription() const { return dataDescription_; }
+  // `symtune check`: a zoo model run once on its first batch, without gradients, as a model
+  // file's was when the trainer was built — a batch too large for memory is said before a run,
+  // not at its first step. Throws SetupError.
+  void checkFirstBatch();
 
   Executor& executor() { return *executor_; }
   // DynaCompiler's binder when the model runs with op sites bound (the session's `binding`

@@ -25,6 +25,9 @@ class GraphView : public QGraphicsView {
   void zoomBy(double factor);
   // The legend's text as drawn ("Latency: 0 – 2.3 ms"), "" when no overlay is on.
   QString legendText() const;
+  // The legend in the top right corner of `area` (the view's, or an exported file's), in the
+  // painter's coordinates; nothing when legendText() is "".
+  void paintLegend(QPainter& painter, const QRectF& area) const;
 
  protected:
   void wheelEvent(QWheelEvent* event) override;
