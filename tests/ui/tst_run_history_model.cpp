@@ -274,6 +274,16 @@ class TestRunHistoryModel : public QObject {
     QCOMPARE(x->min(), 10.0);
     QCOMPARE(x->max(), 12.0);
     QVERIFY(y->min() <= 1.0 && y->max() >= 2.0);
+
+    // Figures from zero up keep the axis from zero up (its margin went below: -56 samples/s).
+    run.appendStep(stepMessage(13, 1.5, /*samplesPerS=*/0.0));
+    run.appendStep(stepMessage(14, 1.5, /*samplesPerS=*/1200.0));
+    charts.flush();
+    auto* rate =
+        qobject_cast<QValueAxis*>(charts.chart(LiveCharts::SamplesChart)->axes(Qt::Vertical)[0]);
+    QVERIFY(rate != nullptr);
+    QCOMPARE(rate->min(), 0.0);
+    QVERIFY(rate->max() >= 1200.0);
   }
 
   // A validation lands on the row of the step it followed and draws a dashed line on the loss

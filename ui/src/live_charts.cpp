@@ -312,7 +312,9 @@ void LiveCharts::flush() {
     xAxes_[i]->setRange(x0, x1);
     const auto [y0, y1] = padded(yLo, yHi);
     const double margin = (y1 - y0) * 0.05;
-    yAxes_[i]->setRange(y0 - margin, y1 + margin);
+    // Figures that never go below zero (throughput, memory, norms) get no axis below it: a
+    // "-56 samples/s" tick reads as a measurement.
+    yAxes_[i]->setRange(yLo >= 0 ? std::max(0.0, y0 - margin) : y0 - margin, y1 + margin);
   }
 }
 
