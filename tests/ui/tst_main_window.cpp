@@ -392,6 +392,24 @@ class TestMainWindow : public QObject {
     QCOMPARE(w.statusBar()->findChild<QLabel*>("statusLine")->text(), w.status());
   }
 
+  void leavesARunThatNeverAnswersAtOnce() {
+    QTemporaryDir dir;
+    QLocalServer silent;  // accepts (the kernel does) and never says hello
+    QVERIFY(silent.listen(dir.filePath("silent.sock")));
+    FakeRun answering(dir.filePath("answering.sock"), runDescription("answering", ""),
+                      {stepFrame(2, 1.0)});
+    QVERIFY(answering.listening());
+    MainWindow w;
+    w.attachTo("unix:" + dir.filePath("silent.sock"));
+    QTest::qWait(200);  // the worker is waiting for the hello
+    QElapsedTimer elapsed;
+    elapsed.start();
+    w.attachTo("unix:" + dir.filePath("answering.sock"));
+    // It was the handshake's whole timeout (5 s) with the window frozen.
+    QVERIFY2(elapsed.elapsed() < 2000, qPrintable(QString::number(elapsed.elapsed()) + " ms"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("answering: step 2"), 10000);
+  }
+
   void refusesABadSessionAndKeepsTheCurrentOne() {
     MainWindow w;
     QVERIFY(w.openSession(SYMTUNE_SOURCE_DIR "/resources/sessions/demo.json"));

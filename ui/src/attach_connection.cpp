@@ -25,6 +25,7 @@ void AttachConnection::open(const QString& endpoint, const QString& token) {
     // Note [One thread per client]: attach::Client is not thread-safe, so this thread alone
     // reads and writes it; commands wait in the outbox for at most one short read.
     attach::Client client;
+    client.setInterrupt([this] { return stop_.load(); });  // close() never waits out a timeout
     try {
       attach::ServerMessage hello = attach::decodeServerMessage(client.connect(endpoint, token));
       if (!std::holds_alternative<attach::HelloMessage>(hello))

@@ -1,5 +1,6 @@
 #include "symtune/core/attach_client.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 
@@ -11,6 +12,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr auto kInterruptSlice = std::chrono::milliseconds(50);
+
 Clock::duration seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
@@ -18,11 +21,62 @@ Clock::duration seconds(double s) {
 }  // namespace
 
 struct Client::Impl {
+  explicit Impl(const std::function<bool()>& interrupted) : interrupted(interrupted) {}
+
   asio::io_context io;
   asio::generic::stream_protocol::socket socket{io};
   FrameDecoder decoder{kMaxServerFrameBytes};
   std::array<char, 65536> buffer{};
   bool open = false;
+  const std::function<bool()>& interrupted;  // the client's, asked between slices of a wait
+
+  bool isInterrupted() const { return interrupted && interrupted(); }
+
+  // An interrupted wait ends the connection: its owner is going away.
+  void throwIfInterrupted() {
+    if (!isInterrupted())
+      return;
+    open = false;
+    asio::error_code ignored;
+    socket.close(ignored);
+    throw Disconnected("interrupted");
+  }
+
+  // Runs the io context until `done`, the deadline or an interrupt (asked every slice), then
+  // cancels what is still pending on the socket (its handler runs with operation_aborted).
+  void runUntil(const bool& done, Clock::time_point deadline) {
+    while (!done && Clock::now() < deadline && !isInterrupted()) {
+      io.restart();
+      io.run_until(interrupted ? std::min(deadline, Clock::now() + kInterruptSlice) : deadline);
+    }
+    if (!done) {
+      asio::error_code ignored;
+      socket.cancel(ignored);
+      io.restart();
+      io.run();
+    }
+  }
+
+  // Connects by `deadline`. Throws on failure, timeout or interrupt.
+  void connect(const asio::generic::stream_protocol::endpoint& to, const std::string& name,
+               Clock::time_point deadline) {
+    bool done = false;
+    asio::error_code error;
+    socket.async_connect(to, [&](const asio::error_code& ec) {
+      done = true;
+      error = ec;
+    });
+    runUntil(done, deadline);
+    if (!error)
+      return;
+    asio::error_code ignored;
+    socket.close(ignored);
+    throwIfInterrupted();
+    throw std::runtime_error("cannot connect to " + name + ": " +
+                             (error == asio::error::operation_aborted
+                                  ? "no answer within the timeout"
+                                  : error.message()));
+  }
 
   // Reads once, waiting until `deadline`; false on timeout. Throws Disconnected at the end of
   // the stream.
@@ -35,13 +89,8 @@ struct Client::Impl {
       error = ec;
       got = n;
     });
-    io.restart();
-    io.run_until(deadline);
-    if (!done) {
-      asio::error_code ignored;
-      socket.cancel(ignored);
-      io.restart();
-      io.run();  // the cancelled read completes
+    runUntil(done, deadline);
+    if (error == asio::error::operation_aborted) {
       if (got > 0)
         decoder.feed(buffer.data(), got);
       return got > 0;
@@ -62,16 +111,15 @@ struct Client::Impl {
     while (true) {
       if (auto m = decoder.next())
         return m;
-      if (Clock::now() >= deadline || !readSome(deadline)) {
-        if (auto m = decoder.next())
-          return m;
+      throwIfInterrupted();
+      if (Clock::now() >= deadline)
         return std::nullopt;
-      }
+      readSome(deadline);
     }
   }
 };
 
-Client::Client() : impl_(std::make_unique<Impl>()) {
+Client::Client() : impl_(std::make_unique<Impl>(interrupted_)) {
 }
 
 Client::~Client() {
@@ -81,23 +129,22 @@ Client::~Client() {
 nlohmann::json Client::connect(const std::string& endpointText, const std::string& token,
                                double timeoutSeconds) {
   close();
-  impl_ = std::make_unique<Impl>();
+  impl_ = std::make_unique<Impl>(interrupted_);
   pending_.clear();
   const Endpoint e = parseEndpoint(endpointText);
   auto& impl = *impl_;
-  asio::error_code ec;
+  const auto deadline = Clock::now() + seconds(timeoutSeconds);
   if (e.kind == Endpoint::Kind::Unix) {
     const asio::local::stream_protocol::endpoint local(e.path);
-    impl.socket.connect(asio::generic::stream_protocol::endpoint(local), ec);
+    impl.connect(asio::generic::stream_protocol::endpoint(local), e.text(), deadline);
   } else {
+    asio::error_code ec;
     const asio::ip::tcp::endpoint tcp(asio::ip::make_address(e.host, ec), e.port);
-    if (!ec)
-      impl.socket.connect(asio::generic::stream_protocol::endpoint(tcp), ec);
+    if (ec)
+      throw std::runtime_error("cannot connect to " + e.text() + ": " + ec.message());
+    impl.connect(asio::generic::stream_protocol::endpoint(tcp), e.text(), deadline);
   }
-  if (ec)
-    throw std::runtime_error("cannot connect to " + e.text() + ": " + ec.message());
   impl.open = true;
-  const auto deadline = Clock::now() + seconds(timeoutSeconds);
   auto hello = impl.next(deadline);
   if (!hello)
     throw std::runtime_error(e.text() + ": no hello from the server within the timeout");
@@ -170,6 +217,10 @@ void Client::close() {
   }
   if (impl_)
     impl_->open = false;
+}
+
+void Client::setInterrupt(std::function<bool()> interrupted) {
+  interrupted_ = std::move(interrupted);
 }
 
 bool Client::connected() const {

@@ -1,15 +1,26 @@
 // The attach protocol's frames, commands and endpoints as data: frames reassembled from any
 // split, every way a frame can be bad (with its message), commands checked field by field, and
-// TCP endpoints limited to loopback.
+// TCP endpoints limited to loopback. And the client's waits: a silent server times out, or ends
+// the wait as soon as the client's owner interrupts it.
 
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "error_of.h"
+#include "symtune/core/attach_client.h"
 #include "symtune/core/attach_protocol.h"
 
 namespace {
@@ -18,6 +29,43 @@ using namespace symtune::attach;
 using Json = nlohmann::json;
 
 using symtune::test::errorOf;
+
+// A Unix socket that listens and never speaks: the kernel completes a client's connect, and the
+// client then waits for a hello that never comes.
+class SilentServer {
+ public:
+  SilentServer()
+      : path_((std::filesystem::temp_directory_path() /
+               ("symtune-silent-" + std::to_string(::getpid()) + ".sock"))
+                  .string()) {
+    ::unlink(path_.c_str());
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path_.c_str(), sizeof(address.sun_path) - 1);
+    listening_ = fd_ >= 0 &&
+                 ::bind(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 &&
+                 ::listen(fd_, 4) == 0;
+  }
+  ~SilentServer() {
+    if (fd_ >= 0)
+      ::close(fd_);
+    ::unlink(path_.c_str());
+  }
+  SilentServer(const SilentServer&) = delete;
+  SilentServer& operator=(const SilentServer&) = delete;
+  bool listening() const { return listening_; }
+  std::string endpoint() const { return "unix:" + path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool listening_ = false;
+};
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 }  // namespace
 
@@ -134,4 +182,29 @@ TEST_CASE("endpoints parse, and TCP is limited to loopback") {
         "bad TCP port \"99999\" (0 picks a free one)");
   CHECK(errorOf([] { parseEndpoint("http://x"); }) ==
         "an endpoint is unix:/path or tcp:127.0.0.1:PORT, got \"http://x\"");
+}
+
+TEST_CASE("a client waiting on a silent server times out, or stops as soon as it is interrupted") {
+  SilentServer server;
+  REQUIRE(server.listening());
+  {
+    Client client;
+    CHECK(errorOf([&] { client.connect(server.endpoint(), "", 0.2); }) ==
+          server.endpoint() + ": no hello from the server within the timeout");
+  }
+  // The studio's worker thread owns its client; closing the studio interrupts it. The 30 s
+  // handshake timeout must not be waited out.
+  Client client;
+  std::atomic<bool> stop{false};
+  client.setInterrupt([&] { return stop.load(); });
+  const auto start = std::chrono::steady_clock::now();
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    stop = true;
+  });
+  CHECK(errorOf([&] { client.connect(server.endpoint(), "", 30); }) == "interrupted");
+  stopper.join();
+  CHECK(secondsSince(start) < 10);
+  CHECK_FALSE(client.connected());
+  CHECK(errorOf([&] { client.next(1); }) == "not connected");
 }

@@ -11,6 +11,7 @@
 //                              {"enabled", false}});
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -54,8 +55,14 @@ class Client {
   void close();
   bool connected() const;
 
+  // While connect(), next() or command() waits, `interrupted` is asked at least every 50 ms; once
+  // it says true the call throws Disconnected("interrupted"). A thread that owns the client can
+  // then be told to stop without waiting out a silent server's timeout.
+  void setInterrupt(std::function<bool()> interrupted);
+
  private:
   struct Impl;
+  std::function<bool()> interrupted_;  // before impl_, which refers to it
   std::unique_ptr<Impl> impl_;
   int64_t nextId_ = 1;
   std::deque<nlohmann::json> pending_;

@@ -27,7 +27,7 @@ class AttachConnection : public QObject {
 
  public:
   explicit AttachConnection(QObject* parent = nullptr);
-  ~AttachConnection() override;  // closes the connection and joins the worker
+  ~AttachConnection() override;  // closes the connection and joins the worker (within ~50 ms)
 
   // Connects in the background; attached() or disconnected() says how it went.
   void open(const QString& endpoint, const QString& token = {});
