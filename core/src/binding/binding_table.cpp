@@ -139,13 +139,16 @@ BindingTable BindingTable::fromJson(const std::string& text, const std::string& 
     throw std::runtime_error(origin + ": " + (field.empty() ? "" : field + ": ") + problem);
   };
   nlohmann::json root;
+  std::string duplicate;
   try {
-    root = nlohmann::json::parse(text);
+    root = detail::parseJson(text, duplicate);
   } catch (const nlohmann::json::parse_error& e) {
     fail("", std::string("not JSON (") + e.what() + ")");
   }
   if (!root.is_object())
     fail("", "expected a binding table (an object), found " + detail::describeJsonType(root));
+  if (!duplicate.empty())
+    fail(duplicate, detail::kGivenTwice);
   detail::JsonFields top(root, "", fail);
   if (top.string("format") != kFormat)
     top.fail("format", "expected \"" + std::string(kFormat) + "\"");

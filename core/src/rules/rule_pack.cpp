@@ -13,6 +13,8 @@
 #include "symtune/core/atomic_file.h"
 #include "symtune/core/report.h"
 
+#include "../session/json_fields.h"
+
 namespace symtune::rules {
 
 namespace {
@@ -32,7 +34,7 @@ std::vector<int> versionParts(const std::string& v) {
   std::string part;
   while (std::getline(in, part, '.')) {
     if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos ||
-        part.size() > 6)
+        part.size() > 6 || (part.size() > 1 && part[0] == '0'))
       throw RulePackError("version \"" + v + "\" is not MAJOR.MINOR.PATCH");
     parts.push_back(std::stoi(part));
   }
@@ -67,6 +69,15 @@ const json& field(const json& j, const char* name, json::value_t type, const std
   if (it == j.end() || it->type() != type)
     throw RulePackError(where + ": field \"" + name + "\" is missing or has the wrong type");
   return *it;
+}
+
+std::string optionalString(const json& j, const char* name, const std::string& where) {
+  auto it = j.find(name);
+  if (it == j.end())
+    return "";
+  if (!it->is_string())
+    throw RulePackError(where + ": field \"" + name + "\" must be a string");
+  return it->get<std::string>();
 }
 
 // A pack's name names its file in the library: letters, digits, `_`, `-` and `.`, starting with a
@@ -130,13 +141,16 @@ std::string rulePackJson(const RulePack& pack) {
 
 RulePack parseRulePack(const std::string& text, const std::string& origin) {
   json j;
+  std::string duplicate;
   try {
-    j = json::parse(text);
+    j = detail::parseJson(text, duplicate);
   } catch (const json::parse_error& e) {
     throw RulePackError(origin + ": not JSON: " + e.what());
   }
   if (!j.is_object())
     throw RulePackError(origin + ": not a rule pack (expected a JSON object)");
+  if (!duplicate.empty())
+    throw RulePackError(origin + ": " + duplicate + ": " + detail::kGivenTwice);
   if (j.value("format", "") != "symtune-rulepack")
     throw RulePackError(origin + ": not a rule pack (\"format\" is not \"symtune-rulepack\")");
   const auto& version = field(j, "version", json::value_t::number_unsigned, origin);
@@ -147,7 +161,7 @@ RulePack parseRulePack(const std::string& text, const std::string& origin) {
   pack.name = field(j, "name", json::value_t::string, origin).get<std::string>();
   checkPackName(pack.name, origin + ": ");
   pack.version = field(j, "pack_version", json::value_t::string, origin).get<std::string>();
-  pack.description = j.value("description", "");
+  pack.description = optionalString(j, "description", origin);
   try {
     versionParts(pack.version);
   } catch (const RulePackError& e) {
@@ -158,7 +172,7 @@ RulePack parseRulePack(const std::string& text, const std::string& origin) {
     const std::string where = origin + ": rule " + std::to_string(pack.rules.size() + 1);
     PackedRule packed;
     packed.name = field(r, "name", json::value_t::string, where).get<std::string>();
-    packed.description = r.value("description", "");
+    packed.description = optionalString(r, "description", where);
     packed.source = field(r, "source", json::value_t::string, where).get<std::string>();
     if (!names.insert(packed.name).second)
       throw RulePackError(origin + ": two rules named \"" + packed.name + "\"");

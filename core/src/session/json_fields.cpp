@@ -1,10 +1,83 @@
 #include "json_fields.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <functional>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace symtune::detail {
+
+namespace {
+
+// The first key an object holds twice, by its path (`bindings[0].winner`), found while parsing.
+class DuplicateKeys {
+ public:
+  bool operator()(int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        countElement();
+        frames_.push_back({event == Event::object_start, {}, {}, -1});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        if (!frames_.empty())
+          frames_.pop_back();
+        break;
+      case Event::key:
+        if (!frames_.empty() && frames_.back().object) {
+          Frame& f = frames_.back();
+          f.key = parsed.get<std::string>();
+          if (!f.keys.insert(f.key).second && found_.empty())
+            found_ = path();
+        }
+        break;
+      case Event::value:  // a number, string, boolean or null
+        countElement();
+        break;
+    }
+    return true;
+  }
+  const std::string& found() const { return found_; }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;  // in an object: the member being read
+    int64_t index;    // in an array: the element being read
+  };
+  void countElement() {
+    if (!frames_.empty() && !frames_.back().object)
+      ++frames_.back().index;
+  }
+  std::string path() const {
+    std::string out;
+    for (const Frame& f : frames_) {
+      if (f.object)
+        out += (out.empty() ? "" : ".") + f.key;
+      else
+        out += "[" + std::to_string(f.index) + "]";
+    }
+    return out;
+  }
+  std::vector<Frame> frames_;
+  std::string found_;
+};
+
+}  // namespace
+
+nlohmann::json parseJson(const std::string& text, std::string& duplicate) {
+  DuplicateKeys duplicates;
+  nlohmann::json root = nlohmann::json::parse(text, std::ref(duplicates));
+  duplicate = duplicates.found();
+  return root;
+}
 
 std::string describeJsonType(const nlohmann::json& value) {
   switch (value.type()) {

@@ -17,6 +17,14 @@ using FieldErrorFn = std::function<void(const std::string& field, const std::str
 // The JSON type of a value in words: "a string", "an integer", "null", ...
 std::string describeJsonType(const nlohmann::json& value);
 
+// Parses `text` as nlohmann::json::parse does (throwing its parse_error), and sets `duplicate` to
+// the dotted path of the first key that an object holds twice, or to "" when none does. JSON keeps
+// the last of two equal keys, so a file that says a thing twice (an edit that added a block beside
+// an old one) would be read with one of them unseen: callers refuse it, saying kGivenTwice.
+nlohmann::json parseJson(const std::string& text, std::string& duplicate);
+inline constexpr const char* kGivenTwice =
+    "given twice in one object (JSON keeps only the last): say it once";
+
 class JsonFields {
  public:
   // `object` must outlive this reader; `path` is its dotted path ("" for the root).

@@ -118,60 +118,6 @@ const char* toString(DType dtype) {
   return "?";
 }
 
-namespace {
-
-// JSON keeps the last of two equal keys in an object, so a session that says a thing twice (an
-// edit that added a block beside an old one) would run with one of them unseen: the first such
-// key's dotted path, found while parsing, is refused.
-class DuplicateKeys {
- public:
-  bool operator()(int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    switch (event) {
-      case Event::object_start:
-      case Event::array_start:
-        frames_.push_back({event == Event::object_start, {}, {}});
-        break;
-      case Event::object_end:
-      case Event::array_end:
-        if (!frames_.empty())
-          frames_.pop_back();
-        break;
-      case Event::key:
-        if (!frames_.empty() && frames_.back().object) {
-          Frame& f = frames_.back();
-          f.key = parsed.get<std::string>();
-          if (!f.keys.insert(f.key).second && found_.empty())
-            found_ = path();
-        }
-        break;
-      case Event::value:
-        break;
-    }
-    return true;
-  }
-  const std::string& found() const { return found_; }
-
- private:
-  struct Frame {
-    bool object;
-    std::set<std::string> keys;
-    std::string key;  // the member being read
-  };
-  std::string path() const {
-    std::string out;
-    for (const Frame& f : frames_) {
-      if (f.object)
-        out += (out.empty() ? "" : ".") + f.key;
-    }
-    return out;
-  }
-  std::vector<Frame> frames_;
-  std::string found_;
-};
-
-}  // namespace
-
 Session parseSession(const std::string& text, const std::filesystem::path& origin) {
   const std::string file = origin.string();
   const detail::FieldErrorFn fail = [&](const std::string& field, const std::string& problem) {
@@ -179,9 +125,9 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   };
 
   nlohmann::json root;
-  DuplicateKeys duplicates;
+  std::string duplicate;
   try {
-    root = nlohmann::json::parse(text, std::ref(duplicates));
+    root = detail::parseJson(text, duplicate);
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is the 1-based offset of the error; report it as line:column.
     size_t line = 1, column = 1;
@@ -201,9 +147,8 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     throw SessionError(file, "",
                        "expected a JSON object at the top, found " + describeJsonType(root));
   }
-  if (!duplicates.found().empty())
-    throw SessionError(file, duplicates.found(),
-                       "given twice in one object (JSON keeps only the last): say it once");
+  if (!duplicate.empty())
+    throw SessionError(file, duplicate, detail::kGivenTwice);
 
   JsonFields top(root, "", fail);
   const std::string format = top.string("format");

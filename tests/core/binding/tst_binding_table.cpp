@@ -138,6 +138,13 @@ TEST_CASE("a malformed table is refused naming the field") {
   badNodes.replace(nodesAt, badNodes.find(']', nodesAt) + 1 - nodesAt, "\"nodes\": [11, \"x\"]");
   CHECK(errorOf(badNodes).find("bindings[0].nodes[1]: expected a node id") != std::string::npos);
 
+  std::string twice = good;  // JSON keeps the last: the first would pass unseen
+  twice.replace(twice.find("\"winner\": \"unbind-once\""), 23,
+                "\"winner\": \"aten\", \"winner\": \"unbind-once\"");
+  CHECK(errorOf(twice) ==
+        "t.json: bindings[0].winner: given twice in one object (JSON keeps only the last): say "
+        "it once");
+
   std::string unknown = good;
   unknown.replace(unknown.find("\"pattern\""), 9, "\"patern\"");
   CHECK(errorOf(unknown).find("patern") != std::string::npos);

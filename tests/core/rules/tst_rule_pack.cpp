@@ -86,6 +86,17 @@ TEST_CASE("damaged packs are refused with a message that says what is wrong") {
         }) == "p.json: rule pack format version 2; this Symtune reads version 1");
   CHECK(messageOf([] { symtune::rules::packFromText(kRules, "mine", "1.0", ""); }) ==
         "version \"1.0\" is not MAJOR.MINOR.PATCH");
+  CHECK(messageOf([] { symtune::rules::packFromText(kRules, "mine", "01.0.0", ""); }) ==
+        "version \"01.0.0\" is not MAJOR.MINOR.PATCH");  // it would order as 1.0.0
+
+  std::string twice = json;  // JSON keeps the last: the first would pass unseen
+  twice.replace(twice.find("\"name\": \"mine\""), 14, "\"name\": \"mine\", \"name\": \"other\"");
+  CHECK(messageOf([&] { symtune::rules::parseRulePack(twice, "p.json"); }) ==
+        "p.json: name: given twice in one object (JSON keeps only the last): say it once");
+  std::string numbered = json;
+  numbered.replace(numbered.find("\"description\": \"\""), 17, "\"description\": 5");
+  CHECK(messageOf([&] { symtune::rules::parseRulePack(numbered, "p.json"); }) ==
+        "p.json: field \"description\" must be a string");
   CHECK_THROWS_AS(symtune::rules::packFromText("rule a { }", "mine", "1.0.0", ""),
                   symtune::rules::RuleError);
 }
