@@ -1,8 +1,10 @@
 #include "symtune/core/binding_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -100,7 +102,8 @@ std::string BindingTable::toJson() const {
       json entry{{"name", c.name},
                  {"forward_seconds", c.forwardSeconds},
                  {"backward_seconds", c.backwardSeconds},
-                 {"max_error", c.maxError}};
+                 // null: beyond measure (a NaN where the reference had none, another shape)
+                 {"max_error", std::isfinite(c.maxError) ? json(c.maxError) : json(nullptr)}};
       if (!c.refused.empty())
         entry["refused"] = c.refused;
       if (c.keptBytes >= 0)
@@ -212,7 +215,9 @@ BindingTable BindingTable::fromJson(const std::string& text, const std::string& 
       m.name = c.string("name");
       m.forwardSeconds = c.number("forward_seconds", 0);
       m.backwardSeconds = c.number("backward_seconds", 0);
-      m.maxError = c.number("max_error", 0);
+      m.maxError = c.has("max_error") && candidates[j]["max_error"].is_null()
+                       ? std::numeric_limits<double>::infinity()
+                       : c.number("max_error", 0);
       m.refused = c.string("refused", "");
       m.keptBytes = c.integer("kept_bytes", -1);
       b.candidates.push_back(std::move(m));

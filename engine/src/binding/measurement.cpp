@@ -62,8 +62,17 @@ std::optional<Difference> difference(const std::vector<at::Tensor>& got,
       continue;
     const at::Tensor a = got[i].detach().to(at::kDouble);
     const at::Tensor b = want[i].detach().to(at::kDouble);
-    d.diff = std::max(d.diff, (a - b).abs().max().item<double>());
-    d.scale = std::max(d.scale, b.abs().max().item<double>());
+    // A NaN where the other has none is a disagreement (std::max would drop it); the same NaN or
+    // the same infinity in both agrees. The scale is of the finite values.
+    const at::Tensor nan = b.isnan();
+    if (!at::equal(a.isnan(), nan)) {
+      d.diff = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    const at::Tensor gap = at::where(a == b, at::zeros_like(a), (a - b).abs()).masked_fill(nan, 0);
+    d.diff = std::max(d.diff, gap.max().item<double>());
+    d.scale =
+        std::max(d.scale, b.abs().masked_fill(b.isfinite().logical_not(), 0).max().item<double>());
   }
   return d;
 }

@@ -1,6 +1,7 @@
 #include "symtune/binding/shape_bucket.h"
 
 #include <cctype>
+#include <limits>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -13,8 +14,11 @@ int64_t bucketDim(int64_t size) {
   if (size <= 2)
     return size;
   int64_t bucket = 4;
-  while (bucket < size)
+  while (bucket < size) {
+    if (bucket > std::numeric_limits<int64_t>::max() / 2)
+      return size;
     bucket *= 2;
+  }
   return bucket;
 }
 
@@ -68,7 +72,9 @@ std::string bucketKey(const torch::jit::Stack& stack, size_t count, int64_t trip
     shapes += "]";
   }
   key += key.empty() ? shapes : " " + shapes;
-  if (trips >= 0) {
+  if (trips == std::numeric_limits<int64_t>::max()) {
+    key += " x?";  // a while loop: its trips are known when it ends
+  } else if (trips >= 0) {
     key += " x";
     appendDim(key, trips);
   }

@@ -1,3 +1,4 @@
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -70,8 +71,16 @@ void AdditiveModel::restore(const std::string& text) {
     const auto terms = in.at("terms").get<size_t>();
     const auto contexts = in.at("contexts").get<std::map<std::string, size_t>>();
     // The knobs' and signals' terms come first; each context adds one.
-    if (terms != knobTerms_ + signals_ * (knobTerms_ + 1) + contexts.size())
+    const size_t firstContext = knobTerms_ + signals_ * (knobTerms_ + 1);
+    if (terms != firstContext + contexts.size())
       throw std::invalid_argument("the speed model's state is of another configuration space");
+    // Each context its own term after the others' (features() writes x at it).
+    std::set<size_t> taken;
+    for (const auto& [name, at] : contexts) {
+      if (at < firstContext || at >= terms || !taken.insert(at).second)
+        throw std::invalid_argument("the speed model's state: context \"" + name + "\" has term " +
+                                    std::to_string(at) + ", not one of its own");
+    }
     auto prior = in.at("prior").get<std::vector<double>>();
     auto precision = in.at("precision").get<std::vector<double>>();
     auto moment = in.at("moment").get<std::vector<double>>();
@@ -162,6 +171,11 @@ void OnlineController::read(const std::string& text) {
     if (!rng)
       throw std::invalid_argument("the controller's state: its random generator is unreadable");
     signalReference_ = in.at("signal_reference").get<std::vector<double>>();
+    if (!signalReference_.empty() && signalReference_.size() != options_.signalNames.size())
+      throw std::invalid_argument("the controller's state has " +
+                                  std::to_string(signalReference_.size()) +
+                                  " batch signals; this run has " +
+                                  std::to_string(options_.signalNames.size()));
     pins_.clear();
     for (const auto& [name, value] : in.at("pins").items()) {
       if (space_.knob(name) == nullptr)

@@ -1,6 +1,7 @@
 #include "symtune/remat/memory_budget.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <c10/util/Exception.h>
 
@@ -20,7 +21,11 @@ ScopedCpuBudget::ScopedCpuBudget(int64_t bytes, int64_t base) {
               "was installed with a higher priority), so no budget can hold");
   base_ = base;
   outer_ = CpuAllocationCounter::limit();
-  limit_ = outer_ ? std::min(*outer_, base_ + bytes) : base_ + bytes;
+  // Saturated: a budget near INT64_MAX (as good as none) must not wrap to a negative limit.
+  const int64_t mine = bytes > std::numeric_limits<int64_t>::max() - std::max<int64_t>(base_, 0)
+                           ? std::numeric_limits<int64_t>::max()
+                           : base_ + bytes;
+  limit_ = outer_ ? std::min(*outer_, mine) : mine;
   CpuAllocationCounter::setLimit(limit_);
 }
 

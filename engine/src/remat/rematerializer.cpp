@@ -151,7 +151,10 @@ void Rematerializer::setBudget(std::optional<int64_t> bytes, std::optional<doubl
       plainSteps_ = static_cast<size_t>(options_.calibrationSteps);
     try {
       for (const auto& [key, bucket] : buckets_) {
-        const double budget = static_cast<double>(*budgetFor(predictedPlain(bucket, *fit)));
+        const auto bytesNow = budgetFor(predictedPlain(bucket, *fit));
+        if (!bytesNow)
+          continue;  // a fraction part-way through the calibration: nothing to check it by yet
+        const double budget = static_cast<double>(*bytesNow);
         const double smallest = leastByFit(bucket, *fit).second;
         if (smallest > budget)
           throw RematInfeasible("remat: the budget of " + formatBytes(budget) +
@@ -480,7 +483,7 @@ void Rematerializer::forgetPeaks() {
   budgetedSeen_ = false;
   for (auto& [key, bucket] : buckets_) {
     bucket.plans.clear();
-    bucket.margin = 0;
+    bucket.margin = options_.margin;
     bucket.overran.clear();
   }
 }

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,7 +30,10 @@ symtune::BindingTable sample() {
   b.bucket = "float32 [<=32,<=64,768] x<=64";
   b.reference = "aten";
   b.winner = "unbind-once";
-  b.candidates = {{"aten", 2e-5, 4e-3, 0, ""}, {"unbind-once", 1e-5, 1e-4, 0, ""}};
+  b.candidates = {{"aten", 2e-5, 4e-3, 0, ""},
+                  {"unbind-once", 1e-5, 1e-4, 0, ""},
+                  {"nan-maker", 1e-5, 1e-4, std::numeric_limits<double>::infinity(),
+                   "differs from aten by inf (tolerance 1e-06)"}};
   b.nodes = {11, 12};  // as for a site of several nodes
   t.put(b);
   symtune::Binding p = b;
@@ -66,7 +71,8 @@ TEST_CASE("a table survives a save and a load") {
   CHECK(b->node == 10);
   CHECK(b->nodes == std::vector<int32_t>{11, 12});
   CHECK(back.bindings[1].nodes.empty());
-  CHECK(b->candidates.size() == 2);
+  REQUIRE(b->candidates.size() == 3);
+  CHECK(std::isinf(b->candidates[2].maxError));  // written as null: JSON has no infinity
   CHECK(b->speedup() == doctest::Approx((2e-5 + 4e-3) / (1e-5 + 1e-4)).epsilon(1e-12));
   CHECK(back.bindings[1].predicted);
   CHECK(back.bindings[1].speedup() == 1.0);  // predicted: nothing measured

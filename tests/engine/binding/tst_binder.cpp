@@ -114,23 +114,41 @@ std::vector<OpSite> sitesOf(symtune::SyMuGen& gen) {
 // refuse it.
 class Wrong final : public symtune::binding::Candidate {
  public:
-  explicit Wrong(bool fail) : fail_(fail) {}
-  std::string name() const override { return fail_ ? "failing" : "off-by-one"; }
+  enum class Way { OffByOne, Failing, OneNaN };
+  explicit Wrong(Way way) : way_(way) {}
+  std::string name() const override {
+    switch (way_) {
+      case Way::OffByOne:
+        return "off-by-one";
+      case Way::Failing:
+        return "failing";
+      case Way::OneNaN:
+        return "one-nan";
+    }
+    return "?";
+  }
   std::string description() const override { return "a test's wrong candidate"; }
   bool applies(const OpSite& site) const override {
     return site.pattern == symtune::binding::kIdentitySlice;
   }
   void run(const OpSite&, torch::jit::Operation&, torch::jit::Stack& stack,
            symtune::LoopFrames&) const override {
-    TORCH_CHECK(!fail_, "this candidate always fails");
+    TORCH_CHECK(way_ != Way::Failing, "this candidate always fails");
     const torch::Tensor self = stack[stack.size() - 5].toTensor();
     stack.resize(stack.size() - 5);
-    stack.emplace_back(self + 1);
+    if (way_ == Way::OffByOne) {
+      stack.emplace_back(self + 1);
+      return;
+    }
+    // Exact but for one NaN: the largest difference, taken with std::max, once passed as 0.
+    const torch::Tensor mask = torch::zeros_like(self, torch::kBool);
+    mask.view(-1)[0] = true;
+    stack.emplace_back(self.masked_fill(mask, std::nan("")));
   }
   double tolerance() const override { return 1e-6; }
 
  private:
-  bool fail_;
+  Way way_;
 };
 
 }  // namespace
@@ -374,7 +392,9 @@ TEST_CASE("a saved table is reused on the same kind of machine and refused on an
 TEST_CASE("a candidate that disagrees or fails is refused and reported") {
   symtune::SyMuGen gen(steps(), "steps");
   BinderOptions options;
-  options.extra = {std::make_shared<Wrong>(false), std::make_shared<Wrong>(true)};
+  options.extra = {std::make_shared<Wrong>(Wrong::Way::OffByOne),
+                   std::make_shared<Wrong>(Wrong::Way::Failing),
+                   std::make_shared<Wrong>(Wrong::Way::OneNaN)};
   Binder binder(gen.staticGraph(), here(), options);
   checkSame(forwardBackward(gen, &binder, 3, 5), forwardBackward(gen, nullptr, 3, 5));
   int slices = 0;
@@ -385,6 +405,7 @@ TEST_CASE("a candidate that disagrees or fails is refused and reported") {
     INFO(b.site);
     CHECK(b.winner != "off-by-one");
     CHECK(b.winner != "failing");
+    CHECK(b.winner != "one-nan");
     const auto* wrong = b.measurement("off-by-one");
     REQUIRE(wrong != nullptr);
     CHECK(wrong->refused.find("differs from aten by") != std::string::npos);
@@ -400,6 +421,9 @@ TEST_CASE("a candidate that disagrees or fails is refused and reported") {
     const auto* failing = b.measurement("failing");
     REQUIRE(failing != nullptr);
     CHECK(failing->refused == "failed: this candidate always fails");
+    const auto* nan = b.measurement("one-nan");
+    REQUIRE(nan != nullptr);
+    CHECK_MESSAGE(nan->refused.find("differs from aten by inf") == 0, nan->refused);
   }
   CHECK(slices == 2);
 }

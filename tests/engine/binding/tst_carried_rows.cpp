@@ -45,6 +45,27 @@ def forward(self, h0: Tensor, w: Tensor, left: Tensor, right: Tensor, order: Ten
   return m;
 }
 
+// levels() written with a while loop: TorchScript bounds its trips by INT64_MAX.
+torch::jit::Module whileLevels() {
+  torch::jit::Module m("WhileLevels");
+  m.define(R"(
+def forward(self, h0: Tensor, w: Tensor, left: Tensor, right: Tensor, order: Tensor,
+            sizes: List[int]):
+    h = h0 * 1.0
+    start = 0
+    k = 0
+    while k < len(sizes):
+        ids = order[start:start + sizes[k]]
+        a = h.index_select(0, left.index_select(0, ids))
+        b = h.index_select(0, right.index_select(0, ids))
+        h = h.index_copy(0, ids, torch.tanh(torch.matmul(torch.cat([a, b], 1), w)))
+        start += sizes[k]
+        k += 1
+    return h * h
+)");
+  return m;
+}
+
 // A batch for levels(): `trees` complete binary trees of `depth` levels of inner nodes; leaves
 // first, then each level's parents. `shared` makes every parent of a level read the same two
 // rows (a row read many times, by both reads).
@@ -200,6 +221,25 @@ TEST_CASE("rows-in-place gives the ATen loop's output and gradients") {
       }
     }
   }
+}
+
+TEST_CASE("a while loop's rows site is bound like a for loop's, its trips unbounded in the key") {
+  symtune::SyMuGen gen(whileLevels(), "while_levels");
+  const Trees t = trees(4, 3, 8, false);
+  Binder binder(gen.staticGraph(), here());
+  for (int i = 0; i < 3; ++i)
+    step(gen, &binder, t);  // the bucket's doubling once ran forever on INT64_MAX
+  CHECK(binder.measurements() == 1);
+  REQUIRE(binder.table().bindings.size() == 1);
+  const auto& b = binder.table().bindings.front();
+  CHECK(b.pattern == std::string(symtune::binding::kCarriedRows));
+  CHECK_MESSAGE(b.bucket.find(" x?") != std::string::npos, b.bucket);
+  const auto bound = forcedBinder(gen, binder, "rows-in-place");
+  const Run plain = step(gen, nullptr, t);
+  const Run got = step(gen, bound.get(), t);
+  CHECK(bound->boundExecutions() == 3 * 3);
+  CHECK(torch::equal(got.out, plain.out));
+  CHECK(torch::equal(got.gw, plain.gw));
 }
 
 TEST_CASE("rows-in-place: no trips, no gradient, and the same forward twice") {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "symtune/control/additive_model.h"
 #include "symtune/control/controller.h"
 
@@ -145,6 +147,28 @@ TEST_CASE("a model with a horizon restored from its state goes on as the one it 
   for (AdditiveModel* m : {&model, &restored})
     m->observe(m->features(microbatches(2)), 0.5);
   CHECK(restored.state() == model.state());
+}
+
+TEST_CASE("a state whose context names a term not its own is refused, the model unchanged") {
+  const ConfigSpace space({Knob{"microbatches", {1, 2, 4}, 1, ""}});
+  AdditiveModel model(space, 1.0, 0.05);
+  model.addContext("float32 [<=32]");
+  model.observe(model.features(microbatches(2), "float32 [<=32]"), 0.5);
+  const std::string good = model.state();
+  auto corrupt = nlohmann::json::parse(good);
+  const auto at = corrupt["contexts"]["float32 [<=32]"].get<size_t>();
+  for (const size_t term : {size_t{99999}, size_t{0}}) {  // past x's end; a knob's term
+    INFO(term);
+    corrupt["contexts"]["float32 [<=32]"] = term;
+    AdditiveModel restored(space, 1.0, 0.05);
+    CHECK_THROWS_WITH_AS(restored.restore(corrupt.dump()),
+                         doctest::Contains("context \"float32 [<=32]\" has term"),
+                         std::invalid_argument);
+    CHECK(restored.features(microbatches(2), "float32 [<=32]").size() < at + 1);  // unchanged
+  }
+  AdditiveModel restored(space, 1.0, 0.05);
+  restored.restore(good);
+  CHECK(restored.state() == good);
 }
 
 TEST_CASE("with a horizon the controller leaves a configuration that became slower") {

@@ -9,6 +9,7 @@
 #include "doctest_torch.h"
 
 #include <atomic>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -102,6 +103,14 @@ TEST_CASE("budgets nest: the tighter limit holds inside, each puts back the one 
     CHECK_NOTHROW(mebibytes(8));
   }
   CHECK(CpuAllocationCounter::limit() == outer.limit());
+}
+
+TEST_CASE("a budget as large as int64 holds everything: its limit saturates, never wraps") {
+  const auto held = mebibytes(1);
+  ScopedCpuBudget huge(std::numeric_limits<int64_t>::max() - 1, live());
+  REQUIRE(huge.base() > 1);
+  CHECK(huge.limit() == std::numeric_limits<int64_t>::max());
+  CHECK_NOTHROW(mebibytes(4));
 }
 
 TEST_CASE("a suspension lifts the budget for work that is not the step's, and forgets its peak") {

@@ -611,6 +611,21 @@ TEST_CASE_FIXTURE(TwoThreads, "a budget changed between steps holds from the nex
                        symtune::SetupError);
 }
 
+TEST_CASE_FIXTURE(TwoThreads, "a fraction set part-way through the calibration waits for its end") {
+  symtune::Session s = underBudget("dynamic_resnet", 0.9);
+  s.remat.calibrationSteps = 3;
+  symtune::Trainer t(s);
+  REQUIRE_FALSE(t.step().remat->plan.limitBytes.has_value());  // calibrating: plain
+  // Checked against a budget not known yet, this once read an empty optional.
+  t.setRematBudget(std::nullopt, 0.95);
+  CHECK(t.session().remat.budgetFraction == 0.95);
+  for (int i = 1; i < 3; ++i)
+    CHECK_FALSE(t.step().remat->plan.limitBytes.has_value());
+  const symtune::StepResult held = t.step();
+  REQUIRE(held.remat->plan.limitBytes.has_value());
+  CHECK(held.remat->peakBytes <= static_cast<double>(*held.remat->plan.limitBytes));
+}
+
 TEST_CASE_FIXTURE(TwoThreads, "every recomputable unit names its nodes in the static graph") {
   symtune::Trainer t(underBudget("dynamic_tagger", 0.6));
   const auto nodes = t.rematUnitNodes();

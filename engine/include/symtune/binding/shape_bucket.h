@@ -14,12 +14,14 @@
 
 namespace symtune::binding {
 
-// The bucket a dimension falls in: 0, 1, 2, then the power of two at or above it.
+// The bucket a dimension falls in: 0, 1, 2, then the power of two at or above it (the size
+// itself above 2^62, where there is none).
 int64_t bucketDim(int64_t size);
 
 // "float32 [32,<=64,768] x<=64": the dtype and device of the first tensor input, each tensor
-// input's bucketed shape, the loop's trip bound when `trips` >= 0, and " nograd" when no
-// gradient flows (grad mode off or no input requiring grad).
+// input's bucketed shape, the loop's trip bound when `trips` >= 0 ("x?" for a while loop, whose
+// bound TorchScript gives as INT64_MAX), and " nograd" when no gradient flows (grad mode off or
+// no input requiring grad).
 std::string bucketKey(const torch::jit::Stack& inputs, size_t count, int64_t trips);
 
 // A batch's bucket: bucketKey of its inputs, and each int input rounded up to a power of two (an
