@@ -278,7 +278,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     const auto checkpoint = [&] { trainer.saveCheckpoint(checkpointFile, toJson(report)); };
     for (int64_t i = trainer.stepsDone(); i < session.run.steps; ++i) {
       if ((options.stop != nullptr && options.stop->load()) ||
-          (attached && !attached->beforeStep(options.stop))) {
+          (attached && !attached->beforeStep(options.stop, options.lingerSeconds))) {
         report.status = RunReport::Status::Interrupted;
         break;
       }

@@ -18,6 +18,11 @@ AttachConnection::~AttachConnection() {
 
 void AttachConnection::open(const QString& endpoint, const QString& token) {
   close();
+  {
+    // Commands for the run before, not yet sent (a Stop clicked just before), are not this one's.
+    std::lock_guard<std::mutex> lock(outboxMutex_);
+    outbox_.clear();
+  }
   endpoint_ = endpoint;
   stop_ = false;
   worker_ = std::thread([this, endpoint = endpoint.toStdString(), token = token.toStdString()] {

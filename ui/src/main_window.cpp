@@ -469,6 +469,7 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
   }
   setStatus(tr("Attaching to %1…").arg(endpoint));
   setConnection(tr("Attaching…"), false);
+  pending_.clear();  // the commands sent to the run before, unanswered, are not this run's
   attach_->open(endpoint, token);
 }
 

@@ -149,7 +149,8 @@ nlohmann::json Client::connect(const std::string& endpointText, const std::strin
   if (!hello)
     throw std::runtime_error(e.text() + ": no hello from the server within the timeout");
   if ((*hello)["type"] != "hello")
-    throw ProtocolError("the server's first message is not a hello: " + hello->dump());
+    throw ProtocolError("the server's first message is not a hello but a \"" +
+                        (*hello)["type"].get<std::string>() + "\"");
   nlohmann::json answer = {{"type", "hello"}, {"protocol", kProtocolVersion}};
   if (!token.empty())
     answer["token"] = token;

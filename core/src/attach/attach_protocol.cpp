@@ -22,6 +22,35 @@ std::string encodeFrame(const nlohmann::json& message) {
   return frame + payload;
 }
 
+namespace {
+
+// Whether JSON text nests its arrays and objects deeper than `most` (brackets in strings aside).
+bool nestsDeeper(const char* text, size_t n, int most) {
+  int depth = 0;
+  bool inString = false, escaped = false;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = text[i];
+    if (inString) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > most)
+        return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 void FrameDecoder::feed(const char* data, size_t size) {
   if (offset_ > 0 && offset_ == buffer_.size()) {
     buffer_.clear();
@@ -47,6 +76,10 @@ std::optional<nlohmann::json> FrameDecoder::next() {
     return std::nullopt;
   const char* payload = buffer_.data() + offset_ + 4;
   offset_ += 4 + size_t{n};
+  if (nestsDeeper(payload, n, kMaxFrameNesting)) {
+    broken_ = true;
+    throw ProtocolError("frame nests deeper than " + std::to_string(kMaxFrameNesting) + " levels");
+  }
   nlohmann::json message =
       nlohmann::json::parse(payload, payload + n, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (message.is_discarded()) {

@@ -1,12 +1,16 @@
 #include "symtune/attach/attach_server.h"
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <iostream>
@@ -58,6 +62,26 @@ bool sameToken(const std::string& a, const std::string& b) {
 
 enum class Kind { Control, Step, Nodes };
 
+// The most replies and updates a client may leave unread before it is closed.
+constexpr size_t kMostQueuedControl = 4096;
+
+// How long accepting waits after a failure (out of file descriptors: it would fail again at once).
+constexpr auto kAcceptRetry = std::chrono::milliseconds(200);
+
+// Whether a server answers at the Unix socket `path`.
+bool answers(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return false;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  const bool connected =
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  ::close(fd);
+  return connected;
+}
+
 struct Outgoing {
   Kind kind = Kind::Control;
   std::string frame;    // Control, Nodes: encoded
@@ -83,10 +107,13 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   // Io thread only:
   std::vector<std::shared_ptr<Connection>> connections;
   std::unique_ptr<asio::steady_timer> stopTimer;  // stop(): the deadline for the last frames
+  asio::steady_timer acceptRetry{io};
+  bool acceptFailing = false;
   nlohmann::json graph, rules, bindings, remat, control, validation, step;
   std::string state = "starting";
   uint64_t nextId = 1;
   std::atomic<size_t> ready{0};
+  ino_t boundInode = 0;  // the socket file this server made (removed at stop only if still it)
 
   void log(const std::string& line) const {
     if (options.log)
@@ -143,7 +170,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
             try {
               while (auto message = self->decoder.next()) {
                 self->handle(*message);
-                if (self->closed)
+                // Refused or closing: nothing more it sends is read (each frame was refused again).
+                if (self->closed || self->closeAfterWrite)
                   return;
               }
             } catch (const ProtocolError& e) {
@@ -164,8 +192,12 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         const auto protocol = message.find("protocol");
         if (protocol == message.end() || !protocol->is_number_integer() ||
             protocol->get<int64_t>() != kProtocolVersion) {
-          refuse("protocol version " + (protocol == message.end() ? "missing" : protocol->dump()) +
-                 ", this server speaks " + std::to_string(kProtocolVersion));
+          // The peer's value only where it is a number: its own text could be anything.
+          const std::string given = protocol == message.end() ? "missing"
+                                    : protocol->is_number()   ? protocol->dump()
+                                                              : "not a number";
+          refuse("protocol version " + given + ", this server speaks " +
+                 std::to_string(kProtocolVersion));
           return;
         }
         if (!impl.token.empty()) {
@@ -271,6 +303,14 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     void sendControl(const nlohmann::json& message) {
       if (closed)
         return;
+      // Replies and updates are few; a client that sends commands and reads none of the replies
+      // would grow its queue without end.
+      if (std::count_if(queue.begin(), queue.end(), [](const Outgoing& o) {
+            return o.kind == Kind::Control;
+          }) >= static_cast<std::ptrdiff_t>(kMostQueuedControl)) {
+        close("it reads none of " + std::to_string(kMostQueuedControl) + " replies");
+        return;
+      }
       queue.push_back({Kind::Control, encodeFrame(message), {}});
       write();
     }
@@ -382,8 +422,19 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           } else if (ec == asio::error::operation_aborted) {
             return;
           } else {
-            self->log(std::string("accept failed: ") + ec.message());
+            // Out of file descriptors, say: the waiting connection would fail again at once, so
+            // accepting pauses (logged once, not once per spin).
+            if (!self->acceptFailing)
+              self->log(std::string("accept failed: ") + ec.message() + " (retrying)");
+            self->acceptFailing = true;
+            self->acceptRetry.expires_after(kAcceptRetry);
+            self->acceptRetry.async_wait([self](const asio::error_code& waited) {
+              if (!waited && !self->stopped)
+                self->accept();
+            });
+            return;
           }
+          self->acceptFailing = false;
           self->accept();
         });
   }
@@ -427,17 +478,35 @@ void Server::start() {
       fs::permissions(path.parent_path(), fs::perms::owner_all, fec);
     }
     struct stat st {};
+    if (impl_->options.listen.empty()) {
+      // The default folder (under /tmp where XDG_RUNTIME_DIR is unset) must be this user's alone:
+      // one another user made could have its socket swapped.
+      const std::string folder = path.parent_path().string();
+      if (::lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() ||
+          (st.st_mode & 077) != 0)
+        throw std::runtime_error("cannot listen in " + folder +
+                                 ": not a folder private to this user (mode 0700); remove it, "
+                                 "or give --listen");
+    }
     if (::lstat(e.path.c_str(), &st) == 0) {
       if (!S_ISSOCK(st.st_mode))
         throw std::runtime_error(e.text() + ": exists and is not a socket");
-      fs::remove(path, fec);  // a stale socket: connecting to it would fail
+      if (answers(e.path))
+        throw std::runtime_error(e.text() + ": another server listens there");
+      fs::remove(path, fec);  // a stale socket: connecting to it fails
     }
     const asio::local::stream_protocol::endpoint local(e.path);
     acceptor->open(stream_protocol(AF_UNIX, 0), ec);
-    if (!ec)
+    if (!ec) {
+      // Created private: a chmod after the bind would leave a moment in which others may connect.
+      const mode_t mask = ::umask(0177);
       acceptor->bind(stream_protocol::endpoint(local), ec);
+      ::umask(mask);
+    }
     if (!ec && ::chmod(e.path.c_str(), 0600) != 0)
       ec = asio::error_code(errno, asio::system_category());
+    if (!ec && ::lstat(e.path.c_str(), &st) == 0)
+      impl_->boundInode = st.st_ino;
   } else {
     const asio::ip::tcp::endpoint tcp(asio::ip::make_address(e.host, ec), e.port);
     if (!ec)
@@ -476,6 +545,7 @@ void Server::stop() {
     asio::error_code ignored;
     if (impl.acceptor)
       impl.acceptor->close(ignored);
+    impl.acceptRetry.cancel();
     // What is queued for each client goes out first — the ack of the command that stopped the
     // run, the final state — then the connection closes; a client that does not take it within
     // a second is closed anyway.
@@ -494,8 +564,11 @@ void Server::stop() {
   });
   impl.thread.join();
   if (impl.bound.kind == Endpoint::Kind::Unix && !impl.bound.path.empty()) {
-    std::error_code ignored;
-    std::filesystem::remove(impl.bound.path, ignored);
+    struct stat st {};
+    if (::lstat(impl.bound.path.c_str(), &st) == 0 && st.st_ino == impl.boundInode) {
+      std::error_code ignored;
+      std::filesystem::remove(impl.bound.path, ignored);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 #include "symtune/attach/attached_loop.h"
 
 #include <chrono>
+#include <limits>
 
 #include "symtune/attach/run_controller.h"
 #include "symtune/telemetry/meta_info_broker.h"
@@ -36,6 +37,7 @@ struct AttachedLoop::Impl : ControlledRun {
   void applyRuleChanges() override { changes.applyTo(ruleSet); }
   int64_t stepsDone() const override { return optimizer.stepCount(); }
   std::optional<Session> session() const override { return std::nullopt; }
+  bool samplesNodes() const override { return false; }
   const std::vector<ParameterStats>* gradientStats() const override {
     return broker.gradients().enabled() ? &broker.gradients().stats() : nullptr;
   }
@@ -80,7 +82,14 @@ AttachedLoop::~AttachedLoop() {
 
 StepResult AttachedLoop::step(const std::function<torch::Tensor()>& closure, int64_t batchSize) {
   auto& impl = *impl_;
-  impl.controller->beforeStep(nullptr);  // waits while paused; stopRequested() tells the loop
+  if (!impl.controller->beforeStep(nullptr)) {
+    // Stopped (while paused, say): the step is not run; stopRequested() tells the loop to end.
+    StepResult r;
+    r.step = impl.optimizer.stepCount();
+    r.skipped = true;
+    r.loss = std::numeric_limits<double>::quiet_NaN();
+    return r;
+  }
   impl.applyRuleChanges();
   auto active = impl.broker.beginStep();
   const auto t0 = Clock::now();

@@ -257,7 +257,8 @@ RunController::RunController(std::unique_ptr<ControlledRun> owned, ControlledRun
                              const std::string& listen, std::ostream* progress)
     : owned_(std::move(owned)),
       run_(run != nullptr ? *run : *owned_),
-      server_(listenOn(listen), std::move(description)) {
+      server_(listenOn(listen), std::move(description)),
+      progress_(progress) {
   server_.setCommandHandler(
       [this](const Command& command, Server::Reply reply) { handle(command, std::move(reply)); });
   server_.start();
@@ -275,6 +276,16 @@ RunController::RunController(std::unique_ptr<ControlledRun> owned, ControlledRun
 }
 
 RunController::~RunController() {
+  // A run that ended without serveUntilStopped (stopped, interrupted, failed): what clients asked
+  // for at the last step boundary still gets its answer, then the final state.
+  try {
+    applyChangesWhileIdle();
+  } catch (const std::exception& e) {
+    if (progress_ != nullptr)
+      *progress_ << "symtune: attach: a change after the run ended: " << e.what() << std::endl;
+  }
+  if (!stoppedPublished_)
+    server_.publishState("stopped");
   server_.stop();
 }
 
@@ -324,11 +335,20 @@ void RunController::handle(const Command& c, Server::Reply reply) {
     }
     ruleChange([parsed](rules::RuleSet& set) { set.add(parsed); });
   } else if (c.name == "set_sampling") {
+    if (!run_.samplesNodes()) {
+      reply({{"error", "this run has no per-node statistics (it has no graph of its ops)"}});
+      return;
+    }
     samplingEvery_ = c.every;
     reply({{"every", c.every}});
   } else if (c.name == "pause" || c.name == "resume") {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_ || stopRequested_) {
+        reply({{"error", std::string("the run has ") + (finished_ ? "finished" : "been stopped") +
+                             ": nothing to " + c.name}});
+        return;
+      }
       paused_ = c.name == "pause";
     }
     wake_.notify_all();
@@ -411,9 +431,26 @@ void RunController::applyChangesWhileIdle() {
   run_.applyRuleChanges();
 }
 
-bool RunController::beforeStep(const std::atomic<bool>* stop) {
+bool RunController::beforeStep(const std::atomic<bool>* stop, std::optional<double> idleSeconds) {
+  // Per-node statistics are for whoever asked: with no client left, nobody reads them.
+  if (samplingEvery_.load() > 0 && server_.clientCount() == 0)
+    samplingEvery_ = 0;
   std::unique_lock<std::mutex> lock(mutex_);
+  auto attended = std::chrono::steady_clock::now();  // when a client was last seen attached
   while (paused_ && !stopRequested_ && !(stop && stop->load())) {
+    const auto now = std::chrono::steady_clock::now();
+    if (server_.clientCount() > 0) {
+      attended = now;
+    } else if (idleSeconds &&
+               std::chrono::duration<double>(now - attended).count() >= *idleSeconds) {
+      // Paused and left: nobody is coming back to resume it (the studio starts its runs with a
+      // linger), so it ends as a stopped run does instead of holding its memory for good.
+      stopRequested_ = true;
+      if (progress_ != nullptr)
+        *progress_ << "paused with no client attached for " << *idleSeconds << " s: stopping"
+                   << std::endl;
+      break;
+    }
     lock.unlock();
     applyChangesWhileIdle();
     lock.lock();
@@ -522,9 +559,11 @@ void RunController::afterStep(const StepResult& result) {
 
 void RunController::serveUntilStopped(const std::atomic<bool>* stop,
                                       std::optional<double> idleSeconds) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  finished_ = true;
+  paused_ = false;
   server_.publishState("finished");
   auto attended = std::chrono::steady_clock::now();  // when a client was last seen attached
-  std::unique_lock<std::mutex> lock(mutex_);
   while (!stopRequested_ && !(stop && stop->load())) {
     const auto now = std::chrono::steady_clock::now();
     if (server_.clientCount() > 0)
@@ -537,6 +576,7 @@ void RunController::serveUntilStopped(const std::atomic<bool>* stop,
     wake_.wait_for(lock, std::chrono::milliseconds(50));
   }
   server_.publishState("stopped");
+  stoppedPublished_ = true;
 }
 
 }  // namespace symtune::attach

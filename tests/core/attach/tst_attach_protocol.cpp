@@ -63,6 +63,14 @@ class SilentServer {
   bool listening_ = false;
 };
 
+// The frame of `payload`, as it is.
+std::string frameOf(const std::string& payload) {
+  const auto n = static_cast<uint32_t>(payload.size());
+  return std::string{static_cast<char>(n >> 24), static_cast<char>((n >> 16) & 0xff),
+                     static_cast<char>((n >> 8) & 0xff), static_cast<char>(n & 0xff)} +
+         payload;
+}
+
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -103,7 +111,23 @@ TEST_CASE("each kind of bad frame gives its message and leaves the decoder broke
       {"no type", std::string("\0\0\0\x02{}", 6), "message has no string \"type\""},
       {"type not a string", std::string("\0\0\0\x0a{\"type\":1}", 14),
        "message has no string \"type\""},
+      // A peer's deep nesting once overflowed the stack of the server's refusal (it dumped it).
+      {"nested too deep",
+       frameOf("{\"type\":\"hello\",\"protocol\":" + std::string(65, '[') + std::string(65, ']') +
+               "}"),
+       "frame nests deeper than 64 levels"},
   };
+  {
+    // 64 levels pass, and brackets inside strings are not nesting.
+    FrameDecoder decoder(kMaxClientFrameBytes);
+    const std::string deep =
+        frameOf("{\"type\":\"x\",\"s\":\"[[[[\\\"{{\",\"a\":" + std::string(63, '[') +
+                std::string(63, ']') + "}");
+    decoder.feed(deep.data(), deep.size());
+    const auto message = decoder.next();
+    REQUIRE(message.has_value());
+    CHECK((*message)["s"] == "[[[[\"{{");
+  }
   for (const Row& row : rows) {
     INFO(row.name);
     FrameDecoder decoder(kMaxClientFrameBytes);

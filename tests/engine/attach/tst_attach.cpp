@@ -9,11 +9,16 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -314,6 +319,15 @@ TEST_CASE("a bad frame closes only its own connection") {
       {"not an object", std::string("\0\0\0\x02[]", 6)},
       {"no type", std::string("\0\0\0\x02{}", 6)},
       {"oversized", std::string("\x7f\xff\xff\xff", 4)},
+      {"nested 100000 deep",
+       [] {
+         const std::string payload = "{\"type\":\"command\",\"id\":" + std::string(100000, '[') +
+                                     std::string(100000, ']') + "}";
+         const auto n = static_cast<uint32_t>(payload.size());
+         return std::string{static_cast<char>(n >> 24), static_cast<char>((n >> 16) & 0xff),
+                            static_cast<char>((n >> 8) & 0xff), static_cast<char>(n & 0xff)} +
+                payload;
+       }()},
   };
   for (const BadFrame& frame : frames) {
     INFO("frame: ", frame.name);
@@ -337,6 +351,48 @@ TEST_CASE("a bad frame closes only its own connection") {
     REQUIRE(after);
     CHECK((*after)["step"].get<int64_t>() > (*before)["step"].get<int64_t>());
   }
+}
+
+TEST_CASE("a second runner on a live runner's socket is refused, and the first keeps it") {
+  Runner& first = suiteRunner();
+  ChildProcess second;
+  second.start(kRunner, {suite().session, "--listen", first.endpoint});
+  REQUIRE(second.waitForFinished(60s));
+  CHECK(second.exitCode() != 0);
+  CHECK_MESSAGE(contains(second.standardError(), "another server listens there"),
+                second.standardError());
+  // It once took the path (the first ran on, unreachable) and removed it when it stopped.
+  Client client;
+  REQUIRE_NOTHROW(client.connect(first.endpoint));
+  CHECK(until(client, "step"));
+}
+
+TEST_CASE("a refused client's further frames are not read, each refused again") {
+  Runner& runner = suiteRunner();
+  const std::string path = runner.endpoint.substr(std::string("unix:").size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0);
+  // Not a hello, a thousand times in one write.
+  std::string frames;
+  for (int i = 0; i < 1000; ++i)
+    frames += symtune::attach::encodeFrame({{"type", "command"}, {"id", i}});
+  CHECK(::send(fd, frames.data(), frames.size(), MSG_NOSIGNAL) > 0);
+  // What comes back: the hello, one refusal, then the end of the stream.
+  std::string got;
+  std::array<char, 65536> buffer{};
+  for (ssize_t n; (n = ::recv(fd, buffer.data(), buffer.size(), 0)) > 0;)
+    got.append(buffer.data(), static_cast<size_t>(n));
+  ::close(fd);
+  symtune::attach::FrameDecoder decoder(symtune::attach::kMaxServerFrameBytes);
+  decoder.feed(got.data(), got.size());
+  std::vector<std::string> types;
+  while (auto m = decoder.next())
+    types.push_back((*m)["type"].get<std::string>());
+  CHECK(types == std::vector<std::string>{"hello", "error"});
 }
 
 TEST_CASE("a killed client process leaves the runner training") {
@@ -379,6 +435,10 @@ TEST_CASE("a finished runner lingers while a client is attached, then exits") {
       finished = m && (*m)["state"] == "finished";
     }
     REQUIRE(finished);
+    // Finished: nothing to pause (it once said "paused", and the studio's Start then resumed).
+    const Json pause = client.command({{"command", "pause"}});
+    CHECK(pause["type"] == "error");
+    CHECK(pause["reason"] == "the run has finished: nothing to pause");
     // Attended: still serving well past the linger time.
     CHECK_FALSE(runner.process.waitForFinished(2500ms));
     CHECK(runner.process.running());
@@ -386,6 +446,47 @@ TEST_CASE("a finished runner lingers while a client is attached, then exits") {
   REQUIRE(runner.process.waitForFinished(30s));
   CHECK(runner.process.exitedNormally());
   CHECK(runner.process.exitCode() == 0);
+}
+
+TEST_CASE("a paused runner left alone stops after its linger; a stopped run says so last") {
+  symtune::test::TempDir dir;
+  Runner runner;
+  const std::string report = dir.filePath("paused.report.json");
+  REQUIRE(runner.start(suite().session, "unix:" + dir.filePath("paused.sock"),
+                       {"--linger", "1", "--report", report}));
+  {
+    Client client;
+    client.connect(runner.endpoint);
+    REQUIRE(until(client, "step"));
+    CHECK(client.command({{"command", "pause"}})["state"] == "paused");
+  }                                              // the client leaves the run paused
+  REQUIRE(runner.process.waitForFinished(30s));  // it once stayed paused for good
+  CHECK(runner.process.exitCode() == 130);       // interrupted, as by stop
+  CHECK(contains(runner.process.standardOutput(),
+                 "paused with no client attached for 1 s: stopping"));
+  CHECK(nlohmann::json::parse(symtune::test::readFile(report))["status"] == "interrupted");
+
+  // Stopped mid-run: the final state reaches the client before the stream ends.
+  Runner stopped;
+  REQUIRE(stopped.start(suite().session, "unix:" + dir.filePath("stopped.sock"),
+                        {"--report", dir.filePath("stopped.report.json")}));
+  Client client;
+  client.connect(stopped.endpoint);
+  REQUIRE(until(client, "step"));
+  CHECK(client.command({{"command", "stop"}})["state"] == "stopping");
+  std::string last;
+  bool ended = false;
+  try {
+    for (int i = 0; i < 60; ++i) {
+      if (auto m = client.next(0.5); m && (*m)["type"] == "state")
+        last = (*m)["state"].get<std::string>();
+    }
+  } catch (const Disconnected&) {
+    ended = true;
+  }
+  CHECK(ended);
+  CHECK(last == "stopped");
+  CHECK(stopped.process.waitForFinished(30s));
 }
 
 TEST_CASE("a TCP runner refuses a wrong or missing token and accepts its own") {
@@ -512,8 +613,29 @@ TEST_CASE("a plain torch::nn program behind AttachedLoop is attachable") {
   CHECK(paused["state"].get<std::string>() == "paused");
   const Json snapshot = client.command({{"command", "snapshot"}});
   CHECK(snapshot["reason"].get<std::string>() == "this run has no session to snapshot");
+  const Json sampling = client.command({{"command", "set_sampling"}, {"every", 2}});
+  CHECK(sampling["reason"].get<std::string>() ==
+        "this run has no per-node statistics (it has no graph of its ops)");
+  int64_t lastStep = -1;  // of the steps sent before the pause held
+  while (auto m = client.next(1.0)) {
+    if ((*m)["type"] == "step")
+      lastStep = (*m)["step"].get<int64_t>();
+  }
   const Json stopped = client.command({{"command", "stop"}});
   CHECK(stopped["type"].get<std::string>() == "ack");
+  // Stopped while paused: no step more (one once ran), and the final state last.
+  std::string lastState;
+  try {
+    for (int i = 0; i < 60; ++i) {
+      const auto m = client.next(0.5);
+      if (m && (*m)["type"] == "step")
+        CHECK((*m)["step"].get<int64_t>() <= lastStep);
+      if (m && (*m)["type"] == "state")
+        lastState = (*m)["state"].get<std::string>();
+    }
+  } catch (const Disconnected&) {
+  }
+  CHECK(lastState == "stopped");
   REQUIRE(program.process.waitForFinished(30s));
   CHECK(program.process.exitCode() == 0);
   CHECK(contains(program.process.standardOutput(), "stopped by a client"));

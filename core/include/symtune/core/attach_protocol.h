@@ -23,6 +23,9 @@ inline constexpr int kProtocolVersion = 1;
 // accepts server frames up to 64 MiB (a large model's graph).
 inline constexpr uint32_t kMaxClientFrameBytes = 1u << 20;
 inline constexpr uint32_t kMaxServerFrameBytes = 64u << 20;
+// How deep a frame's arrays and objects may nest (a message nests a few levels; a peer's
+// thousands would take the stack of whatever walks them).
+inline constexpr int kMaxFrameNesting = 64;
 
 // A frame that breaks the protocol: oversized, not JSON, not an object, no "type", a field of
 // the wrong type. what() is the reason, one line; the connection that sent it is closed.
@@ -40,8 +43,9 @@ class FrameDecoder {
   explicit FrameDecoder(uint32_t maxFrameBytes) : max_(maxFrameBytes) {}
 
   void feed(const char* data, size_t size);
-  // The next complete message, or nothing until more bytes arrive. Throws ProtocolError; after
-  // that the decoder stays broken (the stream has lost its framing).
+  // The next complete message, or nothing until more bytes arrive. Throws ProtocolError (a frame
+  // over the size limit, not JSON, nested deeper than kMaxFrameNesting, not an object with a
+  // string "type"); after that the decoder stays broken (the stream has lost its framing).
   std::optional<nlohmann::json> next();
   size_t buffered() const { return buffer_.size() - offset_; }
 

@@ -48,7 +48,9 @@ class AttachedLoop {
 
   // One step: waits while a client has paused the loop, applies rule changes, runs `closure`
   // (forward, loss, backward; returns the loss) through the optimizer with the rules between
-  // backward and the update, measures the step's features and publishes them.
+  // backward and the update, measures the step's features and publishes them. Once a client has
+  // sent stop it runs nothing: the result is skipped, its loss NaN (end the loop on
+  // stopRequested()).
   StepResult step(const std::function<torch::Tensor()>& closure, int64_t batchSize);
   bool stopRequested() const;  // a client sent stop
   // The rules, on the training thread; clients change them at step boundaries.

@@ -33,6 +33,9 @@ class ControlledRun {
   // The last step's per-parameter gradient statistics (for the `nodes` message); none when the
   // run does not measure them.
   virtual const std::vector<ParameterStats>* gradientStats() const { return nullptr; }
+  // Whether the run gathers per-node statistics when asked (set_sampling): a run without a graph
+  // of its ops (a user's own loop) cannot.
+  virtual bool samplesNodes() const { return true; }
   // DynaCompiler's binding table as it stands (on the training thread); none when the run binds
   // no op sites.
   virtual const BindingTable* bindings() { return nullptr; }
@@ -65,8 +68,9 @@ class RunController {
   ~RunController();
 
   // Before each step: waits while paused (rule changes still apply); false when a client asked
-  // to stop or `stop` is set.
-  bool beforeStep(const std::atomic<bool>* stop);
+  // to stop or `stop` is set, or — given `idleSeconds` — when paused with no client attached for
+  // that long. Per-node sampling (set_sampling) ends once no client is attached.
+  bool beforeStep(const std::atomic<bool>* stop, std::optional<double> idleSeconds = std::nullopt);
   // Whether step `step` gathers per-node statistics (set_sampling).
   bool sampleStep(int64_t step) const;
   void afterStep(const StepResult& result);
@@ -103,7 +107,9 @@ class RunController {
   Server server_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  bool paused_ = false, stopRequested_ = false;
+  bool paused_ = false, stopRequested_ = false, finished_ = false;  // under mutex_
+  bool stoppedPublished_ = false;  // the final state (training thread)
+  std::ostream* progress_ = nullptr;
   std::atomic<int64_t> samplingEvery_{0};
   std::string publishedSignature_;  // of the rule state last published (training thread)
   size_t publishedBindings_ = 0;    // entries of the binding table last published, + 1
