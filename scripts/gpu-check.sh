@@ -136,7 +136,7 @@ status=0
 if [ "$bench_only" = 0 ]; then
 grep -q "SYMTUNE_WITH_CUPTI:BOOL=ON" build/gpu/CMakeCache.txt || {
   echo "the gpu build has no CUPTI: GPU activity tracing cannot be checked"; status=1; }
-build/gpu/bin/symtune-gpu-check > "$OUT/gpu-check.json" 2>&1 || status=1
+timeout 120 build/gpu/bin/symtune-gpu-check > "$OUT/gpu-check.json" 2>&1 || status=1
 
 # The demo session trained on the GPU through the batch runner, its first steps traced: the
 # trace must hold GPU lanes (CUPTI's kernels) linked to the ops that launched them.
@@ -165,7 +165,8 @@ PY
 # then fails, and the verdict with it), so that the results come back whole; each test case's
 # time is printed (SYMTUNE_TEST_DURATIONS), to find what is slow on this machine.
 stop_at=$(date -d "@$(( t0 + ${GPU_CHECK_CTEST_BY:-540} ))" +%H:%M:%S)
-(cd build/gpu && SYMTUNE_TEST_DURATIONS=1 ctest -V -j 12 --stop-time "$stop_at") \
+# gpu.check is the symtune-gpu-check run above: not twice.
+(cd build/gpu && SYMTUNE_TEST_DURATIONS=1 ctest -V -j 12 -E '^gpu\.check$' --stop-time "$stop_at") \
   > "$OUT/ctest.log" 2>&1 || status=1
 grep -E "^[0-9]+% tests passed|tests failed|\(Failed\)|\*\*\*" "$OUT/ctest.log" | tail -30
 
@@ -188,6 +189,17 @@ fi
 # telemetry's overhead, then torch.compile with what is left. Each writes its own file, so what
 # a cut-off leaves undone costs only itself.
 left() { echo $(( ${GPU_CHECK_BUDGET:-570} - ($(date +%s) - t0) )); }
+# Up to $1 seconds, never past the budget (less 10 s for the summary): 0 when nothing is left.
+capped() { local most=$(( $(left) - 10 )); [ "$most" -lt 0 ] && most=0; echo $(( $1 < most ? $1 : most )); }
+# Runs a benchmark command for at most `capped $1` seconds, or says it was skipped.
+bench_step() {
+  local seconds; seconds=$(capped "$1"); shift
+  if [ "$seconds" -lt 5 ]; then
+    echo "skipped, $(left) s left of the budget: $*" >&2
+    return 0
+  fi
+  timeout "$seconds" "$@"
+}
 export_dir=$(mktemp -d /tmp/symtune-anchor.XXXXXX)
 suite=$(( $(left) / 2 ))
 if [ "$suite" -lt 90 ]; then
@@ -207,15 +219,15 @@ fi
 # The fused optimizer step against torch::optim's on CUDA, on the ResNet-152 gpu preset's
 # parameters (their CUDA rows run in kernels.fused_optim).
 for opt in adamw sgd; do
-  timeout 45 build/gpu/bin/symtune-bench-optim --device cuda --preset gpu --optimizer "$opt" \
+  bench_step 45 build/gpu/bin/symtune-bench-optim --device cuda --preset gpu --optimizer "$opt" \
     --rounds 30 > "$OUT/bench-optim-$opt.json" 2> "$OUT/bench-optim-$opt.log" || status=1
 done
 # Fused ops against their ATen compositions on CUDA (their reference tables run in the suites).
-timeout 45 build/gpu/bin/symtune-bench-kernels --device cuda --rounds 20 \
+bench_step 45 build/gpu/bin/symtune-bench-kernels --device cuda --rounds 20 \
   > "$OUT/bench-kernels.json" 2> "$OUT/bench-kernels.log" || status=1
 # Telemetry overhead on the GPU preset (features-only and per-node against off; the GPU activity
 # tracer against CUDA events).
-timeout 60 build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 --model dynamic_resnet \
+bench_step 60 build/gpu/bin/symtune-bench-telemetry --preset gpu --steps 10 --model dynamic_resnet \
   > "$OUT/bench-telemetry.json" 2> "$OUT/bench-telemetry.log" || status=1
 tail -n 5 "$OUT/bench-telemetry.log"
 

@@ -20,6 +20,8 @@ inline void checkAddLayerNormArguments(const at::Tensor& input, const at::Tensor
   TORCH_CHECK(residual.scalar_type() == input.scalar_type(),
               "symtune::add_layer_norm: the residual is ", residual.scalar_type(), ", the input ",
               input.scalar_type());
+  TORCH_CHECK(residual.device() == input.device(), "symtune::add_layer_norm: the residual is on ",
+              residual.device(), ", the input on ", input.device());
   TORCH_CHECK(eps > 0, "symtune::add_layer_norm: eps must be positive, got ", eps);
   for (const auto* t : {&weight, &bias}) {
     if (*t && (*t)->defined()) {
@@ -29,6 +31,9 @@ inline void checkAddLayerNormArguments(const at::Tensor& input, const at::Tensor
       TORCH_CHECK((*t)->scalar_type() == input.scalar_type(),
                   "symtune::add_layer_norm: weight and bias must be ", input.scalar_type(),
                   ", got ", (*t)->scalar_type());
+      // A host pointer handed to a kernel would be an illegal access that poisons the context.
+      TORCH_CHECK((*t)->device() == input.device(), "symtune::add_layer_norm: weight and bias ",
+                  "must be on ", input.device(), " with the input, got ", (*t)->device());
     }
   }
 }

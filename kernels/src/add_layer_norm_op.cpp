@@ -5,6 +5,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "add_layer_norm_common.h"
 #include "symtune/kernels/add_layer_norm.h"
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
@@ -104,6 +105,9 @@ std::tuple<at::Tensor, at::Tensor> addLayerNorm(const at::Tensor& input, const a
           .findSchemaOrThrow("symtune::add_layer_norm", "")
           .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                     const Optional&, const Optional&, double)>();
+  // Checked before dispatch too: with its arguments on two devices, the call would go to the
+  // kernel of whichever device dispatch ranks first (another's, or none: meta's).
+  checkAddLayerNormArguments(input, residual, optional(weight), optional(bias), eps);
   return op.call(input, residual, optional(weight), optional(bias), eps);
 }
 

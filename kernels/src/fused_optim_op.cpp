@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include "symtune/kernels/fused_optim.h"
+#include "written.h"
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
   m.def(
@@ -55,6 +56,8 @@ void fusedAdam_(at::TensorList params, at::TensorList grads, at::TensorList expA
                       c10::IntArrayRef, double, double, double, double, double, bool)>();
   op.call(params, grads, expAvgs, expAvgSqs, steps, h.lr, h.beta1, h.beta2, h.eps, h.weightDecay,
           h.decoupled);
+  for (at::TensorList written : {params, expAvgs, expAvgSqs})
+    markWritten(written);
 }
 
 void fusedSgd_(at::TensorList params, at::TensorList grads, at::TensorList momentumBuffers,
@@ -73,6 +76,9 @@ void fusedSgd_(at::TensorList params, at::TensorList grads, at::TensorList momen
   const std::vector<int64_t> flags(fresh.begin(), fresh.end());  // the schema's int[]: 0 or 1
   op.call(params, grads, momentumBuffers, flags, h.lr, h.momentum, h.dampening, h.weightDecay,
           h.nesterov);
+  markWritten(params);
+  if (h.momentum != 0)
+    markWritten(momentumBuffers);
 }
 
 }  // namespace symtune::kernels

@@ -4,6 +4,7 @@
 #include <torch/library.h>
 
 #include "symtune/kernels/grad_clip.h"
+#include "written.h"
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
   m.def("rms_clamp_(Tensor(a!)[] grads) -> Tensor");
@@ -31,7 +32,9 @@ at::Tensor rmsClamp_(at::TensorList grads) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("symtune::rms_clamp_", "")
                              .typed<at::Tensor(at::TensorList)>();
-  return op.call(grads);
+  at::Tensor clamped = op.call(grads);
+  markWritten(grads);
+  return clamped;
 }
 
 at::Tensor clipGradNorm_(at::TensorList grads, double maxNorm) {
@@ -40,7 +43,9 @@ at::Tensor clipGradNorm_(at::TensorList grads, double maxNorm) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("symtune::clip_grad_norm_", "")
                              .typed<at::Tensor(at::TensorList, double)>();
-  return op.call(grads, maxNorm);
+  at::Tensor norm = op.call(grads, maxNorm);
+  markWritten(grads);
+  return norm;
 }
 
 }  // namespace symtune::kernels

@@ -185,4 +185,11 @@ TEST_CASE("bad arguments are refused") {
     INFO(error);
     CHECK(error.find(c.message) != std::string::npos);
   }
+  // Another device (meta stands in for a CPU weight given with a CUDA input).
+  const auto elsewhere = torch::ones({4}, torch::TensorOptions().device(torch::kMeta));
+  const std::string error = symtune::test::errorOf([&] {
+    symtune::kernels::addLayerNorm(x, torch::randn({3, 4}), elsewhere, {}, 1e-5);
+  });
+  INFO(error);
+  CHECK(error.find("weight and bias must be on cpu with the input, got meta") != std::string::npos);
 }

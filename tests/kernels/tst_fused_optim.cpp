@@ -23,6 +23,7 @@
 #include "symtune/core/session.h"
 #include "symtune/kernels/fused_optim.h"
 #include "symtune/kernels/fused_optimizers.h"
+#include "symtune/kernels/grad_clip.h"
 #include "symtune/runtime/trainer.h"
 #include "tensor_compare.h"
 
@@ -284,6 +285,27 @@ TEST_CASE("a saved and loaded optimizer continues the run") {
     INFO("parameter ", i);
     CHECK(torch::equal(copies[i].detach(), ps[i].detach()));
   }
+}
+
+// Written through raw pointers, the parameters' versions still move: a CUDA graph's static copy
+// of a weight is refreshed by its version (it kept the first step's weights for good).
+TEST_CASE("a fused step moves the version of every tensor it writes") {
+  auto ps = parameters(torch::kFloat32, torch::kCPU);
+  symtune::optim::FusedAdamW adam(ps, torch::optim::AdamWOptions(1e-2));
+  for (auto& p : ps)
+    p.mutable_grad() = torch::ones_like(p);
+  std::vector<uint32_t> before;
+  for (const auto& p : ps)
+    before.push_back(p._version());
+  adam.step();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    INFO("parameter ", i);
+    CHECK(ps[i]._version() > before[i]);
+  }
+  const auto grad = ps[0].grad();
+  const uint32_t gradBefore = grad._version();
+  symtune::kernels::clipGradNorm_({grad}, 1e-3);
+  CHECK(grad._version() > gradBefore);
 }
 
 TEST_CASE("what the fused steps do not support is refused") {

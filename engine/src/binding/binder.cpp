@@ -191,8 +191,7 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
   // the binder") would count the replays against it and refuse a candidate that ran out for good.
   const ScopedAllocationLimitLift unbudgeted;
   CurrentNodeScope unattributed{NodeId()};
-  auto generator = at::detail::getDefaultCPUGenerator();
-  const at::Tensor rngState = generator.get_state();
+  const detail::KeptRandomState random(inputs);
   std::vector<at::Tensor> buffers;
   {
     at::NoGradGuard noGrad;
@@ -211,7 +210,7 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
   at::Tensor gradOutput;  // fixed for both, made on the first replay
 
   const auto replay = [&](bool nhwc, bool timed, Replay& out) {
-    generator.set_state(rngState);  // the same dropout masks both ways
+    random.restore();  // the same dropout masks both ways
     synchronize(cuda && timed);
     const auto t0 = Clock::now();
     const at::Tensor output = model.forward(nhwc ? converted : inputs);
@@ -274,7 +273,7 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
     results[i].forwardSeconds = median(forward[i]);
     results[i].backwardSeconds = median(backward[i]);
   }
-  generator.set_state(rngState);
+  random.restore();
   {
     at::NoGradGuard noGrad;
     for (size_t i = 0; i < buffers.size(); ++i)

@@ -74,14 +74,13 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
   }
 
   CurrentNodeScope unattributed{NodeId()};
-  auto generator = at::detail::getDefaultCPUGenerator();
-  const at::Tensor rngState = generator.get_state();
+  const detail::KeptRandomState random(inputs);
   std::vector<at::Tensor> gradOutputs;  // fixed for every candidate, made on the first replay
 
   // `onDraws`: the candidate's onOwnDraws in place of its run. Every replay starts from the same
   // random state, so a dropout draws the same mask in each.
   const auto replayWith = [&](const Candidate& c, bool timed, Replay& out, bool onDraws) {
-    generator.set_state(rngState);
+    random.restore();
     LoopFrames frames;
     if (site.loop != nullptr)
       frames.enter(site.loop, trips);
@@ -127,7 +126,7 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
   Binding b = detail::siteBinding(site, bucket);
   detail::Compared compared = detail::compareCandidates(s.candidates, replay, options_.repetitions,
                                                         options_.margin, site.name, &onOwnDraws);
-  generator.set_state(rngState);
+  random.restore();
   b.winner = std::move(compared.winner);
   b.candidates = std::move(compared.candidates);
   return b;

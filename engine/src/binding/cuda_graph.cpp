@@ -15,6 +15,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
@@ -23,6 +24,7 @@
 
 #include "symtune/binding/padding.h"
 #include "symtune/binding/shape_bucket.h"
+#include "symtune/telemetry/op_tracer.h"
 
 namespace symtune::binding {
 
@@ -30,6 +32,10 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+// The name a graph's replay runs under, so that the profilers give its kernels to an op (they
+// were left unattributed, the graphed site without device time).
+constexpr const char* kReplay = "symtune::cuda_graph_replay";
 
 // A CUDA graph that can let go of a capture that failed: the stream out of capture mode, the
 // allocator's private pool closed and released, the generators it registered out of capture
@@ -126,6 +132,7 @@ struct GraphedFunction : torch::autograd::Function<GraphedFunction> {
     ctx->save_for_backward(inputs.vec());
     ctx->saved_data["real"] = real;
     shape->load(inputs.vec(), real);
+    RECORD_FUNCTION(kReplay, std::vector<c10::IValue>());
     shape->forward.replay();
     at::Tensor out = shape->cut(shape->out, real, shape->outputRows);
     ctx->saved_data["shape"] = c10::IValue::make_capsule(std::move(shape));
@@ -145,7 +152,10 @@ struct GraphedFunction : torch::autograd::Function<GraphedFunction> {
     } else {
       shape->gradOut.copy_(grads[0]);
     }
-    shape->backward.replay();
+    {
+      RECORD_FUNCTION(kReplay, std::vector<c10::IValue>());
+      shape->backward.replay();
+    }
     variable_list out{at::Tensor(), at::Tensor()};  // the shape and the row count
     for (const auto& t : shape->tensors)
       out.push_back(t.grad.defined() ? shape->cut(t.grad, real, t.padded) : at::Tensor());
@@ -304,6 +314,7 @@ void CudaGraphed::run(const OpSite& site, torch::jit::Operation& op, torch::jit:
     out = GraphedFunction::apply(shape, *real, at::TensorList(tensors));
   } else {
     shape->load(tensors, *real);
+    RECORD_FUNCTION(kReplay, std::vector<c10::IValue>());
     shape->forward.replay();
     out = shape->cut(shape->out, *real, shape->outputRows);
   }
@@ -384,6 +395,7 @@ c10::intrusive_ptr<GraphedShape> CudaGraphed::capture(const OpSite& site, torch:
     for (int i = 0; i < 2; ++i)  // cuBLAS handles, workspaces, the autograd device thread
       once(differentiate, nullptr);
     side.synchronize();
+    const OpTracer::CudaCaptureScope untimed;
     Capture* capturing = nullptr;
     try {
       capturing = &shape->forward;

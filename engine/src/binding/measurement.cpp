@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include <ATen/ATen.h>
@@ -37,6 +39,29 @@ Binding siteBinding(const OpSite& site, const std::string& bucket) {
 void synchronize(bool cuda) {
   if (cuda)
     torch::cuda::synchronize();
+}
+
+KeptRandomState::KeptRandomState(const std::vector<c10::IValue>& inputs) {
+  std::vector<at::Generator> generators{at::detail::getDefaultCPUGenerator()};
+  std::set<c10::DeviceIndex> devices;
+  for (const auto& v : inputs) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_cuda())
+      devices.insert(v.toTensor().get_device());
+  }
+  for (const c10::DeviceIndex d : devices)
+    generators.push_back(at::globalContext().defaultGenerator(at::Device(at::kCUDA, d)));
+  for (at::Generator& g : generators) {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    states_.emplace_back(g, g.get_state());
+  }
+}
+
+void KeptRandomState::restore() const {
+  for (const auto& [generator, state] : states_) {
+    at::Generator g = generator;
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_state(state);
+  }
 }
 
 namespace {

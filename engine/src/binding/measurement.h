@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include "symtune/binding/candidate.h"
 #include "symtune/core/binding_table.h"
@@ -23,6 +26,19 @@ Binding siteBinding(const OpSite& site, const std::string& bucket);
 
 // Waits for the GPU when `cuda` (around timed regions).
 void synchronize(bool cuda);
+
+// The random generators a replay draws from — the CPU's and, for each CUDA device an input is on,
+// that device's — kept when made and put back by restore(): every replay starts from the same
+// state (a dropout draws the same mask in each), and the run draws on after the measurement as
+// if it had not happened.
+class KeptRandomState {
+ public:
+  explicit KeptRandomState(const std::vector<c10::IValue>& inputs);
+  void restore() const;
+
+ private:
+  std::vector<std::pair<at::Generator, at::Tensor>> states_;
+};
 // The largest |a - b| over the largest |b|: 0 when they agree exactly; infinity when the lists
 // differ in length, shape or definedness.
 double scaledError(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want);

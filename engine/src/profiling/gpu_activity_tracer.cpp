@@ -234,10 +234,16 @@ void GpuActivityTracer::stop() {
   if (!gRunning.exchange(false))
     return;
   const CuptiApi& api = cuptiLibrary().api;
+  // Nothing more recorded first, then what the buffers hold delivered and let go: flushed before
+  // the disables, records made between the two waited in CUPTI's buffers and reached the next
+  // run's first take() as its own.
+  {
+    std::lock_guard<std::mutex> lock(gMutex);
+    for (CUpti_ActivityKind kind : kKinds)
+      api.disable(kind);
+  }
   api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // outside the lock: it calls bufferCompleted
   std::lock_guard<std::mutex> lock(gMutex);
-  for (CUpti_ActivityKind kind : kKinds)
-    api.disable(kind);
   gPending = {};
 }
 

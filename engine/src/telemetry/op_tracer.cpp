@@ -51,6 +51,7 @@ struct ThreadSlot {
 };
 thread_local ThreadSlot tSlot;
 thread_local int tDepth = 0;              // RecordFunctions of ours open on this thread
+std::atomic<int> gCudaCaptures{0};        // OpTracer::CudaCaptureScope: captures under way
 constexpr size_t kUnfinished = SIZE_MAX;  // a span whose op has not ended while recording
 // The name prefix of the autograd engine's frame around each function it runs.
 constexpr const char* kEngineFrame = "autograd::engine::evaluate_function: ";
@@ -103,7 +104,7 @@ struct TracerAccess {
     ctx->memory = threadMemoryTotals();
     if (tracer->options_.shapes)
       ctx->shapes = shapesOf(fn.inputs());
-    if (tracer->options_.deviceTime && ctx->depth == 0) {
+    if (tracer->options_.deviceTime && ctx->depth == 0 && gCudaCaptures.load() == 0) {
       OpTracer::Buffer& buffer = tracer->bufferForThisThread();
       if (buffer.spansUsed == buffer.spans.size()) {
         buffer.spans.push_back(std::make_unique<DeviceSpan>());
@@ -152,7 +153,7 @@ struct TracerAccess {
     e.shapes = std::move(ctx->shapes);
     OpTracer::Buffer& buffer = tracer->bufferForThisThread();
     e.thread = buffer.thread;
-    if (ctx->span >= 0) {
+    if (ctx->span >= 0 && gCudaCaptures.load() == 0) {  // else left unfinished: not timed
       const auto span = static_cast<size_t>(ctx->span);
       buffer.spans[span]->end.record(currentCudaStream());
       buffer.spanOwners[span] = buffer.events.size();
@@ -162,6 +163,14 @@ struct TracerAccess {
 };
 
 OpTracer::OpTracer() : generation_(gGeneration.fetch_add(1)) {
+}
+
+OpTracer::CudaCaptureScope::CudaCaptureScope() {
+  ++gCudaCaptures;
+}
+
+OpTracer::CudaCaptureScope::~CudaCaptureScope() {
+  --gCudaCaptures;
 }
 
 OpTracer::~OpTracer() {

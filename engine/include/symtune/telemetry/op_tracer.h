@@ -110,6 +110,18 @@ class OpTracer {
 
   static int64_t nowNs();
 
+  // Held while a CUDA graph is captured, on whatever thread (the backward's capture runs on the
+  // autograd engine's device thread): no op's device time is recorded meanwhile, since a CUDA
+  // event recorded in a capturing stream can be neither waited on nor timed (takeEvents would
+  // throw and fail the step). Those ops have no deviceNs.
+  class CudaCaptureScope {
+   public:
+    CudaCaptureScope();
+    ~CudaCaptureScope();
+    CudaCaptureScope(const CudaCaptureScope&) = delete;
+    CudaCaptureScope& operator=(const CudaCaptureScope&) = delete;
+  };
+
   struct Buffer;
 
  private:
