@@ -94,6 +94,63 @@ void collectPartialSlices(const Value* v, int64_t dim, std::vector<const Node*>&
   }
 }
 
+// Whether something may write `v` in place: an op whose schema writes the argument it is given,
+// followed through views of it (outputs that alias an input), the lists it is put in, and the
+// ifs and loops it flows out of or is carried by. A use the IR does not let us follow (a call)
+// counts as a write. A view from split_with_sizes must not be written in place while gradients
+// are on, so split-once would make such a model fail.
+bool writtenInPlace(const Value* v, int depth = 0) {
+  if (depth > 32)
+    return true;
+  const auto follow = [depth](const Value* next) { return writtenInPlace(next, depth + 1); };
+  for (const torch::jit::Use& use : v->uses()) {
+    const Node* user = use.user;
+    const auto kind = user->kind();
+    if (kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) {
+      if (follow(user->output()))
+        return true;
+      continue;
+    }
+    if (kind == c10::prim::Return) {
+      const Node* owner = user->owningBlock()->owningNode();
+      if (owner == nullptr)
+        continue;  // the graph's output
+      if (owner->kind() == c10::prim::If && follow(owner->output(use.offset)))
+        return true;
+      if (owner->kind() == c10::prim::Loop && use.offset >= 1 &&
+          (follow(owner->output(use.offset - 1)) ||
+           follow(owner->blocks()[0]->inputs()[use.offset])))
+        return true;
+      if (owner->kind() != c10::prim::If && owner->kind() != c10::prim::Loop)
+        return true;
+      continue;
+    }
+    if (kind == c10::prim::Loop) {
+      if (use.offset >= 2 && (follow(user->output(use.offset - 2)) ||
+                              follow(user->blocks()[0]->inputs()[use.offset - 1])))
+        return true;
+      continue;
+    }
+    if (kind == c10::prim::If || kind == c10::prim::ListUnpack || kind == c10::prim::TupleUnpack)
+      continue;  // a condition; what a list or tuple holds is followed where it was made
+    const c10::FunctionSchema* schema = user->maybeSchema();
+    if (schema == nullptr)
+      return true;  // a call, or an op without a schema: not followed
+    const auto& arguments = schema->arguments();
+    if (use.offset < arguments.size()) {
+      const auto* alias = arguments[use.offset].alias_info();
+      if (alias != nullptr && alias->isWrite())
+        return true;
+    }
+    for (size_t i = 0; i < schema->returns().size() && i < user->outputs().size(); ++i) {
+      const auto* alias = schema->returns()[i].alias_info();
+      if (alias != nullptr && !alias->isWrite() && follow(user->output(i)))
+        return true;
+    }
+  }
+  return false;
+}
+
 // The loop whose counter `v` is, if it is one.
 const Node* counterOf(const Value* v) {
   const Node* param = v->node();
@@ -515,6 +572,9 @@ std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph
     if (group == nullptr) {
       group = std::make_shared<SliceGroup>();
       collectPartialSlices(root, dim, group->members);
+      if (std::any_of(group->members.begin(), group->members.end(),
+                      [](const Node* m) { return writtenInPlace(m->output()); }))
+        group->members.clear();  // left to ATen: split-once's views may not be written
     }
     if (group->members.size() < 2)
       return std::nullopt;  // alone: a split would cost what the slice does

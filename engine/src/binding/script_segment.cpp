@@ -46,16 +46,26 @@ class ScriptSegment final : public Candidate {
     Segment& segment = segmentOf(site);
     const size_t base = stack.size() - site.cell->inputs.size();
     torch::jit::Stack inputs;
+    std::vector<size_t> updated;  // indices into `inputs` of what the region updates in place
     for (size_t i = 0; i < segment.passed.size(); ++i) {
-      if (segment.passed[i])
-        inputs.push_back(std::move(stack[base + i]));
+      if (!segment.passed[i])
+        continue;
+      if (std::find(site.updated.begin(), site.updated.end(), i) != site.updated.end())
+        updated.push_back(inputs.size());
+      inputs.push_back(std::move(stack[base + i]));
     }
     stack.resize(base);
     if (!segment.warm) {
       // The executor profiles its first run and optimizes on its second: both done here, on the
-      // first execution, so that a measurement times the optimized segment.
+      // first execution, so that a measurement times the optimized segment. On copies of what the
+      // region updates in place (a batch norm's running statistics): a binding taken from a saved
+      // table runs here first on the model's own, which the warm-up would update twice more.
       for (int run = 0; run < 2; ++run) {
         torch::jit::Stack warmUp = inputs;
+        for (size_t i : updated) {
+          if (warmUp[i].isTensor() && warmUp[i].toTensor().defined())
+            warmUp[i] = warmUp[i].toTensor().clone();
+        }
         segment.executor->run(warmUp);
       }
       segment.warm = true;

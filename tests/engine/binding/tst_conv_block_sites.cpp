@@ -164,7 +164,9 @@ TEST_CASE("bound to bn-relu-conv, with and without the pair site inside, the ste
     symtune::SegmentExecutor measuredExec(module.clone(), "blocks");
     auto measured = blockBinder(measuredExec);
     blockStep(measuredExec, channelsLast);
-    for (const std::string winner : {"bn-relu-conv", "aten"}) {
+    // torchscript from a table runs its warm-up on the model's own running statistics (they
+    // were updated three times in the step).
+    for (const std::string winner : {"bn-relu-conv", "torchscript", "aten"}) {
       for (const bool pairDisabled : {false, true}) {
         const std::string pair = pairDisabled ? "bn-relu disabled" : "bn-relu enabled";
         INFO(winner, ", ", pair);
