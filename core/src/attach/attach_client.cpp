@@ -159,8 +159,11 @@ nlohmann::json Client::connect(const std::string& endpointText, const std::strin
     auto m = impl.next(deadline);
     if (!m)
       throw std::runtime_error(e.text() + ": no welcome from the server within the timeout");
-    if ((*m)["type"] == "welcome")
+    if ((*m)["type"] == "welcome") {
+      if (m->contains("run"))  // a server that asked for a token tells the run only now
+        (*hello)["run"] = (*m)["run"];
       return *hello;
+    }
     if ((*m)["type"] == "error") {
       impl.open = false;
       throw Disconnected("refused: " + m->value("reason", std::string("no reason given")));

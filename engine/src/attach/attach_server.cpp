@@ -140,10 +140,12 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     std::string name() const { return "client " + std::to_string(id); }
 
     void start() {
+      // Where a token is asked for, what the run is (its session's path among it) waits for the
+      // welcome: a peer without the token learns nothing of it.
       nlohmann::json hello = {{"type", "hello"},
                               {"protocol", kProtocolVersion},
                               {"engine", kVersion},
-                              {"run", impl.run},
+                              {"run", impl.token.empty() ? impl.run : nlohmann::json::object()},
                               {"auth", impl.token.empty() ? "none" : "token"}};
       sendControl(hello);
       helloTimer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -212,7 +214,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         helloTimer.cancel();
         ++impl.ready;
         impl.log(name() + ": attached");
-        sendControl({{"type", "welcome"}});
+        sendControl({{"type", "welcome"}, {"run", impl.run}});
         if (!impl.graph.is_null())
           sendControl({{"type", "graph"}, {"graph", impl.graph}});
         if (!impl.rules.is_null())
@@ -311,7 +313,18 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         close("it reads none of " + std::to_string(kMostQueuedControl) + " replies");
         return;
       }
-      queue.push_back({Kind::Control, encodeFrame(message), {}});
+      std::string frame = encodeFrame(message);
+      if (frame.size() - 4 > kMaxServerFrameBytes) {
+        // A client would refuse it and close (a graph of a huge model): said instead, in a frame
+        // it takes.
+        const std::string reason = "a \"" + message.value("type", std::string("?")) +
+                                   "\" message of " + std::to_string(frame.size() - 4) +
+                                   " bytes is over the protocol's limit of " +
+                                   std::to_string(kMaxServerFrameBytes) + ": not sent";
+        impl.log(name() + ": " + reason);
+        frame = encodeFrame({{"type", "error"}, {"reason", reason}});
+      }
+      queue.push_back({Kind::Control, std::move(frame), {}});
       write();
     }
 

@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -499,7 +501,29 @@ TEST_CASE("a TCP runner refuses a wrong or missing token and accepts its own") {
   CHECK_THROWS_WITH_AS(client.connect(tcp.endpoint), "refused: wrong token", Disconnected);
   const Json hello = client.connect(tcp.endpoint, tcp.token);
   CHECK(hello["auth"].get<std::string>() == "token");
+  CHECK(hello["run"]["session"] == "attach test");  // from the welcome
   CHECK(until(client, "step"));
+
+  // Before the token, the hello tells nothing of the run (its session's path was in it).
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port =
+      htons(static_cast<uint16_t>(symtune::attach::parseEndpoint(tcp.endpoint).port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0);
+  symtune::attach::FrameDecoder decoder(symtune::attach::kMaxServerFrameBytes);
+  std::optional<Json> first;
+  std::array<char, 4096> buffer{};
+  for (ssize_t n; !first && (n = ::recv(fd, buffer.data(), buffer.size(), 0)) > 0;) {
+    decoder.feed(buffer.data(), static_cast<size_t>(n));
+    first = decoder.next();
+  }
+  ::close(fd);
+  REQUIRE(first);
+  CHECK((*first)["type"] == "hello");
+  CHECK((*first)["run"] == Json::object());
 }
 
 TEST_CASE("the runner refuses to listen on TCP beyond loopback") {
