@@ -397,6 +397,34 @@ TEST_CASE("a refused client's further frames are not read, each refused again") 
   CHECK(types == std::vector<std::string>{"hello", "error"});
 }
 
+TEST_CASE("a client that reads none of its replies is closed, and the run goes on") {
+  Runner& runner = suiteRunner();
+  Client greedy;
+  greedy.connect(runner.endpoint);
+  // Each an error to answer; none read until all are sent (the server's queue once grew without
+  // end: 136 MB for 600k).
+  std::string frames;
+  const int sent = 30000;
+  for (int i = 0; i < sent; ++i)
+    frames += symtune::attach::encodeFrame({{"type", "nonsense"}});
+  int errors = 0;
+  bool closed = false;
+  try {
+    greedy.sendBytes(frames);  // may fail part-way: closed while it still sends
+    while (auto m = greedy.next(5)) {
+      if ((*m)["type"] == "error")
+        ++errors;
+    }
+  } catch (const Disconnected&) {
+    closed = true;
+  }
+  CHECK(closed);
+  CHECK(errors < sent);
+  Client other;
+  other.connect(runner.endpoint);
+  CHECK(until(other, "step"));
+}
+
 TEST_CASE("a killed client process leaves the runner training") {
   Runner& runner = suiteRunner();
   ChildProcess probe;
