@@ -123,6 +123,7 @@ void carryOver(RunReport& into, const RunReport& from) {
   into.loss = from.loss;
   into.stepSeconds = from.stepSeconds;
   into.trainSeconds = from.trainSeconds;
+  into.samples = from.samples;  // with trainSeconds: the throughput is of the whole run
   into.rulesFired = from.rulesFired;
   into.stepsSkipped = from.stepsSkipped;
   if (from.remat)

@@ -58,15 +58,19 @@ void readControl(const json& control, RunReport& r) {
     for (const auto& a : d.value("alternatives", json::array()))
       decision.alternatives.emplace_back(a.at("configuration").get<std::string>(),
                                          a.value("predicted_samples_per_s", 0.0));
-    for (const auto& [name, value] : d.value("signals", json::object()).items())
+    // Each object held by name first: items() of the temporary value() returns would outlive it
+    // (a range-for keeps only the proxy), and read freed memory.
+    const json signals = d.value("signals", json::object());
+    for (const auto& [name, value] : signals.items())
       decision.batchSignals.emplace_back(name, value.get<double>());
     for (const auto& driver : d.value("drivers", json::array()))
       decision.drivers.emplace_back(driver.at("what").get<std::string>(),
                                     driver.value("factor", 1.0));
     decision.violation = text(d, "violation");
     decision.heldBack = text(d, "held_back");
-    for (const auto& [knob, value] : d.value("idle", json::object()).items())  // none before
-      decision.idle.emplace_back(knob, value.get<double>());                   // 2026-12-06
+    const json idle = d.value("idle", json::object());
+    for (const auto& [knob, value] : idle.items())            // none before
+      decision.idle.emplace_back(knob, value.get<double>());  // 2026-12-06
     r.decisions.push_back(std::move(decision));
   }
 }
@@ -96,7 +100,8 @@ RunReport reportFromJson(const std::string& input) {
     r.samples = member(in, "throughput").value("samples", int64_t{0});
     const json& rules = member(in, "rules");
     r.rulesInForce = listOf<std::string>(rules, "in_force");
-    for (const auto& [name, steps] : rules.value("fired_steps", json::object()).items())
+    const json fired = rules.value("fired_steps", json::object());
+    for (const auto& [name, steps] : fired.items())
       r.rulesFired.emplace_back(name, steps.get<int64_t>());
     r.stepsSkipped = rules.value("skipped_steps", int64_t{0});
     for (const auto& w : rules.value("rewrites", json::array()))

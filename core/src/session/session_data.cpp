@@ -192,6 +192,9 @@ DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& ori
     if (data.has("lengths"))
       data.fail("lengths", "images have no lengths");
   }
+  if (files.format == "csv" && data.has("lengths"))
+    data.fail("lengths",
+              "CSV data has no sequences to cut: its inputs are rows of numbers of one width");
   if (npy && data.has("file"))
     data.fail("file",
               "npy arrays are one per file: name the files in data.inputs and "

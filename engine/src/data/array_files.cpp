@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <torch/script.h>
@@ -139,13 +140,19 @@ torch::Tensor npyTensor(const std::string& bytes, const std::string& where) {
       continue;
     const bool digits =
         std::all_of(dim.begin(), dim.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits)
+    if (!digits || dim.size() > 18)  // 18 digits: below 2^63, so stoll cannot overflow
       throw DataError(where + ": not an .npy array: shape (" + shapeText + ")");
     shape.push_back(std::stoll(dim));
   }
   int64_t count = 1;
-  for (int64_t d : shape)
+  for (int64_t d : shape) {
+    if (d != 0 && count > std::numeric_limits<int64_t>::max() / d)
+      throw DataError(where + ": its shape (" + shapeText +
+                      ") holds more values than int64 counts");
     count *= d;
+  }
+  if (static_cast<uint64_t>(count) > std::numeric_limits<size_t>::max() / type.bytes)
+    throw DataError(where + ": its shape (" + shapeText + ") holds more bytes than memory has");
   const size_t dataStart = headerStart + headerLength;
   const size_t need = static_cast<size_t>(count) * type.bytes;
   if (bytes.size() - dataStart < need)
@@ -331,6 +338,8 @@ torch::Tensor readIdx(const std::filesystem::path& path) {
   int64_t count = 1;
   for (int d = 0; d < dims; ++d) {
     shape.push_back(be32(bytes, 4 + 4 * static_cast<size_t>(d)));
+    if (shape.back() != 0 && count > std::numeric_limits<int64_t>::max() / shape.back())
+      throw DataError(where + ": its dimensions hold more values than int64 counts");
     count *= shape.back();
   }
   const size_t start = 4 + 4 * static_cast<size_t>(dims);
@@ -507,7 +516,9 @@ CsvTable readCsv(const std::filesystem::path& path) {
     }
     return out;
   };
-  std::istringstream in(bytes);
+  // A UTF-8 byte-order mark (spreadsheets write one) is not part of the first column's name.
+  const bool bom = bytes.rfind("\xEF\xBB\xBF", 0) == 0;
+  std::istringstream in(bom ? bytes.substr(3) : bytes);
   std::string line;
   size_t lineNumber = 0;
   CsvTable table;

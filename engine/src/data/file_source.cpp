@@ -318,10 +318,24 @@ FileDataSource::FileDataSource(const DataSpec& data, const LossSpec& loss, int64
   };
   if (samples == 0)
     throw DataError(source + ": the target \"" + targetName + "\" holds no samples");
+  // A NaN or an infinity trains every step to a NaN loss, unsaid: refused where it is (CSV's
+  // reader already says the line and column).
+  const auto finite = [&](const torch::Tensor& t, const std::string& name) {
+    if (!t.is_floating_point())
+      return;
+    const torch::Tensor bad = t.isfinite().logical_not();
+    if (!bad.any().item<bool>())
+      return;
+    const int64_t sample = bad.reshape({t.size(0), -1}).any(1).nonzero()[0][0].item<int64_t>();
+    throw DataError(source + ": \"" + name + "\" holds a NaN or an infinity (sample " +
+                    std::to_string(sample) + ")");
+  };
   for (size_t i = 0; i < arrays->inputs.size(); ++i) {
     sameSamples(arrays->inputs[i], inputNames[i]);
+    finite(arrays->inputs[i], inputNames[i]);
     arrays->inputs[i] = asInput(arrays->inputs[i]);
   }
+  finite(arrays->target, targetName);
 
   // The target as the loss takes it.
   torch::Tensor target = arrays->target;

@@ -1,4 +1,6 @@
 #include <array>
+#include <filesystem>
+#include <limits>
 #include <ostream>
 
 #include <ATen/Context.h>
@@ -22,15 +24,53 @@ constexpr int kVersion = 1;
 
 using TensorDict = c10::Dict<std::string, at::Tensor>;
 
-// What makes two runs the same run for a checkpoint: the model, its data and its optimizer.
+// A file as a run knows it: its name and size, not where it lies (a run folder moved elsewhere
+// resumes; another file of the same name does not).
+std::string fileIdentity(const std::filesystem::path& path) {
+  std::error_code ec;
+  const auto size =
+      std::filesystem::is_regular_file(path, ec) ? std::filesystem::file_size(path, ec) : 0;
+  return path.filename().string() +
+         (ec || size == 0 ? "" : " (" + std::to_string(size) + " bytes)");
+}
+
+// What makes two runs the same run for a checkpoint: the model, its data (the files, and what
+// decides which samples each step trains on and which are held out) and its optimizer with its
+// hyper-parameters (LibTorch's load would put the checkpoint's over the session's unsaid).
 nlohmann::json runIdentity(const Session& s) {
-  nlohmann::json id = {{"model", s.model.isZoo() ? s.model.zoo + " (" + s.model.preset + ")"
-                                                 : s.model.file.string()},
-                       {"data_seed", s.data.seed},
-                       {"optimizer", s.optimizer.name},
-                       {"fused", s.optimizer.fused.value_or(false)}};
-  if (s.data.files.enabled())
-    id["data"] = s.data.files.format + " " + s.data.files.file.string();
+  nlohmann::json id = {
+      // A model file by its name: its parameters are checked one by one, with clearer words.
+      {"model", s.model.isZoo() ? s.model.zoo + " (" + s.model.preset + ")"
+                                : s.model.file.filename().string()},
+      {"data_seed", s.data.seed},
+      {"batch_size", s.data.batchSize ? nlohmann::json(*s.data.batchSize) : nlohmann::json()},
+      {"optimizer", s.optimizer.name},
+      {"lr", s.optimizer.lr},
+      {"weight_decay", s.optimizer.weightDecay},
+      {"momentum", s.optimizer.momentum},
+      {"fused", s.optimizer.fused.value_or(false)}};
+  const DataFilesSpec& f = s.data.files;
+  if (f.enabled()) {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const auto& group : f.inputs) {
+      nlohmann::json names = nlohmann::json::array();
+      for (const auto& name : group)
+        names.push_back(f.format == "npy" ? fileIdentity(name) : name);
+      inputs.push_back(std::move(names));
+    }
+    const auto named = [&](const std::string& name) {
+      return f.format == "npy" && !name.empty() ? fileIdentity(name) : name;
+    };
+    id["data"] = {{"format", f.format},
+                  {"file", f.file.empty() ? "" : fileIdentity(f.file)},
+                  {"inputs", std::move(inputs)},
+                  {"target", named(f.target)},
+                  {"lengths", named(f.lengths)},
+                  {"bucket_by_length", f.bucketByLength},
+                  {"shuffle", f.shuffle},
+                  {"drop_last", f.dropLast},
+                  {"validation_fraction", f.validationFraction}};
+  }
   return id;
 }
 
@@ -92,6 +132,13 @@ void Trainer::saveCheckpoint(const std::filesystem::path& path, const std::strin
     record["bindings"] = b->table().toJson();
   if (controller_)
     record["controller"] = controller_->state();
+  {
+    const MetaInfoBroker::Resumable b = broker_->resumable();
+    nlohmann::json last;  // null: no step yet; a NaN feature is written as null
+    if (b.last)
+      last = std::vector<double>(b.last->values.begin(), b.last->values.end());
+    record["features"] = {{"step", b.step}, {"loss_ema", b.lossEma}, {"last", last}};
+  }
   if (remat_) {
     const remat::Rematerializer::Measurements m = remat_->measurements();
     record["remat"] = {{"plain_steps", m.plainSteps},
@@ -148,9 +195,22 @@ Trainer::Resumed Trainer::resume(const std::filesystem::path& path) {
   const nlohmann::json mine = runIdentity(session_);
   for (const auto& [key, value] : mine.items()) {
     const nlohmann::json theirs = record["run"].value(key, nlohmann::json());
-    if (theirs != value)
-      throw SetupError(file + ": a checkpoint of another run: its " + key + " is " + theirs.dump() +
-                       ", this session's " + value.dump());
+    if (theirs == value)
+      continue;
+    std::string what = key;  // the first field of a data block that differs
+    nlohmann::json a = theirs, b = value;
+    if (theirs.is_object() && value.is_object()) {
+      for (const auto& [field, v] : value.items()) {
+        if (theirs.value(field, nlohmann::json()) != v) {
+          what = key + "." + field;
+          a = theirs.value(field, nlohmann::json());
+          b = v;
+          break;
+        }
+      }
+    }
+    throw SetupError(file + ": a checkpoint of another run: its " + what + " is " + a.dump() +
+                     ", this session's " + b.dump());
   }
 
   Resumed resumed;
@@ -188,6 +248,25 @@ Trainer::Resumed Trainer::resume(const std::filesystem::path& path) {
   }
   optimizer_->resumeAt(resumed.steps);
   restoreGenerators(generators);
+  {
+    // What rules read goes on from where it was (a checkpoint without it: the step count).
+    MetaInfoBroker::Resumable b;
+    b.step = resumed.steps;
+    if (const auto f = record.find("features"); f != record.end() && f->is_object()) {
+      b.step = f->value("step", resumed.steps);
+      b.lossEma = f->value("loss_ema", 0.0);
+      const nlohmann::json& last = (*f)["last"];
+      constexpr auto count = static_cast<size_t>(kFeatureCount);
+      if (last.is_array() && last.size() == count) {
+        StepFeatures features;
+        for (size_t i = 0; i < count; ++i)
+          features.values[i] = last[i].is_number() ? last[i].get<double>()
+                                                   : std::numeric_limits<double>::quiet_NaN();
+        b.last = features;
+      }
+    }
+    broker_->resume(b);
+  }
   try {
     configure(configurationFrom(record.at("configuration")));
   } catch (const SetupError& e) {

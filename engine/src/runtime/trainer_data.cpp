@@ -105,6 +105,8 @@ void Trainer::setUpFileData() {
     throw SetupError(e.what());
   } catch (const c10::Error& e) {
     throw SetupError("data: " + oneLine(e));
+  } catch (const std::bad_alloc&) {
+    throw SetupError("data: the data files need more memory than this machine has");
   }
   dataDescription_ = files->description();
   validationBatches_ = files->validationBatches();

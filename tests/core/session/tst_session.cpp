@@ -251,6 +251,12 @@ std::vector<RejectedSession> rejectedSessions() {
                    R"(, "data": {"format": "csv", "file": "d.csv", "target": "y",
                                  "batch_size": 4, "validation_fraction": 1})"),
        "data.validation_fraction: expected a number in [0, 1)"},
+      {"lengths of CSV rows",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                   R"(, "data": {"format": "csv", "file": "d.csv", "target": "y",
+                                 "batch_size": 4, "lengths": "x3"})"),
+       "data.lengths: CSV data has no sequences to cut: its inputs are rows of numbers of one "
+       "width"},
       {"bucketing without lengths",
        sessionText(R"("model": {"file": "m.pt", "classes": 3})",
                    R"(, "data": {"format": "npz", "file": "d.npz", "inputs": ["x"], "target": "y",

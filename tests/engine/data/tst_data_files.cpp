@@ -5,6 +5,9 @@
 
 #include "doctest_torch.h"
 
+#include <cmath>
+#include <cstdint>
+
 #include <torch/serialize.h>
 
 #include <set>
@@ -62,6 +65,18 @@ bool sameBatch(const symtune::Batch& a, const symtune::Batch& b) {
   return true;
 }
 
+// An .npy file's bytes: version 1.0, `descr` and `shape` as written in its header, then `data`.
+std::string npyBytes(const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0)
+    header += ' ';
+  header += '\n';
+  const auto n = static_cast<uint16_t>(header.size());
+  return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(n & 0xff) +
+         static_cast<char>(n >> 8) + header + data;
+}
+
 }  // namespace
 
 TEST_CASE("npy, npz and torch.save's files give the same arrays in every layout") {
@@ -113,6 +128,15 @@ TEST_CASE("a damaged or wrong file is one line naming it") {
   symtune::test::writeFile(dir.path() / "text.npy", "hello");
   CHECK(contains(errorOf([&] { symtune::readNpy(dir.path() / "text.npy"); }),
                  "text.npy: not an .npy array"));
+  // Shapes past int64 (stoll threw out_of_range; a product that wrapped passed the size check).
+  symtune::test::writeFile(dir.path() / "wide.npy",
+                           npyBytes("<f4", "(99999999999999999999999, 4)", ""));
+  CHECK(contains(errorOf([&] { symtune::readNpy(dir.path() / "wide.npy"); }),
+                 "wide.npy: not an .npy array: shape (99999999999999999999999, 4)"));
+  symtune::test::writeFile(dir.path() / "wraps.npy",
+                           npyBytes("<f4", "(10, 999999999999999999)", ""));
+  CHECK(contains(errorOf([&] { symtune::readNpy(dir.path() / "wraps.npy"); }),
+                 "wraps.npy: its shape (10, 999999999999999999) holds more values than int64"));
 
   // A stored member whose bytes changed fails its CRC.
   std::string npz = symtune::test::readFile(kData / "blobs.npz");
@@ -127,6 +151,11 @@ TEST_CASE("a damaged or wrong file is one line naming it") {
   CHECK(errorOf([&] { symtune::readCsv(dir.path() / "missing.csv"); }) ==
         (dir.path() / "missing.csv").string() +
             ":3: column \"a\": \"nan\" is not a finite number (fill or drop the row)");
+  // A spreadsheet's byte-order mark is not part of the first column's name.
+  symtune::test::writeFile(dir.path() / "bom.csv",
+                           "\xEF\xBB\xBF"
+                           "a,b\n1,2\n");
+  CHECK(symtune::readCsv(dir.path() / "bom.csv").columns == std::vector<std::string>{"a", "b"});
   symtune::test::writeFile(dir.path() / "ragged.csv", "a,b\n1,2\n3\n");
   CHECK(errorOf([&] { symtune::readCsv(dir.path() / "ragged.csv"); }) ==
         (dir.path() / "ragged.csv").string() + ":3: 1 fields, the header has 2");
@@ -155,6 +184,22 @@ TEST_CASE("a damaged or wrong file is one line naming it") {
   mixed.files.lengths = "tags";
   CHECK(contains(errorOf([&] { symtune::FileDataSource(mixed, loss, 3); }),
                  "lengths \"tags\" must be one integer per sample"));
+  // A NaN in an input array trained every step to a NaN loss, unsaid.
+  const float values[] = {1.0F, std::nanf(""), 2.0F, 3.0F};
+  symtune::test::writeFile(
+      dir.path() / "nan_x.npy",
+      npyBytes("<f4", "(2, 2)", std::string(reinterpret_cast<const char*>(values), sizeof values)));
+  const int64_t labels[] = {0, 1};
+  symtune::test::writeFile(
+      dir.path() / "nan_y.npy",
+      npyBytes("<i8", "(2,)", std::string(reinterpret_cast<const char*>(labels), sizeof labels)));
+  symtune::DataSpec nan;
+  nan.batchSize = 2;
+  nan.files.format = "npy";
+  nan.files.inputs = {{(dir.path() / "nan_x.npy").string()}};
+  nan.files.target = (dir.path() / "nan_y.npy").string();
+  CHECK(contains(errorOf([&] { symtune::FileDataSource(nan, loss, 2); }),
+                 ": \"nan_x.npy\" holds a NaN or an infinity (sample 0)"));
   symtune::DataSpec held = blobsSpec("npz", "blobs.npz", {"x"}, "y");
   held.files.validationFraction = 0.999;
   CHECK(contains(errorOf([&] { symtune::FileDataSource(held, loss, 3); }),

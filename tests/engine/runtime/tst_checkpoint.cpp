@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -56,6 +57,7 @@ std::filesystem::path writeRun(const std::filesystem::path& folder, int64_t step
              "target": "y", "batch_size": 16, "seed": 4, "validation_fraction": 0.2,
              "validate_every": 50},
     "optimizer": {"name": "adamw", "lr": 0.01, "weight_decay": 0.01},
+    "rules": {"source": "rule halve { when step == 150  set lr = lr * 0.5 }"},
     "binding": {"exact": true},
     "run": {"steps": )" << steps
                          << R"(, "threads": 2, "save": "trained.pt", "checkpoint": "run.ckpt",
@@ -262,12 +264,34 @@ TEST_CASE("a checkpoint that is missing or of another run is a setup error namin
   s = symtune::loadSession(session);
   CHECK(symtune::test::errorOf([&] { symtune::runBatch(s, options); }) ==
         file + ": a checkpoint of another model: its parameter w1 has another shape");
-  // Another optimizer: another run.
-  s.optimizer.name = "sgd";
-  CHECK(symtune::test::errorOf([&] { symtune::runBatch(s, options); }) ==
-        file +
-            ": a checkpoint of another run: its optimizer is \"adamw\", this session's "
-            "\"sgd\"");
+  writeModel(dir.path() / "a" / "model.pt");
+  // What decides the samples each step trains on and which are held out, and the optimizer's
+  // settings (LibTorch's load put the checkpoint's lr over the session's, unsaid): another run.
+  const struct {
+    std::function<void(symtune::Session&)> change;
+    std::string message;
+  } others[] = {
+      {[](symtune::Session& o) { o.optimizer.name = "sgd"; },
+       "its optimizer is \"adamw\", this session's \"sgd\""},
+      {[](symtune::Session& o) { o.optimizer.lr = 0.5; }, "its lr is 0.01, this session's 0.5"},
+      {[](symtune::Session& o) { o.data.batchSize = 40; },
+       "its batch_size is 16, this session's 40"},
+      {[](symtune::Session& o) { o.data.files.validationFraction = 0.5; },
+       "its data.validation_fraction is 0.2, this session's 0.5"},
+      {[](symtune::Session& o) { o.data.files.shuffle = false; },
+       "its data.shuffle is true, this session's false"},
+  };
+  for (const auto& other : others) {
+    symtune::Session o = symtune::loadSession(session);
+    other.change(o);
+    CHECK(symtune::test::errorOf([&] { symtune::runBatch(o, options); }) ==
+          file + ": a checkpoint of another run: " + other.message);
+  }
+  // The run's folder moved elsewhere: the same run.
+  const auto moved = dir.path() / "moved";
+  std::filesystem::copy(dir.path() / "a", moved);
+  symtune::Session there = symtune::loadSession(moved / "run.json");
+  CHECK(symtune::test::errorOf([&] { symtune::runBatch(there, options); }) == "(no error)");
   // Not a checkpoint at all.
   symtune::test::writeFile(file, "not a checkpoint");
   CHECK(symtune::test::errorOf([&] {

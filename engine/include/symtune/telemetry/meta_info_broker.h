@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,27 @@ class MetaInfoBroker {
   void setEnabled(bool on) { gradients_.setEnabled(on); }
 
   const std::deque<StepFeatures>& history() const { return history_; }
+
+  // What a resumed run goes on from (Note [Checkpoints] in symtune/runtime/trainer.h): the steps
+  // counted, the loss's moving average and the last step's features, as the run that saved them
+  // had them. Rules read them (`step`, `loss_ema`, `loss_delta`): a resume that began them again
+  // fired `when step == 10` at step 10 of the resumed part.
+  struct Resumable {
+    int64_t step = 0;
+    double lossEma = 0;
+    std::optional<StepFeatures> last;
+  };
+  Resumable resumable() const {
+    return {step_, lossEma_,
+            history_.empty() ? std::nullopt : std::optional<StepFeatures>(history_.back())};
+  }
+  void resume(const Resumable& from) {
+    step_ = from.step;
+    lossEma_ = from.lossEma;
+    history_.clear();
+    if (from.last)
+      history_.push_back(*from.last);
+  }
   const GradientMonitor& gradients() const { return gradients_; }
 
  private:
