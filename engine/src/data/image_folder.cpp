@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cctype>
 #include <csetjmp>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 
 #include <ATen/Parallel.h>
+#include <jerror.h>
 #include <jpeglib.h>
 #include <png.h>
 #include <torch/nn/functional/vision.h>
@@ -15,6 +17,17 @@
 namespace symtune {
 
 namespace {
+
+// The most pixels an image may declare (16384 × 16384): a header is a few bytes, and one that
+// claims more would take gigabytes to decode into, per image, several at once.
+constexpr uint64_t kMostPixels = uint64_t{1} << 28;
+
+void checkPixels(uint64_t width, uint64_t height, const std::filesystem::path& file) {
+  if (width * height > kMostPixels)
+    throw DataError(file.string() + ": declares " + std::to_string(width) + " × " +
+                    std::to_string(height) + " pixels, more than " + std::to_string(kMostPixels) +
+                    " (16384 × 16384)");
+}
 
 std::string readBytes(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
@@ -29,6 +42,10 @@ torch::Tensor decodePng(const std::string& bytes, const std::filesystem::path& f
   if (png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()) == 0)
     throw DataError(file.string() + ": not a readable PNG image: " + image.message);
   image.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+  if (image.width * uint64_t{image.height} > kMostPixels) {
+    png_image_free(&image);
+    checkPixels(image.width, image.height, file);
+  }
   torch::Tensor pixels = torch::empty(
       {static_cast<int64_t>(image.height), static_cast<int64_t>(image.width), channels},
       torch::kUInt8);
@@ -53,8 +70,11 @@ void jpegFailed(j_common_ptr info) {
   std::longjmp(error->back, 1);
 }
 
-void jpegWarning(j_common_ptr, int) {
-  // Warnings (a corrupt but decodable stream) are libjpeg's to recover from.
+void jpegWarning(j_common_ptr info, int level) {
+  // Other warnings (extraneous bytes before a marker, say: cameras write them) are libjpeg's to
+  // recover from; a stream that ends early is not, since libjpeg fills the rows it lacks with grey.
+  if (level == -1 && info->err->msg_code == JWRN_JPEG_EOF)
+    jpegFailed(info);
 }
 
 torch::Tensor decodeJpeg(const std::string& bytes, const std::filesystem::path& file,
@@ -75,6 +95,11 @@ torch::Tensor decodeJpeg(const std::string& bytes, const std::filesystem::path& 
                static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&info, TRUE);
   info.out_color_space = channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+  if (uint64_t{info.image_width} * info.image_height > kMostPixels) {
+    const auto width = info.image_width, height = info.image_height;
+    jpeg_destroy_decompress(&info);
+    checkPixels(width, height, file);
+  }
   jpeg_start_decompress(&info);
   pixels = torch::empty(
       {static_cast<int64_t>(info.output_height), static_cast<int64_t>(info.output_width), channels},

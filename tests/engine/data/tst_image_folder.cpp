@@ -160,6 +160,19 @@ TEST_CASE("an unreadable image or an empty folder is one line naming it") {
         0);
   CHECK(bad("cut.jpg", jpeg.substr(0, 20)).rfind(at + "cut.jpg: not a readable JPEG image: ", 0) ==
         0);
+  // Cut short after its header: libjpeg filled the missing rows with grey, and it trained.
+  CHECK(bad("half.jpg", jpeg.substr(0, jpeg.size() / 2)) ==
+        at + "half.jpg: not a readable JPEG image: Premature end of JPEG file");
+  // A header that claims 20000 × 20000 pixels took gigabytes to decode into.
+  std::string huge = jpeg;
+  const size_t frame = huge.find("\xFF\xC0");
+  REQUIRE(frame != std::string::npos);
+  for (const size_t at16 : {frame + 5, frame + 7}) {  // height, then width: 20000 big-endian
+    huge[at16] = static_cast<char>(20000 >> 8);
+    huge[at16 + 1] = static_cast<char>(20000 & 0xff);
+  }
+  CHECK(bad("huge.jpg", huge) ==
+        at + "huge.jpg: declares 20000 × 20000 pixels, more than 268435456 (16384 × 16384)");
   CHECK(bad("text.jpg", "hello") == at + "text.jpg: neither a PNG nor a JPEG image (by its first "
                                          "bytes)");
   CHECK(errorOf([&] {
