@@ -248,25 +248,44 @@ std::vector<ZipMember> zipDirectory(const std::string& b, const std::string& whe
 
 std::string zipContent(const std::string& b, const ZipMember& m, const std::string& where) {
   const std::string who = where + ": " + m.name;
-  if (m.offset + 30 > b.size() || le32(b, m.offset) != 0x04034b50)
+  // Offsets as the file gives them: compared without sums that could wrap.
+  if (m.offset > b.size() || b.size() - m.offset < 30 || le32(b, m.offset) != 0x04034b50)
     throw DataError(who + ": corrupt ZIP local header");
   const size_t start = m.offset + 30 + le16(b, m.offset + 26) + le16(b, m.offset + 28);
-  if (start + m.compressed > b.size())
+  if (start > b.size() || b.size() - start < m.compressed)
     throw DataError(who + ": truncated");
   std::string out;
   if (m.method == 0) {
     out = b.substr(start, m.compressed);
   } else if (m.method == 8) {
+    // Deflate expands at most 1032 times: a declared size past that is a lie, not a reason to
+    // allocate it.
+    if (m.size / 1032 > m.compressed)
+      throw DataError(who + ": corrupt (it declares " + std::to_string(m.size) + " bytes from " +
+                      std::to_string(m.compressed) + " compressed)");
     out.resize(m.size);
     z_stream z{};
     if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
       throw DataError(who + ": cannot start zlib");
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(b.data() + start));
-    z.avail_in = static_cast<uInt>(m.compressed);
-    z.next_out = reinterpret_cast<Bytef*>(out.data());
-    z.avail_out = static_cast<uInt>(out.size());
-    const int rc = inflate(&z, Z_FINISH);
-    const uLong produced = z.total_out;
+    // zlib counts in 32 bits: a member past 4 GiB goes in and comes out in pieces.
+    constexpr size_t kPiece = size_t{1} << 30;
+    size_t in = 0, produced = 0;
+    int rc = Z_OK;
+    while (rc == Z_OK) {
+      const size_t inNow = std::min(kPiece, m.compressed - in);
+      const size_t outNow = std::min(kPiece, out.size() - produced);
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(b.data() + start + in));
+      z.avail_in = static_cast<uInt>(inNow);
+      z.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
+      z.avail_out = static_cast<uInt>(outNow);
+      rc = inflate(&z, Z_NO_FLUSH);
+      in += inNow - z.avail_in;
+      produced += outNow - z.avail_out;
+      if (rc == Z_BUF_ERROR && (in < m.compressed && produced < out.size()))
+        rc = Z_OK;  // a piece used up: go on with the next
+      if (rc == Z_OK && inNow == z.avail_in && outNow == z.avail_out)
+        break;  // no progress: the stream is cut
+    }
     inflateEnd(&z);
     if (rc != Z_STREAM_END || produced != m.size)
       throw DataError(who + ": corrupt deflated data");

@@ -144,6 +144,15 @@ TEST_CASE("a damaged or wrong file is one line naming it") {
   symtune::test::writeFile(dir.path() / "bad.npz", npz);
   CHECK(contains(errorOf([&] { symtune::readNpz(dir.path() / "bad.npz"); }), "bad.npz: "));
 
+  // A deflated member whose declared size is a lie: refused before 2 GB were allocated for it.
+  std::string lying = symtune::test::readFile(kData / "tagger.npz");
+  const size_t central = lying.find("PK\x01\x02");
+  REQUIRE(central != std::string::npos);
+  lying.replace(central + 24, 4, std::string("\x00\xff\xff\x7f", 4));
+  symtune::test::writeFile(dir.path() / "lying.npz", lying);
+  CHECK(contains(errorOf([&] { symtune::readNpz(dir.path() / "lying.npz"); }),
+                 "lying.npz: tokens.npy: corrupt (it declares 2147483392 bytes from "));
+
   symtune::test::writeFile(dir.path() / "bad.csv", "a,b\n1,2\n3,x\n");
   CHECK(errorOf([&] { symtune::readCsv(dir.path() / "bad.csv"); }) ==
         (dir.path() / "bad.csv").string() + ":3: column \"b\": \"x\" is not a number");
