@@ -185,6 +185,11 @@ struct ZipMember {
   uint64_t compressed = 0, size = 0, offset = 0;
 };
 
+// Whether `n` bytes from `at` lie inside `size` bytes (`at` as a file gives it: no sum that wraps).
+bool fits(uint64_t at, uint64_t n, uint64_t size) {
+  return at <= size && size - at >= n;
+}
+
 std::vector<ZipMember> zipDirectory(const std::string& b, const std::string& where) {
   // The end-of-central-directory record is in the last 64 KiB + 22 bytes.
   if (b.size() < 22)
@@ -203,15 +208,15 @@ std::vector<ZipMember> zipDirectory(const std::string& b, const std::string& whe
   if ((entries == 0xffff || directory == 0xffffffff) && eocd >= 20 &&
       le32(b, eocd - 20) == 0x07064b50) {  // ZIP64: the locator points at the real record
     const uint64_t record = le64(b, eocd - 20 + 8);
-    if (record + 56 > b.size() || le32(b, record) != 0x06064b50)
+    if (!fits(record, 56, b.size()) || le32(b, record) != 0x06064b50)
       throw DataError(where + ": corrupt ZIP64 end of central directory");
     entries = le64(b, record + 32);
     directory = le64(b, record + 48);
   }
   std::vector<ZipMember> members;
-  size_t at = directory;
+  uint64_t at = directory;
   for (uint64_t i = 0; i < entries; ++i) {
-    if (at + 46 > b.size() || le32(b, at) != 0x02014b50)
+    if (!fits(at, 46, b.size()) || le32(b, at) != 0x02014b50)
       throw DataError(where + ": corrupt ZIP central directory");
     ZipMember m;
     m.method = le16(b, at + 10);
@@ -221,7 +226,7 @@ std::vector<ZipMember> zipDirectory(const std::string& b, const std::string& whe
     const size_t nameLength = le16(b, at + 28), extraLength = le16(b, at + 30),
                  commentLength = le16(b, at + 32);
     m.offset = le32(b, at + 42);
-    if (at + 46 + nameLength + extraLength > b.size())
+    if (!fits(at, 46 + nameLength + extraLength, b.size()))
       throw DataError(where + ": corrupt ZIP central directory");
     m.name = b.substr(at + 46, nameLength);
     // ZIP64 extended information: the fields that overflowed, in order.
@@ -232,7 +237,7 @@ std::vector<ZipMember> zipDirectory(const std::string& b, const std::string& whe
       if (id == 0x0001) {
         size_t field = extra + 4;
         for (uint64_t* value : {&m.size, &m.compressed, &m.offset}) {
-          if (*value == 0xffffffff && field + 8 <= extra + 4 + length) {
+          if (*value == 0xffffffff && field + 8 <= std::min(extra + 4 + length, extraEnd)) {
             *value = le64(b, field);
             field += 8;
           }
