@@ -172,10 +172,9 @@ void OnlineController::read(const std::string& text) {
       throw std::invalid_argument("the controller's state: its random generator is unreadable");
     signalReference_ = in.at("signal_reference").get<std::vector<double>>();
     if (!signalReference_.empty() && signalReference_.size() != options_.signalNames.size())
-      throw std::invalid_argument("the controller's state has " +
-                                  std::to_string(signalReference_.size()) +
-                                  " batch signals; this run has " +
-                                  std::to_string(options_.signalNames.size()));
+      throw std::invalid_argument(
+          "the controller's state has " + std::to_string(signalReference_.size()) +
+          " batch signals; this run has " + std::to_string(options_.signalNames.size()));
     pins_.clear();
     for (const auto& [name, value] : in.at("pins").items()) {
       if (space_.knob(name) == nullptr)
