@@ -7,6 +7,8 @@
 #include <QMutexLocker>
 #include <QStringList>
 
+#include <cstdio>
+#include <functional>
 #include <memory>
 
 namespace symtune::graphview {
@@ -19,6 +21,26 @@ namespace {
 QMutex& graphvizMutex() {
   static QMutex mutex;
   return mutex;
+}
+
+// What Graphviz says while the lock is held: its errors name the line of the DOT text, the
+// layout's failure only that it failed. Also written to standard error, as Graphviz would.
+QString& graphvizMessages() {
+  static QString messages;
+  return messages;
+}
+
+int onGraphvizMessage(char* text) {
+  graphvizMessages() += QString::fromUtf8(text);
+  std::fputs(text, stderr);
+  return 0;
+}
+
+// "Graphviz could not parse the DOT text: Error: <stdin>: syntax error in line 1 near '->'"
+LayoutError failure(const char* what) {
+  const QString said = graphvizMessages().simplified();
+  return LayoutError(said.isEmpty() ? std::string(what)
+                                    : std::string(what) + ": " + said.toStdString());
 }
 
 GVC_t* context() {
@@ -86,13 +108,16 @@ DotLayout layoutDot(const QString& dot) {
   const QByteArray text = dot.toUtf8();
   QMutexLocker lock(&graphvizMutex());
   GVC_t* gvc = context();
+  graphvizMessages().clear();
+  agseterrf(onGraphvizMessage);
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> graph(agmemread(text.constData()), agclose);
-  if (!graph) {
-    throw LayoutError("Graphviz could not parse the DOT text");
-  }
-  if (gvLayout(gvc, graph.get(), "dot") != 0) {
-    throw LayoutError("Graphviz dot layout failed");
-  }
+  if (!graph)
+    throw failure("Graphviz could not parse the DOT text");
+  if (gvLayout(gvc, graph.get(), "dot") != 0)
+    throw failure("Graphviz dot layout failed");
+  // Freed however this function leaves: attributes read below may throw (bad_alloc).
+  const std::unique_ptr<Agraph_t, std::function<void(Agraph_t*)>> laidOut(
+      graph.get(), [gvc](Agraph_t* g) { gvFreeLayout(gvc, g); });
   attach_attrs(graph.get());  // the computed positions as attributes: pos, width, height, bb, lp
 
   DotLayout layout;
@@ -117,7 +142,6 @@ DotLayout layoutDot(const QString& dot) {
     }
   }
   readClusters(graph.get(), flip, layout);
-  gvFreeLayout(gvc, graph.get());
   return layout;
 }
 

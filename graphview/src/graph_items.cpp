@@ -32,9 +32,11 @@ void drawFitted(QPainter* painter, const QRectF& box, int flags, const QString& 
   painter->drawText(box, flags, metrics.elidedText(text, Qt::ElideMiddle, box.width()));
 }
 
+// The model an item's double-click changes: none while the scene still draws an earlier graph,
+// whose group ids mean other groups, or none, in the model's (Note [The layout of another graph]).
 GraphModel* modelOf(const QGraphicsItem* item) {
   auto* scene = qobject_cast<GraphScene*>(item->scene());
-  return scene != nullptr ? scene->model() : nullptr;
+  return scene != nullptr && scene->drawsModelGraph() ? scene->model() : nullptr;
 }
 
 double detailOf(const QStyleOptionGraphicsItem* option, const QPainter* painter) {

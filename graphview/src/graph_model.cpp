@@ -55,11 +55,16 @@ void GraphModel::setCollapsed(RegionId group, bool collapsed) {
   Q_EMIT viewChanged();
 }
 
-void GraphModel::expandAll() {
-  if (options_.collapsed.empty())
-    return;
-  options_.collapsed.clear();
-  Q_EMIT viewChanged();
+int GraphModel::expandAll(int maxDrawn) {
+  if (!graph_)
+    return 0;
+  auto collapsed = graphview::collapseToFit(*graph_, options_.side, maxDrawn);
+  const int left = static_cast<int>(collapsed.size());
+  if (collapsed != options_.collapsed) {
+    options_.collapsed = std::move(collapsed);
+    Q_EMIT viewChanged();
+  }
+  return left;
 }
 
 void GraphModel::collapseToFit(int maxDrawn) {

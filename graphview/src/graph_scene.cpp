@@ -1,6 +1,7 @@
 #include "symtune/graphview/graph_scene.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "graph_items.h"
@@ -13,9 +14,12 @@ GraphScene::GraphScene(GraphModel* model, QObject* parent) : QGraphicsScene(pare
     if (model_->graph()) {
       runner_.request(model_->view());
     } else {
+      runner_.cancel();  // the earlier graph's layout, still running, is not drawn when it ends
       rebuild({});
     }
   });
+  // A selection waiting for a layout of the earlier graph names a node of that graph.
+  connect(model_, &GraphModel::graphChanged, this, [this] { pendingSelection_ = {}; });
   connect(model_, &GraphModel::valuesChanged, this, &GraphScene::refreshFigures);
   connect(&runner_, &LayoutRunner::started, this, &GraphScene::layoutStarted);
   connect(&runner_, &LayoutRunner::laidOut, this, &GraphScene::rebuild);
@@ -69,6 +73,8 @@ void GraphScene::rebuild(const LaidOutView& laidOut) {
       items_.emplace(name, item);
     }
     setSceneRect(layout.bounds.adjusted(-20, -20, 20, 20));
+  } else {
+    setSceneRect(QRectF(0, 0, 0, 0));  // nothing drawn: nothing to fit, nothing to export
   }
   refreshFigures();
   setLinkedNodes(linked_);
@@ -79,6 +85,7 @@ void GraphScene::rebuild(const LaidOutView& laidOut) {
 }
 
 void GraphScene::onLayoutFailed(const QString& message) {
+  pendingSelection_ = {};  // its node was to be shown by the layout that failed
   if (!drawsModelGraph())
     rebuild({});  // Note [The layout of another graph]
   layoutError_ = message;
@@ -101,7 +108,8 @@ void GraphScene::refreshFigures() {
     for (const auto& [node, name] : current_.view->shownAs) {
       auto v = model_->value(overlay_, node);
       auto item = items_.find(name);
-      if (!v || item == items_.end())
+      // A figure a peer sent as null (NaN) or infinite has no place on the scale.
+      if (!v || !std::isfinite(*v) || item == items_.end())
         continue;
       auto [slot, fresh] = figures.emplace(item->second, *v);
       if (!fresh)

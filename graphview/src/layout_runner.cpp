@@ -2,6 +2,8 @@
 
 #include <QMetaObject>
 
+#include <exception>
+
 namespace symtune::graphview {
 
 namespace {
@@ -64,6 +66,8 @@ void LayoutRunner::request(ViewDot view) {
     try {
       layout = std::make_shared<const DotLayout>(layoutDot(QString::fromStdString(shared->dot)));
     } catch (const LayoutError& e) {
+      error = QString::fromUtf8(e.what());
+    } catch (const std::exception& e) {  // out of memory on a huge graph: the studio lives on
       error = QString::fromUtf8(e.what());
     }
     const double seconds = static_cast<double>(timer.nsecsElapsed()) * 1e-9;

@@ -65,6 +65,13 @@ class TestDotLayout : public QObject {
 
   void rejectsBrokenDot() {
     QVERIFY_THROWS_EXCEPTION(symtune::graphview::LayoutError, layoutDot("digraph { a -> "));
+    // Graphviz's own words, which name the line: "...: Error: syntax error in line 3 ..."
+    try {
+      layoutDot("digraph {\n a -> b;\n c -> ; }");
+      QFAIL("a DOT text with a syntax error was laid out");
+    } catch (const symtune::graphview::LayoutError& e) {
+      QVERIFY2(QString::fromUtf8(e.what()).contains("syntax error in line 3"), e.what());
+    }
   }
 };
 

@@ -2,11 +2,15 @@
 // its nodes and restoring them, overlays repainted with no new layout, selection revealing
 // collapsed nodes, links between views, search, export.
 
+#include <QApplication>
+#include <QGraphicsSceneMouseEvent>
 #include <QGraphicsView>
 #include <QImage>
 #include <QJsonDocument>
 #include <QSignalSpy>
 #include <QTemporaryDir>
+
+#include <limits>
 
 #include "sample_graph.h"
 #include "symtune/graphview/graph_scene.h"
@@ -130,6 +134,97 @@ class TestGraphScene : public QObject {
     QCOMPARE(scene.itemFor(s_.linear)->figureText(), QString("2 GFLOP"));
     QVERIFY(!scene.itemFor(s_.add)->scaledFigure().has_value());
     QCOMPARE(started.count(), layouts);
+  }
+
+  // A peer may send a figure as null (NaN to the decoder): it is left off the scale, whichever
+  // node the scale's pass meets first.
+  void aNonFiniteFigureIsLeftOffTheScale() {
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    model.setGraph(graph_);
+    QVERIFY(laidOut(done));
+    scene.setOverlay(Overlay::Latency);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    model.addNodeStats(nodesMessage({{s_.matmul, nan, 1 << 20},
+                                     {s_.add, 0.01, 1 << 20},
+                                     {s_.linear, std::numeric_limits<double>::infinity(), 0},
+                                     {s_.sum, 0.005, 1 << 20}}));
+    QVERIFY(scene.overlayRange().has_value());
+    QCOMPARE(scene.overlayRange()->first, 0.01);
+    QCOMPARE(scene.overlayRange()->second, 0.02);
+    QVERIFY(!scene.itemFor(s_.matmul)->scaledFigure().has_value());
+    QVERIFY(!scene.itemFor(s_.linear)->scaledFigure().has_value());
+    QCOMPARE(*scene.itemFor(s_.add)->scaledFigure(), 1.0);
+    QCOMPARE(*scene.itemFor(s_.sum)->scaledFigure(), 0.5);
+  }
+
+  // "Expand all" opens groups only while at most its limit of nodes is drawn, and says how many
+  // it left collapsed.
+  void expandAllStopsAtItsLimit() {
+    GraphModel model(GraphSide::Forward);
+    model.setGraph(graph_);
+    model.setCollapsed(s_.encoder, true);
+    QCOMPARE(model.expandAll(), 0);
+    QVERIFY(model.viewOptions().collapsed.empty());
+    const int left = model.expandAll(5);
+    QVERIFY(left > 0);
+    QVERIFY(static_cast<int>(model.view().entries.size()) <= 5);
+    QCOMPARE(model.expandAll(), 0);
+  }
+
+  // Note [The layout of another graph]: a graph cleared while its layout runs is not drawn when
+  // that layout lands, and a scene that draws nothing has nothing to export.
+  void aClearedGraphStaysUndrawn() {
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    model.setGraph(graph_);
+    QVERIFY(laidOut(done));
+    QVERIFY(scene.drawnNodes() > 0);
+    model.setCollapsed(s_.loop, true);  // a new layout, running
+    model.clear();
+    QTRY_VERIFY_WITH_TIMEOUT(!scene.layingOut(), 10000);
+    QCOMPARE(scene.drawnNodes(), 0);
+    QVERIFY(scene.sceneRect().isEmpty());
+    QTemporaryDir dir;
+    QCOMPARE(exportSvg(scene, dir.filePath("none.svg")), QString("there is no graph to export"));
+  }
+
+  // While a new graph is laid out the scene still draws the earlier one: a double-click on its
+  // group changes nothing in the new graph (whose group of that id is another).
+  void aDoubleClickOnAnEarlierGraphChangesNothing() {
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QGraphicsView view(&scene);  // the scene delivers mouse events to items through a view
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    model.setGraph(graph_);
+    model.setCollapsed(s_.loop, true);
+    QVERIFY(laidOut(done));
+    NodeItem* group = scene.itemFor(s_.matmul);
+    QVERIFY(group != nullptr && group->isGroup());
+    const QPointF at = group->sceneBoundingRect().center();
+
+    model.setGraph(std::make_shared<Graph>(s_.graph));  // another graph, its layout pending
+    QVERIFY(!scene.drawsModelGraph());
+    model.setCollapsed(s_.loop, true);
+    QGraphicsSceneMouseEvent click(QEvent::GraphicsSceneMouseDoubleClick);
+    click.setScenePos(at);
+    click.setButton(Qt::LeftButton);
+    click.setButtons(Qt::LeftButton);
+    QApplication::sendEvent(&scene, &click);
+    QVERIFY(model.isCollapsed(s_.loop));
+    QTRY_VERIFY_WITH_TIMEOUT(!scene.layingOut(), 10000);
+
+    // The same click on the graph the scene draws opens the group.
+    group = scene.itemFor(s_.matmul);
+    QVERIFY(group != nullptr && group->isGroup());
+    QGraphicsSceneMouseEvent again(QEvent::GraphicsSceneMouseDoubleClick);
+    again.setScenePos(group->sceneBoundingRect().center());
+    again.setButton(Qt::LeftButton);
+    again.setButtons(Qt::LeftButton);
+    QApplication::sendEvent(&scene, &again);
+    QVERIFY(!model.isCollapsed(s_.loop));
   }
 
   void groupsAddUpTheirNodesFigures() {

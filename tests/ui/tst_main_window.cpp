@@ -13,6 +13,7 @@
 #include <QLocalServer>
 #include <QLocalSocket>
 #include <QProcess>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QStatusBar>
 #include <QTemporaryDir>
@@ -28,6 +29,7 @@
 #include "symtune/ui/main_window.h"
 #include "symtune/ui/remat_dock.h"
 #include "symtune/ui/remat_plan_model.h"
+#include "symtune/ui/rule_editor.h"
 #include "symtune/ui/rule_list_model.h"
 #include "symtune/ui/rules_dock.h"
 #include "symtune/ui/run_history_model.h"
@@ -139,6 +141,22 @@ class TestMainWindow : public QObject {
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);  // QSettings and run folders in a test location
     qputenv("SYMTUNE_RUNNER", SYMTUNE_BIN_DIR "/symtune-runner");
+    QSettings().remove("rules/draft");  // an earlier run's closing window left one
+  }
+
+  // Rules typed and neither applied nor exported are in the editor of the next window.
+  void keepsTheRuleEditorsTextForTheNextWindow() {
+    const QString draft = "# not applied yet\nrule half { when step == 100 set lr = lr * 0.5 }\n";
+    {
+      MainWindow w;
+      w.show();
+      w.rulesDock()->editor()->setPlainText(draft);
+      QVERIFY(w.close());
+    }
+    MainWindow next;
+    QCOMPARE(next.rulesDock()->editor()->toPlainText(), draft);
+    QVERIFY(next.rulesDock()->editor()->isOk());
+    QSettings().remove("rules/draft");
   }
 
   void opensWithItsDocks() {

@@ -70,10 +70,16 @@ GraphPanel::GraphPanel(QWidget* parent) : QWidget(parent) {
   toolbar->addWidget(searchStatus_);
   QAction* fit = toolbar->addAction(tr("Fit"), this, &GraphPanel::zoomToFit);
   fit->setToolTip(tr("Zoom to fit (Ctrl+0)"));
-  toolbar->addAction(tr("Expand all"), this, [this] {
-    forwardModel_->expandAll();
-    backwardModel_->expandAll();
+  QAction* expand = toolbar->addAction(tr("Expand all"), this, [this] {
+    const int left = forwardModel_->expandAll() + backwardModel_->expandAll();
+    if (left > 0)
+      Q_EMIT statusMessage(
+          tr("%n group(s) left collapsed: more than %1 nodes drawn would take Graphviz minutes "
+             "to lay out (double-click a group to open it)",
+             nullptr, left)
+              .arg(GraphModel::kMostDrawn));
   });
+  expand->setToolTip(tr("Open every group, up to %1 nodes drawn").arg(GraphModel::kMostDrawn));
   toolbar->addAction(tr("Collapse"), this, [this] {
     forwardModel_->collapseToFit();
     backwardModel_->collapseToFit();
@@ -204,11 +210,15 @@ void GraphPanel::selectAndCentre(GraphView* view, NodeId target) {
       view->centerOn(item);
   };
   if (scene->layingOut()) {
+    // Once, when the layout that shows `target` lands; forgotten when it fails or the graph
+    // changes, so that no later layout centres on a node of an earlier one.
     auto* once = new QObject(this);
     connect(scene, &GraphScene::layoutFinished, once, [centre, once] {
       centre();
       once->deleteLater();
     });
+    connect(scene, &GraphScene::layoutFailed, once, &QObject::deleteLater);
+    connect(scene->model(), &GraphModel::graphChanged, once, &QObject::deleteLater);
   } else {
     centre();
   }
@@ -223,6 +233,13 @@ void GraphPanel::showForwardNode(NodeId node) {
 void GraphPanel::setBindings(const BindingTable* table) {
   forwardModel_->setBindings(table);
   backwardModel_->setBindings(table);
+}
+
+void GraphPanel::clearRunFigures() {
+  setBindings(nullptr);
+  setRemat(nullptr);
+  forwardModel_->setPeakMemory(std::nullopt);
+  backwardModel_->setPeakMemory(std::nullopt);
 }
 
 void GraphPanel::setRemat(const attach::RematMessage* plan) {

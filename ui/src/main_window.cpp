@@ -40,6 +40,7 @@
 #include "symtune/ui/node_inspector_model.h"
 #include "symtune/ui/remat_dock.h"
 #include "symtune/ui/remat_plan_model.h"
+#include "symtune/ui/rule_editor.h"
 #include "symtune/ui/rule_list_model.h"
 #include "symtune/ui/rules_dock.h"
 #include "symtune/ui/run_history_model.h"
@@ -121,6 +122,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setStatus(tr("No session"));
 
   connect(graphPanel_, &GraphPanel::nodeSelected, inspector_, &NodeInspector::showNode);
+  connect(graphPanel_, &GraphPanel::statusMessage, this,
+          [this](const QString& message) { statusBar()->showMessage(message, 8000); });
   connect(bindings_, &BindingsDock::siteSelected, graphPanel_, &GraphPanel::showForwardNode);
   connect(remat_, &RematDock::unitSelected, graphPanel_, &GraphPanel::showForwardNode);
   connect(remat_, &RematDock::budgetRequested, this, [this](RematDock::Unit unit, double value) {
@@ -149,6 +152,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     // The default layout: the graph gets most of the window, the charts a readable strip.
     resizeDocks({dock("chartsDock")}, {300}, Qt::Vertical);
     resizeDocks({dock("sessionDock"), dock("rulesDock")}, {250, 330}, Qt::Horizontal);
+  }
+  // The rule editor's text as the last window left it, applied, exported or not.
+  const QString draft = settings.value("rules/draft").toString();
+  if (!draft.isEmpty()) {
+    rules_->editor()->setPlainText(draft);
+    rules_->editor()->checkNow();
   }
 }
 
@@ -257,11 +266,26 @@ bool MainWindow::openSession(const QString& path, QString* error) {
 // The graph of a session that is not running: the runner builds the model and SyMuGen reads it
 // (`symtune-runner graph SESSION`), in the background.
 void MainWindow::loadGraphOf(const QString& sessionPath) {
+  if (graphProcess_ != nullptr) {  // an earlier session's, still building its model: not waited for
+    graphProcess_->disconnect(this);
+    graphProcess_->kill();
+    graphProcess_->deleteLater();
+  }
   auto* process = new QProcess(this);
+  graphProcess_ = process;
+  connect(process, &QProcess::errorOccurred, this, [this, process](QProcess::ProcessError e) {
+    if (e != QProcess::FailedToStart)
+      return;  // a crash or a kill ends in finished() too
+    process->deleteLater();
+    setStatus(tr("No graph for this session: cannot start %1: %2")
+                  .arg(process->program(), process->errorString()));
+  });
   connect(process, &QProcess::finished, this, [this, process, sessionPath](int code) {
     process->deleteLater();
     if (sessionPath != sessionPath_ || isAttached())
       return;  // another session, or a live run's graph, came meanwhile
+    // The overlays of a run that has ended are not this session's.
+    graphPanel_->clearRunFigures();
     if (code == 0) {
       attach::GraphMessage graph;
       try {
@@ -464,12 +488,14 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       remat_->setRunAttached(false);
       control_->setRunAttached(false);
       pending_.clear();
+      forgetSnapshots(tr("the run ended first"));
       Q_EMIT attachEnded(reason);
     });
   }
   setStatus(tr("Attaching to %1…").arg(endpoint));
   setConnection(tr("Attaching…"), false);
   pending_.clear();  // the commands sent to the run before, unanswered, are not this run's
+  forgetSnapshots(tr("another run was attached first"));
   attach_->open(endpoint, token);
 }
 
@@ -579,18 +605,17 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
     remat_->commandFinished(reply.ok, message);
   if (name == "pin")
     control_->commandFinished(reply.ok, message);
-  if (id == snapshotId_) {
-    snapshotId_ = 0;
+  if (snapshots_.contains(id)) {
+    const QString path = snapshots_.take(id);
     QString error;
     if (!reply.ok)
       message = tr("No snapshot: %1").arg(message);
     else if (!result.contains("session") || !result["session"].is_object())
       message = tr("No snapshot: the run's answer holds no session");
-    else if (writeFile(snapshotPath_, QByteArray::fromStdString(result["session"].dump(2) + "\n"),
-                       &error))
+    else if (writeFile(path, QByteArray::fromStdString(result["session"].dump(2) + "\n"), &error))
       message = tr("Saved the run's session (step %1) to %2")
                     .arg(result.value("step", int64_t{0}))
-                    .arg(snapshotPath_);
+                    .arg(path);
     else
       message = error;
   }
@@ -680,8 +705,8 @@ void MainWindow::chooseSaveSession() {
   if (path.isEmpty())
     return;
   if (isAttached()) {  // the run's session as it stands, rules included
-    snapshotPath_ = path;
-    snapshotId_ = sendCommand(attach::Command::named("snapshot"));
+    if (const int id = sendCommand(attach::Command::named("snapshot")); id != 0)
+      snapshots_.insert(id, path);
     return;
   }
   QString error;
@@ -694,6 +719,16 @@ void MainWindow::chooseSaveSession() {
   }
   if (!error.isEmpty())
     QMessageBox::warning(this, tr("Cannot save the session"), error);
+}
+
+// Save Session As requests the run never answered: said, not dropped in silence.
+void MainWindow::forgetSnapshots(const QString& why) {
+  if (snapshots_.isEmpty())
+    return;
+  statusBar()->showMessage(tr("The run's session was not saved to %1: %2")
+                               .arg(QStringList(snapshots_.values()).join(", "), why),
+                           15000);
+  snapshots_.clear();
 }
 
 void MainWindow::chooseSampling() {
@@ -722,6 +757,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   QSettings settings;
   settings.setValue("mainWindow/geometry", saveGeometry());
   settings.setValue("mainWindow/state", saveState());
+  settings.setValue("rules/draft", rules_->editor()->toPlainText());  // kept for the next window
   QMainWindow::closeEvent(event);
 }
 

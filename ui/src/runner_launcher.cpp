@@ -16,7 +16,13 @@ namespace symtune::ui {
 namespace {
 constexpr int kPollMs = 100;
 constexpr int kLingerSeconds = 600;  // Note [Runs outlive the studio]
-constexpr int kPatienceMs = 60000;   // building a cpu-preset model takes seconds, not a minute
+constexpr int kPatienceMs = 120000;  // a cpu-preset model builds in seconds; a large one, CUDA's
+                                     // start-up and a large data set take longer
+constexpr int kStopGraceMs = 5000;   // after SIGTERM, before SIGKILL
+
+bool alive(qint64 pid) {
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == 0;
+}
 }  // namespace
 
 // Note [Runs outlive the studio]
@@ -27,7 +33,7 @@ constexpr int kPatienceMs = 60000;   // building a cpu-preset model takes second
 // no studio has been attached for kLingerSeconds: a finished run nobody looks at does not stay
 // forever.
 
-RunnerLauncher::RunnerLauncher(QObject* parent) : QObject(parent) {
+RunnerLauncher::RunnerLauncher(QObject* parent) : QObject(parent), patienceMs_(kPatienceMs) {
   poll_.setInterval(kPollMs);
   connect(&poll_, &QTimer::timeout, this, &RunnerLauncher::poll);
 }
@@ -102,14 +108,27 @@ void RunnerLauncher::poll() {
     return;
   }
   // Gone before listening: the runner said why on its last line (a bad session, a bad model).
-  const bool alive = pid_ > 0 && ::kill(static_cast<pid_t>(pid_), 0) == 0;
-  if (!alive || polls_ * kPollMs > kPatienceMs) {
+  const bool running = alive(pid_);
+  if (!running || polls_ * kPollMs > patienceMs_) {
     poll_.stop();
     const QStringList lines = text.trimmed().split('\n', Qt::SkipEmptyParts);
     const QString last = lines.isEmpty() ? tr("no output") : lines.last();
-    Q_EMIT failed(alive
-                      ? tr("symtune-runner did not start listening within a minute (%1)").arg(last)
-                      : tr("symtune-runner stopped: %1").arg(last));
+    if (!running) {
+      Q_EMIT failed(tr("symtune-runner stopped: %1").arg(last));
+      return;
+    }
+    // Given up on, it is stopped: left alone it would train unseen, and linger after, while the
+    // studio let another run start (its log stays in the run folder).
+    const qint64 pid = pid_;
+    ::kill(static_cast<pid_t>(pid), SIGTERM);
+    QTimer::singleShot(kStopGraceMs, [pid] {
+      if (alive(pid))
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+    });
+    Q_EMIT failed(tr("symtune-runner did not start listening within %1 s, so it was stopped (%2; "
+                     "its log: %3)")
+                      .arg(patienceMs_ / 1000.0)
+                      .arg(last, logPath_));
   }
 }
 

@@ -29,6 +29,9 @@ class GraphModel : public QObject {
  public:
   // A graph opens with groups collapsed until at most this many nodes are drawn.
   static constexpr int kOpenDrawn = 300;
+  // "Expand all" draws at most this many: Graphviz's layout of thousands of nodes takes minutes
+  // (Note [Fast layout]), and nothing else is laid out meanwhile.
+  static constexpr int kMostDrawn = 2000;
 
   explicit GraphModel(GraphSide side, QObject* parent = nullptr);
   ~GraphModel() override;
@@ -46,7 +49,9 @@ class GraphModel : public QObject {
   bool isCollapsed(RegionId group) const { return options_.collapsed.count(group) != 0; }
   void setCollapsed(RegionId group, bool collapsed);
   void toggleCollapsed(RegionId group) { setCollapsed(group, !isCollapsed(group)); }
-  void expandAll();
+  // Opens every group, or as many as keep at most `maxDrawn` nodes drawn: the number of groups
+  // left collapsed.
+  int expandAll(int maxDrawn = kMostDrawn);
   void collapseToFit(int maxDrawn = kOpenDrawn);
   // Expands the groups that hide `node`; false when nothing had to change.
   bool reveal(NodeId node);

@@ -39,6 +39,8 @@ class LayoutRunner : public QObject {
   ~LayoutRunner() override;  // waits for a running layout
 
   void request(ViewDot view);
+  // The result of the request made last is dropped, as a newer request would drop it.
+  void cancel() { ++generation_; }
   bool busy() const { return pending_ > 0; }
 
  Q_SIGNALS:

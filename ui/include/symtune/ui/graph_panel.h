@@ -43,6 +43,9 @@ class GraphPanel : public QWidget {
   void setBindings(const BindingTable* table);
   // The memory budget's plan in force (null clears), for the Remat plan overlay.
   void setRemat(const attach::RematMessage* plan);
+  // Forgets what a run painted beyond its node statistics: its binding table, its remat plan and
+  // its peak memory (a session's graph shown after the run has ended is not that run's).
+  void clearRunFigures();
   // Selects forward op `node` (expanding the groups that hide it) and centres it.
   void showForwardNode(NodeId node);
 
@@ -68,6 +71,7 @@ class GraphPanel : public QWidget {
  Q_SIGNALS:
   void nodeSelected(symtune::NodeId node);  // either view; none when cleared
   void overlayChanged(symtune::graphview::Overlay overlay);
+  void statusMessage(const QString& message);  // for the main window's status bar
 
  private:
   void link(graphview::GraphScene* from, graphview::GraphScene* to, GraphView* toView,

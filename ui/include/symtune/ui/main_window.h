@@ -7,6 +7,8 @@
 #include <QJsonObject>
 #include <QMainWindow>
 #include <QMap>
+#include <QPointer>
+#include <QProcess>
 #include <QString>
 #include <QStringList>
 
@@ -108,6 +110,7 @@ class MainWindow : public QMainWindow {
   void loadGraphOf(const QString& sessionPath);
   void setStatus(const QString& text);
   void showRunSession(const attach::HelloMessage& hello);
+  void forgetSnapshots(const QString& why);
   QString whyNotStart() const;
   void setConnection(const QString& text, bool attached);
   void rememberRecent(const QString& path);
@@ -125,8 +128,9 @@ class MainWindow : public QMainWindow {
   QString status_, runName_, runState_, sessionPath_;
   int samplingOnAttach_ = -1;   // sent once attached; -1: leave the run's setting
   QMap<int, QString> pending_;  // command id → command name
-  QString snapshotPath_;        // Save Session As on an attached run: where the snapshot goes
-  int snapshotId_ = 0;
+  // Save Session As on an attached run: snapshot command id → the file it goes to.
+  QMap<int, QString> snapshots_;
+  QPointer<QProcess> graphProcess_;  // `symtune-runner graph` reading the open session's graph
 
   GraphPanel* graphPanel_ = nullptr;
   LiveCharts* charts_ = nullptr;

@@ -31,6 +31,8 @@ class RunnerLauncher : public QObject {
   // follows. False (and `*error`) when the runner cannot be started.
   bool start(const QString& sessionPath, QString* error = nullptr, QString folder = {});
   bool starting() const { return poll_.isActive(); }  // started, not yet listening nor failed
+  // How long a runner may take to listen before it is stopped and failed() says so (2 minutes).
+  void setPatience(int milliseconds) { patienceMs_ = milliseconds; }
   const QString& runFolder() const { return folder_; }
   qint64 pid() const { return pid_; }
   const QString& logPath() const { return logPath_; }
@@ -38,7 +40,8 @@ class RunnerLauncher : public QObject {
 
  Q_SIGNALS:
   void listening(const QString& endpoint);
-  void failed(const QString& message);  // exited (or was silent for a minute) before listening
+  // Exited before listening, or was stopped after the patience without listening.
+  void failed(const QString& message);
 
  private:
   void poll();
@@ -47,6 +50,7 @@ class RunnerLauncher : public QObject {
   QString folder_, logPath_, endpoint_;
   qint64 pid_ = 0;
   int polls_ = 0;
+  int patienceMs_;
 };
 
 }  // namespace symtune::ui
