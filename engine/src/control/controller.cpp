@@ -369,13 +369,17 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
 
 void OnlineController::checkLoss(Decision& decision, double loss) {
   const bool finite = std::isfinite(loss);
-  const bool diverged = !finite || (losses_ >= options_.divergenceWarmup && lossAverage_ > 0 &&
-                                    loss > options_.divergence * lossAverage_);
+  // Over the average by (divergence - 1) times its size: the same bound for an average above
+  // zero, and one for an average below it (a `loss.method` may give negative losses).
+  const bool diverged =
+      !finite || (losses_ >= options_.divergenceWarmup && lossAverage_ != 0 &&
+                  loss - lossAverage_ > (options_.divergence - 1) * std::abs(lossAverage_));
   if (!diverged) {
     lossAverage_ = losses_ == 0 ? loss : 0.9 * lossAverage_ + 0.1 * loss;
     ++losses_;
     lastDiverged_ = false;
     highInARow_ = 0;
+    blamed_.reset();
     return;
   }
   decision.violation = "the loss diverged (" + number(loss) +
@@ -391,6 +395,12 @@ void OnlineController::checkLoss(Decision& decision, double loss) {
                           " steps in a row: a new level, its average starts again";
     losses_ = 0;
     highInARow_ = 0;
+    if (blamed_) {
+      // It was blamed for a jump the loss then kept under the configuration before it.
+      excluded_.erase(std::remove(excluded_.begin(), excluded_.end(), *blamed_), excluded_.end());
+      decision.violation += "; the configuration excluded when it began is allowed again";
+      blamed_.reset();
+    }
   }
   if (!broke) {
     decision.violation += log_.empty() ? "; on the run's first step: not a change's"
@@ -400,6 +410,7 @@ void OnlineController::checkLoss(Decision& decision, double loss) {
   }
   // The step before ran another configuration, not excluded (it did not diverge): one is left.
   excluded_.push_back(decision.chosen);
+  blamed_ = decision.chosen;
   decision.violation += "; when the configuration changed: excluded from now on";
   if (std::none_of(grid_.begin(), grid_.end(),
                    [&](const Configuration& c) { return allowed(c); })) {

@@ -149,6 +149,8 @@ std::string OnlineController::state() const {
               {"spent", spent_},
               {"baseline_spent", baselineSpent_},
               {"last_samples", lastSamples_}};
+  if (blamed_)
+    out["blamed"] = configurationJson(space_, *blamed_);
   if (!log_.empty())
     out["last"] = {{"step", log_.back().step},
                    {"bucket", log_.back().bucket},
@@ -196,6 +198,9 @@ void OnlineController::read(const std::string& text) {
     losses_ = in.at("losses").get<int64_t>();
     lastDiverged_ = in.at("last_diverged").get<bool>();
     highInARow_ = in.at("high_in_a_row").get<int64_t>();
+    blamed_.reset();
+    if (in.contains("blamed"))
+      blamed_ = configurationFrom(space_, in["blamed"]);
     // Note [Conservative exploration]; a state written before it counts from its restore.
     if (in.contains("baseline"))
       baseline_ = configurationFrom(space_, in["baseline"]);

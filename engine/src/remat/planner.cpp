@@ -16,7 +16,8 @@ namespace {
 // The needed bytes cut into this many parts.
 constexpr int kSteps = 512;
 constexpr double kNever = std::numeric_limits<double>::infinity();
-// The most choices of first calls a block is given: k = n/16, 2n/16, … of its n calls, rounded up.
+// The most choices of first calls a block is given, and one more: k = n/16, 2n/16, … 15n/16 of its
+// n calls, rounded up (every k below n when n <= 16).
 constexpr size_t kMostFirstCalls = 16;
 
 // A cover table: for each j in [0, kSteps], the least cost of freeing at least j parts, and
@@ -28,14 +29,16 @@ struct Covers {
   Covers() { cost[0] = 0; }
 };
 
-// How many whole parts `bytes` covers (rounded down: a plan never counts more than it frees).
-int partsOf(double bytes, double part) {
-  return static_cast<int>(std::min<double>(kSteps, std::floor(bytes / part)));
+// How many parts `bytes` counts as: whole parts (rounded down: a cover then never frees less
+// than it counts), or parts begun (rounded up: a cover may free less, and is checked).
+int partsOf(double bytes, double part, bool roundUp) {
+  const double parts = bytes / part;
+  return static_cast<int>(std::min<double>(kSteps, roundUp ? std::ceil(parts) : std::floor(parts)));
 }
 
 // `table` with one more unit that may be taken (0/1 knapsack, covering).
-void addItem(Covers& table, const RematUnit& unit, double part) {
-  const int w = partsOf(unit.freedBytes, part);
+void addItem(Covers& table, const RematUnit& unit, double part, bool roundUp) {
+  const int w = partsOf(unit.freedBytes, part, roundUp);
   if (w <= 0)
     return;
   for (int j = kSteps; j >= 1; --j) {
@@ -237,9 +240,9 @@ RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedP
   // covers add up too.
   const double part = need / kSteps;
   std::deque<RematUnit> firstCalls;  // the choices of recomputing a block's first calls
-  std::function<Covers(const RematUnit&)> coverOf = [&](const RematUnit& u) {
+  std::function<Covers(const RematUnit&, bool)> coverOf = [&](const RematUnit& u, bool up) {
     Covers alone, kids;
-    addItem(alone, u, part);
+    addItem(alone, u, part, up);
     makeMonotone(alone);
     // Its first k calls, each k a choice of its own (at most kMostFirstCalls of them).
     const size_t calls = std::min(u.freedByCall.size(), u.costByCall.size());
@@ -259,7 +262,7 @@ RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedP
       first.freedBytes = share->freedBytes;
       first.cost = share->cost;
       Covers one;
-      addItem(one, first, part);
+      addItem(one, first, part, up);
       makeMonotone(one);
       for (int j = 0; j <= kSteps; ++j) {
         if (one.cost[j] < alone.cost[j]) {
@@ -271,9 +274,9 @@ RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedP
     for (const RematUnit* c : children[u.name]) {
       if (const auto grand = children.find(c->name);
           grand == children.end() || grand->second.empty())
-        addItem(kids, *c, part);
+        addItem(kids, *c, part, up);
       else
-        kids = addUp(kids, coverOf(*c));
+        kids = addUp(kids, coverOf(*c, up));
     }
     makeMonotone(kids);
     for (int j = 0; j <= kSteps; ++j) {
@@ -284,15 +287,33 @@ RematPlan planUnderBudget(const std::vector<RematUnit>& units, double predictedP
     }
     return alone;
   };
-  Covers all;
-  for (const RematUnit* r : roots)
-    all = addUp(all, coverOf(*r));
-  if (all.cost[kSteps] != kNever) {
+  // Solved twice: each unit rounded down to whole parts, whose cover always frees enough, and
+  // rounded up, which finds the covers that rounding down loses (three units of a third of the
+  // need and a bit more count 170 parts each, 510 of 512, rounded down) and is kept only when its
+  // real bytes cover the need. The cheaper of the two that cover it.
+  const std::vector<const RematUnit*>* best = nullptr;
+  double bestCost = kNever;
+  Covers solved[2];
+  for (const bool up : {false, true}) {
+    Covers& all = solved[up ? 1 : 0];
+    for (const RematUnit* r : roots)
+      all = addUp(all, coverOf(*r, up));
+    if (all.cost[kSteps] == kNever || all.cost[kSteps] >= bestCost)
+      continue;
+    double freed = 0;
     for (const RematUnit* u : all.chosen[kSteps])
+      freed += u->freedBytes;
+    if (freed >= need) {
+      best = &all.chosen[kSteps];
+      bestCost = all.cost[kSteps];
+    }
+  }
+  if (best != nullptr) {
+    for (const RematUnit* u : *best)
       take(*u);
   } else {
-    // Rounding each unit down to whole parts lost every cover (one exists, within a part per unit
-    // of the need): the plan that frees the most, which covers it.
+    // Rounding lost every cover (one exists, within a part per unit of the need): the plan that
+    // frees the most, which covers it.
     takeMostOfAll();
   }
   plan.predictedPeak = predictedPeak - plan.freedBytes;

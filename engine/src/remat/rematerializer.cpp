@@ -14,6 +14,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "../binding/measurement.h"
 #include "plan_cost.h"
 #include "symtune/binding/shape_bucket.h"
 
@@ -209,8 +210,10 @@ void Rematerializer::measureRates(const std::vector<c10::IValue>& inputs) {
   torch::NoGradGuard noGrad;
   const auto on = torch::TensorOptions(device);
   if (options_.secondsPerFlop <= 0) {
+    // Constant matrices: a draw from the run's generator would move its dropout masks.
     const int64_t n = 256;
-    auto a = torch::rand({n, n}, on), b = torch::rand({n, n}, on), c = torch::empty({n, n}, on);
+    auto a = torch::full({n, n}, 0.5, on), b = torch::full({n, n}, 0.25, on),
+         c = torch::empty({n, n}, on);
     options_.secondsPerFlop =
         shortestSeconds(device, [&] { torch::mm_out(c, a, b); }) / (2.0 * n * n * n);
   }
@@ -271,23 +274,26 @@ Rematerializer::Bucket& Rematerializer::bucketOf(SyMuGen& gen,
   // A new bucket, or a batch larger than the one its profile was counted on (a bucket spans up
   // to twice the size in each dimension, and each int up to twice its value): the profile stands
   // for the largest batch seen.
-  // The counting forward must leave the run as it found it: the random state its dropouts draw
-  // from and the statistics its batch norms update.
-  const at::Tensor* first = firstTensor(inputs);
-  auto generator = at::globalContext().defaultGenerator(
-      first != nullptr ? first->device() : torch::Device(torch::kCPU));
-  const at::Tensor state = generator.get_state();
-  std::vector<at::Tensor> kept;
+  // The counting forward must leave the run as it found it, also when it throws: the random
+  // states its dropouts draw from (the CPU's and each CUDA device's of the inputs) and the
+  // statistics its batch norms update.
   torch::NoGradGuard noGrad;
+  struct Restore {
+    binding::detail::KeptRandomState random;
+    std::vector<at::Tensor>& buffers;
+    std::vector<at::Tensor> kept;
+    ~Restore() {
+      random.restore();
+      for (size_t i = 0; i < buffers.size(); ++i)
+        buffers[i].copy_(kept[i]);
+    }
+  } restore{binding::detail::KeptRandomState(inputs), buffers_, {}};
   for (const auto& b : buffers_)
-    kept.push_back(b.clone());
+    restore.kept.push_back(b.clone());
   ForwardOptions counting;
   counting.countCost = true;
   Bucket bucket;
   bucket.profile = gen.forward(inputs, counting).cost;
-  generator.set_state(state);
-  for (size_t i = 0; i < buffers_.size(); ++i)
-    buffers_[i].copy_(kept[i]);
   bucket.units = rematUnits(gen, bucket.profile, 1.0, options_.secondsPerFlop,
                             options_.secondsPerByte, options_.secondsPerSpan);
   bucket.inputElements = elements;
@@ -416,7 +422,6 @@ StepPlan Rematerializer::prepareStep(SyMuGen& gen, const std::vector<c10::IValue
     const std::optional<int64_t> limit = limitFor(*made->predictedPlain);
     if (!sameLimit(made->limitBytes, limit))
       continue;
-    ++stats_.cacheHits;
     StepPlan step = *made;
     step.cached = true;
     step.limitBytes = limit;  // the step's own: what is held before it moves a little
@@ -428,6 +433,15 @@ StepPlan Rematerializer::prepareStep(SyMuGen& gen, const std::vector<c10::IValue
     step.cost = costOf(bucket.units, step.segments);
     step.predictedPlain = plain;
     step.predictedPeak = predictedPeak(bucket, step.segments, *fit);
+    // A plan made under its target that the fit has since learnt to predict over it is planned
+    // anew, not run into an overrun and a back-off. (One made over it, for want of any under it,
+    // is what a new plan would be again.)
+    if (limit) {
+      const double target = static_cast<double>(*limit) * (1 - bucket.margin);
+      if (made->predictedPeak <= target && step.predictedPeak > target)
+        continue;
+    }
+    ++stats_.cacheHits;
     return step;
   }
   if (bucket.plans.size() >= kPlansPerBucket)

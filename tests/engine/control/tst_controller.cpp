@@ -676,6 +676,57 @@ TEST_CASE("a configuration under which the loss diverged is excluded; the model'
   CHECK(controller.excluded().size() == 1);
 }
 
+// The loss jumps when a configuration changes and stays up under the one before it: the jump was
+// the loss's own (the data, a learning-rate rule), and the configuration blamed for it is let back
+// in when the new level is declared — also by a controller restored in between.
+TEST_CASE("a configuration blamed for a jump the loss kept is allowed again at the new level") {
+  const ConfigSpace space({Knob{"microbatches", {1, 2}, 1, ""}});
+  OnlineController controller(space);
+  int64_t step = 0;
+  const auto run = [&](OnlineController& c, double loss) {
+    auto d = c.choose(step++, "b");
+    c.observe(d, 1e-3 * (1 + d.chosen.microbatches / 10.0), 1, loss);
+    return c.log().back();
+  };
+  controller.pin("microbatches", 1);
+  for (int i = 0; i < 8; ++i)
+    run(controller, 1.0);
+  controller.pin("microbatches", 2);
+  const auto jump = run(controller, 5.0);
+  CHECK(jump.violation.find("excluded from now on") != std::string::npos);
+  REQUIRE(controller.excluded().size() == 1);
+  OnlineController resumed(space);
+  resumed.restore(controller.state());
+  for (int i = 0; i < 3; ++i)
+    CHECK(run(resumed, 5.0).chosen.microbatches == 1);
+  const auto level = run(resumed, 5.0);
+  CHECK(level.violation.find("5 steps in a row: a new level") != std::string::npos);
+  CHECK(level.violation.find("the configuration excluded when it began is allowed again") !=
+        std::string::npos);
+  CHECK(resumed.excluded().empty());
+  CHECK_NOTHROW(resumed.pin("microbatches", 2));
+}
+
+// An average below zero (a loss.method's) is exceeded by twice its size: before, no finite loss
+// diverged there.
+TEST_CASE("a loss whose average is below zero diverges too") {
+  OnlineController controller(ConfigSpace({Knob{"microbatches", {1, 2}, 1, ""}}));
+  int64_t step = 0;
+  const auto run = [&](double loss) {
+    auto d = controller.choose(step++, "b");
+    controller.observe(d, 1e-3, 1, loss);
+    return controller.log().back();
+  };
+  controller.pin("microbatches", 1);
+  for (int i = 0; i < 8; ++i)
+    CHECK(run(-2.0).violation.empty());
+  CHECK(run(-1.0).violation.empty());  // within twice the average's size of it
+  controller.pin("microbatches", 2);
+  const auto broke = run(1e6);
+  CHECK(broke.violation.find("the loss diverged (1e+06 against its average -") == 0);
+  CHECK(controller.excluded().size() == 1);
+}
+
 TEST_CASE("a configuration that did not fit a bucket runs there no more, nor any holding as much") {
   // Note [Predicted not to fit]. The run begins at 1 micro-batch, 2 threads, budget 0.6.
   OnlineController controller(threeKnobs());

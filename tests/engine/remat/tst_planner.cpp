@@ -125,6 +125,31 @@ TEST_CASE("no plan fits: the most it can free, and the smallest budget any plan 
   CHECK_THROWS(planUnderBudget({{"a", "", 1, 1}, {"a", "", 2, 1}}, 10, 5));
 }
 
+// Three units of a third of the need and a bit more count 170 of 512 parts each rounded down,
+// 510 together: that cover was lost, and a unit 300 times dearer was chosen. A unit smaller than
+// one part was never chosen at all (rounded up it is one part; many of them, which together fall
+// short of the parts they count, are still not found).
+TEST_CASE("covers that rounding each unit down loses are found") {
+  const double need = 512e6;
+  const std::vector<RematUnit> units{{"a1", "", 0.3337 * need, 1},
+                                     {"a2", "", 0.3337 * need, 1},
+                                     {"a3", "", 0.3337 * need, 1},
+                                     {"d", "", 1.5 * need, 1000}};
+  const RematPlan p = planUnderBudget(units, 2 * need, need);
+  CHECK(p.feasible);
+  CHECK(p.segments.recompute == std::set<std::string>{"a1", "a2", "a3"});
+  CHECK(p.cost == 3);
+  CHECK(p.freedBytes >= need);
+
+  // A cover whose parts begun add up but whose bytes fall short is not taken.
+  const std::vector<RematUnit> short3{{"b1", "", 0.3332 * need, 1},
+                                      {"b2", "", 0.3332 * need, 1},
+                                      {"b3", "", 0.3332 * need, 1},
+                                      {"d", "", 1.5 * need, 1000}};
+  const RematPlan q = planUnderBudget(short3, 2 * need, need);
+  CHECK(q.segments.recompute == std::set<std::string>{"d"});
+}
+
 TEST_CASE("against a brute force: enough freed, at no more than a slightly larger need's cover") {
   std::mt19937 rng(20261201);
   std::uniform_real_distribution<double> bytes(0, 100), cost(0.1, 10);

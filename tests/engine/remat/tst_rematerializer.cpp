@@ -250,6 +250,27 @@ TEST_CASE("plans are kept per shape bucket and made anew for a new one") {
           " reused over ", stats.steps, " steps");
 }
 
+// A plan draws no random numbers of the run's: its rates are timed on constant matrices and its
+// counting forwards put the generator back. Before, the rates' torch::rand moved the run's
+// dropout masks, and a resumed run under a budget drew other masks than the run it resumed.
+TEST_CASE("planning leaves the run's random generator where it was") {
+  torch::jit::Module m = threeBlocks();
+  symtune::SyMuGen gen(m, "net");
+  symtune::remat::RematOptions options;
+  options.budgetBytes = int64_t{1} << 30;  // room for every plan: planning is what is looked at
+  options.profilePerBatch = false;
+  symtune::remat::Rematerializer remat(options, {});
+  std::vector<std::vector<c10::IValue>> batches;
+  for (const int64_t n : {64, 200, 16})
+    batches.push_back({torch::randn({n, 64})});
+  torch::manual_seed(3);
+  const at::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
+  for (const auto& batch : batches)
+    remat.observe(remat.prepare(gen, batch), 1e6);
+  CHECK(remat.stats().profiles >= 2);
+  CHECK(torch::equal(at::detail::getDefaultCPUGenerator().get_state(), before));
+}
+
 // Note [A profile per batch]: where the model's forward runs on shapes alone, each batch is
 // planned on its own count, not on its bucket's largest batch's.
 TEST_CASE_FIXTURE(TwoThreads, "each batch is planned on its own shapes where the forward allows") {

@@ -47,14 +47,17 @@
 // Note [Divergence constraint]
 // The loss must not diverge. A step's loss diverges when it is not finite or exceeds `divergence`
 // times the average of the losses before it (an exponential average, weight 0.1, of the finite
-// losses that did not diverge, from the `divergenceWarmup`-th step on). When the loss diverges
+// losses that did not diverge, from the `divergenceWarmup`-th step on; an average below zero, as
+// a `loss.method` may give, is exceeded by `divergence - 1` times its size). When the loss diverges
 // on a step whose configuration differs from the step before it, and that step's loss did not
 // diverge, the change is what broke it: the configuration is excluded from then on (a binding
 // explored, a rounding that grew). A loss that diverges under the configuration that ran before
 // it is the model's, not a configuration's: noted, nothing excluded. A finite loss over the bound
 // for `divergenceWarmup` steps in a row has moved to a new level: the average starts again. (So the
-// configuration that ran before stays: the space never runs out.) Pins that leave only excluded
-// configurations are released, and a pin that would is refused.
+// configuration that ran before stays: the space never runs out.) The configuration excluded when
+// that run of high losses began is let back in: the loss went on high under the one before it, so
+// it moved by itself. Pins that leave only excluded configurations are released, and a pin that
+// would is refused.
 //
 // Note [Explored outward]
 // An ordinal knob (Note [Ordinal knobs] in additive_model.h) is explored one value at a time from
@@ -334,7 +337,8 @@ class OnlineController {
   double lossAverage_ = 0;
   int64_t losses_ = 0;
   bool lastDiverged_ = false;
-  int64_t highInARow_ = 0;  // finite losses over the bound, in a row
+  int64_t highInARow_ = 0;               // finite losses over the bound, in a row
+  std::optional<Configuration> blamed_;  // excluded when this run of diverged losses began
   // Note [Conservative exploration].
   Configuration baseline_;
   int64_t observed_ = 0;      // decisions observed

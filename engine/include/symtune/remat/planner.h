@@ -14,13 +14,15 @@
 // [Counting a run's saved bytes]), times the predictor's slope, bytes of peak per counted byte —
 // and costs its forward once more. The planner minimises the total cost of the units it recomputes
 // subject to the freed bytes covering what the predicted peak exceeds the budget by: a covering
-// knapsack, solved exactly by dynamic programming over the needed bytes cut into 512 equal parts
-// (each unit's bytes rounded down to whole parts, so a plan it returns never frees less than
-// needed). Per unit the choice is the unit itself or the cheapest sum of its children's covers,
-// each child choosing the same way; across the top-level units the covers add up. Units that free
-// nothing are never chosen. A top-level block called several times in a step may also be
-// recomputed on its first k calls only (Note [A block's first calls] in symtune/graph/symugen.h):
-// each k is one more choice for the block itself, freeing and costing what those calls do.
+// knapsack, solved by dynamic programming over the needed bytes cut into 512 equal parts, once
+// with each unit's bytes rounded down to whole parts and once rounded up to the parts they begin;
+// a cover of the second is kept only when its bytes cover the need, so a plan it returns never
+// frees less than needed. Per unit the choice is the unit itself or the cheapest sum of its
+// children's covers, each child choosing the same way; across the top-level units the covers add
+// up. Units that free nothing are never chosen. A top-level block called several times in a step
+// may also be recomputed on its first k calls only (Note [A block's first calls] in
+// symtune/graph/symugen.h): each k is one more choice for the block itself, freeing and costing
+// what those calls do.
 
 #include <optional>
 #include <string>
