@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,31 @@ void clipGradNormMatchesTorch(const DtypeRow& row, double scale, const torch::De
   }
 }
 
+// Non-finite gradients come out as torch::clamp leaves them with their RMS as bounds: one holding
+// a NaN has a NaN RMS, and every element becomes NaN; one holding an infinity has an infinite
+// RMS, and is left as it is. Before, the fused clamp left the first unclamped where the
+// interpreted rule made it NaN.
+void rmsClampOfNonFinite(const DtypeRow& row, const torch::Device& device) {
+  INFO(device.str(), " ", row.name);
+  auto fused = gradients(row.dtype, device, 1.0);
+  fused[3].view(-1)[7] = std::numeric_limits<double>::quiet_NaN();
+  fused[2].view(-1)[3] = std::numeric_limits<double>::infinity();
+  std::vector<torch::Tensor> reference;
+  for (const auto& g : fused)
+    reference.push_back(g.clone());
+  symtune::kernels::rmsClamp_(fused);
+  for (size_t i = 0; i < reference.size(); ++i) {
+    INFO("gradient ", i);
+    const torch::Tensor t = reference[i].to(torch::kDouble).pow(2).mean().sqrt();
+    const torch::Tensor want = torch::clamp(reference[i].to(torch::kDouble), -t, t);
+    const torch::Tensor got = fused[i].to(torch::kDouble);
+    CHECK(torch::equal(got.isnan(), want.isnan()));
+    CHECK(torch::equal(got.isinf(), want.isinf()));
+  }
+  CHECK(fused[3].isnan().all().item<bool>());
+  CHECK(torch::equal(fused[2], reference[2]));
+}
+
 // Above the limit in every dtype; below it (nothing to clip) in float32.
 void clipRows(const torch::Device& device) {
   for (const DtypeRow& row : kDtypes)
@@ -96,6 +122,18 @@ TEST_CASE("rms_clamp_ matches the composition on CUDA") {
     return;
   for (const DtypeRow& row : kDtypes)
     rmsClampMatchesTheComposition(row, torch::Device(torch::kCUDA, 0));
+}
+
+TEST_CASE("rms_clamp_ of gradients with a NaN or an infinity is torch::clamp's on the CPU") {
+  for (const DtypeRow& row : kDtypes)
+    rmsClampOfNonFinite(row, torch::kCPU);
+}
+
+TEST_CASE("rms_clamp_ of gradients with a NaN or an infinity is torch::clamp's on CUDA") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  for (const DtypeRow& row : kDtypes)
+    rmsClampOfNonFinite(row, torch::Device(torch::kCUDA, 0));
 }
 
 TEST_CASE("clip_grad_norm_ matches torch on the CPU") {

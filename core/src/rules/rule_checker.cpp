@@ -118,6 +118,8 @@ class Checker {
     for (auto& a : rule_.actions)
       action(a);
     rule_.perParameter = perParameter_;
+    if (!rewrites)
+      checkSelectorsUsed();
     for (const auto& a : rule_.actions) {
       if (a.kind == Action::Kind::SetLr && perParameter_)
         throw RuleError(a.pos,
@@ -127,6 +129,21 @@ class Checker {
   }
 
  private:
+  // A selector that picks nothing a rule uses would look like a limit and be none.
+  void checkSelectorsUsed() const {
+    for (const auto& s : rule_.selectors) {
+      if (s.kind != SelectorKind::Params)
+        throw RuleError(s.pos, std::string("`select ") +
+                                   (s.kind == SelectorKind::Modules ? "modules" : "nodes") +
+                                   "` picks what a `rewrite` changes, and this rule rewrites "
+                                   "nothing: pick gradients with `select params \"...\"`");
+      if (!perParameter_)
+        throw RuleError(s.pos,
+                        "`select params` picks the gradients a rule reads or sets, and this rule "
+                        "uses none: it runs once per step, whatever the selector says");
+    }
+  }
+
   void checkRewriteRule() {
     for (const auto& a : rule_.actions) {
       if (a.kind != Action::Kind::Rewrite)
@@ -190,6 +207,7 @@ class Checker {
 
   bool isBuiltinName(const std::string& name) const {
     return featureNamed(name).has_value() || name == "grad" || name == "param" || name == "lr" ||
+           name == "true" || name == "false" ||
            std::find(functionNames().begin(), functionNames().end(), name) != functionNames().end();
   }
 
@@ -243,6 +261,14 @@ class Checker {
     if (std::find(functionNames().begin(), functionNames().end(), e.name) != functionNames().end())
       throw RuleError(e.pos,
                       "`" + e.name + "` is a function: call it, e.g. `" + e.name + "(grad)`");
+    const bool letLater = std::any_of(rule_.actions.begin(), rule_.actions.end(), [&](auto& a) {
+      return a.kind == Action::Kind::Let && a.name == e.name;
+    });
+    if (letLater)
+      throw RuleError(e.pos,
+                      "`" + e.name +
+                          "` is read before its `let` (the lets are made in order, and a `when` is "
+                          "checked before any of them)");
     throw RuleError(e.pos, "unknown name `" + e.name + "`" + didYouMean(e.name, knownNames()));
   }
 

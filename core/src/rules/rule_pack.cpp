@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -38,17 +39,26 @@ std::vector<int> versionParts(const std::string& v) {
       throw RulePackError("version \"" + v + "\" is not MAJOR.MINOR.PATCH");
     parts.push_back(std::stoi(part));
   }
-  if (parts.size() != 3)
+  // getline yields no empty last part: "1.2.3." would read as 1.2.3.
+  if (parts.size() != 3 || v.empty() || v.back() == '.')
     throw RulePackError("version \"" + v + "\" is not MAJOR.MINOR.PATCH");
   return parts;
 }
 
-// The comment lines right above line `line` (1-based) of `text`, without their `#`.
-std::string commentAbove(const std::string& text, int line) {
+// `text`'s lines, without their line ends (CRLF's `\r` too).
+std::vector<std::string> linesOf(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
-  for (std::string l; std::getline(in, l);)
-    lines.push_back(l);
+  for (std::string l; std::getline(in, l);) {
+    if (!l.empty() && l.back() == '\r')
+      l.pop_back();
+    lines.push_back(std::move(l));
+  }
+  return lines;
+}
+
+// The comment lines right above line `line` (1-based) of `lines`, without their `#`.
+std::string commentAbove(const std::vector<std::string>& lines, int line) {
   std::vector<std::string> comment;
   for (int i = line - 2; i >= 0; --i) {
     const std::string& l = lines[static_cast<size_t>(i)];
@@ -62,6 +72,36 @@ std::string commentAbove(const std::string& text, int line) {
   for (const auto& c : comment)
     out += (out.empty() ? "" : " ") + c;
   return out;
+}
+
+// The line and column (1-based, in bytes) of the first byte of `text` that is not UTF-8.
+std::optional<std::pair<int, int>> invalidUtf8(const std::string& text) {
+  int line = 1, column = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size() && !(n == 2 && c < 0xC2);
+    for (size_t k = 1; ok && k < n; ++k)
+      ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (ok && n == 3) {  // no overlong forms, no surrogates
+      const auto d = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0);
+    }
+    if (ok && n == 4) {  // no overlong forms, nothing past U+10FFFF
+      const auto d = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xF0 && d < 0x90) && !(c == 0xF4 && d >= 0x90) && c <= 0xF4;
+    }
+    if (!ok)
+      return std::make_pair(line, column);
+    if (c == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+    i += n;
+  }
+  return std::nullopt;
 }
 
 const json& field(const json& j, const char* name, json::value_t type, const std::string& where) {
@@ -118,9 +158,14 @@ RulePack packFromText(const std::string& text, const std::string& name, const st
                       const std::string& description) {
   versionParts(version);
   checkPackName(name, "");
+  if (const auto bad = invalidUtf8(text))
+    throw RulePackError("line " + std::to_string(bad->first) + ", column " +
+                        std::to_string(bad->second) +
+                        ": not UTF-8 text (a pack is JSON, which holds UTF-8 only)");
   RulePack pack{name, version, description, {}};
+  const std::vector<std::string> lines = linesOf(text);
   for (const auto& rule : parseRules(text))
-    pack.rules.push_back({rule.name, commentAbove(text, rule.pos.line), rule.source});
+    pack.rules.push_back({rule.name, commentAbove(lines, rule.pos.line), rule.source});
   if (pack.rules.empty())
     throw RulePackError("no rules to pack");
   return pack;
@@ -151,10 +196,11 @@ RulePack parseRulePack(const std::string& text, const std::string& origin) {
     throw RulePackError(origin + ": not a rule pack (expected a JSON object)");
   if (!duplicate.empty())
     throw RulePackError(origin + ": " + duplicate + ": " + detail::kGivenTwice);
-  if (j.value("format", "") != "symtune-rulepack")
+  const auto format = j.find("format");
+  if (format == j.end() || !format->is_string() || *format != "symtune-rulepack")
     throw RulePackError(origin + ": not a rule pack (\"format\" is not \"symtune-rulepack\")");
   const auto& version = field(j, "version", json::value_t::number_unsigned, origin);
-  if (version.get<int>() != RulePack::kFormatVersion)
+  if (version.get<uint64_t>() != static_cast<uint64_t>(RulePack::kFormatVersion))
     throw RulePackError(origin + ": rule pack format version " + version.dump() +
                         "; this Symtune reads version " + std::to_string(RulePack::kFormatVersion));
   RulePack pack;
@@ -266,6 +312,9 @@ std::string importRulePack(const RulePack& pack, const std::filesystem::path& li
     }
   }
   const auto target = library / (pack.name + ".json");
+  if (std::filesystem::exists(target) && target != replaced)
+    throw RulePackError(target.string() + " is there and holds no earlier version of pack \"" +
+                        pack.name + "\": it is not overwritten (move it away to install this one)");
   saveRulePack(target, pack);
   if (!replaced.empty() && replaced != target)
     std::filesystem::remove(replaced);

@@ -4,6 +4,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <unordered_map>
 #include <utility>
 
 #include "symtune/core/rules.h"
@@ -163,10 +166,36 @@ class Lexer {
     }
     const auto [end, error] =
         std::from_chars(t.text.data(), t.text.data() + t.text.size(), t.number);
+    // Echoed up to 40 characters: the text may be a line long.
+    const std::string shown = t.text.size() <= 40 ? t.text : t.text.substr(0, 37) + "...";
+    if (error == std::errc::result_out_of_range)
+      throw RuleError(t.pos, "`" + shown + "` is out of a double's range (about 1e-308 to 1e308)");
     if (error != std::errc() || end != t.text.data() + t.text.size() || !std::isfinite(t.number))
-      throw RuleError(t.pos, "`" + t.text + "` is not a finite number");
+      throw RuleError(t.pos, "`" + shown + "` is not a finite number");
     if (i_ < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
       throw RuleError(pos_, "a number must not run into a name (found `" + t.text + s_[i_] + "`)");
+  }
+
+  // The character at byte `at`, for an error: `c` when printable ASCII, else its code point
+  // (U+00E9, decoded from UTF-8) or its byte (0xE9) where it is not UTF-8.
+  std::string described(size_t at) const {
+    const auto c = static_cast<unsigned char>(s_[at]);
+    char text[16];
+    if (c >= 0x20 && c < 0x7F)
+      return std::string("`") + static_cast<char>(c) + "`";
+    const size_t n = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    uint32_t code = n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
+    bool ok = n > 0 && at + n <= s_.size();
+    for (size_t k = 1; ok && k < n; ++k) {
+      const auto d = static_cast<unsigned char>(s_[at + k]);
+      ok = (d & 0xC0) == 0x80;
+      code = (code << 6) | (d & 0x3F);
+    }
+    if (ok)
+      std::snprintf(text, sizeof text, "U+%04X", static_cast<unsigned>(code));
+    else
+      std::snprintf(text, sizeof text, "byte 0x%02X", static_cast<unsigned>(c));
+    return text;
   }
 
   // "text" on one line, or """text""" over several (IR patterns). Escapes: \" \\ \n.
@@ -213,7 +242,7 @@ class Lexer {
     }
     const char c = s_[i_];
     if (std::string("+-*/^()<>=!{},").find(c) == std::string::npos)
-      throw RuleError(pos_, std::string("unexpected character `") + c + "`");
+      throw RuleError(pos_, "unexpected character " + described(i_));
     t.text = std::string(1, advance());
   }
 
@@ -544,13 +573,14 @@ class Parser {
 std::vector<Rule> parseRules(const std::string& text) {
   Parser parser(text, Lexer(text).tokens());
   std::vector<Rule> rules = parser.rules();
+  std::unordered_map<std::string, size_t> first;  // name → the index of its first rule
   for (size_t i = 0; i < rules.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (rules[j].name == rules[i].name)
-        throw RuleError(rules[i].pos, "a second rule named `" + rules[i].name +
-                                          "` (the first is at " +
-                                          std::to_string(rules[j].pos.line) + ":" +
-                                          std::to_string(rules[j].pos.column) + ")");
+    const auto [at, fresh] = first.emplace(rules[i].name, i);
+    if (!fresh) {
+      const Rule& earlier = rules[at->second];
+      throw RuleError(rules[i].pos, "a second rule named `" + rules[i].name +
+                                        "` (the first is at " + std::to_string(earlier.pos.line) +
+                                        ":" + std::to_string(earlier.pos.column) + ")");
     }
     checkRule(rules[i]);
   }

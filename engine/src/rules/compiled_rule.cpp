@@ -1,5 +1,7 @@
 #include "compiled_rule.h"
 
+#include <cmath>
+
 #include "rule_lowering.h"
 #include "symtune/kernels/grad_clip.h"
 
@@ -54,7 +56,11 @@ bool CompiledRule::runLowered(const std::vector<std::pair<std::string, torch::Te
     const torch::Tensor& g = p.grad();
     if (!g.defined() || !selects(name))
       continue;
-    if (g.is_sparse() || (!grads.empty() && g.device() != grads.front().device()))
+    // The fused kernel takes dense gradients on one device; on CUDA, of one dtype too (a model
+    // with fp16 and fp32 parameters runs the rule interpreted).
+    if (g.is_sparse() ||
+        (!grads.empty() && (g.device() != grads.front().device() ||
+                            (g.is_cuda() && g.scalar_type() != grads.front().scalar_type()))))
       return false;
     grads.push_back(g);
   }
@@ -114,10 +120,15 @@ bool CompiledRule::run(Env& env, RuleOutcome& outcome) const {
         ++outcome.gradientsChanged;
         break;
       }
-      case Action::Kind::SetLr:
-        outcome.lr = s.value(env).asNumber();
-        env.lr = *outcome.lr;
+      case Action::Kind::SetLr: {
+        // As a C++ rule's RuleContext::setLr: a negative, NaN or infinite rate wrecks the run.
+        const double lr = s.value(env).asNumber();
+        TORCH_CHECK(std::isfinite(lr) && lr >= 0, "rule `", rule_.name,
+                    "` set the learning rate to ", lr, ": it must be finite and not negative");
+        outcome.lr = lr;
+        env.lr = lr;
         break;
+      }
       case Action::Kind::SkipStep:
         outcome.skipStep = true;
         break;

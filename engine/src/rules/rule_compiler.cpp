@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace symtune::rules::detail {
@@ -206,8 +207,12 @@ Fn Compiler::call(const Expr& e) {
     const bool isMax = f == "max";
     return [a, b, isMax](Env& env) {
       Value x = a(env), y = b(env);
-      if (!x.tensor.defined() && !y.tensor.defined())
+      if (!x.tensor.defined() && !y.tensor.defined()) {
+        // A NaN in either is the result, whichever side, as torch::maximum/minimum give it.
+        if (std::isnan(x.number) || std::isnan(y.number))
+          return number(std::numeric_limits<double>::quiet_NaN());
         return number(isMax ? std::max(x.number, y.number) : std::min(x.number, y.number));
+      }
       auto tx = asTensor(x, env), ty = asTensor(y, env);
       return tensor(isMax ? torch::maximum(tx, ty) : torch::minimum(tx, ty));
     };
@@ -243,8 +248,12 @@ Fn Compiler::call(const Expr& e) {
     Fn x = args[0], lo = args[1], hi = args[2];
     return [x, lo, hi](Env& env) {
       Value v = x(env), l = lo(env), h = hi(env);
-      if (!v.tensor.defined() && !l.tensor.defined() && !h.tensor.defined())
+      if (!v.tensor.defined() && !l.tensor.defined() && !h.tensor.defined()) {
+        // torch::clamp's: a NaN value or bound gives NaN.
+        if (std::isnan(v.number) || std::isnan(l.number) || std::isnan(h.number))
+          return number(std::numeric_limits<double>::quiet_NaN());
         return number(std::min(std::max(v.number, l.number), h.number));
+      }
       return tensor(torch::clamp(asTensor(v, env), asTensor(l, env), asTensor(h, env)));
     };
   }

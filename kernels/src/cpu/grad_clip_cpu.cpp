@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -67,9 +68,16 @@ std::vector<double> sumsOfSquares(const ContiguousList& grads, const std::vector
   return sums;
 }
 
+// Each element clamped to [-limit, limit], as torch::clamp does it: a NaN element stays NaN, and
+// a NaN limit (a gradient holding a NaN has a NaN RMS) makes every element NaN — the vector clamp
+// and std::min/max would leave them unclamped instead.
 template <typename T>
 void clampChunk(T* g, int64_t begin, int64_t end, double limit) {
   using Opmath = at::opmath_type<T>;
+  if (std::isnan(limit)) {
+    std::fill(g + begin, g + end, std::numeric_limits<T>::quiet_NaN());
+    return;
+  }
   const Opmath hi = static_cast<Opmath>(limit), lo = -hi;
   int64_t i = begin;
   if constexpr (std::is_same_v<T, Opmath>) {

@@ -95,8 +95,12 @@ __global__ void clampKernel(ChunkMeta meta, const double* rms) {
   const int64_t begin = static_cast<int64_t>(meta.blockChunk[blockIdx.x]) * kChunk;
   const int64_t end = min(meta.numel[slot], begin + kChunk);
   const Opmath hi = static_cast<Opmath>(rms[meta.index[slot]]), lo = -hi;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    g[i] = static_cast<T>(min(max(static_cast<Opmath>(g[i]), lo), hi));
+  // torch::clamp's NaNs: a NaN element stays NaN (the comparisons fail), a NaN bound makes every
+  // element NaN. (fmin and fmax, which min and max are for floats, drop a NaN operand.)
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const Opmath v = static_cast<Opmath>(g[i]);
+    g[i] = static_cast<T>(hi != hi ? hi : (v < lo ? lo : (v > hi ? hi : v)));
+  }
 }
 
 template <typename T>

@@ -88,6 +88,17 @@ TEST_CASE("damaged packs are refused with a message that says what is wrong") {
         "version \"1.0\" is not MAJOR.MINOR.PATCH");
   CHECK(messageOf([] { symtune::rules::packFromText(kRules, "mine", "01.0.0", ""); }) ==
         "version \"01.0.0\" is not MAJOR.MINOR.PATCH");  // it would order as 1.0.0
+  CHECK(messageOf([] { symtune::rules::packFromText(kRules, "mine", "1.2.3.", ""); }) ==
+        "version \"1.2.3.\" is not MAJOR.MINOR.PATCH");  // read as 1.2.3 before
+  // A "format" that is no string was nlohmann's type_error, naming no file: one such file in the
+  // library stopped every import.
+  CHECK(messageOf([&] { symtune::rules::parseRulePack("{\"format\": 1}", "p.json"); }) ==
+        "p.json: not a rule pack (\"format\" is not \"symtune-rulepack\")");
+  // A format version past int's range read as 1 once narrowed.
+  CHECK(messageOf([&] {
+          symtune::rules::parseRulePack(R"({"format": "symtune-rulepack", "version": 4294967297})",
+                                        "p.json");
+        }) == "p.json: rule pack format version 4294967297; this Symtune reads version 1");
 
   std::string twice = json;  // JSON keeps the last: the first would pass unseen
   twice.replace(twice.find("\"name\": \"mine\""), 14, "\"name\": \"mine\", \"name\": \"other\"");
@@ -99,6 +110,23 @@ TEST_CASE("damaged packs are refused with a message that says what is wrong") {
         "p.json: field \"description\" must be a string");
   CHECK_THROWS_AS(symtune::rules::packFromText("rule a { }", "mine", "1.0.0", ""),
                   symtune::rules::RuleError);
+}
+
+// Text that is not UTF-8 (a Latin-1 comment) passed `rules check` and failed `rules export` with
+// nlohmann's type_error 316; a CRLF file's descriptions kept their `\r`.
+TEST_CASE("rules text that is not UTF-8 is refused where it is; CRLF line ends are dropped") {
+  CHECK(messageOf([] {
+          symtune::rules::packFromText("# caf\xE9\nrule a { when loss > 1  skip step }", "mine",
+                                       "1.0.0", "");
+        }) == "line 1, column 6: not UTF-8 text (a pack is JSON, which holds UTF-8 only)");
+  const auto pack = symtune::rules::packFromText(
+      "# Halves the lr\r\n# at step 100\r\nrule h { when step == 100  set lr = lr * 0.5 }\r\n",
+      "mine", "1.0.0", "");
+  REQUIRE(pack.rules.size() == 1);
+  CHECK(pack.rules[0].description == "Halves the lr at step 100");
+  const auto utf8 = symtune::rules::packFromText(
+      "# caf\xC3\xA9 \xE2\x82\xAC\nrule a { when loss > 1  skip step }", "mine", "1.0.0", "");
+  CHECK(utf8.rules[0].description == "caf\xC3\xA9 \xE2\x82\xAC");
 }
 
 TEST_CASE("a pack's name cannot lead out of the library folder") {
@@ -168,6 +196,16 @@ TEST_CASE(
             }),
             builtin) == builtin);
   CHECK(symtune::rules::importRulePack(third, library) == "installed");
+
+  // A file of the pack's name that holds no earlier version of it is not overwritten.
+  std::ofstream(library / "fourth.json") << "{\"my\": \"notes\"}";
+  const auto fourth =
+      symtune::rules::packFromText("rule r4 { when loss > 9  skip step }", "fourth", "1.0.0", "");
+  const std::string kept = (library / "fourth.json").string() +
+                           " is there and holds no earlier version of pack \"fourth\"";
+  CHECK(openingOf(messageOf([&] { symtune::rules::importRulePack(fourth, library); }), kept) ==
+        kept);
+  CHECK(symtune::test::readFile((library / "fourth.json").string()) == "{\"my\": \"notes\"}");
 }
 
 TEST_CASE("the built-in pack is valid and is what its rules text exports to") {

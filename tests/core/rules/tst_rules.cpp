@@ -95,8 +95,29 @@ const BadRule kBadRules[] = {
      "rule a { select params \"*\" set grad = grad * 2 set lr = lr * 0.5 }",
      "1:48: `set lr` runs once per step: put it in a rule that does not read `grad` or `param` "
      "or set `grad`"},
-    {"not a finite number", "rule a { when loss > 1e999 skip step }",
-     "1:22: `1e999` is not a finite number"},
+    {"too large a number", "rule a { when loss > 1e999 skip step }",
+     "1:22: `1e999` is out of a double's range (about 1e-308 to 1e308)"},
+    {"too small a number", "rule a { when loss > 1e-400 skip step }",
+     "1:22: `1e-400` is out of a double's range (about 1e-308 to 1e308)"},
+    {"non-ASCII", "rule a { when loss > 1 \xC3\xA9 skip step }",
+     "1:24: unexpected character U+00E9"},
+    {"not UTF-8", "rule a { when loss > 1 \xE9 skip step }",
+     "1:24: unexpected character byte 0xE9"},
+    {"when reads a let", "rule a { let x = loss * 2 when x > 1 skip step }",
+     "1:32: `x` is read before its `let` (the lets are made in order, and a `when` is "
+     "checked before any of them)"},
+    {"let before its let", "rule a { let y = x let x = loss skip step }",
+     "1:18: `x` is read before its `let` (the lets are made in order, and a `when` is "
+     "checked before any of them)"},
+    {"let of a literal", "rule a { let true = 1 skip step }",
+     "1:10: `true` is already defined; pick another name"},
+    {"params on a step rule", "rule a { select params \"x\" when step >= 0 skip step }",
+     "1:17: `select params` picks the gradients a rule reads or sets, and this rule uses none: "
+     "it runs once per step, whatever the selector says"},
+    {"modules on a gradient rule",
+     "rule a { select modules \"n.*\", params \"*\" set grad = grad * 0 }",
+     "1:17: `select modules` picks what a `rewrite` changes, and this rule rewrites nothing: "
+     "pick gradients with `select params \"...\"`"},
     {"duplicate rule", "rule a { skip step }\nrule a { skip step }",
      "2:1: a second rule named `a` (the first is at 1:1)"},
 };

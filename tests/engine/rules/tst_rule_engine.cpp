@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "error_of.h"
 #include "planted_gradients.h"
 #include "symtune/core/rule_pack.h"
 #include "symtune/rules/rule_engine.h"
@@ -118,6 +119,57 @@ TEST_CASE("gradient steering runs as the fused clamp and matches the interpreter
   CHECK(oa.gradientsChanged == int64_t{5});
   CHECK(oa.gradientsChanged == ob.gradientsChanged);
   CHECK(oa.fired == ob.fired);
+}
+
+// A gradient holding a NaN: the fused clamp and the interpreter both make it all NaN (its RMS is
+// NaN, as torch::clamp's bounds); a gradient holding an infinity is left as it is by both. Before,
+// the fused clamp left the NaN gradient's finite entries unclamped.
+TEST_CASE("gradient steering's two paths agree on gradients that are not finite") {
+  const char* lowered = R"(rule s {
+      select params "*"
+      let t = sqrt(mean(grad^2))
+      set grad = clamp(grad, -t, t)
+    })";
+  const char* interpreted = R"(rule s {
+      select params "*"
+      let t = sqrt(mean(grad * grad))
+      set grad = clamp(grad, -t, t)
+    })";
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<Params> runs;
+  for (const char* text : {lowered, interpreted}) {
+    Params p{{"poisoned", withGrad({0, 0, 0}, {1, nan, 30}, {3})},
+             {"overflowed", withGrad({0, 0, 0}, {1, inf, -30}, {3})}};
+    auto set = ruleSet(text);
+    set.apply(p, {}, 1e-3);
+    runs.push_back(std::move(p));
+  }
+  for (const Params& p : runs) {
+    CHECK(p[0].second.grad().isnan().all().item<bool>());
+    CHECK(torch::equal(p[1].second.grad(), torch::tensor({1.0f, inf, -30.0f})));
+  }
+}
+
+// Scalars as torch gives them: a NaN argument of max, min or clamp is the result, on either side.
+TEST_CASE("max, min and clamp of a NaN number are NaN whichever side it is on") {
+  for (const char* when : {"max(0/0, 1) > 0", "max(1, 0/0) > 0", "min(0/0, 1) < 2",
+                           "min(1, 0/0) < 2", "clamp(0/0, 0, 1) >= 0", "clamp(0.5, 0/0, 1) >= 0"}) {
+    INFO(when);
+    auto rules = ruleSet(std::string("rule r { when ") + when + " skip step }");
+    CHECK(!rules.apply({}, {}, 0.01).skipStep);  // NaN compares false
+  }
+}
+
+// `set lr` to a rate that would wreck the run stops it, naming the rule, as a C++ rule's setLr.
+TEST_CASE("set lr to a negative, NaN or infinite rate is an error naming the rule") {
+  for (const char* value : {"lr - 1", "0/0", "1/0"}) {
+    INFO(value);
+    auto rules = ruleSet(std::string("rule wreck { set lr = ") + value + " }");
+    const std::string error = symtune::test::errorOf([&] { rules.apply({}, {}, 0.01); });
+    CHECK(error.find("rule `wreck` set the learning rate to ") != std::string::npos);
+    CHECK(error.find(": it must be finite and not negative") != std::string::npos);
+  }
 }
 
 // The built-in pack's own rules (resources/rulepacks/builtin.json) on planted gradients.
