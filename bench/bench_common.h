@@ -2,13 +2,31 @@
 // Small helpers the benchmarks share: medians, summaries and the machine's CPU model.
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace symtune::bench {
+
+// The whole number `text` given to `option` of `tool`, at least `least`; otherwise the tool says
+// so and exits with status 2 (std::stoi aborted on "x" and took "3x" as 3).
+inline int64_t wholeNumberArg(const char* tool, const std::string& option, const std::string& text,
+                              int64_t least = 1) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < least) {
+    std::cerr << tool << ": " << option << " needs a whole number of at least " << least
+              << ", got \"" << text << "\"\n";
+    std::exit(2);
+  }
+  return value;
+}
 
 inline double median(std::vector<double> v) {
   if (v.empty())

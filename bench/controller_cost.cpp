@@ -99,11 +99,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i += 2) {
     const std::string arg = argv[i];
     if (i + 1 < argc && arg == "--steps") {
-      steps = std::stoi(argv[i + 1]);
+      steps = static_cast<int>(
+          symtune::bench::wholeNumberArg("symtune-bench-controller", arg, argv[i + 1]));
     } else if (i + 1 < argc && arg == "--rounds") {
-      rounds = std::stoi(argv[i + 1]);
+      rounds = static_cast<int>(
+          symtune::bench::wholeNumberArg("symtune-bench-controller", arg, argv[i + 1]));
     } else if (i + 1 < argc && arg == "--evict") {
-      evictMb = std::stoi(argv[i + 1]);
+      evictMb = static_cast<int>(
+          symtune::bench::wholeNumberArg("symtune-bench-controller", arg, argv[i + 1], 0));
     } else {
       std::cerr << "usage: symtune-bench-controller [--steps N] [--rounds R] [--evict MB]\n";
       return 2;

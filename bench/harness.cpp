@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -182,13 +183,23 @@ json lossAgreement(const std::vector<double>& losses, const std::vector<double>&
   if (n == 0)
     return nullptr;
   double worst = 0;
-  size_t within = 0;
+  size_t within = 0, nonfinite = 0;
   for (size_t i = 0; i < n; ++i) {
     const double dev = std::abs(losses[i] - baseline[i]) / std::max(std::abs(baseline[i]), 1e-12);
+    // A NaN loss on either side is no agreement: std::max would drop it, and a diverged mode
+    // would show a small deviation.
+    if (!std::isfinite(dev)) {
+      ++nonfinite;
+      worst = std::numeric_limits<double>::infinity();
+      continue;
+    }
     worst = std::max(worst, dev);
     within += dev <= 0.01;
   }
-  return {{"max_rel_dev", worst}, {"within_1pct", static_cast<double>(within) / n}};
+  // max_rel_dev is null (JSON has no infinity) when a step's loss is not finite on either side.
+  return {{"max_rel_dev", std::isfinite(worst) ? json(worst) : json(nullptr)},
+          {"within_1pct", static_cast<double>(within) / n},
+          {"nonfinite_steps", nonfinite}};
 }
 
 // Everything bench/python/anchor.py needs to train the same model on the same batches.
@@ -242,6 +253,9 @@ void exportForAnchor(const std::string& model, Trainer& trainer, const Session& 
                       {"batch_size", trainer.batchSize()},
                       {"optimizer",
                        {{"name", session.optimizer.name},
+                        // The engine's one-pass step (the CUDA default): the anchor takes
+                        // PyTorch's fused step then, not its foreach one.
+                        {"fused", trainer.session().optimizer.fused.value_or(false)},
                         {"lr", session.optimizer.lr},
                         {"weight_decay", session.optimizer.weightDecay},
                         {"momentum", session.optimizer.momentum}}},
@@ -624,8 +638,10 @@ json runModel(const std::string& model, const RunConfig& config, const Probes& p
       const int64_t measuredBefore = binder != nullptr ? binder->measurements() : 0;
       if (modes[m]->enter)
         modes[m]->enter();
-      if (costed != nullptr && m == baseline)
+      if (costed != nullptr && m == baseline) {
         records[m].savedBytes.push_back(templateSavedBytes(*costed, trainers[m]->batch(i).inputs));
+        synchronize(trainers[m]->device());  // its kernels finish outside the step's timing
+      }
       const StepPeak peak(trainers[m]->device());
       StepResult r;
       try {

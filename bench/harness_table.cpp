@@ -1,6 +1,7 @@
 // symtune-bench's table on stderr: a few lines per model, each mode's medians and ratios.
 
 #include <iomanip>
+#include <limits>
 #include <sstream>
 
 #include "harness.h"
@@ -42,7 +43,10 @@ std::string table(const json& results) {
           << std::setw(11) << m["peak_bytes"]["median"].get<double>() / 1e6 << std::setprecision(3)
           << std::setw(8)
           << (ratio["peak_bytes"].is_null() ? 0.0 : ratio["peak_bytes"].get<double>())
-          << std::setw(10) << m["loss_agreement"]["max_rel_dev"].get<double>()
+          << std::setw(10)
+          << (m["loss_agreement"]["max_rel_dev"].is_number()  // null: a loss was not finite
+                  ? m["loss_agreement"]["max_rel_dev"].get<double>()
+                  : std::numeric_limits<double>::infinity())
           << std::setprecision(2) << std::setw(10)
           << (m["roofline"].is_null() ? 0.0 : m["roofline"]["flops_per_s"].get<double>() / 1e9)
           << "\n";

@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rounds" && i + 1 < argc) {
-      rounds = std::stoi(argv[++i]);
+      rounds =
+          static_cast<int>(symtune::bench::wholeNumberArg("symtune-bench-kernels", a, argv[++i]));
     } else if (a == "--device" && i + 1 < argc) {
       deviceName = argv[++i];
     } else {

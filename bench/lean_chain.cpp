@@ -431,9 +431,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--unsure" && i + 1 < argc) {
-      unsureCount = std::stoll(argv[++i]);
+      unsureCount = symtune::bench::wholeNumberArg("symtune-bench-lean-chain", a, argv[++i], 0);
     } else if (a == "--rounds" && i + 1 < argc) {
-      rounds = std::stoi(argv[++i]);
+      rounds = static_cast<int>(
+          symtune::bench::wholeNumberArg("symtune-bench-lean-chain", a, argv[++i]));
     } else if (a == "--cpu-memory" && i + 1 < argc) {
       cpuMemory = argv[++i];
     } else {

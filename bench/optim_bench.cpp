@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
     } else if (a == "--preset" && hasValue) {
       preset = argv[++i];
     } else if (a == "--rounds" && hasValue) {
-      rounds = std::stoi(argv[++i]);
+      rounds =
+          static_cast<int>(symtune::bench::wholeNumberArg("symtune-bench-optim", a, argv[++i]));
     } else if (a == "--optimizer" && hasValue) {
       optimizer = argv[++i];
     } else if (a == "--device" && hasValue) {

@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
     else if (arg == "--model")
       model = argv[i + 1];
     else if (arg == "--runs")
-      runs = std::stoi(argv[i + 1]);
+      runs =
+          static_cast<int>(symtune::bench::wholeNumberArg("symtune-bench-rules", arg, argv[i + 1]));
     else {
       std::cerr << "usage: symtune-bench-rules [--preset P] [--model M] [--runs N]\n";
       return 2;

@@ -41,9 +41,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--runs")
-      runs = std::stoi(argv[i + 1]);
+      runs =
+          static_cast<int>(symtune::bench::wholeNumberArg("symtune-bench-symugen", a, argv[i + 1]));
     else if (a == "--batch")
-      batch = std::stoll(argv[i + 1]);
+      batch = symtune::bench::wholeNumberArg("symtune-bench-symugen", a, argv[i + 1]);
     else if (a == "--preset")
       preset = argv[i + 1];
     else {

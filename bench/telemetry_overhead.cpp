@@ -136,9 +136,9 @@ int main(int argc, char** argv) {
     if (a == "--preset")
       preset = v;
     else if (a == "--steps")
-      steps = std::stoi(v);
+      steps = static_cast<int>(symtune::bench::wholeNumberArg("symtune-bench-telemetry", a, v));
     else if (a == "--warmup")
-      warmup = std::stoi(v);
+      warmup = static_cast<int>(symtune::bench::wholeNumberArg("symtune-bench-telemetry", a, v, 0));
     else if (a == "--model")
       only = v;
     else {
@@ -146,9 +146,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (steps < 1) {
-    std::cerr << "symtune-bench-telemetry: --steps must be at least 1\n";
-    return 2;
+  if (!only.empty()) {
+    const auto& zoo = symtune::zooCatalog();
+    if (std::none_of(zoo.begin(), zoo.end(), [&](const auto& e) { return e.name == only; })) {
+      std::cerr << "symtune-bench-telemetry: no zoo model named \"" << only << "\"\n";
+      return 2;
+    }
   }
   json results = json::array();
   try {

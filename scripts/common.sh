@@ -48,7 +48,9 @@ ensure_deps() {
   ensure_torch
 }
 
-build() {
+# In a subshell: the caller's working directory stays its own, so relative paths given to
+# demo.sh and screenshot.sh mean what they say.
+build() (
   cd "$SYMTUNE_ROOT"
   # Configure anew when the presets changed since the last configure, so a build folder made
   # under older presets (or with an option since made mandatory) cannot carry on quietly.
@@ -58,4 +60,4 @@ build() {
     cmake --preset "$SYMTUNE_PRESET" -DSYMTUNE_TORCH_HOME="$SYMTUNE_TORCH_HOME" >&2
   fi
   cmake --build "$SYMTUNE_BUILD_DIR" "$@" >&2
-}
+)

@@ -55,6 +55,8 @@ if [ "${1:-}" = "--verdict" ]; then
 fi
 
 if [ "${1:-}" = "--prepare" ]; then
+  # Every copy must land: a missing header here costs device minutes there.
+  set -e
   mkdir -p .deps/include .deps/cuda-extras/include
   cp -r /usr/include/nlohmann /usr/include/asio /usr/include/asio.hpp /usr/include/doctest \
     /usr/include/zlib.h /usr/include/zconf.h .deps/include/

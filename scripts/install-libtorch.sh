@@ -36,8 +36,10 @@ install_libtorch() {
     printf '[symtune] python3 -m pip is missing (Debian: python3-pip)\n' >&2; return 1; }
   printf '[symtune] installing LibTorch %s (PyPI wheel) into %s\n' "$SYMTUNE_TORCH_VERSION" "$home" >&2
   parent=$(dirname "$home")
-  mkdir -p "$parent"
-  staging=$(mktemp -d "$parent/.staging.XXXXXX")
+  # Checked here: callers run this under `|| exit 1`, which turns set -e off inside it, and an
+  # empty $staging would send pip to /site.
+  mkdir -p "$parent" && staging=$(mktemp -d "$parent/.staging.XXXXXX") && [ -n "$staging" ] || {
+    printf '[symtune] cannot make a folder under %s for LibTorch\n' "$parent" >&2; return 1; }
   # --no-deps: the wheel's Python dependencies are not needed by C++ users, and its CUDA libraries
   # come from the toolkit except the three listed in PIP_PACKAGES (Note [Dependency cache]).
   if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps \
@@ -46,10 +48,9 @@ install_libtorch() {
     printf '[symtune] pip could not install %s\n' "${PIP_PACKAGES[*]}" >&2
     return 1
   fi
-  rm -rf "$home"
-  mv "$staging" "$home"
-  chmod 755 "$home"
-  printf '%s' "${PIP_PACKAGES[*]}" > "$home/.complete"
+  rm -rf "$home" && mv "$staging" "$home" && chmod 755 "$home" &&
+    printf '%s' "${PIP_PACKAGES[*]}" > "$home/.complete" || {
+    printf '[symtune] cannot move LibTorch into %s\n' "$home" >&2; return 1; }
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then

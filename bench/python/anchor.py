@@ -21,9 +21,11 @@ The model's .py file is executed for its classes, and the eager tree is built fr
 one module per entry, holding clones of the archive's tensors (checked equal to them). Every mode
 trains its own copy; the modes take turns step by step, as in the harness, and each step is the
 engine trainer's: zero the gradients, forward, cross-entropy on float logits, backward, optimizer
-step (PyTorch's default: per parameter on the CPU, its multi-tensor foreach path on CUDA, as the
-engine takes torch::optim's per-parameter step on the CPU and its fused one on CUDA unless the
-session says otherwise). Warm-up steps (where torch.compile
+step (PyTorch's default, per parameter on the CPU, where the engine took torch::optim's
+per-parameter step; PyTorch's fused step where the engine took its own fused one, which it does on
+CUDA unless the session says otherwise: the export's `fused`). Phases within a step are host
+times, as the engine takes them; the GPU is waited for at the step's start and end only. Warm-up
+steps (where torch.compile
 compiles) are not in the medians but their losses are reported; recompiling for new shapes during
 measured steps counts.
 
@@ -188,12 +190,14 @@ def check_same_tensors(kind: str, mine: dict, theirs: dict, folder: Path):
 
 def make_optimizer(spec: dict, params: list) -> torch.optim.Optimizer:
     """The session's optimizer with PyTorch's defaults (betas, eps, and the foreach path where
-    PyTorch takes it: on CUDA)."""
+    PyTorch takes it: on CUDA), or PyTorch's fused step where the engine ran its own fused one
+    (`fused` in the export: the engine's default on CUDA)."""
     lr, decay = spec["lr"], spec.get("weight_decay", 0.0)
+    fused = {"fused": True} if spec.get("fused") else {}
     if spec["name"] == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=decay)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=decay, **fused)
     if spec["name"] == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=decay)
+        return torch.optim.Adam(params, lr=lr, weight_decay=decay, **fused)
     if spec["name"] == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=spec.get("momentum", 0.0),
                                weight_decay=decay)
@@ -220,8 +224,12 @@ class ModeRunner:
         self.description = (f"torch.compile, default settings, backend {self.backend}"
                             if compiled else "PyTorch eager")
 
-    def now(self) -> float:
-        if self.device.type == "cuda":
+    def now(self, wait: bool = False) -> float:
+        """The host's clock; after the GPU's queue has drained when `wait`. The phases between
+        the step's start and end are host times, as the engine's trainer takes them: a wait
+        inside the step would drain the queue the next phase launches behind, which the engine's
+        step never does."""
+        if wait and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter()
 
@@ -234,7 +242,7 @@ class ModeRunner:
         inputs = [x.to(self.device, non_blocking=True) if isinstance(x, torch.Tensor) else x
                   for x in inputs]  # sizes and lists (segment lengths, tree levels) stay put
         target = target.to(self.device, non_blocking=True)
-        start = self.now()
+        start = self.now(wait=True)
         self.optimizer.zero_grad(set_to_none=True)  # before the closure, as MetaOptimizer does
         forward_start = self.now()
         loss = F.cross_entropy(self.forward(*inputs).float(), target)
@@ -242,7 +250,7 @@ class ModeRunner:
         loss.backward()
         update_start = self.now()
         self.optimizer.step()
-        end = self.now()
+        end = self.now(wait=True)
         peak = torch.cuda.max_memory_allocated(self.device) - live if cuda else None
         self.steps.append(StepRecord(end - start, backward_start - forward_start,
                                      update_start - backward_start, end - update_start,
@@ -384,9 +392,13 @@ def compare(mode: dict, baseline: dict):
 
     mode["ratio"] = {"samples_per_s": ratio("samples_per_s"), "peak_bytes": ratio("peak_bytes")}
     devs = [relative_deviation(a, b) for a, b in zip(mode["losses"], baseline["losses"])]
+    # A loss that is not finite on either side is no agreement (max() would keep or drop its NaN
+    # by where it sits): max_rel_dev is then None, as the harness writes it.
+    nonfinite = sum(not math.isfinite(d) for d in devs)
     mode["loss_agreement"] = {
-        "max_rel_dev": max(devs) if devs else None,
-        "within_1pct": sum(d <= 0.01 for d in devs) / len(devs) if devs else None}
+        "max_rel_dev": max(devs) if devs and not nonfinite else None,
+        "within_1pct": sum(d <= 0.01 for d in devs) / len(devs) if devs else None,
+        "nonfinite_steps": nonfinite}
 
 
 def engine_mode(engine: dict, model: str) -> Optional[dict]:

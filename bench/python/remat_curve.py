@@ -48,8 +48,11 @@ def summarize(rounds: list) -> dict:
                 if "infeasible" in mode:
                     cell["infeasible"].append(mode["smallest_feasible_bytes"])
                     continue
-                cell["throughput"].append(mode["ratio"]["samples_per_s"])
-                cell["peak"].append(mode["ratio"]["peak_bytes"])
+                # A ratio is null where the baseline had no figure (no peak on a machine that
+                # measures none): left out of the median.
+                for key, field in (("throughput", "samples_per_s"), ("peak", "peak_bytes")):
+                    if mode["ratio"][field] is not None:
+                        cell[key].append(mode["ratio"][field])
     for row in table.values():
         for cell in row.values():
             for key in ("throughput", "peak"):

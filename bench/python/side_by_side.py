@@ -90,14 +90,15 @@ def summarize(rounds: list, baseline: str) -> dict:
                 if mode == "python-eager":
                     continue
                 for reference in (baseline, "python-eager"):
-                    if mode != reference:
+                    if mode != reference and reference in modes:
                         row["ratios"].setdefault(f"{mode} / {reference}", []).append(
                             value / modes[reference])
     for row in table.values():
         row["median"] = {key: statistics.median(values) for key, values in row["ratios"].items()}
     keys = sorted({key for row in table.values() for key in row["median"]})
+    # Over the models that have the ratio: a mode refused or infeasible on one has none there.
     geomean = {key: math.exp(statistics.fmean(math.log(row["median"][key])
-                                              for row in table.values()))
+                                              for row in table.values() if key in row["median"]))
                for key in keys}
     return {"models": table, "geomean": geomean, "keys": keys}
 
@@ -108,7 +109,7 @@ def markdown(summary: dict) -> str:
              "|---|" + "---|" * len(keys)]
     for model, row in summary["models"].items():
         cells = [f"{row['median'][k]:.3f} ({', '.join(f'{v:.2f}' for v in row['ratios'][k])})"
-                 for k in keys]
+                 if k in row["median"] else "–" for k in keys]
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     lines.append("| **geomean** | " + " | ".join(f"**{summary['geomean'][k]:.3f}**"
                                                   for k in keys) + " |")

@@ -22,8 +22,23 @@ list(LENGTH registered n_registered)
 list(LENGTH missing n_missing)
 
 if(missing AND NOT UI)
-  # Asked for (-DSYMTUNE_BUILD_UI=OFF, the gpu preset): the Qt Test suites are not built.
-  message(STATUS "SYMTUNE_BUILD_UI is OFF: ${n_missing} of ${n_existing} test sources not built")
+  # Asked for (-DSYMTUNE_BUILD_UI=OFF, the gpu preset): the Qt Test suites are not built, and only
+  # they may be missing. A Qt Test source includes test_main.h or QtTest; any other one missing is
+  # a test the gpu preset would silently not run.
+  set(qt_free "")
+  foreach(source IN LISTS missing)
+    file(STRINGS "${ROOT}/tests/${source}" qt REGEX "test_main\\.h|QtTest")
+    if(NOT qt)
+      list(APPEND qt_free "${source}")
+    endif()
+  endforeach()
+  if(qt_free)
+    list(JOIN qt_free "\n  " text)
+    message(FATAL_ERROR "SYMTUNE_BUILD_UI is OFF, yet these test sources, which need no Qt, are "
+                        "not in the suite:\n  ${text}")
+  endif()
+  message(STATUS "SYMTUNE_BUILD_UI is OFF: ${n_missing} of ${n_existing} test sources (Qt Test "
+                 "suites) not built")
   return()
 endif()
 if(missing)
