@@ -183,6 +183,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       throw std::invalid_argument("bindings needs a session, a report or a binding table");
     return cl;
   }
+  bool traceStepsGiven = false;
   for (size_t i = first; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (isHelp(a)) {
@@ -203,6 +204,10 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     } else if (cl.mode == CommandLine::Mode::Graph && a == "--output") {
       cl.output = value(i);
     } else if (a == "--batch") {
+      if (cl.mode == CommandLine::Mode::Graph)
+        throw std::invalid_argument("--batch trains a session: it does not go with graph");
+      if (cl.mode == CommandLine::Mode::Batch)
+        throw std::invalid_argument("--batch is given twice: one session a run");
       cl.mode = CommandLine::Mode::Batch;
       cl.session = value(i);
       if (isHelp(cl.session)) {  // `symtune --batch --help`: the usage, not a file named --help
@@ -224,6 +229,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
         throw std::invalid_argument("--trace-steps expects a positive integer, got \"" + v + "\"");
       }
       cl.traceSteps = n;
+      traceStepsGiven = true;
     } else if (a == "--nvtx") {
       cl.nvtx = true;
     } else if (a == "--no-gpu-trace") {
@@ -300,6 +306,8 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     throw std::invalid_argument(std::string(cl.report ? "--report" : "--trace") +
                                 " only applies with --batch");
   }
+  if (traceStepsGiven && !cl.trace)
+    throw std::invalid_argument("--trace-steps goes with --trace FILE");
   if (cl.mode != CommandLine::Mode::Batch && (cl.nvtx || cl.noGpuTrace || cl.resume)) {
     throw std::invalid_argument(std::string(cl.nvtx         ? "--nvtx"
                                             : cl.noGpuTrace ? "--no-gpu-trace"
@@ -385,7 +393,8 @@ std::string usage(const std::string& program, bool studio) {
          "                             (default: ./<session file's stem>.report.json)\n"
          "  --progress-interval SECS   seconds between progress lines (default 1)\n"
          "  --trace FILE               write a Chrome trace (Perfetto, chrome://tracing) of\n"
-         "                             steps 1..N: every op, memory per step\n"
+         "                             steps 1..N (a resumed run: its first N): every op,\n"
+         "                             memory per step\n"
          "  --trace-steps N            how many steps to trace (default 5)\n"
          "  --nvtx                     NVTX ranges named after steps and graph nodes, for\n"
          "                             Nsight Systems (the session's run.nvtx)\n"

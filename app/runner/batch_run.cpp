@@ -119,6 +119,7 @@ class ProgressPrinter {
 // What a resumed run's report takes over from its checkpoint's: the records of the steps before.
 void carryOver(RunReport& into, const RunReport& from) {
   into.startedAt = from.startedAt;
+  into.wallSeconds = from.wallSeconds;  // the whole run's: this process adds its own
   into.resumedAt = from.resumedAt;
   into.loss = from.loss;
   into.stepSeconds = from.stepSeconds;
@@ -143,6 +144,13 @@ void resumeRun(Trainer& trainer, const Session& session, RunReport& report,
   if (file.empty())
     throw SetupError("--resume needs run.checkpoint in the session, the file it resumes from");
   const Trainer::Resumed resumed = trainer.resume(file);
+  // Nothing to resume: the report would be written again from no step (its features and rules in
+  // force empty, one more resume noted), and "40/30 steps" said of a completed run.
+  if (resumed.steps >= session.run.steps)
+    throw SetupError(file.string() + ": it holds " + std::to_string(resumed.steps) + " steps, " +
+                     (resumed.steps == session.run.steps ? "all" : "more than") + " run.steps " +
+                     std::to_string(session.run.steps) +
+                     " asks for: nothing to resume (raise run.steps to train on)");
   RunReport before;
   try {
     before = reportFromJson(resumed.report);
@@ -247,7 +255,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   }
   ProgressPrinter progress(options.progress, options.progressIntervalSeconds, session.run.steps,
                            report.batchSize);
-  // Steps 1..traceSteps are traced: step 0 runs TorchScript's profiling pass, not a typical step.
+  // traceSteps steps are traced from step 1 (step 0 runs TorchScript's profiling pass, not a
+  // typical step), or from the first a resumed run takes.
   std::vector<CounterSample> counters;
   std::optional<StepFeatures> last;  // the report keeps the last step's features
   // Validation on the held-out samples (data.validate_every, and after the last step).
@@ -271,8 +280,10 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       *options.progress << line << " (" << v->samples << " samples)" << std::endl;
     }
   };
+  const int64_t firstStep = trainer.stepsDone();
+  const int64_t traceFrom = std::max<int64_t>(1, firstStep);
   auto traced = [&](int64_t step) {
-    return options.trace && step >= 1 && step <= options.traceSteps;
+    return options.trace && step >= traceFrom && step < traceFrom + options.traceSteps;
   };
   try {
     const std::filesystem::path& checkpointFile = session.run.checkpoint;
@@ -376,13 +387,16 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
           done % session.run.checkpointEvery == 0 && done != session.run.steps)
         checkpoint();
     }
-    if (!checkpointFile.empty()) {  // the last one: at the end, or where the run was stopped
+    // A run stopped before its first step (a signal while the data loaded) has nothing of its own
+    // to keep: an earlier checkpoint or saved model stays as it was.
+    const bool stepped = trainer.stepsDone() > firstStep;
+    if (!checkpointFile.empty() && stepped) {  // the last: at the end, or where the run stopped
       checkpoint();
       if (options.progress != nullptr)
         *options.progress << "checkpoint after step " << trainer.stepsDone() << ": "
                           << checkpointFile.string() << std::endl;
     }
-    if (!session.run.save.empty()) {  // the trained model back, also from an interrupted run
+    if (!session.run.save.empty() && stepped) {  // the model back, also from an interrupted run
       trainer.saveModel(session.run.save);
       if (options.progress != nullptr)
         *options.progress << "saved the trained model to " << session.run.save.string()
@@ -443,7 +457,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     report.remat->shapesRefused = stats.shapesRefused;
   }
   report.peakRssBytes = peakRssBytes();
-  report.wallSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+  report.wallSeconds += std::chrono::duration<double>(Clock::now() - start).count();
   return report;
 }
 

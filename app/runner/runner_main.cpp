@@ -6,6 +6,8 @@
 #include <iostream>
 #include <map>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -117,6 +119,28 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
       symtune::checkWritable(session.run.checkpoint);
   } catch (const std::exception& e) {
     return fail(std::string("cannot write the run's results: ") + e.what(), 2);
+  }
+  // No two of them one file: a checkpoint named as the session wrote a zip over it.
+  {
+    std::vector<std::pair<std::string, std::filesystem::path>> files{{"the session", cl.session},
+                                                                     {"--report", reportPath}};
+    if (cl.trace)
+      files.emplace_back("--trace", *cl.trace);
+    if (!session.run.save.empty())
+      files.emplace_back("run.save", session.run.save);
+    if (!session.run.checkpoint.empty())
+      files.emplace_back("run.checkpoint", session.run.checkpoint);
+    std::error_code ec;
+    for (size_t i = 0; i < files.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        const auto a = std::filesystem::weakly_canonical(files[i].second, ec);
+        const auto b = std::filesystem::weakly_canonical(files[j].second, ec);
+        if (!ec && a == b)
+          return fail(files[i].first + " and " + files[j].first + " are one file, " + a.string() +
+                          ": each needs its own",
+                      2);
+      }
+    }
   }
   if (!session.rules.empty())
     loadRulePlugins();

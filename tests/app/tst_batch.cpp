@@ -294,6 +294,16 @@ class TestBatch : public QObject {
     QTest::addRow("trace under a file")
         << QStringList{"--batch", "@/s.json", "--trace", "@/s.json/t.json"} << kSession << 2
         << "/s.json/t.json: cannot create the folder ";
+    // A checkpoint named as the session wrote a zip archive over it.
+    QTest::addRow("a checkpoint over the session")
+        << QStringList{"--batch", "@/s.json"}
+        << QByteArray(R"({"format": "symtune-session", "version": 1,
+             "model": {"zoo": "dynamic_resnet", "preset": "ci"},
+             "run": {"steps": 1, "checkpoint": "s.json"}})")
+        << 2 << "run.checkpoint and the session are one file, ";
+    QTest::addRow("a report over the session")
+        << QStringList{"--batch", "@/s.json", "--report", "@/./s.json"} << kSession << 2
+        << "--report and the session are one file, ";
     QTest::addRow("tuned session into a folder")
         << QStringList{"tune", "@/s.json", "--budget-steps", "10", "--output", "@"} << kSession << 2
         << "cannot write the tuned session: ";

@@ -134,4 +134,11 @@ TEST_CASE("a wrong command line is refused with a reason that names what is wron
   CHECK(refusal({"rules", "export", "r.rules", "--name", "n"}) ==
         "rules export needs --name, --version and --output");
   CHECK(refusal({"graph"}) == "graph needs a session (.json) or a TorchScript archive (.pt)");
+  // graph with --batch trained the session and printed no graph.
+  CHECK(refusal({"graph", "x.pt", "--batch", "s.json"}) ==
+        "--batch trains a session: it does not go with graph");
+  CHECK(refusal({"--batch", "a.json", "--batch", "b.json"}) ==
+        "--batch is given twice: one session a run");
+  CHECK(refusal({"--batch", "s.json", "--trace-steps", "3"}) ==
+        "--trace-steps goes with --trace FILE");
 }

@@ -1,4 +1,6 @@
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -13,9 +15,23 @@ namespace {
 
 using json = nlohmann::json;
 
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 // A value that may be null (a non-finite number, an absent top-5).
 std::optional<double> optionalNumber(const json& v) {
   return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt;
+}
+
+// A number the report wrote as null because it was not finite: NaN again.
+double numberOrNaN(const json& v) {
+  return v.is_number() ? v.get<double>() : kNaN;
+}
+
+// object[key] as a number: `fallback` when it is absent, NaN when null.
+double numberAt(const json& object, const char* key, double fallback) {
+  if (!object.is_object() || !object.contains(key))
+    return fallback;
+  return numberOrNaN(object[key]);
 }
 
 template <typename T>
@@ -23,8 +39,12 @@ std::vector<T> listOf(const json& object, const char* key) {
   if (!object.is_object() || !object.contains(key) || !object[key].is_array())
     return {};
   std::vector<T> out;
-  for (const auto& v : object[key])
-    out.push_back(v.is_null() ? T{} : v.get<T>());
+  for (const auto& v : object[key]) {
+    if constexpr (std::is_floating_point_v<T>)
+      out.push_back(static_cast<T>(numberOrNaN(v)));  // a NaN loss stays NaN, not 0
+    else
+      out.push_back(v.is_null() ? T{} : v.get<T>());
+  }
   return out;
 }
 
@@ -51,26 +71,26 @@ void readControl(const json& control, RunReport& r) {
     RunReport::Decision decision;
     decision.step = d.at("step").get<int64_t>();
     decision.chosen = d.at("chosen").get<std::string>();
-    decision.predictedSamplesPerSecond = d.value("predicted_samples_per_s", 0.0);
-    decision.samplesPerSecond = d.value("samples_per_s", 0.0);
+    decision.predictedSamplesPerSecond = numberAt(d, "predicted_samples_per_s", 0.0);
+    decision.samplesPerSecond = numberAt(d, "samples_per_s", 0.0);
     decision.explored = d.value("explored", false);
     decision.levelMoved = d.value("level_moved", false);  // none before 2026-12-05
     for (const auto& a : d.value("alternatives", json::array()))
       decision.alternatives.emplace_back(a.at("configuration").get<std::string>(),
-                                         a.value("predicted_samples_per_s", 0.0));
+                                         numberAt(a, "predicted_samples_per_s", 0.0));
     // Each object held by name first: items() of the temporary value() returns would outlive it
     // (a range-for keeps only the proxy), and read freed memory.
     const json signals = d.value("signals", json::object());
     for (const auto& [name, value] : signals.items())
-      decision.batchSignals.emplace_back(name, value.get<double>());
+      decision.batchSignals.emplace_back(name, numberOrNaN(value));
     for (const auto& driver : d.value("drivers", json::array()))
       decision.drivers.emplace_back(driver.at("what").get<std::string>(),
-                                    driver.value("factor", 1.0));
+                                    numberAt(driver, "factor", 1.0));
     decision.violation = text(d, "violation");
     decision.heldBack = text(d, "held_back");
     const json idle = d.value("idle", json::object());
-    for (const auto& [knob, value] : idle.items())            // none before
-      decision.idle.emplace_back(knob, value.get<double>());  // 2026-12-06
+    for (const auto& [knob, value] : idle.items())           // none before
+      decision.idle.emplace_back(knob, numberOrNaN(value));  // 2026-12-06
     r.decisions.push_back(std::move(decision));
   }
 }
@@ -96,7 +116,8 @@ RunReport reportFromJson(const std::string& input) {
     r.startedAt = text(in, "started_at");
     r.loss = listOf<double>(member(in, "loss"), "curve");
     r.stepSeconds = listOf<double>(member(in, "throughput"), "step_s");
-    r.trainSeconds = member(in, "throughput").value("train_s", 0.0);
+    r.trainSeconds = numberAt(member(in, "throughput"), "train_s", 0.0);
+    r.wallSeconds = numberAt(in, "wall_time_s", 0.0);
     r.samples = member(in, "throughput").value("samples", int64_t{0});
     const json& rules = member(in, "rules");
     r.rulesInForce = listOf<std::string>(rules, "in_force");
@@ -112,7 +133,7 @@ RunReport reportFromJson(const std::string& input) {
         RunReport::RematStep step;
         if (s.contains("limit_bytes") && s["limit_bytes"].is_number())
           step.limitBytes = s["limit_bytes"].get<int64_t>();
-        step.peakBytes = s.value("peak_bytes", 0.0);
+        step.peakBytes = numberAt(s, "peak_bytes", 0.0);
         step.recomputed = s.value("recomputed", int64_t{0});
         step.attempts = s.value("attempts", 1);
         remat.steps.push_back(step);
@@ -122,7 +143,7 @@ RunReport reportFromJson(const std::string& input) {
     readControl(member(in, "control"), r);
     for (const auto& v : in.value("validation", json::array()))
       r.validation.push_back({v.at("step").get<int64_t>(), v.at("samples").get<int64_t>(),
-                              v.at("loss").get<double>(), optionalNumber(v.value("top1", json())),
+                              numberOrNaN(v.at("loss")), optionalNumber(v.value("top1", json())),
                               optionalNumber(v.value("top5", json()))});
     r.bindingMeasurements = listOf<int64_t>(member(in, "binding"), "measurements_per_step");
   } catch (const json::exception& e) {

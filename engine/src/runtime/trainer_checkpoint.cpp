@@ -254,7 +254,9 @@ Trainer::Resumed Trainer::resume(const std::filesystem::path& path) {
     b.step = resumed.steps;
     if (const auto f = record.find("features"); f != record.end() && f->is_object()) {
       b.step = f->value("step", resumed.steps);
-      b.lossEma = f->value("loss_ema", 0.0);
+      // Null where it was not finite (a loss gone NaN): NaN again, as it was.
+      const nlohmann::json ema = f->value("loss_ema", nlohmann::json());
+      b.lossEma = ema.is_number() ? ema.get<double>() : std::numeric_limits<double>::quiet_NaN();
       const nlohmann::json& last = (*f)["last"];
       constexpr auto count = static_cast<size_t>(kFeatureCount);
       if (last.is_array() && last.size() == count) {

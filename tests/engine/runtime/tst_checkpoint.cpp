@@ -7,6 +7,7 @@
 #include "doctest_torch.h"
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -248,6 +249,66 @@ TEST_CASE("the rematerializer's calibration and measurements come back with the 
   CHECK(next.remat->plan.limitBytes.has_value());
 }
 
+// Under a memory budget the run draws the same dropout masks as without one, and resumed as
+// uninterrupted: the rematerializer timed its rates on torch::rand, which drew from the run's
+// generator on the first step of every process (so after a resume's restore too).
+TEST_CASE("a run under a memory budget resumes as the uninterrupted run, dropout masks and all") {
+  symtune::test::TempDir dir;
+  symtune::Session s = symtune::loadSession(writeRun(dir.path() / "budget", 12));
+  s.remat.enabled = true;
+  s.remat.budgetMb = 1000;  // room for every step: nothing is recomputed
+  symtune::Session plain = s;
+  plain.remat = {};
+  std::vector<double> uninterrupted, unbudgeted;
+  {
+    symtune::Trainer t(s);
+    for (int i = 0; i < 12; ++i)
+      uninterrupted.push_back(t.step().loss);
+  }
+  {
+    symtune::Trainer t(plain);
+    for (int i = 0; i < 12; ++i)
+      unbudgeted.push_back(t.step().loss);
+  }
+  CHECK(uninterrupted == unbudgeted);
+  std::vector<double> resumed;
+  {
+    symtune::Trainer first(s);
+    for (int i = 0; i < 6; ++i)
+      resumed.push_back(first.step().loss);
+    first.saveCheckpoint(s.run.checkpoint, "");
+  }
+  symtune::Trainer second(s);
+  REQUIRE(second.resume(s.run.checkpoint).steps == 6);
+  for (int i = 6; i < 12; ++i)
+    resumed.push_back(second.step().loss);
+  CHECK(resumed == uninterrupted);
+}
+
+// A loss gone NaN is written as null (JSON has no NaN): the checkpoint's loss average and the
+// report's curve read back as NaN. Before, the resume failed with nlohmann's type_error naming
+// the session, and a resumed report would have read the NaN losses as 0.
+TEST_CASE("a run whose loss went NaN resumes, its NaN losses kept") {
+  symtune::test::TempDir dir;
+  symtune::Session s = symtune::loadSession(writeRun(dir.path() / "nan", 4));
+  s.optimizer.name = "sgd";
+  s.optimizer.lr = 1e30;
+  const symtune::RunReport first = symtune::runBatch(s, {});
+  REQUIRE(first.stepsCompleted() == 4);
+  REQUIRE(std::isnan(first.loss.back()));
+  s.run.steps = 6;
+  symtune::BatchOptions options;
+  options.resume = true;
+  const symtune::RunReport resumed = symtune::runBatch(s, options);
+  CHECK((resumed.status == symtune::RunReport::Status::Completed));
+  REQUIRE(resumed.stepsCompleted() == 6);
+  for (size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK((std::isnan(resumed.loss[i]) ? std::isnan(first.loss[i])
+                                       : resumed.loss[i] == first.loss[i]));
+  }
+}
+
 TEST_CASE("a checkpoint that is missing or of another run is a setup error naming the file") {
   symtune::test::TempDir dir;
   const auto session = writeRun(dir.path() / "a", 10);
@@ -291,6 +352,7 @@ TEST_CASE("a checkpoint that is missing or of another run is a setup error namin
   const auto moved = dir.path() / "moved";
   std::filesystem::copy(dir.path() / "a", moved);
   symtune::Session there = symtune::loadSession(moved / "run.json");
+  there.run.steps = 12;  // two more than it holds: a checkpoint of a finished run resumes nothing
   CHECK(symtune::test::errorOf([&] { symtune::runBatch(there, options); }) == "(no error)");
   // Not a checkpoint at all.
   symtune::test::writeFile(file, "not a checkpoint");
