@@ -117,7 +117,8 @@ StepResult AttachedLoop::step(const std::function<torch::Tensor()>& closure, int
   r.updateSeconds = stats.updateSeconds;
   timings.optimizer = stats.updateSeconds;
   timings.total = r.seconds;
-  r.features = impl.broker.endStep(timings, r.loss, impl.lr(), batchSize, 0);
+  r.features =
+      impl.broker.endStep(timings, r.loss, impl.lr(), batchSize, 0, std::nullopt, r.skipped);
   impl.controller->afterStep(r);
   return r;
 }

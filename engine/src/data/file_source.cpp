@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include <ATen/record_function.h>
 #include <torch/data.h>
 
 #include "symtune/data/image_folder.h"
@@ -156,6 +157,10 @@ class ArrayDataset final : public torch::data::datasets::BatchDataset<ArrayDatas
       : arrays_(std::move(arrays)), rows_(std::move(rows)) {}
 
   Batch get_batch(c10::ArrayRef<size_t> request) override {
+    // Not the model's ops: the op tracer observes every thread (a global RecordFunction
+    // callback), and a loader worker's gathers landed in the traced steps, appended to the
+    // worker's buffer while the training thread took the buffers (a data race).
+    at::RecordFunctionGuard untraced(false);
     std::vector<int64_t> picked;
     picked.reserve(request.size());
     const int64_t* rows = rows_.data_ptr<int64_t>();

@@ -735,7 +735,8 @@ StepResult Trainer::runStep(Graph* capture) {
     }
     r.nodes = profile;
   }
-  r.features = broker_->endStep(timings, r.loss, lr, whole.size, sequence, r.peakBeforeResets);
+  r.features =
+      broker_->endStep(timings, r.loss, lr, whole.size, sequence, r.peakBeforeResets, r.skipped);
   return r;
 }
 

@@ -21,12 +21,17 @@ std::unique_ptr<c10::DebugInfoGuard> MetaInfoBroker::beginStep(bool perOpMemory)
   // included: a sampled step's peak is then measured as an unsampled one's, and the reports
   // (requested sizes, this thread and autograd's) serve the per-op figures alone.
   countedStep_ = !cudaModel_ && CpuAllocationCounter::active();
-  if (countedStep_)
+  if (countedStep_) {
     CpuAllocationCounter::resetPeak();
+    cpuBase_ = CpuAllocationCounter::counters().current;
+  }
   if (countedStep_ && !perOpMemory)
     return nullptr;
   auto guard = memory_.activate();
   memory_.resetPeak();
+  if (!countedStep_)
+    cpuBase_ = memory_.counters(c10::DeviceType::CPU).current;
+  cudaBase_ = memory_.counters(c10::DeviceType::CUDA).current;
   return guard;
 }
 
@@ -34,11 +39,24 @@ bool MetaInfoBroker::wantsUpdateRatio() const {
   return options_.updateRatioEvery > 0 && step_ % options_.updateRatioEvery == 0;
 }
 
+// Note [The loss's average]
+// loss_ema is an exponential average, weight 0.1, of the finite losses of the steps that were not
+// skipped: a NaN or infinite loss would hold it at NaN or infinity for the rest of the run (and
+// the spike guard, `loss > 3 * loss_ema`, blind), and a spike a rule skipped would raise it for
+// tens of steps. The first such loss seeds it; until then, and on a step whose loss is not
+// finite, it is what it was. What a step's rules read includes that step's loss, so
+// `loss > 3 * loss_ema` fires above 3 / 0.7 = 3.86 times the average before the step.
+double MetaInfoBroker::averageWith(double loss) const {
+  if (!std::isfinite(loss))
+    return lossEma_;
+  return std::isnan(lossEma_) ? loss : 0.9 * lossEma_ + 0.1 * loss;
+}
+
 void MetaInfoBroker::fillLossAndGradients(StepFeatures& f, double loss) const {
   const double previous = history_.empty() ? loss : history_.back()[Feature::Loss];
   f[Feature::Loss] = loss;
   f[Feature::LossDelta] = loss - previous;
-  f[Feature::LossEma] = step_ == 0 ? loss : 0.9 * lossEma_ + 0.1 * loss;
+  f[Feature::LossEma] = averageWith(loss);
 
   double maxNorm = 0, minNorm = std::numeric_limits<double>::infinity(), absSum = 0;
   double elements = 0;
@@ -75,7 +93,7 @@ StepFeatures MetaInfoBroker::featuresSoFar(double loss, double learningRate) con
 
 const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, double learningRate,
                                             int64_t batchSize, int64_t sequenceLength,
-                                            std::optional<int64_t> peakBeforeResets) {
+                                            std::optional<int64_t> peakBeforeResets, bool skipped) {
   StepFeatures f;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   f[Feature::Step] = static_cast<double>(step_);
@@ -93,13 +111,16 @@ const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, d
   if (countedStep_ && peakBeforeResets)
     cpu.peak = std::max(cpu.peak, *peakBeforeResets);  // Note [A step's peak across resets]
   const MemoryCounters cuda = memory_.counters(c10::DeviceType::CUDA);
-  f[Feature::PeakMemory] = static_cast<double>(std::max(cpu.peak, cuda.peak));
+  // On top of what was live when the step began (the counters count from when counting began).
+  f[Feature::PeakMemory] = static_cast<double>(
+      std::max<int64_t>({cpu.peak - cpuBase_, cuda.peak - cudaBase_, int64_t{0}}));
   f[Feature::LiveMemory] = static_cast<double>(cpu.current + cuda.current);
   f[Feature::Allocations] = static_cast<double>(cpu.allocations + cuda.allocations);
 
-  lossEma_ = step_ == 0 ? loss : 0.9 * lossEma_ + 0.1 * loss;
+  if (!skipped)
+    lossEma_ = averageWith(loss);
   fillLossAndGradients(f, loss);
-  f[Feature::LossEma] = lossEma_;
+  f[Feature::LossEma] = lossEma_;  // without a skipped step's loss
   double maxRatio = nan;
   for (const auto& st : gradients_.stats()) {
     if (st.hasGradient && st.updateRatio)

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -113,4 +114,54 @@ TEST_CASE("subscribers see every step until they unsubscribe, and the history is
   CHECK(broker.history().front()[Feature::Step] == 2.0);
   CHECK(broker.history().back()[Feature::SequenceLength] == 12.0);
   CHECK(broker.history().back()[Feature::SamplesPerSecond] == relativeApprox(16.0));
+}
+
+// Note [The loss's average]: a NaN or infinite loss, or a spike a rule skipped, leaves loss_ema as
+// it was; the first finite loss seeds it. Before, one NaN loss held it at NaN for good (the spike
+// guard blind), and a skipped spike raised it for tens of steps.
+TEST_CASE("the loss's average leaves out losses that are not finite and steps that were skipped") {
+  auto w = torch::ones({4}, torch::requires_grad());
+  symtune::MetaInfoBroker broker({{"w", w}});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto step = [&](double loss, bool skipped = false) {
+    auto active = broker.beginStep();
+    (w * 2).sum().backward();
+    symtune::StepTimings t;
+    t.total = 0.1;
+    return broker.endStep(t, loss, 0.1, 8, 0, std::nullopt, skipped)[Feature::LossEma];
+  };
+  CHECK(std::isnan(step(nan)));  // nothing to average yet
+  CHECK(step(2.0) == 2.0);       // the first finite loss seeds it
+  CHECK(step(std::numeric_limits<double>::infinity()) == 2.0);
+  CHECK(step(nan) == 2.0);
+  CHECK(step(1000.0, true) == 2.0);  // a spike a rule skipped
+  CHECK(step(1.0) == relativeApprox(1.9));
+  // What a rule reads during a step has that step's loss in.
+  CHECK(broker.featuresSoFar(11.0, 0.1)[Feature::LossEma] == relativeApprox(0.9 * 1.9 + 1.1));
+  CHECK(broker.featuresSoFar(nan, 0.1)[Feature::LossEma] == relativeApprox(1.9));
+}
+
+// peak_memory_bytes is what the step held on top of what was live when it began: before, from
+// the second step on it counted what earlier steps left live (the optimizer's state, say) too.
+TEST_CASE("a step's peak is counted on top of what was live when it began") {
+  auto w = torch::ones({4}, torch::requires_grad());
+  symtune::MetaInfoBroker broker({{"w", w}});
+  std::vector<at::Tensor> kept;
+  const auto step = [&](int64_t temporary, int64_t keep) {
+    auto active = broker.beginStep();
+    {
+      const at::Tensor scratch = torch::empty({temporary}, torch::kUInt8);
+      kept.push_back(torch::empty({keep}, torch::kUInt8));
+    }
+    symtune::StepTimings t;
+    t.total = 0.1;
+    return broker.endStep(t, 1.0, 0.1, 8, 0)[Feature::PeakMemory];
+  };
+  const double first = step(1 << 20, 4 << 20);
+  const double second = step(1 << 20, 4 << 20);
+  // Each step allocates 5 MiB at most (plus the allocator's rounding): the 4 MiB the first kept
+  // is not the second's.
+  CHECK(first >= 5 << 20);
+  CHECK(second >= 5 << 20);
+  CHECK(second < first + (1 << 20));
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -65,10 +66,12 @@ class MetaInfoBroker {
   void afterUpdate() { gradients_.afterUpdate(); }
   // Computes the step's features, keeps them and hands them to every subscriber.
   // `peakBeforeResets`: the highest CPU allocation counter peak the trainer reset during the step
-  // (StepResult::peakBeforeResets), which the step's peak includes.
+  // (StepResult::peakBeforeResets), which the step's peak includes. `skipped`: a rule skipped the
+  // step (Note [The loss's average]).
   const StepFeatures& endStep(const StepTimings& timings, double loss, double learningRate,
                               int64_t batchSize, int64_t sequenceLength,
-                              std::optional<int64_t> peakBeforeResets = std::nullopt);
+                              std::optional<int64_t> peakBeforeResets = std::nullopt,
+                              bool skipped = false);
 
   // What rules read during a step, after afterBackward(): the previous step's features with this
   // step's index, loss (and its delta and moving average), gradient statistics and learning
@@ -89,7 +92,7 @@ class MetaInfoBroker {
   // fired `when step == 10` at step 10 of the resumed part.
   struct Resumable {
     int64_t step = 0;
-    double lossEma = 0;
+    double lossEma = std::numeric_limits<double>::quiet_NaN();  // none yet: the next loss seeds it
     std::optional<StepFeatures> last;
   };
   Resumable resumable() const {
@@ -111,13 +114,16 @@ class MetaInfoBroker {
   MemoryTracker memory_;
   bool cudaModel_ = false;
   bool countedStep_ = false;  // this step's memory comes from CpuAllocationCounter
+  // What was live when the step began (CPU, CUDA), which its peak is counted on top of.
+  int64_t cpuBase_ = 0, cudaBase_ = 0;
   void fillLossAndGradients(StepFeatures& f, double loss) const;
+  double averageWith(double loss) const;  // Note [The loss's average]
 
   std::deque<StepFeatures> history_;
   std::map<int, Subscriber> subscribers_;
   int nextSubscriber_ = 0;
   int64_t step_ = 0;
-  double lossEma_ = 0;
+  double lossEma_ = std::numeric_limits<double>::quiet_NaN();  // Note [The loss's average]
 };
 
 }  // namespace symtune
