@@ -102,8 +102,12 @@ const std::vector<CostTemplate>& costTemplates() {
        "elementwise", "numel(out0)", kBinaryRead, kOutBytes, "0"},
 
       // --- reductions ----------------------------------------------------------------------------
-      {"aten::mean aten::sum aten::amax aten::amin aten::norm aten::any aten::all", "reduction",
-       "numel(in0)", kUnaryRead, kOutBytes, "0"},
+      {"aten::mean aten::sum aten::any aten::all", "reduction", "numel(in0)", kUnaryRead, kOutBytes,
+       "0"},
+      // Their backward finds where the result came from (amax, amin) or divides by it (norm): the
+      // input and the result are kept.
+      {"aten::amax aten::amin aten::norm", "reduction", "numel(in0)", kUnaryRead, kOutBytes,
+       "bytes(in0) + bytes(out0)"},
       {"aten::cumsum", "reduction", "numel(out0)", kUnaryRead, kOutBytes, "0"},
       // topk(x, k, dim): one comparison per element (a selection), values and indices written.
       {"aten::topk", "reduction", "numel(in0)", kUnaryRead, "bytes(out0) + bytes(out1)",
@@ -112,17 +116,20 @@ const std::vector<CostTemplate>& costTemplates() {
 
       // --- pooling and lookup --------------------------------------------------------------------
       // max_pool2d(x, kernel_size, ...): one comparison per window element per output.
+      // Its backward keeps the input and the indices of the maxima (int64, 8 bytes each).
       {"aten::max_pool2d aten::max_pool2d_with_indices", "pool",
-       "numel(out0)*val(in1, 0)*val(in1, 1)", kUnaryRead, kOutBytes, "bytes(in0) + bytes(out0)"},
+       "numel(out0)*val(in1, 0)*val(in1, 1)", kUnaryRead, kOutBytes, "bytes(in0) + 8*numel(out0)"},
       {"aten::avg_pool2d", "pool", "numel(out0)*val(in1, 0)*val(in1, 1)", kUnaryRead, kOutBytes,
-       "0"},
+       "bytes(in0)"},
       {"aten::adaptive_avg_pool2d", "pool", "numel(in0)", kUnaryRead, kOutBytes, "0"},
       // embedding(weight[V,D], indices): reads the looked-up rows and the indices.
       {"aten::embedding", "lookup", "0", "bytes(out0) + bytes(in1)", kOutBytes, "bytes(in1)"},
       // index_select(x, dim, index): reads the selected slices and the index.
       {"aten::index_select", "lookup", "0", "bytes(out0) + bytes(in2)", kOutBytes, "bytes(in2)"},
-      // index(x, [indices...]) and gather(x, dim, index): the picked elements.
-      {"aten::index aten::gather", "lookup", "0", kOutBytes, kOutBytes, "0"},
+      // index(x, [indices...]) and gather(x, dim, index): the picked elements. gather's backward
+      // keeps the index and the input; index's keeps its index tensors (a list, not counted).
+      {"aten::index", "lookup", "0", kOutBytes, kOutBytes, "0"},
+      {"aten::gather", "lookup", "0", kOutBytes, kOutBytes, "bytes(in0) + bytes(in2)"},
       // index_add(x, dim, index, source): one add per source element; x is copied.
       {"aten::index_add aten::index_add_", "lookup", "numel(in3)",
        "bytes(in0) + bytes(in2) + bytes(in3)", kOutBytes, "bytes(in2)"},

@@ -277,7 +277,12 @@ RunController::RunController(std::unique_ptr<ControlledRun> owned, ControlledRun
 
 RunController::~RunController() {
   // A run that ended without serveUntilStopped (stopped, interrupted, failed): what clients asked
-  // for at the last step boundary still gets its answer, then the final state.
+  // for at the last step boundary still gets its answer, then the final state; what they ask
+  // from here on is refused.
+  {
+    std::lock_guard<std::mutex> lock(closingMutex_);
+    closed_ = true;
+  }
   try {
     applyChangesWhileIdle();
   } catch (const std::exception& e) {
@@ -305,6 +310,11 @@ nlohmann::json RunController::ruleState() {
 }
 
 void RunController::handle(const Command& c, Server::Reply reply) {
+  std::lock_guard<std::mutex> closing(closingMutex_);
+  if (closed_) {
+    reply({{"error", "the run has ended: nothing changes it now"}});
+    return;
+  }
   // Rule commands run on the training thread at the next step boundary (or while idle).
   auto ruleChange = [&](std::function<void(rules::RuleSet&)> change) {
     run_.changeRules([this, change = std::move(change), reply](rules::RuleSet& set) {

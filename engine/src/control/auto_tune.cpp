@@ -268,12 +268,13 @@ TuneResult AutoTuner::run(const Evaluator& evaluate, const Estimator& estimate,
     else
       search.prune(leaf);
     if (outOfMemory) {
-      // What needs at least as much memory fails too: as many micro-batches or fewer, as much
-      // budget or more, and the same binding_explore. The binder that measures may bind leaner
-      // candidates than the ATen ops it binds without measuring (a memory slack's), or fatter
-      // ones (a channels-last copy), so a configuration of the other value says nothing of it:
-      // under 0.6 of early exit's plain peak, binding_explore 0 ran out and 1 fits at 0.42.
-      // The thread count is taken to change what a step holds too little to matter.
+      // What needs at least as much memory fails too: as many micro-batches or fewer, no more
+      // budget (a smaller one holds the step to less), and the same binding_explore. The binder
+      // that measures may bind leaner candidates than the ATen ops it binds without measuring (a
+      // memory slack's), or fatter ones (a channels-last copy), so a configuration of the other
+      // value says nothing of it: under 0.6 of early exit's plain peak, binding_explore 0 ran out
+      // and 1 fits at 0.42. The thread count is taken to change what a step holds too little to
+      // matter.
       const Knob* budget = space_.knob("remat_budget");
       const auto budgetOf = [&](const Configuration& c) {
         return budget == nullptr ? 0.0 : valueOf(c, *budget);

@@ -75,6 +75,60 @@ bool passable(const c10::TypePtr& type) {
   return false;
 }
 
+// Whether a value of this type may share a tensor's memory: a tensor, or a list, tuple or optional
+// holding one. Not an object (a module: its attributes are read through GetAttr, and a batch
+// norm's counter written so is Note [Recomputed batch norms]'s).
+bool mayHoldTensorData(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType)
+    return true;
+  if (type->cast<c10::ClassType>() != nullptr)
+    return false;
+  for (const auto& inner : type->containedTypes()) {
+    if (mayHoldTensorData(inner))
+      return true;
+  }
+  return false;
+}
+
+// Adds to `aliases` the values `node` (and the nodes nested in it) makes that may share memory
+// with one already in it: a view (select, slice, view, transpose: an output its schema marks as
+// aliasing an argument), an element of a list or tuple, a block's value. Conservative: a node
+// without a schema that reads an alias gives aliases.
+void addAliases(const Node* node, std::unordered_set<const Value*>& aliases) {
+  const auto* schema = node->maybeSchema();
+  bool reads = false;
+  for (size_t i = 0; i < node->inputs().size() && !reads; ++i) {
+    if (!aliases.count(node->input(i)))
+      continue;
+    reads = schema == nullptr ||
+            (i < schema->arguments().size() && schema->arguments()[i].alias_info() != nullptr);
+  }
+  if (reads) {
+    for (const Block* b : node->blocks()) {
+      for (const Value* v : b->inputs()) {
+        if (mayHoldTensorData(v->type()))
+          aliases.insert(v);
+      }
+    }
+  }
+  bool fromBlocks = false;
+  for (const Block* b : node->blocks()) {
+    for (const Node* inner : b->nodes())
+      addAliases(inner, aliases);
+    for (const Value* v : b->outputs())
+      fromBlocks = fromBlocks || aliases.count(v) != 0;
+  }
+  if (!reads && !fromBlocks)
+    return;
+  for (size_t o = 0; o < node->outputs().size(); ++o) {
+    const Value* out = node->output(o);
+    const bool aliasing = schema == nullptr || fromBlocks ||
+                          (o < schema->returns().size() && schema->returns()[o].alias_info());
+    if (aliasing && mayHoldTensorData(out->type()))
+      aliases.insert(out);
+  }
+}
+
 // Whether `node` (or a node nested in it) writes to one of `inputs` in place: recomputing the span
 // would then start from the written value, or write to a leaf autograd refuses.
 bool writesTo(const Node* node, const std::unordered_set<const Value*>& inputs) {
@@ -155,7 +209,24 @@ std::shared_ptr<SyMuGen::CheckpointSpan> detail::makeSpan(const Block* owner, co
     if (!passable(v->type()))
       return nullptr;
   }
-  const std::unordered_set<const Value*> inputs(span->inputs.begin(), span->inputs.end());
+  // Its inputs and what may share their memory: `x[:, 0] += 1` writes to the input through a
+  // select made in the span, which the recompute would write again (the gradients came out
+  // wrong).
+  std::unordered_set<const Value*> inputs;
+  for (const Value* v : span->inputs) {
+    inputs.insert(v);
+  }
+  std::unordered_set<const Value*> aliases;
+  for (const Value* v : span->inputs) {
+    if (mayHoldTensorData(v->type()))
+      aliases.insert(v);
+  }
+  for (const Node* n = first;; n = n->next()) {
+    addAliases(n, aliases);
+    if (n == last)
+      break;
+  }
+  inputs.insert(aliases.begin(), aliases.end());
   for (const Node* n = first;; n = n->next()) {
     if (writesTo(n, inputs))
       return nullptr;

@@ -218,6 +218,11 @@ std::optional<Validation> Trainer::validate() {
     return std::nullopt;
   torch::NoGradGuard noGrad;
   executor_->setTraining(false);
+  // Training again however this function leaves, a throw included.
+  struct Training {
+    Executor& executor;
+    ~Training() { executor.setTraining(true); }
+  } training{*executor_};
   Validation v;
   v.step = stepsDone();
   double lossSum = 0;
@@ -252,7 +257,6 @@ std::optional<Validation> Trainer::validate() {
                     .item<int64_t>();
     }
   }
-  executor_->setTraining(true);
   if (counted == 0)
     return std::nullopt;
   v.loss = lossSum / static_cast<double>(counted);

@@ -230,3 +230,60 @@ TEST_CASE("a plan recomputing one segment trains like the plain run") {
   }
   CHECK(segments->lastRecomputed() == int64_t{1});
 }
+
+// A block that writes to its input through a view (a select made in the block, then add_, as
+// `x[:, 0] += 1` does) cannot be recomputed from that input, which the recompute would write again: it is
+// no segment a plan recomputes, and the step's gradients are the plain run's. Before, it was
+// recomputed and the gradients came out wrong.
+TEST_CASE("a block that writes to its input through a view is not recomputed") {
+  // The model anew for each run: the same parameters, gradients of its own.
+  const auto makeModel = [] {
+    torch::manual_seed(2);
+    torch::jit::Module block("Writes");
+    block.register_parameter("w", torch::randn({4, 4}).requires_grad_(), false);
+    block.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    v = x.select(1, 0)
+    v.add_(1.0)
+    return torch.tanh(torch.matmul(x, self.w))
+)");
+    torch::jit::Module head("Head");
+    head.register_parameter("w", torch::randn({4, 3}).requires_grad_(), false);
+    head.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    return torch.matmul(x, self.w)
+)");
+    torch::jit::Module model("Model");
+    model.register_module("block", block);
+    model.register_module("head", head);
+    model.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    h = x * 2.0
+    return self.head.forward(self.block.forward(h))
+)");
+    return model;
+  };
+  const torch::Tensor x = torch::randn({5, 4});
+  const auto gradients = [&](bool recompute) {
+    symtune::SegmentExecutor executor(makeModel());
+    if (recompute)
+      executor.setPlan(executor.recomputeAll());
+    const symtune::ForwardResult r = executor.run({x}, {});
+    r.output.pow(2).sum().backward();
+    std::vector<torch::Tensor> out;
+    for (const auto& p : executor.parameters()) {
+      REQUIRE(p.grad().defined());
+      out.push_back(p.grad().clone());
+    }
+    return std::make_pair(out, r.recomputed);
+  };
+  const auto [plain, none] = gradients(false);
+  const auto [planned, recomputed] = gradients(true);
+  CHECK(none == 0);
+  REQUIRE(plain.size() == planned.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    CHECK(torch::allclose(plain[i], planned[i], 1e-6, 1e-6));
+  }
+  MESSAGE("segment calls recomputed: ", recomputed);
+}

@@ -109,6 +109,11 @@ class RunController {
   std::condition_variable wake_;
   bool paused_ = false, stopRequested_ = false, finished_ = false;  // under mutex_
   bool stoppedPublished_ = false;  // the final state (training thread)
+  // Set as the controller goes: a command handled after it is answered at once, not queued for a
+  // step boundary that never comes. Held by handle() throughout, so that a change it queues is
+  // either applied by the destructor or refused.
+  std::mutex closingMutex_;
+  bool closed_ = false;  // under closingMutex_
   std::ostream* progress_ = nullptr;
   std::atomic<int64_t> samplingEvery_{0};
   std::string publishedSignature_;  // of the rule state last published (training thread)
