@@ -421,6 +421,9 @@ class SyMuGen::Evaluator {
         env_[node->outputs()[i]] = outs[i];
     } else if (kind == c10::prim::Loop) {
       runLoop(node);
+    } else if (kind == c10::Symbol::fromQualString("aten::warn")) {
+      // TorchScript's interpreter runs it as an instruction of its own: its operator only says so.
+      TORCH_WARN(valueOf(node->input(0)).toStringRef());
     } else {
       TORCH_CHECK(kind != c10::prim::CallMethod && kind != c10::prim::CallFunction,
                   "SyMuGen: ", kind.toQualString(), " left after inlining is not supported");

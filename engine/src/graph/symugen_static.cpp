@@ -1,7 +1,10 @@
 // SyMuGen's static capture: the inlined forward IR as graph nodes, control-flow blocks and module
 // calls as regions, data flow as edges.
 
+#include <functional>
 #include <map>
+#include <optional>
+#include <string>
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/inliner.h>
@@ -238,6 +241,29 @@ Graph SyMuGen::captureModuleTree(const torch::nn::Module& module, const std::str
     add(item.key(), *item.value());
   }
   return g;
+}
+
+std::optional<std::string> SyMuGen::unrunnable() const {
+  // Nodes TorchScript's interpreter runs as instructions of its own, not as operators.
+  static const std::map<std::string, std::string> kinds{
+      {"prim::Enter", "a `with` block"},
+      {"prim::Exit", "a `with` block"},
+      {"prim::CreateObject", "an object made in forward"},
+      {"prim::tolist", "Tensor.tolist()"},
+      {"prim::isinstance", "isinstance()"}};
+  std::function<std::optional<std::string>(const torch::jit::Block*)> find =
+      [&](const torch::jit::Block* block) -> std::optional<std::string> {
+    for (const torch::jit::Node* n : block->nodes()) {
+      if (const auto it = kinds.find(n->kind().toQualString()); it != kinds.end())
+        return it->first + " (" + it->second + ")";
+      for (const torch::jit::Block* inner : n->blocks()) {
+        if (auto found = find(inner))
+          return found;
+      }
+    }
+    return std::nullopt;
+  };
+  return find(ir_->block());
 }
 
 }  // namespace symtune

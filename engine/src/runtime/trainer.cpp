@@ -191,6 +191,14 @@ void Trainer::setUpBinding() {
     return;
   }
   auto segments = std::make_unique<SegmentExecutor>(*module, session_.name);
+  if (const auto node = segments->symugen()->unrunnable()) {
+    // Its step would fail in the evaluator: TorchScript's executor runs it, unbound.
+    bindingNote_ =
+        "binding off: SyMuGen's evaluator, which binding runs the model through, does "
+        "not run its " +
+        *node;
+    return;
+  }
   binding::BinderOptions options;
   options.repetitions = session_.binding.repetitions;
   options.exact = session_.binding.exact;

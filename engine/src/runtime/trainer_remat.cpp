@@ -66,6 +66,9 @@ void Trainer::setUpRemat() {
                      "of the model's graph)");
   if (dynamic_cast<SegmentExecutor*>(executor_.get()) == nullptr) {
     auto segments = std::make_unique<SegmentExecutor>(*module, session_.name);
+    if (const auto node = segments->symugen()->unrunnable())
+      throw SetupError(description_ + ": remat runs the model through SyMuGen's evaluator, " +
+                       "which does not run its " + *node);
     segments->setOutput(session_.model.output);
     segments->to(device_);
     executor_ = std::move(segments);

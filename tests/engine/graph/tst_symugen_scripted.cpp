@@ -1,6 +1,6 @@
 // SyMuGen on models users make themselves with Python's torch.jit.script (written by the
 // fixtures.scripted_models test): a data-dependent if, a loop over a variable-length input, and
-// submodules nested three deep.
+// submodules nested three deep; models whose IR the evaluator runs in part.
 
 #include "doctest_torch.h"
 
@@ -8,11 +8,14 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "symtune/core/session.h"
 #include "symtune/graph/symugen.h"
+#include "symtune/runtime/trainer.h"
 
 using namespace symtune;
 
@@ -158,4 +161,39 @@ TEST_CASE("submodules nested three deep: module regions nest, and a known layer 
   CHECK(lin.features.bytesWritten.value_or(-1) == doctest::Approx(70.0 * 4));
   CHECK(s.node(lin.backward.at(0)).kind == "AddmmBackward0");
   CHECK(s.node(lin.backward.at(0)).modulePath == "block.inner.fc");
+}
+
+// A model whose IR holds what only TorchScript's interpreter runs (`with torch.no_grad()`:
+// prim::Enter and prim::Exit) trains on TorchScript's executor, unbound, and says why: the
+// default session bound it and its first step failed in the evaluator. aten::warn, which the
+// interpreter runs too, the evaluator runs itself: that model trains bound.
+TEST_CASE("a model with a with-block trains unbound; one that warns, bound") {
+  at::set_num_threads(2);
+  const std::string data = SYMTUNE_SOURCE_DIR "/tests/data/blobs.npz";
+  for (const auto& [name, bound] :
+       {std::make_pair("with_model", false), std::make_pair("warn_model", true)}) {
+    CAPTURE(name);
+    {
+      SyMuGen gen(load(name), name);
+      CHECK(gen.unrunnable().has_value() == !bound);
+    }
+    const Session s =
+        parseSession(std::string(R"({"format": "symtune-session", "version": 1, "name": "ir",
+            "model": {"file": ")") +
+                         SYMTUNE_FIXTURES_DIR + "/" + name + R"(.pt", "classes": 3},
+            "data": {"format": "npz", "file": ")" +
+                         data + R"(", "inputs": ["x"],
+                     "target": "y", "batch_size": 16},
+            "binding": {"table": null}, "run": {"steps": 2}})",
+                     "ir.json");
+    Trainer trainer(s);
+    CHECK((trainer.binder() != nullptr) == bound);
+    if (!bound) {
+      REQUIRE(trainer.bindingNote().has_value());
+      MESSAGE(*trainer.bindingNote());
+      CHECK(trainer.bindingNote()->find("does not run its prim::") != std::string::npos);
+    }
+    for (int i = 0; i < 2; ++i)
+      CHECK(std::isfinite(trainer.step().loss));
+  }
 }

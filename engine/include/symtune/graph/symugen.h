@@ -183,6 +183,11 @@ class SyMuGen {
   // none.
   std::map<std::string, std::vector<NodeId>> unitNodes();
 
+  // The first node of the inlined IR that the evaluator cannot run, said for a note ("prim::Enter
+  // (a `with` block)"); nullopt when it runs them all. TorchScript's interpreter runs these
+  // itself; a run whose model holds one keeps TorchScript's executor.
+  std::optional<std::string> unrunnable() const;
+
   // A plain torch::nn::Module has no IR: its graph is the module tree, one node per module, with
   // its parameters as outputs.
   static Graph captureModuleTree(const torch::nn::Module& module, const std::string& name);
