@@ -126,6 +126,8 @@ void carryOver(RunReport& into, const RunReport& from) {
   into.trainSeconds = from.trainSeconds;
   into.samples = from.samples;  // with trainSeconds: the throughput is of the whole run
   into.rulesFired = from.rulesFired;
+  into.rulesInForce = from.rulesInForce;  // a resume that takes no step keeps the last step's
+  into.features = from.features;
   into.stepsSkipped = from.stepsSkipped;
   if (from.remat)
     into.remat = from.remat;
@@ -144,13 +146,13 @@ void resumeRun(Trainer& trainer, const Session& session, RunReport& report,
   if (file.empty())
     throw SetupError("--resume needs run.checkpoint in the session, the file it resumes from");
   const Trainer::Resumed resumed = trainer.resume(file);
-  // Nothing to resume: the report would be written again from no step (its features and rules in
-  // force empty, one more resume noted), and "40/30 steps" said of a completed run.
-  if (resumed.steps >= session.run.steps)
-    throw SetupError(file.string() + ": it holds " + std::to_string(resumed.steps) + " steps, " +
-                     (resumed.steps == session.run.steps ? "all" : "more than") + " run.steps " +
-                     std::to_string(session.run.steps) +
-                     " asks for: nothing to resume (raise run.steps to train on)");
+  // More steps than the session asks for: "40/30 steps" would be said of a completed run. As
+  // many (a run killed after its last checkpoint) is the completed run again: its report as it
+  // was, no resume noted.
+  if (resumed.steps > session.run.steps)
+    throw SetupError(file.string() + ": it holds " + std::to_string(resumed.steps) +
+                     " steps, more than run.steps " + std::to_string(session.run.steps) +
+                     " asks for (raise run.steps to train on)");
   RunReport before;
   try {
     before = reportFromJson(resumed.report);
@@ -162,7 +164,8 @@ void resumeRun(Trainer& trainer, const Session& session, RunReport& report,
                      std::to_string(before.stepsCompleted()) + " steps, its state " +
                      std::to_string(resumed.steps));
   carryOver(report, before);
-  report.resumedAt.push_back(resumed.steps);
+  if (resumed.steps < session.run.steps)
+    report.resumedAt.push_back(resumed.steps);
   if (progress != nullptr) {
     *progress << "resumed from " << file.string() << " after step " << resumed.steps << std::endl;
     for (const auto& note : resumed.notes)
@@ -285,9 +288,21 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   auto traced = [&](int64_t step) {
     return options.trace && step >= traceFrom && step < traceFrom + options.traceSteps;
   };
+  // The last step's features, in the report (and in a checkpoint's copy of it, which a resume of
+  // the completed run hands back as it was).
+  const auto keepFeatures = [&] {
+    if (!last)
+      return;
+    report.features.clear();
+    for (int f = 0; f < kFeatureCount; ++f)
+      report.features.emplace_back(featureName(static_cast<Feature>(f)), last->values[f]);
+  };
   try {
     const std::filesystem::path& checkpointFile = session.run.checkpoint;
-    const auto checkpoint = [&] { trainer.saveCheckpoint(checkpointFile, toJson(report)); };
+    const auto checkpoint = [&] {
+      keepFeatures();
+      trainer.saveCheckpoint(checkpointFile, toJson(report));
+    };
     for (int64_t i = trainer.stepsDone(); i < session.run.steps; ++i) {
       if ((options.stop != nullptr && options.stop->load()) ||
           (attached && !attached->beforeStep(options.stop, options.lingerSeconds))) {
@@ -410,11 +425,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   if (attached && report.status == RunReport::Status::Completed && options.serveAfterLastStep)
     attached->serveUntilStopped(options.stop, options.lingerSeconds);
   attached.reset();
-  if (last) {
-    for (int f = 0; f < kFeatureCount; ++f) {
-      report.features.emplace_back(featureName(static_cast<Feature>(f)), last->values[f]);
-    }
-  }
+  keepFeatures();
   if (options.trace) {
     const GpuRecords gpuRecords = trainer.takeGpuRecords();
     try {

@@ -121,6 +121,10 @@ RunReport reportFromJson(const std::string& input) {
     r.samples = member(in, "throughput").value("samples", int64_t{0});
     const json& rules = member(in, "rules");
     r.rulesInForce = listOf<std::string>(rules, "in_force");
+    const json features =
+        in.value("features", json::object());  // held: items() outlives no temporary
+    for (const auto& [name, value] : features.items())
+      r.features.emplace_back(name, numberOrNaN(value));
     const json fired = rules.value("fired_steps", json::object());
     for (const auto& [name, steps] : fired.items())
       r.rulesFired.emplace_back(name, steps.get<int64_t>());
