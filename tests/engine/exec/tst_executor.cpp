@@ -232,8 +232,8 @@ TEST_CASE("a plan recomputing one segment trains like the plain run") {
 }
 
 // A block that writes to its input through a view (a select made in the block, then add_, as
-// `x[:, 0] += 1` does) cannot be recomputed from that input, which the recompute would write again: it is
-// no segment a plan recomputes, and the step's gradients are the plain run's. Before, it was
+// `x[:, 0] += 1` does) cannot be recomputed from that input, which the recompute would write again:
+// it is no segment a plan recomputes, and the step's gradients are the plain run's. Before, it was
 // recomputed and the gradients came out wrong.
 TEST_CASE("a block that writes to its input through a view is not recomputed") {
   // The model anew for each run: the same parameters, gradients of its own.
