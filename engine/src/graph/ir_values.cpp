@@ -1,5 +1,14 @@
 #include "ir_values.h"
 
+#include <functional>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/scope.h>
 
@@ -83,7 +92,87 @@ ValueInfo describeRuntimeValue(const torch::jit::Value* value, const c10::IValue
   return info;
 }
 
+namespace {
+
+constexpr char kSelfCall[] = "SELF";  // torch::jit's name for a call of the module's own method
+// The outermost scope of the nodes nameModuleCalls named; the module path is the scopes inside.
+constexpr char kNamedScope[] = "symtune.modules";
+
+// A call site as the inliner records it: the call's source range and the last attribute read.
+using CallKey = std::tuple<const torch::jit::Source*, size_t, size_t, std::string>;
+
+CallKey callKey(const torch::jit::SourceRange& range, const std::string& lastName) {
+  return {range.source().get(), range.start(), range.end(), lastName};
+}
+
+// The relative path of every module-method call in `graph` and, through them, in every method
+// they reach. A key seen with two paths maps to none: such calls keep the inliner's name.
+class CallPaths {
+ public:
+  void collect(const torch::jit::Graph& graph) {
+    if (graph.inputs().empty())
+      return;
+    collectBlock(graph.block(), graph.inputs()[0]);
+  }
+
+  std::optional<std::string> find(const CallKey& key) const {
+    const auto it = paths_.find(key);
+    return it == paths_.end() ? std::nullopt : it->second;
+  }
+
+ private:
+  void collectBlock(const torch::jit::Block* block, const torch::jit::Value* self) {
+    for (const torch::jit::Node* node : block->nodes()) {
+      for (const torch::jit::Block* inner : node->blocks())
+        collectBlock(inner, self);
+      if (node->kind() != c10::prim::CallMethod)
+        continue;
+      const auto type = node->input(0)->type()->cast<c10::ClassType>();
+      if (!type)
+        continue;
+      std::vector<std::string> names;  // innermost first
+      const torch::jit::Value* v = node->input(0);
+      while (v->node()->kind() == c10::prim::GetAttr) {
+        names.push_back(v->node()->s(c10::attr::name));
+        v = v->node()->input(0);
+      }
+      if (v == self && !names.empty()) {
+        std::string path;
+        for (auto it = names.rbegin(); it != names.rend(); ++it)
+          path += path.empty() ? *it : "." + *it;
+        const auto [at, fresh] = paths_.emplace(callKey(node->sourceRange(), names.front()), path);
+        if (!fresh && at->second != path)
+          at->second.reset();
+      }
+      torch::jit::Function* callee = type->findMethod(node->s(c10::attr::name));
+      if (callee && visited_.insert(callee).second) {
+        if (auto* graphFunction = torch::jit::tryToGraphFunction(*callee))
+          collect(*graphFunction->graph());
+      }
+    }
+  }
+
+  std::map<CallKey, std::optional<std::string>> paths_;
+  std::unordered_set<const torch::jit::Function*> visited_;
+};
+
+}  // namespace
+
 std::string modulePathOf(const torch::jit::Node* node) {
+  static const c10::Symbol named = c10::Symbol::scope(kNamedScope);
+  std::vector<std::string> parts;  // innermost first
+  // Node::scope() reads only; torch::jit does not mark it const.
+  for (torch::jit::ScopePtr scope = const_cast<torch::jit::Node*>(node)->scope();
+       scope && !scope->isRoot(); scope = scope->parent()) {
+    if (scope->name() == named) {
+      std::string path;
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it)
+        path += path.empty() ? *it : "." + *it;
+      return path;
+    }
+    parts.push_back(scope->name().toUnqualString());
+  }
+  // A graph nameModuleCalls did not name: the inliner's names.
   std::string path;
   if (auto cs = node->callstack()) {
     for (const auto& entry : (*cs)->vec()) {
@@ -91,12 +180,54 @@ std::string modulePathOf(const torch::jit::Node* node) {
       if (!instance)
         continue;
       const std::string name = instance->instance_name();
-      if (name.empty())
+      if (name.empty() || name == kSelfCall)
         continue;
       path += path.empty() ? name : "." + name;
     }
   }
   return path;
+}
+
+void nameModuleCalls(const torch::jit::Graph& method, torch::jit::Graph& inlined) {
+  CallPaths paths;
+  paths.collect(method);
+  const torch::jit::ScopePtr named =
+      c10::make_intrusive<torch::jit::Scope>()->push(c10::Symbol::scope(kNamedScope));
+  std::unordered_map<const torch::jit::InlinedCallStack*, torch::jit::ScopePtr> scopes;
+  // The scope of the calls `cs` stands for, from the outermost: each call's path from its
+  // caller's module, pushed part by part.
+  std::function<torch::jit::ScopePtr(const torch::jit::InlinedCallStackPtr&, torch::jit::ScopePtr)>
+      scopeOf = [&](const torch::jit::InlinedCallStackPtr& cs, torch::jit::ScopePtr outer) {
+        std::string path;
+        if (const auto instance = cs->module_instance()) {
+          path = instance->instance_name();
+          if (path == kSelfCall)
+            path.clear();
+          else if (auto found = paths.find(callKey(cs->source_range(), path)))
+            path = *found;
+        }
+        for (size_t begin = 0; begin < path.size();) {
+          const size_t dot = std::min(path.find('.', begin), path.size());
+          outer = outer->push(c10::Symbol::scope(path.substr(begin, dot - begin)));
+          begin = dot + 1;
+        }
+        return cs->callee() ? scopeOf(*cs->callee(), outer) : outer;
+      };
+  std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
+    for (torch::jit::Node* node : block->nodes()) {
+      torch::jit::ScopePtr scope = named;
+      if (auto cs = node->callstack()) {
+        auto [it, fresh] = scopes.emplace(cs->get(), nullptr);
+        if (fresh)
+          it->second = scopeOf(*cs, named);
+        scope = it->second;
+      }
+      node->setScope(scope);
+      for (torch::jit::Block* inner : node->blocks())
+        visit(inner);
+    }
+  };
+  visit(inlined.block());
 }
 
 SourceLocation sourceOf(const torch::jit::Node* node, const std::string& method) {

@@ -15,8 +15,19 @@ ValueInfo describeIrValue(const torch::jit::Value* value);
 // The same value with its runtime contents (shape, dtype, int values) from `v`.
 ValueInfo describeRuntimeValue(const torch::jit::Value* value, const c10::IValue& v);
 
-// "layer3.1.body.conv1": the module instance names on the node's inlined call stack.
+// "layer3.1.body.conv1": the path of the module whose code the node is, as nameModuleCalls
+// named it (in a graph it did not name: the module instance names on the inlined call stack).
 std::string modulePathOf(const torch::jit::Node* node);
+
+// Names the module path of every node of `inlined` (made by torch::jit::Inline from `method`,
+// the graph as compiled, its first input the module) in the node's scope, which TorchScript
+// leaves blank in a scripted graph. The inliner's call stack names each call by the last
+// attribute read only, and a call of the module's own method "SELF": `self.stem.inner(x)` is
+// "inner", each trip of `for b in self.blocks` "0", "1", and every node under
+// `self._forward_impl(x)` starts "SELF.". Here the calls are "stem.inner", "blocks.0",
+// "blocks.1" and nothing: each call's path from its caller's module, read off the attribute
+// reads the compiled graphs make before the call.
+void nameModuleCalls(const torch::jit::Graph& method, torch::jit::Graph& inlined);
 
 SourceLocation sourceOf(const torch::jit::Node* node, const std::string& method);
 

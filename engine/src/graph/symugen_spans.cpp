@@ -296,7 +296,9 @@ std::vector<std::string> SyMuGen::segmentBlocks() const {
   std::vector<std::string> blocks;
   for (const auto& child : module_.named_children()) {
     const auto type = child.value.type()->name();
-    if (type && type->name().rfind("Sequential", 0) == 0) {
+    // A chain or a list: its members are called one by one (a ModuleList's in a loop that
+    // TorchScript unrolls).
+    if (type && (type->name().rfind("Sequential", 0) == 0 || type->name() == "ModuleList")) {
       for (const auto& member : child.value.named_children())
         blocks.push_back(child.name + "." + member.name);
     } else {

@@ -185,8 +185,10 @@ class StaticBuilder {
 
 SyMuGen::SyMuGen(torch::jit::Module module, std::string name, std::string method)
     : module_(std::move(module)), method_(std::move(method)) {
-  ir_ = module_.get_method(method_).graph()->copy();
+  const std::shared_ptr<torch::jit::Graph> compiled = module_.get_method(method_).graph();
+  ir_ = compiled->copy();
   torch::jit::Inline(*ir_);
+  detail::nameModuleCalls(*compiled, *ir_);
   graph_.name = name.empty() ? module_.type()->name()->name() : std::move(name);
   StaticBuilder(graph_, nodeIds_, blockRegions_, method_).build(*ir_);
 }

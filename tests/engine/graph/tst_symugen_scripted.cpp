@@ -163,6 +163,56 @@ TEST_CASE("submodules nested three deep: module regions nest, and a known layer 
   CHECK(s.node(lin.backward.at(0)).modulePath == "block.inner.fc");
 }
 
+// TorchScript's inliner names a call by its last attribute read, and a call of the model's own
+// method "SELF": these paths were "SELF.inner.fc", "SELF.0.fc" and "SELF.head", so a plan found
+// no block of such a model (torchvision's ResNet among them) to recompute.
+TEST_CASE("module paths follow the calls: own methods, attribute chains, a ModuleList's members") {
+  torch::jit::Module module = load("calls_model");
+  SyMuGen gen(module, "calls_model");
+  const Graph& g = gen.staticGraph();
+  std::vector<std::string> paths;
+  for (const GraphNode* n : nodesOf(g, "aten::linear"))
+    paths.push_back(n->modulePath);
+  CHECK(paths == std::vector<std::string>{"stem.inner.fc", "blocks.0.fc", "blocks.1.fc",
+                                          "blocks.1.fc", "head"});
+  for (const GraphNode* n : nodesOf(g, "aten::relu"))
+    CHECK((n->modulePath == "stem.inner" || n->modulePath.rfind("blocks.", 0) == 0));
+  CHECK(gen.segmentBlocks() == std::vector<std::string>{"stem", "blocks.0", "blocks.1", "head"});
+  const auto units = gen.unitNodes();
+  for (const char* block : {"stem", "blocks.0", "blocks.1", "head"}) {
+    INFO(block);
+    CHECK(units.count(block) == 1u);
+    CHECK(!units.at(block).empty());
+  }
+
+  // Recomputing a member of the list: that call keeps no activations, and the gradients are
+  // the plain run's.
+  auto gradients = [&](const SegmentPlan* plan) {
+    for (const auto& p : module.parameters())
+      p.mutable_grad() = torch::Tensor();
+    torch::manual_seed(3);
+    ForwardOptions options;
+    options.plan = plan;
+    const EvaluatorRun run = gen.forward({torch::randn({5, 10})}, options);
+    run.output.toTensor().pow(2).sum().backward();
+    std::vector<torch::Tensor> grads{run.output.toTensor().detach()};
+    for (const auto& p : module.parameters())
+      grads.push_back(p.grad().clone());
+    return std::make_pair(grads, run.recomputed);
+  };
+  SegmentPlan plan;
+  plan.recompute = {"blocks.0"};
+  const auto plain = gradients(nullptr);
+  const auto planned = gradients(&plan);
+  CHECK(plain.second == 0);
+  CHECK(planned.second == 1);
+  REQUIRE(plain.first.size() == planned.first.size());
+  for (size_t i = 0; i < plain.first.size(); ++i) {
+    INFO("tensor ", i);
+    CHECK(torch::allclose(plain.first[i], planned.first[i]));
+  }
+}
+
 // A model whose IR holds what only TorchScript's interpreter runs (`with torch.no_grad()`:
 // prim::Enter and prim::Exit) trains on TorchScript's executor, unbound, and says why: the
 // default session bound it and its first step failed in the evaluator. aten::warn, which the

@@ -163,7 +163,8 @@ class SyMuGen {
                           const std::function<torch::Tensor(const c10::IValue&)>& lossFn);
 
   // The top-level blocks whose calls are the segments (Note [Segments]): the root module's
-  // children, with a chain (a "Sequential") standing for its members ("stem", "layer1.0", ...).
+  // children, with a chain (a Sequential) or a list (a ModuleList) standing for its members
+  // ("stem", "layer1.0", "blocks.3", ...).
   std::vector<std::string> segmentBlocks() const;
   // The loops whose bodies a SegmentPlan can recompute trip by trip, by the names it knows them
   // by ("rnn loop #23"; Note [Loop-body spans] in engine/src/graph/symugen_checkpoint.cpp).
