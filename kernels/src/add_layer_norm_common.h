@@ -22,7 +22,7 @@ inline void checkAddLayerNormArguments(const at::Tensor& input, const at::Tensor
               input.scalar_type());
   TORCH_CHECK(residual.device() == input.device(), "symtune::add_layer_norm: the residual is on ",
               residual.device(), ", the input on ", input.device());
-  TORCH_CHECK(eps > 0, "symtune::add_layer_norm: eps must be positive, got ", eps);
+  TORCH_CHECK(eps >= 0, "symtune::add_layer_norm: eps must not be negative, got ", eps);
   for (const auto* t : {&weight, &bias}) {
     if (*t && (*t)->defined()) {
       TORCH_CHECK((*t)->dim() == 1 && (*t)->size(0) == input.size(-1),

@@ -218,7 +218,10 @@ class BatchNormReluConv2dFunction : public torch::autograd::Function<BatchNormRe
       // 3: the input stands in for the convolution's input, whose shape and layout it has.
       at::Tensor grad = std::get<0>(convolutionBackward(input, {true, false, false}));
       grads[0].reset();
-      grad = grad.contiguous(layoutOf(input));
+      // The input's strides, which the in-place step requires (with 1 × 1 pixels a layout
+      // does not fix them).
+      if (grad.strides() != input.strides())
+        grad = at::empty_like(input).copy_(grad);
       // 4
       auto [gradWeight, gradBias] =
           batchNormReluBackwardInPlace(grad, input, weight, bias, mean, invstd);

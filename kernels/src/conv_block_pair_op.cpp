@@ -39,18 +39,14 @@ const char* const kOp = "symtune::conv_block_pair_again";
 // forwards in the backward; on early exit's first stage it holds the step to 0.40 of ATen's peak
 // with the lean blocks after it (docs/benchmarks.md, "Backwards in place, and stage 1 by hand").
 
-at::MemoryFormat layoutOf(const at::Tensor& t) {
-  return t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(at::MemoryFormat::ChannelsLast)
-             ? at::MemoryFormat::ChannelsLast
-             : at::MemoryFormat::Contiguous;
-}
-
-// `grad`, to be written in place: itself when nothing else holds it and it has `format`, else a
-// copy.
-at::Tensor owned(at::Tensor grad, at::MemoryFormat format) {
-  if (!grad.is_contiguous(format) || grad.is_view() || grad.use_count() != 1 ||
+// `grad`, to be written in place over `like`'s activation: itself when nothing else holds it and
+// it has `like`'s strides, else a copy that has them. Strides, not a layout: with 1 × 1 pixels a
+// tensor passes as contiguous and channels-last alike, with strides the in-place steps refuse
+// (a flatten's gradient, (6, 1, 1, 1), against the activation's (6, 1, 6, 6)).
+at::Tensor owned(at::Tensor grad, const at::Tensor& like) {
+  if (grad.strides() != like.strides() || grad.is_view() || grad.use_count() != 1 ||
       grad.storage().use_count() != 1)
-    return grad.clone(format);
+    return at::empty_like(like).copy_(grad);
   return grad;
 }
 
@@ -146,7 +142,7 @@ class ConvBlockPairFunction : public torch::autograd::Function<ConvBlockPairFunc
     batchNormReluInPlace(r1, gamma1, beta1, mean1, invstd1);
     // 2
     at::Tensor y2 = convolve(r1, w2, second);
-    at::Tensor grad = owned(std::move(grads[0]), layoutOf(y2));
+    at::Tensor grad = owned(std::move(grads[0]), y2);
     auto [gradGamma2, gradBeta2] =
         batchNormReluBackwardInPlace(grad, y2, gamma2, beta2, mean2, invstd2);
     y2.reset();
@@ -163,7 +159,7 @@ class ConvBlockPairFunction : public torch::autograd::Function<ConvBlockPairFunc
       return out;
     // 4
     at::Tensor y1 = convolve(x, w1, first);
-    gradR1 = owned(std::move(gradR1), layoutOf(y1));
+    gradR1 = owned(std::move(gradR1), y1);
     auto [gradGamma1, gradBeta1] =
         batchNormReluBackwardInPlace(gradR1, y1, gamma1, beta1, mean1, invstd1);
     y1.reset();  // the convolution's backward reads its input and the gradient only

@@ -174,7 +174,7 @@ TEST_CASE("bad arguments are refused") {
   } cases[] = {
       {{3, 5}, 4, 1e-5, "the residual has shape [3, 5], the input [3, 4]"},
       {{3, 4}, 5, 1e-5, "weight and bias must be [4], got [5]"},
-      {{3, 4}, 4, 0.0, "eps must be positive, got 0"},
+      {{3, 4}, 4, -1.0, "eps must not be negative, got -1"},
   };
   const auto x = torch::randn({3, 4});
   for (const auto& c : cases) {

@@ -38,6 +38,8 @@ const std::vector<Case>& cases() {
        true,
        true},
       {"3x5x5x5 to 5, channels-last (5 channels)", {3, 5, 5, 5}, 5, 1, 1, true, false},
+      // 1 × 1 pixels, channels-last: a layout does not fix the gradient's strides there.
+      {"3x6x1x1 to 4, channels-last (1x1 pixels)", {3, 6, 1, 1}, 4, 1, 1, true, false},
   };
   return all;
 }

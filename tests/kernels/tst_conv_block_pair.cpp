@@ -50,6 +50,17 @@ const std::vector<Case>& cases() {
        2,
        true,
        true},
+      // 1 × 1 pixels out, channels-last: the incoming gradient is contiguous, its strides not
+      // the output's though both layouts pass. Before, the backward refused it.
+      {"8x4x4x4 to 8 stride 2 to 6 stride 2 (1x1 out), channels-last, input gradient",
+       {8, 4, 4, 4},
+       8,
+       6,
+       2,
+       2,
+       1,
+       true,
+       true},
   };
   return all;
 }

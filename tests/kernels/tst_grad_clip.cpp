@@ -103,6 +103,27 @@ void rmsClampOfNonFinite(const DtypeRow& row, const torch::Device& device) {
   CHECK(torch::equal(fused[2], reference[2]));
 }
 
+// A NaN gradient makes the norm NaN, and torch's clip multiplies every gradient by the NaN
+// factor. Before, the CPU kernel's `factor < 1` was false for NaN and left them as they were.
+void clipGradNormOfNaN(const torch::Device& device) {
+  INFO(device.str());
+  auto fused = gradients(torch::kFloat, device, 1.0);
+  fused[1].view(-1)[2] = std::numeric_limits<double>::quiet_NaN();
+  std::vector<torch::Tensor> params;
+  for (const auto& g : fused) {
+    auto p = torch::zeros_like(g).requires_grad_(true);
+    p.mutable_grad() = g.clone();
+    params.push_back(p);
+  }
+  CHECK(std::isnan(symtune::kernels::clipGradNorm_(fused, 1.0).item<double>()));
+  CHECK(std::isnan(torch::nn::utils::clip_grad_norm_(params, 1.0)));
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO("gradient ", i);
+    CHECK(torch::equal(fused[i].isnan(), params[i].grad().isnan()));
+    CHECK(fused[i].isnan().all().item<bool>());
+  }
+}
+
 // Above the limit in every dtype; below it (nothing to clip) in float32.
 void clipRows(const torch::Device& device) {
   for (const DtypeRow& row : kDtypes)
@@ -144,6 +165,16 @@ TEST_CASE("clip_grad_norm_ matches torch on CUDA") {
   if (!symtune::test::cudaRowsRun())
     return;
   clipRows(torch::Device(torch::kCUDA, 0));
+}
+
+TEST_CASE("clip_grad_norm_ of a NaN gradient is torch's on the CPU") {
+  clipGradNormOfNaN(torch::kCPU);
+}
+
+TEST_CASE("clip_grad_norm_ of a NaN gradient is torch's on CUDA") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  clipGradNormOfNaN(torch::Device(torch::kCUDA, 0));
 }
 
 TEST_CASE("bad input is refused") {

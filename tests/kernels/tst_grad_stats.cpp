@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include "doctest_torch.h"
 
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -109,6 +110,20 @@ TEST_CASE("the multi-tensor call matches the single one") {
     CHECK(torch::allclose(stats[static_cast<int64_t>(i)], reference(grads[i]), 1e-6, 1e-9));
   }
   CHECK(stats[2][kNanCount].item<double>() == 1.0);
+}
+
+// Finite values whose squares pass float's range: the sums are taken in double, as ATen's
+// reference and the CUDA kernel take them. Before, the float fast path's lanes overflowed to inf
+// with no infinity in the tensor.
+TEST_CASE("large finite float values sum without overflowing") {
+  torch::Tensor g = torch::zeros({4096});
+  g[100] = 1e20f;
+  g[3000] = -4e36f;
+  const auto stats = gradStats(g);
+  const auto want = reference(g);
+  CHECK(std::isfinite(stats[kSumSquares].item<double>()));
+  CHECK(torch::allclose(stats, want, 1e-6, 0));
+  CHECK(stats[kInfCount].item<double>() == 0.0);
 }
 
 TEST_CASE("integer tensors are refused") {

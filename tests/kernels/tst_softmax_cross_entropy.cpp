@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,33 @@ void matchesTorch(const Shape& s, const char* dtypeName, torch::Dtype dtype, boo
   CHECK(symtune::test::scaledError(a.grad(), b.grad()) <= tolerance);
 }
 
+// Rows with an infinite logit: +inf makes ATen's loss and that row's gradient NaN (inf - inf
+// in its log-softmax); a row of -inf makes them NaN too. Before, a +inf row's loss was inf.
+void infiniteLogits(bool cuda) {
+  INFO((cuda ? "cuda" : "cpu"));
+  const auto opts = torch::TensorOptions().device(cuda ? torch::kCUDA : torch::kCPU);
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto logits = torch::tensor({0.0, inf, 1.0, 0.5, -1.0, 2.0}, opts).view({2, 3});
+  const auto target = torch::tensor({2, 0}, opts.dtype(torch::kLong));
+  auto a = logits.clone().requires_grad_(true);
+  auto b = logits.clone().requires_grad_(true);
+  const auto fused = symtune::kernels::softmaxCrossEntropy(a, target);
+  const auto reference = torch::nn::functional::cross_entropy(b, target);
+  CHECK(std::isnan(reference.item<double>()));
+  CHECK(std::isnan(fused.item<double>()));
+  fused.backward();
+  reference.backward();
+  INFO(a.grad(), b.grad());
+  CHECK(torch::equal(a.grad().isnan(), b.grad().isnan()));
+}
+
 }  // namespace
+
+TEST_CASE("an infinite logit gives torch's NaN") {
+  infiniteLogits(false);
+  if (symtune::test::cudaRowsRun())
+    infiniteLogits(true);
+}
 
 TEST_CASE("matches torch on the CPU") {
   for (const Shape& s : kShapes) {

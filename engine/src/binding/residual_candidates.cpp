@@ -67,7 +67,7 @@ class AddLayerNorm final : public Candidate {
         o.residual.sizes() != x.sizes() || o.residual.scalar_type() != x.scalar_type() ||
         o.residual.device() != x.device() ||
         (x.scalar_type() != at::kFloat && x.scalar_type() != at::kDouble) ||
-        (!x.device().is_cpu() && !x.device().is_cuda()) || !(o.eps > 0))
+        (!x.device().is_cpu() && !x.device().is_cuda()) || !(o.eps >= 0))
       return std::nullopt;
     const auto normalized = shape.toIntVector();
     if (normalized.size() != 1 || normalized.front() != x.size(-1))

@@ -138,7 +138,7 @@ at::Tensor clipGradNormCpu(at::TensorList grads, double maxNorm) {
     total += s;
   const double norm = std::sqrt(total);
   const double factor = maxNorm / (norm + 1e-6);
-  if (factor < 1) {
+  if (!(factor >= 1)) {  // a NaN norm scales by NaN, as torch's does (and the CUDA kernel)
     parallelOverChunks(chunks, [&](size_t, const Chunk& c) {
       AT_DISPATCH_FLOATING_TYPES_AND2(
           at::kHalf, at::kBFloat16, g[c.tensor].scalar_type(), "clip_grad_norm_cpu",

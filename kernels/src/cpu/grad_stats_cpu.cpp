@@ -104,6 +104,9 @@ bool accumulateFinite(const float* data, int64_t begin, int64_t end, Partial& p)
     for (int l = 0; l < kLanes; ++l) {
       q.sumSquares += sq[l];
       q.sumAbs += ab[l];
+      // A float lane's sum past float's range (a 1e20 squared) is inf; the exact path sums in
+      // double, as the CUDA kernel does.
+      bad[l] += (sq[l] - sq[l]) + (ab[l] - ab[l]);
     }
   }
   Partial tail;

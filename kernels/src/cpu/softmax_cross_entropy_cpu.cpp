@@ -41,8 +41,10 @@ at::opmath_type<T> logSumExp(const T* x, int64_t columns) {
   }
   for (; c < columns; ++c)
     max = std::max(max, static_cast<Opmath>(x[c]));
-  if (std::isinf(max))
-    return max;  // a row of -inf (or with +inf): its log-sum-exp is that infinity
+  // A row of -inf: its log-sum-exp is -inf. One with +inf goes on: inf - inf makes it NaN, as
+  // ATen's log_softmax does.
+  if (std::isinf(max) && max < 0)
+    return max;
   Opmath sum = 0;
   c = 0;
   if constexpr (std::is_same_v<T, Opmath>) {

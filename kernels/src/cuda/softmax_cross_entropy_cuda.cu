@@ -40,7 +40,7 @@ __global__ void forwardKernel(const T* __restrict__ logits, const int64_t* __res
     s += exp(static_cast<Opmath>(x[c]) - m);
   s = blockReduce(s, shared, BlockOp::Sum);
   if (threadIdx.x == 0) {
-    const Opmath l = isinf(m) ? m : m + log(s);
+    const Opmath l = isinf(m) && m < 0 ? m : m + log(s);  // +inf: NaN, as ATen's
     lse[r] = l;
     const int64_t t = target[r];
     CUDA_KERNEL_ASSERT(t == ignoreIndex || (t >= 0 && t < columns));
