@@ -132,6 +132,7 @@ std::optional<std::vector<c10::IValue>> Binder::bindInputs(
     cs.noted.clear();
     cs.pending.clear();
   }
+  newForward();
   spendMemorySlack();
   if (!firstConvolution_ || std::none_of(inputs.begin(), inputs.end(), imageInput))
     return std::nullopt;

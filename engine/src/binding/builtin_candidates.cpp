@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include <ATen/ATen.h>
@@ -6,6 +7,7 @@
 #include "batched_projection.h"
 #include "carried_rows.h"
 #include "conv_block_candidates.h"
+#include "ir_match.h"
 #include "residual_candidates.h"
 #include "script_segment.h"
 #include "symtune/binding/candidate.h"
@@ -341,9 +343,17 @@ bool broadcastsTo(const at::Tensor& t, c10::IntArrayRef shape) {
 // (one additive mask), the softmax and the weighted sum in one ATen op, which picks its kernel
 // (on a GPU flash or memory-efficient attention, which never write the [L, S] scores to memory).
 // Not bit for bit: the fused kernels sum in blocks, and the masked scores are `fill` added to the
-// scaled scores instead of `fill` itself (both vanish in the softmax).
+// scaled scores instead of `fill` itself. Both vanish in the softmax only when the fill swamps
+// the scores (-inf, or at most kDominantFill), so a fill above that runs as written (a
+// masked_fill with 0 had no effect here). A row the mask covers whole is the one place they
+// differ then: as written every score is the fill and the softmax is uniform (NaN for -inf),
+// the additive mask leaves softmax(scores); such rows are given the mean of the values (NaN).
 class Sdpa final : public Candidate {
  public:
+  // The largest fill taken: exp(-1e4) is 0 in every floating dtype, far below any score's share
+  // (fp16's own masks use -1e4 or its lowest, -65504).
+  static constexpr double kDominantFill = -1e4;
+
   std::string name() const override { return "sdpa"; }
   std::string description() const override {
     return "at::scaled_dot_product_attention: an attention pattern in one ATen op";
@@ -385,6 +395,18 @@ class Sdpa final : public Candidate {
     at::Tensor out = at::scaled_dot_product_attention(
         q, k, v, attnMask.defined() ? std::optional<at::Tensor>(attnMask) : std::nullopt, 0.0,
         false, scale);
+    if (mask.defined()) {
+      std::vector<int64_t> scores = q.sizes().vec();
+      scores.back() = v.size(-2);
+      const at::Tensor whole = mask.expand(scores).all(-1, /*keepdim=*/true);  // [..., L, 1]
+      const at::Tensor uniform =
+          std::isinf(*fill) ? at::full({}, NAN, v.options()) : v.mean(-2, /*keepdim=*/true);
+      out = at::where(whole, uniform, out);
+    }
+    // The matmul as written gives a contiguous result; the CPU's flash attention may not, and a
+    // view after the region needs those strides.
+    if (detail::viewed(cell.nodes.back()->output(0)))
+      out = out.contiguous();
     stack.resize(base);
     stack.emplace_back(std::move(out));
   }
@@ -432,8 +454,9 @@ class Sdpa final : public Candidate {
     if (cell.scoreBias >= 0 && (!bias.defined() || bias.scalar_type() != q.scalar_type() ||
                                 bias.device() != q.device() || !broadcastsTo(bias, scores)))
       return false;
-    if (cell.mask >= 0 && (!mask.defined() || mask.scalar_type() != at::kBool ||
-                           mask.device() != q.device() || !fill || !broadcastsTo(mask, scores)))
+    if (cell.mask >= 0 &&
+        (!mask.defined() || mask.scalar_type() != at::kBool || mask.device() != q.device() ||
+         !fill || !(*fill <= kDominantFill) || !broadcastsTo(mask, scores)))
       return false;
     return true;
   }

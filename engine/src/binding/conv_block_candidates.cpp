@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include "ir_match.h"
 #include "symtune/binding/op_site.h"
 #include "symtune/kernels/batch_norm_relu_conv.h"
 #include "symtune/kernels/conv_block_pair.h"
@@ -200,6 +201,11 @@ class ConvBlockPair final : public Candidate {
                            false);
       out.relu_();  // the batch norm keeps its input, not its output
     }
+    // The ATen ops give an NCHW input an NCHW output: a view after the pair (x.view(n, -1))
+    // needs its strides.
+    if (!input->is_contiguous(at::MemoryFormat::ChannelsLast) &&
+        detail::viewed(site.cell->nodes.back()->output(0)))
+      out = out.contiguous();
     stack.resize(base);
     stack.emplace_back(std::move(out));
   }

@@ -1,5 +1,19 @@
 #include "symtune/binding/cuda_graph.h"
 
+#include <atomic>
+#include <cstdint>
+
+namespace symtune::binding {
+namespace {
+std::atomic<uint64_t> forwards{0};
+}  // namespace
+
+void newForward() {
+  forwards.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace symtune::binding
+
 #ifdef SYMTUNE_HAVE_TORCH_CUDA
 
 #include <iostream>
@@ -75,18 +89,23 @@ struct GraphedShape : torch::CustomClassHolder {
     c10::Scalar fill;
     bool wantsGrad = false;
     at::Tensor grad;
-    // The tensor last copied in (weakly: a freed tensor's address may come back as another's)
-    // and its version then.
+    // The tensor last copied in (weakly: a freed tensor's address may come back as another's),
+    // its version then, and in which forward (newForward(): an update written through .data()
+    // leaves the version as it was).
     c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> copiedFrom{
         at::Tensor().getIntrusivePtr()};  // none yet: the undefined tensor's
     uint32_t copiedVersion = 0;
+    uint64_t copiedForward = 0;
     bool copied(const at::Tensor& in) const {
-      return copiedFrom.lock().get() == in.unsafeGetTensorImpl() && in._version() == copiedVersion;
+      return copiedFrom.lock().get() == in.unsafeGetTensorImpl() &&
+             in._version() == copiedVersion &&
+             copiedForward == forwards.load(std::memory_order_relaxed);
     }
     void note(const at::Tensor& in) {
       copiedFrom =
           c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>(in.getIntrusivePtr());
       copiedVersion = in._version();
+      copiedForward = forwards.load(std::memory_order_relaxed);
     }
   };
   std::vector<Tensor> tensors;

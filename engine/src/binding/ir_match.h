@@ -18,5 +18,8 @@ bool isTensor(const torch::jit::Value* v);
 bool identitySlice(const torch::jit::Node* node);
 // A slice of part of a tensor: constant dimension, constant step 1, not the whole dimension.
 bool partialSlice(const torch::jit::Node* node);
+// Whether an aten::view reads `v`: the view needs strides the ATen ops would have given `v` (a
+// candidate that returns another layout hands it a tensor it refuses).
+bool viewed(const torch::jit::Value* v);
 
 }  // namespace symtune::binding::detail

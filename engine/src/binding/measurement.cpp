@@ -241,12 +241,23 @@ Compared compareCandidates(const std::vector<const Candidate*>& candidates,
       if (!results[i].refused.empty())
         continue;
       Replay r;
-      replay(*candidates[i], /*timed=*/true, r);
+      // A candidate that ran once may fail later (out of memory on a GPU): refused, as on its
+      // first run. The step goes on; only the reference's failure ends it.
+      try {
+        replay(*candidates[i], /*timed=*/true, r);
+      } catch (const std::exception& e) {
+        TORCH_CHECK(i > 0, "Binder: the ATen op at ", site,
+                    " failed while measuring: ", firstLine(e.what()));
+        results[i].refused = "failed: " + firstLine(e.what());
+        continue;
+      }
       forward[i].push_back(r.forward);
       backward[i].push_back(r.backward);
     }
   }
   for (size_t i = 0; i < count; ++i) {
+    if (!results[i].refused.empty())
+      continue;
     results[i].forwardSeconds = median(forward[i]);
     results[i].backwardSeconds = median(backward[i]);
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include <c10/core/GradMode.h>
 #include <torch/csrc/jit/ir/constants.h>
 
 namespace symtune::binding {
@@ -42,6 +43,14 @@ bool identitySlice(const Node* node) {
 }
 
 // A slice of part of a tensor: constant dimension, constant step 1, not the whole dimension.
+bool viewed(const torch::jit::Value* v) {
+  for (const torch::jit::Use& use : v->uses()) {
+    if (use.user->kind() == c10::aten::view && use.offset == 0)
+      return true;
+  }
+  return false;
+}
+
 bool partialSlice(const Node* node) {
   if (node->kind() != c10::aten::slice || node->inputs().size() != 5 ||
       node->outputs().size() != 1 || !isTensor(node->input(0)) || identitySlice(node))
@@ -379,26 +388,40 @@ std::pair<int64_t, int64_t> sliceRange(const c10::IValue& start, const c10::IVal
 
 namespace {
 
-// Whether `a` and `b` are one value of a tensor: the same tensor, or views of the same memory
-// with the same shape and strides (an identity slice run as the ATen op hands every reader its
-// own view of the one tensor), not written since (`version`: views share their base's counter).
+// Whether autograd records what is made of `t` now: parts split from it carry gradients to it.
+bool tracked(const at::Tensor& t) {
+  return at::GradMode::is_enabled() && t.requires_grad();
+}
+
+// Whether `a` (noted at `version`, `aTracked`) and `b` are one value of a tensor: the same tensor,
+// or views of the same memory with the same shape and strides (an identity slice run as the ATen
+// op hands every reader its own view of the one tensor), not written since (`version`: views
+// share their base's counter). Parts split from `a` serve `b` only if they carry gradients as
+// parts of `b` would: both untracked, or both tracked back to one tensor (views of one base).
+// Memory alone does not say it: a parameter split under no_grad (a validation forward) and the
+// same parameter in a training forward, or a recompute's detached input and the forward's, share
+// memory and version, and parts made for the first give the second no gradient.
 // The group holds `a`, so its memory cannot have gone to another tensor.
-bool sameValue(const at::Tensor& a, int64_t version, const at::Tensor& b) {
-  if (!a.defined() || !b.defined() || version != b._version())
+bool sameValue(const at::Tensor& a, int64_t version, bool aTracked, const at::Tensor& b) {
+  if (!a.defined() || !b.defined() || version != b._version() || aTracked != tracked(b))
     return false;
-  return a.is_same(b) ||
-         (a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
-          a.dtype() == b.dtype() && a.device() == b.device());
+  if (a.is_same(b))
+    return true;
+  if (a.data_ptr() != b.data_ptr() || a.sizes() != b.sizes() || a.strides() != b.strides() ||
+      a.dtype() != b.dtype() || a.device() != b.device())
+    return false;
+  return !aTracked || (a.is_view() && b.is_view() && a._base().is_same(b._base()));
 }
 
 }  // namespace
 
 void SliceGroup::observe(const at::Tensor& source, int64_t start, int64_t end) {
-  if (!sameValue(observed_, observedVersion_, source)) {
+  if (!sameValue(observed_, observedVersion_, observedTracked_, source)) {
     if (observed_.defined())
       setRanges(std::move(observedRanges_));
     observed_ = source;
     observedVersion_ = source._version();
+    observedTracked_ = tracked(source);
     observedRanges_.clear();
   }
   observedRanges_.emplace_back(start, end);
@@ -433,10 +456,11 @@ bool SliceGroup::splittable(int64_t size) const {
 
 const std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>>& SliceGroup::partsOf(
     const at::Tensor& source, int64_t dim) {
-  if (sameValue(split_, splitVersion_, source))
+  if (sameValue(split_, splitVersion_, splitTracked_, source))
     return parts_;
   split_ = source;
   splitVersion_ = source._version();
+  splitTracked_ = tracked(source);
   parts_.clear();
   const int64_t size = source.size(dim);
   if (!splittable(size))

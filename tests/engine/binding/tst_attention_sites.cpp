@@ -41,6 +41,12 @@ const char* kFull = R"(
     att = torch.softmax(scores.masked_fill(future, -1e9), -1)
     return torch.matmul(att, v)
 )";
+// Masked with a fill that does not swamp the scores: sdpa's additive mask would leave them.
+const char* kWeakFill = R"(
+    scores = torch.matmul(q, k.transpose(2, 3)) * scale + bias
+    att = torch.softmax(scores.masked_fill(future, 0.0), -1)
+    return torch.matmul(att, v)
+)";
 // Divided by the scale, nothing added or masked.
 const char* kDivided = R"(
     att = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / scale, dim=-1)
@@ -183,6 +189,23 @@ TEST_CASE(
       checkClose(step(gen, fused64.get(), batch, queries, keys, torch::kDouble), plain64, 1e-10);
     }
   }
+}
+
+// sdpa adds the fill to the scaled scores where the model sets them to it. A fill of 0 made the
+// mask no mask at all; a row masked whole (a query before every key) came out softmax(scores)
+// where the model's is uniform.
+TEST_CASE("sdpa leaves a weak fill as written, and a row masked whole is uniform") {
+  symtune::SyMuGen weak(model(kWeakFill), "weak_fill");
+  REQUIRE(attentionSites(weak).size() == 1);
+  const Run plain = step(weak, nullptr, 2, 4, 6);
+  auto fused = forced(weak, "sdpa", 2, 4, 6);
+  checkEqual(step(weak, fused.get(), 2, 4, 6), plain);
+
+  symtune::SyMuGen full(model(kFull), "attention");
+  // Queries 0 and 1 sit before the first key: their rows are masked whole.
+  const Run masked = step(full, nullptr, 2, 5, 3);
+  auto sdpa = forced(full, "sdpa", 2, 5, 3);
+  checkClose(step(full, sdpa.get(), 2, 5, 3), masked, 1e-5);
 }
 
 TEST_CASE("a softmax over another dimension is left as written by sdpa") {

@@ -18,6 +18,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/jit/ir/constants.h>
 
+#include "forced_binder.h"
 #include "steps_model.h"
 #include "symtune/binding/binder.h"
 #include "symtune/binding/shape_bucket.h"
@@ -286,6 +287,60 @@ TEST_CASE("slices of which one is written in place are left to ATen") {
               forwardBackward(gen, nullptr, 3, 4, 16, 16));
   for (const auto& site : binder.sites())
     CHECK(site.pattern != std::string(symtune::binding::kPartialSlice));
+}
+
+// Halves of a tensor the model reads as it is (a parameter's, here an input's): slices of one
+// value across forwards, until an update writes it.
+torch::jit::Module halves() {
+  torch::jit::Module m("Halves");
+  m.define(R"(
+def forward(self, x: Tensor, w: Tensor):
+    return torch.matmul(x, w[:4].t()) + torch.matmul(x, w[4:].t())
+)");
+  return m;
+}
+
+// A validation forward between an update and the next training forward (validate_every) split
+// the weight under no_grad; the training forward took those parts, the same memory at the same
+// version, and its backward gave the weight no gradient through them.
+TEST_CASE("parts split without gradients are not reused by a forward that needs them") {
+  symtune::SyMuGen gen(halves(), "halves");
+  auto run = [&gen](symtune::OpBinder* binder) {
+    torch::manual_seed(0);
+    const torch::Tensor x = torch::randn({3, 4});
+    torch::Tensor w = torch::randn({8, 4}).requires_grad_();
+    symtune::ForwardOptions options;
+    options.binder = binder;
+    std::vector<torch::Tensor> grads;
+    auto train = [&] {
+      gen.forward({x, w}, options).output.toTensor().sum().backward();
+      grads.push_back(w.grad().clone());
+      w.mutable_grad() = torch::Tensor();
+      torch::NoGradGuard update;
+      w.add_(0.5);
+    };
+    auto validate = [&] {
+      torch::NoGradGuard noGrad;
+      gen.forward({x, w}, options);
+    };
+    for (int i = 0; i < 3; ++i) {
+      train();
+      validate();
+    }
+    train();
+    return grads;
+  };
+  Binder measuring(gen.staticGraph(), here());
+  run(&measuring);
+  auto forced = symtune::test::forcedBinder(gen.staticGraph(), measuring.table(), "split-once",
+                                            symtune::binding::kPartialSlice);
+  const auto bound = run(forced.get());
+  const auto plain = run(nullptr);
+  REQUIRE(bound.size() == plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    INFO("training step ", i);
+    CHECK(torch::equal(bound[i], plain[i]));
+  }
 }
 
 TEST_CASE("a slice group read through identity slices run as the ATen op still splits") {

@@ -16,8 +16,9 @@
 // forward and clones the output's real rows; its backward copies the inputs it saved and the
 // output's gradient in, replays, and clones the real rows of the inputs' gradients. Inputs that
 // are not padded (a bias, a weight) have static buffers too, copied into only when the input is
-// another tensor or a new version of the last one: once per step for a parameter that a loop
-// reads every trip, and no graph depends on where a caller's tensor lives.
+// another tensor, a new version of the last one, or the first execution of a forward
+// (newForward(): an update written through .data() leaves the version as it was): once per step for
+// a parameter that a loop reads every trip, and no graph depends on where a caller's tensor lives.
 //
 // A shape is captured the first time it is met: two untimed runs forward and back on the
 // device's capture stream (cuBLAS's handles and workspaces, the autograd device thread), then
@@ -43,5 +44,9 @@ bool cudaGraphsBuilt();
 // "cuda-graph:<inner>": applies where `inner` does and the site can be padded; inputs not on a
 // GPU run `inner` as it is. nullptr in a build without CUDA.
 std::unique_ptr<Candidate> makeCudaGraphed(std::shared_ptr<const Candidate> inner);
+
+// A forward begins (Binder::bindInputs): the static copies of inputs that are not padded are made
+// again at their next execution.
+void newForward();
 
 }  // namespace symtune::binding

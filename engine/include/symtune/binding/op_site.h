@@ -284,9 +284,11 @@ struct SliceGroup {
   mutable bool checked_ = false;
   at::Tensor observed_;  // the instance being observed
   int64_t observedVersion_ = -1;
+  bool observedTracked_ = false;  // autograd recorded ops on it (sameValue in op_site.cpp)
   std::vector<std::pair<int64_t, int64_t>> observedRanges_;
   at::Tensor split_;  // the instance split
   int64_t splitVersion_ = -1;
+  bool splitTracked_ = false;
   std::vector<std::pair<std::pair<int64_t, int64_t>, at::Tensor>> parts_;
 };
 
