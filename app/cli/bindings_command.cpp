@@ -32,7 +32,7 @@ BindingTable tableOf(const std::string& path) {
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw std::runtime_error(path + ": not JSON (" + e.what() + ")");
   }
   const std::string format =

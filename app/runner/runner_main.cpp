@@ -120,23 +120,49 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   } catch (const std::exception& e) {
     return fail(std::string("cannot write the run's results: ") + e.what(), 2);
   }
-  // No two of them one file: a checkpoint named as the session wrote a zip over it.
+  // No file the run writes is another it writes or one it reads: a checkpoint named as the
+  // session wrote a zip over it, and a binding table named so wrote a table over it.
   {
-    std::vector<std::pair<std::string, std::filesystem::path>> files{{"the session", cl.session},
-                                                                     {"--report", reportPath}};
+    using Named = std::pair<std::string, std::filesystem::path>;
+    std::vector<Named> written{{"--report", reportPath}};
     if (cl.trace)
-      files.emplace_back("--trace", *cl.trace);
+      written.emplace_back("--trace", *cl.trace);
     if (!session.run.save.empty())
-      files.emplace_back("run.save", session.run.save);
+      written.emplace_back("run.save", session.run.save);
     if (!session.run.checkpoint.empty())
-      files.emplace_back("run.checkpoint", session.run.checkpoint);
-    std::error_code ec;
-    for (size_t i = 0; i < files.size(); ++i) {
-      for (size_t j = 0; j < i; ++j) {
-        const auto a = std::filesystem::weakly_canonical(files[i].second, ec);
-        const auto b = std::filesystem::weakly_canonical(files[j].second, ec);
-        if (!ec && a == b)
-          return fail(files[i].first + " and " + files[j].first + " are one file, " + a.string() +
+      written.emplace_back("run.checkpoint", session.run.checkpoint);
+    if (const auto table = symtune::bindingTablePath(session); !table.empty())
+      written.emplace_back("binding.table", table);
+    std::vector<Named> read{{"the session", cl.session}};
+    if (!session.model.file.empty())
+      read.emplace_back("model.file", session.model.file);
+    const symtune::DataFilesSpec& data = session.data.files;
+    if (!data.file.empty())
+      read.emplace_back("data.file", data.file);
+    if (data.format == "npy") {
+      for (const auto& group : data.inputs) {
+        for (const auto& name : group)
+          read.emplace_back("data.inputs", name);
+      }
+      for (const std::string* name : {&data.target, &data.lengths}) {
+        if (!name->empty())
+          read.emplace_back(name == &data.target ? "data.target" : "data.lengths", *name);
+      }
+    }
+    const auto canonical = [](const std::filesystem::path& p) {
+      std::error_code ec;
+      const auto c = std::filesystem::weakly_canonical(p, ec);
+      return ec ? std::filesystem::path() : c;
+    };
+    for (size_t i = 0; i < written.size(); ++i) {
+      const auto a = canonical(written[i].second);
+      if (a.empty())
+        continue;
+      std::vector<Named> others(written.begin(), written.begin() + static_cast<ptrdiff_t>(i));
+      others.insert(others.end(), read.begin(), read.end());
+      for (const auto& [name, path] : others) {
+        if (canonical(path) == a)
+          return fail(written[i].first + " and " + name + " are one file, " + a.string() +
                           ": each needs its own",
                       2);
       }

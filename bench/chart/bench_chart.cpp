@@ -270,7 +270,7 @@ BenchResults readResults(const std::string& path) {
     throw BadInput(path + ": cannot be read");
   try {
     return parseResults(json::parse(in));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw BadInput(path + ": not JSON: " + e.what());
   } catch (const BadInput& e) {
     throw BadInput(path + ": " + e.what());

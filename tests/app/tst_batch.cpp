@@ -301,6 +301,21 @@ class TestBatch : public QObject {
              "model": {"zoo": "dynamic_resnet", "preset": "ci"},
              "run": {"steps": 1, "checkpoint": "s.json"}})")
         << 2 << "run.checkpoint and the session are one file, ";
+    QTest::addRow("a binding table over the session")
+        << QStringList{"--batch", "@/s.json"}
+        << QByteArray(R"({"format": "symtune-session", "version": 1,
+             "model": {"zoo": "dynamic_resnet", "preset": "ci"},
+             "binding": {"table": "s.json"}, "run": {"steps": 1}})")
+        << 2 << "binding.table and the session are one file, ";
+    // nlohmann reports a number past a double's range as out_of_range, not as a parse error:
+    // uncaught, it aborted the runner (exit 134).
+    QTest::addRow("a number out of range")
+        << QStringList{"check", "@/s.json"}
+        << QByteArray(R"({"format": "symtune-session", "version": 1,
+             "model": {"zoo": "dynamic_resnet"}, "optimizer": {"lr": 1e400}})")
+        << 2
+        << "s.json: not valid JSON at line 2, column 70: the number 1e400 is out of a "
+           "double's range";
     QTest::addRow("a report over the session")
         << QStringList{"--batch", "@/s.json", "--report", "@/./s.json"} << kSession << 2
         << "--report and the session are one file, ";

@@ -232,7 +232,7 @@ Graph graphFromJson(const std::string& text) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e400
     bad(std::string("not valid JSON (") + e.what() + ")");
   }
   return graphFromRoot(root);

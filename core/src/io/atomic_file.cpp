@@ -1,6 +1,8 @@
 #include "symtune/core/atomic_file.h"
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -25,12 +27,23 @@ bool synced(const std::filesystem::path& path, bool folder) {
 
 }  // namespace
 
-void writeFileAtomically(const std::filesystem::path& path,
+void writeFileAtomically(const std::filesystem::path& given,
                          const std::function<void(std::ostream&)>& write) {
-  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code ec;
+  // A link is written through, to the file it names (renamed over, the link itself became the
+  // file and its target kept the old contents).
+  std::filesystem::path path = given;
+  if (std::filesystem::is_symlink(given, ec)) {
+    const auto target = std::filesystem::weakly_canonical(given, ec);
+    if (!ec)
+      path = target;
+  }
+  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::filesystem::create_directories(dir, ec);
-  const auto tmp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()));
+  // Its own name per call: two threads writing one file do not write one temporary file.
+  static std::atomic<uint64_t> calls{0};
+  const auto tmp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()) +
+                          "." + std::to_string(calls.fetch_add(1)));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
@@ -50,12 +63,17 @@ void writeFileAtomically(const std::filesystem::path& path,
       throw std::runtime_error(path.string() + ": write failed");
     }
   }
+  // The file replaced keeps its permissions (a report kept private stays so).
+  const auto old = std::filesystem::status(path, ec);
+  if (!ec && std::filesystem::is_regular_file(old))
+    std::filesystem::permissions(tmp, old.permissions(), ec);
   // On the disk before it replaces the old file, and the rename with it: a machine that loses
   // power keeps the old file or the new, whole.
   if (!synced(tmp, false)) {
+    const int error = errno;  // before remove() sets it
     std::filesystem::remove(tmp, ec);
     throw std::runtime_error(path.string() + ": cannot sync the file to disk (" +
-                             std::generic_category().message(errno) + ")");
+                             std::generic_category().message(error) + ")");
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) {

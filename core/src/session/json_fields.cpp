@@ -1,5 +1,6 @@
 #include "json_fields.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -74,7 +75,27 @@ class DuplicateKeys {
 
 nlohmann::json parseJson(const std::string& text, std::string& duplicate) {
   DuplicateKeys duplicates;
-  nlohmann::json root = nlohmann::json::parse(text, std::ref(duplicates));
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text, std::ref(duplicates));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // nlohmann says "number overflow parsing '1e400'" (out_of_range 406) without a place; the
+    // place is the number's first occurrence as a token.
+    const std::string what = e.what();
+    const size_t open = what.find('\''), close = what.rfind('\'');
+    const std::string number =
+        open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
+    size_t at = number.empty() ? std::string::npos : text.find(number);
+    while (at != std::string::npos && at > 0 &&
+           (std::isalnum(static_cast<unsigned char>(text[at - 1])) || text[at - 1] == '.' ||
+            text[at - 1] == '-' || text[at - 1] == '+'))
+      at = text.find(number, at + 1);
+    throw nlohmann::json::parse_error::create(
+        kNumberOutOfRange, at == std::string::npos ? text.size() + 1 : at + 1,
+        "the number " + (number.empty() ? std::string("given") : number) +
+            " is out of a double's range",
+        nullptr);
+  }
   duplicate = duplicates.found();
   return root;
 }

@@ -21,7 +21,10 @@ std::string describeJsonType(const nlohmann::json& value);
 // the dotted path of the first key that an object holds twice, or to "" when none does. JSON keeps
 // the last of two equal keys, so a file that says a thing twice (an edit that added a block beside
 // an old one) would be read with one of them unseen: callers refuse it, saying kGivenTwice.
+// A number out of a double's range (1e400), which nlohmann reports as an out_of_range error
+// without a place, is thrown as a parse_error with this id, its byte the number's 1-based offset.
 nlohmann::json parseJson(const std::string& text, std::string& duplicate);
+inline constexpr int kNumberOutOfRange = 190;
 inline constexpr const char* kGivenTwice =
     "given twice in one object (JSON keeps only the last): say it once";
 

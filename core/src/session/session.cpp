@@ -5,6 +5,8 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <cstdlib>
+#include <iomanip>
 #include <sstream>
 #include <vector>
 
@@ -27,11 +29,15 @@ using detail::JsonFields;
 
 constexpr const char* kFormatName = "symtune-session";
 
-// 0.5, 256, 1e-06: a number as the session would write it.
+// 0.5, 256, 1e-06: a number as the session would write it, with the digits it needs to read
+// back (1.0000001 was "1", and "expected ... in (0, 1], found 1" made no sense).
 std::string numberText(double x) {
-  std::ostringstream out;
-  out << x;
-  return out.str();
+  for (int digits = 6;; ++digits) {
+    std::ostringstream out;
+    out << std::setprecision(digits) << x;
+    if (digits >= 17 || !(std::strtod(out.str().c_str(), nullptr) != x))
+      return out.str();
+  }
 }
 
 std::string inQuotes(const std::string& s) {
@@ -139,9 +145,13 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
         ++column;
       }
     }
-    throw SessionError(
-        file, "",
-        "not valid JSON at line " + std::to_string(line) + ", column " + std::to_string(column));
+    std::string problem =
+        "not valid JSON at line " + std::to_string(line) + ", column " + std::to_string(column);
+    if (e.id == detail::kNumberOutOfRange) {
+      const std::string what = e.what();
+      problem += what.substr(what.rfind(": "));
+    }
+    throw SessionError(file, "", problem);
   }
   if (!root.is_object()) {
     throw SessionError(file, "",
@@ -202,7 +212,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
         model.fail("file", "expected a path to a TorchScript archive, found an empty string");
       }
       if (p.is_relative()) {
-        p = origin.parent_path() / p;
+        p = detail::sessionFolder(origin) / p;
       }
       s.model.file = p.lexically_normal();
       // With data files the data gives the inputs; model.inputs, when given, is checked against it.
@@ -307,7 +317,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
         std::filesystem::path p = run.string(key);
         if (p.empty())
           run.fail(key, std::string("expected a path for ") + what + ", found \"\"");
-        into = (p.is_relative() ? origin.parent_path() / p : p).lexically_normal();
+        into = (p.is_relative() ? detail::sessionFolder(origin) / p : p).lexically_normal();
       }
       interval = run.integer(every, 0);
       if (interval < 0)
@@ -370,7 +380,7 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     } else {
       std::filesystem::path table = binding.string("table", "");
       if (!table.empty() && table.is_relative())
-        table = origin.parent_path() / table;
+        table = detail::sessionFolder(origin) / table;
       s.binding.table = table.lexically_normal();
     }
     s.binding.save = binding.boolean("save", s.binding.save);

@@ -4,6 +4,15 @@
 
 namespace symtune::detail {
 
+std::filesystem::path sessionFolder(const std::filesystem::path& origin) {
+  const std::filesystem::path dir = origin.parent_path();
+  if (dir.empty())
+    return dir;
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::weakly_canonical(dir, ec);
+  return ec ? dir : real;
+}
+
 namespace {
 
 std::string inQuotes(const std::string& s) {
@@ -21,7 +30,7 @@ std::string arrayName(const nlohmann::json& value, const std::string& field,
 std::filesystem::path resolved(const std::string& name, const std::filesystem::path& origin) {
   std::filesystem::path p = name;
   if (p.is_relative())
-    p = origin.parent_path() / p;
+    p = sessionFolder(origin) / p;
   return p.lexically_normal();
 }
 

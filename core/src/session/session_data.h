@@ -11,6 +11,12 @@
 
 namespace symtune::detail {
 
+// The folder of the session file `origin` with its links resolved, which relative paths in it
+// are relative to: `link/../model.pt` in a session under `link` names the model beside the
+// folder the link points at, as the shell finds it, not one beside the link. Empty for a file
+// without a folder (the working one).
+std::filesystem::path sessionFolder(const std::filesystem::path& origin);
+
 // The `data` block; relative file names resolve against `origin`'s folder.
 DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& origin);
 LossSpec parseLossBlock(const JsonFields& loss);

@@ -73,6 +73,10 @@ struct NpyType {
 };
 
 NpyType npyType(const std::string& descr, const std::string& where) {
+  if (descr.size() >= 2 && descr[1] == 'O')  // '|O': numpy's object arrays
+    throw DataError(where +
+                    ": holds Python objects (a pickled object array), not numbers: save "
+                    "ragged sequences padded, with their lengths in an array of their own");
   if (descr.size() < 3)
     throw DataError(where + ": unsupported dtype '" + descr + "'");
   const char kind = descr[1];
@@ -96,10 +100,6 @@ NpyType npyType(const std::string& descr, const std::string& where) {
     return {torch::kFloat, 4};
   if (is('f', "8"))
     return {torch::kDouble, 8};
-  if (kind == 'O')
-    throw DataError(where +
-                    ": holds Python objects (a pickled object array), not numbers: save "
-                    "ragged sequences padded, with their lengths in an array of their own");
   throw DataError(where + ": dtype '" + descr +
                   "' is not supported (bool, int8/16/32/64, uint8, float16/32/64)");
 }
@@ -446,7 +446,13 @@ NamedArrays readNpz(const std::filesystem::path& path) {
     if (m.name.size() <= suffix.size() ||
         m.name.compare(m.name.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;  // not an array (numpy writes nothing else)
-    arrays.emplace_back(m.name.substr(0, m.name.size() - suffix.size()),
+    std::string name = m.name.substr(0, m.name.size() - suffix.size());
+    // numpy.load keeps the last of two members of one name; reading the first would train on
+    // the other array without a word.
+    if (std::any_of(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == name; }))
+      throw DataError(where + ": holds two arrays named \"" + name +
+                      "\" (an archive appended to): rewrite it with numpy.savez");
+    arrays.emplace_back(std::move(name),
                         parseNpy(zipContent(bytes, m, where), where + ": " + m.name));
   }
   if (arrays.empty())

@@ -401,7 +401,11 @@ FileDataSource::FileDataSource(const DataSpec& data, const LossSpec& loss, int64
 
   // Training and held-out samples.
   State& s = *state_;
-  const auto held = static_cast<int64_t>(std::llround(files.validationFraction * samples));
+  // At least one sample when a fraction is asked for: rounded to none, validation was off
+  // without a word, validate_every and all.
+  const auto held =
+      std::max<int64_t>(files.validationFraction > 0 ? 1 : 0,
+                        static_cast<int64_t>(std::llround(files.validationFraction * samples)));
   if (held >= samples)
     throw DataError(source + ": data.validation_fraction " +
                     std::to_string(files.validationFraction) + " of " + std::to_string(samples) +
@@ -413,8 +417,7 @@ FileDataSource::FileDataSource(const DataSpec& data, const LossSpec& loss, int64
   if (s.batchSize <= 0)
     throw DataError(source + ": no batch size (data.batch_size)");
   const int64_t trainRows = s.train.size(0);
-  s.perEpoch =
-      files.dropLast ? trainRows / s.batchSize : (trainRows + s.batchSize - 1) / s.batchSize;
+  s.perEpoch = trainRows / s.batchSize + (!files.dropLast && trainRows % s.batchSize != 0 ? 1 : 0);
   if (s.perEpoch == 0)
     throw DataError(source + ": data.batch_size " + std::to_string(s.batchSize) + " exceeds the " +
                     std::to_string(trainRows) + " training samples and drop_last drops the batch");

@@ -41,20 +41,25 @@ torch::Tensor decodePng(const std::string& bytes, const std::filesystem::path& f
   image.version = PNG_IMAGE_VERSION;
   if (png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()) == 0)
     throw DataError(file.string() + ": not a readable PNG image: " + image.message);
-  image.format = channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;
+  // An image with alpha is read with it, then the alpha dropped, as PIL's convert does. Read
+  // without it, libpng would blend the pixels onto the buffer's contents (no background given).
+  const bool alpha = (image.format & PNG_FORMAT_FLAG_ALPHA) != 0;
+  image.format = channels == 3 ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB)
+                               : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
   if (image.width * uint64_t{image.height} > kMostPixels) {
     png_image_free(&image);
     checkPixels(image.width, image.height, file);
   }
-  torch::Tensor pixels = torch::empty(
-      {static_cast<int64_t>(image.height), static_cast<int64_t>(image.width), channels},
-      torch::kUInt8);
+  torch::Tensor pixels =
+      torch::empty({static_cast<int64_t>(image.height), static_cast<int64_t>(image.width),
+                    channels + (alpha ? 1 : 0)},
+                   torch::kUInt8);
   if (png_image_finish_read(&image, nullptr, pixels.data_ptr(), 0, nullptr) == 0) {
     const std::string why = image.message;
     png_image_free(&image);
     throw DataError(file.string() + ": not a readable PNG image: " + why);
   }
-  return pixels.permute({2, 0, 1}).contiguous();
+  return pixels.narrow(2, 0, channels).permute({2, 0, 1}).contiguous();
 }
 
 // libjpeg reports errors through a callback that must not return: it jumps back to decodeJpeg.
@@ -154,9 +159,11 @@ torch::Tensor transformed(torch::Tensor pixels, const ImageSpec& spec) {
     const int64_t h = x.size(2), w = x.size(3);
     std::vector<int64_t> size = spec.resize;
     if (size.size() == 1) {  // the shorter side to the size, the aspect kept
-      const double scale = static_cast<double>(size[0]) / static_cast<double>(std::min(h, w));
-      size = {h <= w ? size[0] : static_cast<int64_t>(static_cast<double>(h) * scale),
-              w < h ? size[0] : static_cast<int64_t>(static_cast<double>(w) * scale)};
+      // In integers, as torchvision's int(n * long / short) gives it: in doubles, a 55 × 55
+      // image resized to 224 was 224 × 223 (55 · (224 / 55) = 223.99999...).
+      const int64_t shorter = std::min(h, w), longer = std::max(h, w);
+      const int64_t other = size[0] * longer / shorter;
+      size = h <= w ? std::vector<int64_t>{size[0], other} : std::vector<int64_t>{other, size[0]};
     }
     if (size[0] != h || size[1] != w) {
       x = F::interpolate(x, F::InterpolateFuncOptions()
@@ -173,7 +180,12 @@ torch::Tensor transformed(torch::Tensor pixels, const ImageSpec& spec) {
     if (h > x.size(2) || w > x.size(3))
       throw std::invalid_argument("is " + sizeText(x.size(2), x.size(3)) +
                                   ", smaller than the crop " + sizeText(h, w));
-    x = x.narrow(2, (x.size(2) - h) / 2, h).narrow(3, (x.size(3) - w) / 2, w);
+    // The margin halved, rounded half to even: torchvision's int(round((H - h) / 2.0)).
+    const auto start = [](int64_t margin) {
+      const int64_t half = margin / 2;
+      return margin % 2 == 1 && half % 2 == 1 ? half + 1 : half;
+    };
+    x = x.narrow(2, start(x.size(2) - h), h).narrow(3, start(x.size(3) - w), w);
   }
   x = x.squeeze(0) / 255.0;
   const auto channels = static_cast<int64_t>(spec.channels);
@@ -206,8 +218,11 @@ ImageFolder readImageFolder(const std::filesystem::path& folder, const ImageSpec
   std::vector<int64_t> labels;
   for (const auto& classFolder : sortedEntries(folder, true)) {
     const std::vector<std::filesystem::path> images = sortedEntries(classFolder, false);
+    // torchvision's ImageFolder refuses it too: passed over, it would shift the labels after it.
     if (images.empty())
-      continue;  // as ImageFolder: a folder without images is no class
+      throw DataError(classFolder.string() +
+                      ": a class folder without PNG or JPEG images (its label would be "
+                      "missing); remove it or add images");
     for (const auto& f : images) {
       files.push_back(f);
       labels.push_back(static_cast<int64_t>(out.classes.size()));

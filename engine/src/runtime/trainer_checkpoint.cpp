@@ -47,8 +47,9 @@ nlohmann::json runIdentity(const Session& s) {
       {"optimizer", s.optimizer.name},
       {"lr", s.optimizer.lr},
       {"weight_decay", s.optimizer.weightDecay},
-      {"momentum", s.optimizer.momentum},
-      {"fused", s.optimizer.fused.value_or(false)}};
+      {"momentum", s.optimizer.momentum}};
+  // Not optimizer.fused: the fused step keeps torch::optim's state in its archive, and its
+  // default follows the device, so a run checkpointed on a GPU resumes on the CPU.
   const DataFilesSpec& f = s.data.files;
   if (f.enabled()) {
     nlohmann::json inputs = nlohmann::json::array();

@@ -64,6 +64,11 @@ std::vector<RejectedSession> rejectedSessions() {
        sessionText(R"("model": {"zoo": "dynamic_resnet"})",
                    R"(, "remat": {"budget_fraction": 1.5})"),
        "remat.budget_fraction: expected a share of the plain peak in (0, 1], found 1.5"},
+      // Said with the digits it needs: "found 1" refused what looked allowed.
+      {"remat fraction just above one",
+       sessionText(R"("model": {"zoo": "dynamic_resnet"})",
+                   R"(, "remat": {"budget_fraction": 1.0000001})"),
+       "remat.budget_fraction: expected a share of the plain peak in (0, 1], found 1.0000001"},
       {"remat budget zero",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "remat": {"budget_mb": 0})"),
        "remat.budget_mb: expected a number of MB in (0, 1e9], found 0"},
@@ -525,6 +530,21 @@ TEST_CASE("remat: off unless the session has the block, which needs a budget for
                             kOrigin);
   CHECK(cheap.remat.strategy == "selective");
   CHECK_FALSE(cheap.remat.budgetMb.has_value());
+}
+
+// A session under a linked folder: `..` leaves the folder the link points at, as the shell's
+// `ls link/../m.pt` does. Joined as text, link/.. cancelled and named a model beside the link.
+TEST_CASE("paths resolve against the session's folder with its links followed") {
+  symtune::test::TempDir dir;
+  std::filesystem::create_directories(dir.path() / "real" / "sub");
+  std::filesystem::create_directory_symlink(dir.path() / "real" / "sub", dir.path() / "link");
+  const Session s = symtune::parseSession(sessionText(R"("model": {"file": "../m.pt", "classes": 3,
+                     "inputs": [{"shape": [4, 2]}]})",
+                                                      R"(, "run": {"checkpoint": "../run.ckpt"})"),
+                                          dir.path() / "link" / "s.json");
+  const auto real = std::filesystem::canonical(dir.path() / "real");
+  CHECK(s.model.file == real / "m.pt");
+  CHECK(s.run.checkpoint == real / "run.ckpt");
 }
 
 TEST_CASE("a file model session resolves its paths against the session file") {

@@ -10,6 +10,7 @@
 
 #include <torch/serialize.h>
 
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -137,6 +138,11 @@ TEST_CASE("a damaged or wrong file is one line naming it") {
                            npyBytes("<f4", "(10, 999999999999999999)", ""));
   CHECK(contains(errorOf([&] { symtune::readNpy(dir.path() / "wraps.npy"); }),
                  "wraps.npy: its shape (10, 999999999999999999) holds more values than int64"));
+  // numpy writes '|O' for object arrays: two characters, which the length check refused first
+  // as an unsupported dtype, never saying why.
+  symtune::test::writeFile(dir.path() / "objects.npy", npyBytes("|O", "(2,)", ""));
+  CHECK(contains(errorOf([&] { symtune::readNpy(dir.path() / "objects.npy"); }),
+                 "objects.npy: holds Python objects (a pickled object array)"));
 
   // A stored member whose bytes changed fails its CRC.
   std::string npz = symtune::test::readFile(kData / "blobs.npz");
@@ -213,6 +219,16 @@ TEST_CASE("a damaged or wrong file is one line naming it") {
   held.files.validationFraction = 0.999;
   CHECK(contains(errorOf([&] { symtune::FileDataSource(held, loss, 3); }),
                  "samples leaves none to train on"));
+  // A fraction that rounds to no sample holds one out: rounded to none, validation was off.
+  held.files.validationFraction = 0.001;
+  const symtune::FileDataSource few(held, loss, 3);
+  CHECK(few.validationSamples() == 1);
+  CHECK(few.trainingSamples() == 149);
+  // A batch size past the samples, without drop_last: one batch of them all (the count of
+  // batches overflowed at int64's largest).
+  symtune::DataSpec huge = blobsSpec("npz", "blobs.npz", {"x"}, "y");
+  huge.batchSize = std::numeric_limits<int64_t>::max();
+  CHECK(symtune::FileDataSource(huge, loss, 3).batchesPerEpoch() == 1);
 }
 
 TEST_CASE("batch i is the same however batches are asked for, each epoch a new order") {

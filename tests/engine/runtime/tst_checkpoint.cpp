@@ -357,6 +357,11 @@ TEST_CASE("a checkpoint that is missing or of another run is a setup error namin
   symtune::Session there = symtune::loadSession(moved / "run.json");
   there.run.steps = 12;  // two more than it holds: a checkpoint of a finished run resumes nothing
   CHECK(symtune::test::errorOf([&] { symtune::runBatch(there, options); }) == "(no error)");
+  // The fused step keeps torch::optim's state: a run checkpointed unfused (the CPU's default)
+  // resumes fused (a GPU's), and the other way. Before, it was refused as another run.
+  there.optimizer.fused = true;
+  there.run.steps = 14;
+  CHECK(symtune::test::errorOf([&] { symtune::runBatch(there, options); }) == "(no error)");
   // Killed after its last checkpoint, the run resumed is the completed run again: its report as
   // it was (no resume noted, its features kept). One asking for fewer steps than the checkpoint
   // holds is refused.
