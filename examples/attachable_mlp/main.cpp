@@ -4,10 +4,14 @@
 // like to symtune-runner: the studio, or any attach client, sees every step's features and the
 // rules, and can toggle or add rules, pause, resume and stop it.
 //
-//   symtune-example-attachable ENDPOINT [STEPS]     e.g.  unix:/tmp/mlp.sock 100000
+//   symtune-example-attachable ENDPOINT [STEPS [LINGER]]     e.g.  unix:/tmp/mlp.sock 100000
+//
+// Paused by a client that then goes away, it stops after LINGER seconds (default 60) with no
+// client attached; Ctrl-C stops it too, paused or not.
 //
 // Everything below the model and data is the usual loop; the Symtune part is four lines.
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -18,6 +22,13 @@
 #include "symtune/rules/rule_registry.h"
 
 namespace {
+
+symtune::attach::AttachedLoop* running = nullptr;  // what Ctrl-C stops
+
+extern "C" void stopOnInterrupt(int) {
+  if (running != nullptr)
+    running->requestStop();
+}
 
 // Four clusters in 8 dimensions; the label is the cluster.
 std::pair<torch::Tensor, torch::Tensor> batch(const torch::Tensor& centres, int64_t size) {
@@ -30,11 +41,12 @@ std::pair<torch::Tensor, torch::Tensor> batch(const torch::Tensor& centres, int6
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: symtune-example-attachable ENDPOINT [STEPS]\n";
+    std::cerr << "usage: symtune-example-attachable ENDPOINT [STEPS [LINGER]]\n";
     return 2;
   }
   const std::string endpoint = argv[1];
   const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 1000;
+  const double linger = argc > 3 ? std::atof(argv[3]) : 60;
   torch::manual_seed(0);
   at::set_num_threads(1);
 
@@ -46,8 +58,15 @@ int main(int argc, char** argv) {
   // Symtune: the optimizer behind MetaOptimizer, the loop behind AttachedLoop.
   symtune::MetaOptimizer optimizer(
       std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3)));
-  symtune::attach::AttachedLoop loop(optimizer, model->named_parameters().pairs(),
-                                     {endpoint, "attachable MLP", "MLP 8-64-64-4", &std::cout});
+  symtune::attach::AttachedLoopOptions options;
+  options.listen = endpoint;
+  options.name = "attachable MLP";
+  options.model = "MLP 8-64-64-4";
+  options.progress = &std::cout;
+  options.pausedLinger = linger;
+  symtune::attach::AttachedLoop loop(optimizer, model->named_parameters().pairs(), options);
+  running = &loop;
+  std::signal(SIGINT, stopOnInterrupt);
   loop.rules().add(symtune::rules::Registry::global().get("nan_guard"));
 
   for (int64_t i = 0; i < steps && !loop.stopRequested(); ++i) {
@@ -62,6 +81,8 @@ int main(int argc, char** argv) {
     if (i % 1000 == 0)
       std::cout << "step " << r.step << " loss " << r.loss << std::endl;
   }
-  std::cout << (loop.stopRequested() ? "stopped by a client" : "done") << std::endl;
+  std::cout << (loop.stopRequested() ? "stopped" : "done") << std::endl;
+  std::signal(SIGINT, SIG_DFL);
+  running = nullptr;
   return 0;
 }

@@ -1,7 +1,10 @@
 #include "symtune/attach/attached_loop.h"
 
+#include <atomic>
 #include <chrono>
 #include <limits>
+#include <optional>
+#include <stdexcept>
 
 #include "symtune/attach/run_controller.h"
 #include "symtune/telemetry/meta_info_broker.h"
@@ -29,6 +32,8 @@ struct AttachedLoop::Impl : ControlledRun {
   rules::RuleChanges changes;
   rules::RuleOutcome last;  // of the step being run
   std::unique_ptr<RunController> controller;
+  std::atomic<bool> stop{false};                 // requestStop()
+  std::optional<double> pausedWithoutClientFor;  // AttachedLoopOptions::pausedLinger
 
   rules::RuleSet& rules() override { return ruleSet; }
   std::future<void> changeRules(std::function<void(rules::RuleSet&)> change) override {
@@ -62,6 +67,9 @@ AttachedLoop::AttachedLoop(MetaOptimizer& optimizer,
                            std::vector<std::pair<std::string, torch::Tensor>> parameters,
                            AttachedLoopOptions options)
     : impl_(std::make_unique<Impl>(optimizer, std::move(parameters))) {
+  if (options.pausedLinger && !(*options.pausedLinger >= 0))
+    throw std::invalid_argument("AttachedLoopOptions::pausedLinger must be seconds >= 0");
+  impl_->pausedWithoutClientFor = options.pausedLinger;
   int64_t count = 0;
   for (const auto& [name, p] : impl_->parameters)
     count += p.numel();
@@ -82,7 +90,7 @@ AttachedLoop::~AttachedLoop() {
 
 StepResult AttachedLoop::step(const std::function<torch::Tensor()>& closure, int64_t batchSize) {
   auto& impl = *impl_;
-  if (!impl.controller->beforeStep(nullptr)) {
+  if (!impl.controller->beforeStep(&impl.stop, impl.pausedWithoutClientFor)) {
     // Stopped (while paused, say): the step is not run; stopRequested() tells the loop to end.
     StepResult r;
     r.step = impl.optimizer.stepCount();
@@ -124,7 +132,11 @@ StepResult AttachedLoop::step(const std::function<torch::Tensor()>& closure, int
 }
 
 bool AttachedLoop::stopRequested() const {
-  return impl_->controller->stopRequested();
+  return impl_->stop.load() || impl_->controller->stopRequested();
+}
+
+void AttachedLoop::requestStop() {
+  impl_->stop.store(true);
 }
 
 rules::RuleSet& AttachedLoop::rules() {

@@ -82,8 +82,20 @@ MetaStepStats MetaOptimizer::step(const std::function<torch::Tensor()>& closure)
       nvtx::Range range("update");  // the rules' gate and the optimizer's step
       stats.skipped = gate_ && !gate_(loss);
       t0 = Clock::now();
-      if (!stats.skipped)
-        inner_->step();
+      if (!stats.skipped) {
+        // The optimizer gets the closure: one that evaluates again (LBFGS, which refuses a step
+        // without one) has its first call answered with the loss above, and the others run the
+        // closure again, gradients zeroed first as for the first. Adam and the rest call it
+        // once, or not at all.
+        bool first = true;
+        inner_->step([&]() -> torch::Tensor {
+          if (std::exchange(first, false))
+            return loss;
+          if (options_.zeroGradBeforeClosure)
+            inner_->zero_grad();
+          return closure();
+        });
+      }
       stats.updateSeconds = secondsSince(t0);
     }
     stats.loss = loss.detach();

@@ -79,9 +79,10 @@ ZooModel buildEarlyExit(const ZooOptions& options) {
   model.data = std::make_unique<ClassTemplateImages>(
       p.classes, std::vector<int64_t>{3, p.image, p.image}, batch, options.seed, p.noise);
   model.description = "3 stages of " + std::to_string(w[0]) + "/" + std::to_string(w[1]) + "/" +
-                      std::to_string(w[2]) + " channels, exit after stage 1 below 0.8 " +
-                      "confidence, " + std::to_string(p.image) + "x" + std::to_string(p.image) +
-                      " images, " + std::to_string(p.classes) + " classes";
+                      std::to_string(w[2]) + " channels, exit after stage 1 at 0.8 " +
+                      "confidence or more, " + std::to_string(p.image) + "x" +
+                      std::to_string(p.image) + " images, " + std::to_string(p.classes) +
+                      " classes";
   return model;
 }
 

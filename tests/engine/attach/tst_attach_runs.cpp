@@ -270,7 +270,28 @@ TEST_CASE("a plain torch::nn program behind AttachedLoop is attachable") {
   CHECK(lastState == "stopped");
   REQUIRE(program.process.waitForFinished(30s));
   CHECK(program.process.exitCode() == 0);
-  CHECK(contains(program.process.standardOutput(), "stopped by a client"));
+  CHECK(contains(program.process.standardOutput(), "stopped"));
+}
+
+// Paused, then left by its client: the loop waited for a resume that could never come, its
+// training thread held for good. With AttachedLoopOptions::pausedLinger it stops.
+TEST_CASE("an AttachedLoop paused and left stops after its linger") {
+  Runner program;
+  REQUIRE(program.startProgram(kExample,
+                               {"unix:" + suite().dir.filePath("left.sock"), "100000000", "1"}));
+  {
+    Client client;
+    client.connect(program.endpoint);
+    REQUIRE(until(client, "step"));
+    const Json paused = client.command({{"command", "pause"}});
+    CHECK(paused["state"].get<std::string>() == "paused");
+  }  // disconnected
+  REQUIRE(program.process.waitForFinished(30s));
+  CHECK(program.process.exitCode() == 0);
+  INFO(program.process.standardOutput());
+  CHECK(contains(program.process.standardOutput(),
+                 "paused with no client attached for 1 s: stopping"));
+  CHECK(contains(program.process.standardOutput(), "stopped"));
 }
 
 // A run held to a memory budget (docs/remat.md): its plan reaches the client — the units with

@@ -286,6 +286,27 @@ TEST_CASE_FIXTURE(TwoThreads, "the meta-optimizer zeroes gradients and checks th
   CHECK_THROWS_AS(opt.step([] { return torch::Tensor(); }), c10::Error);
 }
 
+// LBFGS evaluates the loss several times a step and refuses a step without a closure: it got
+// none, and every step threw after the closure had run.
+TEST_CASE_FIXTURE(TwoThreads, "the meta-optimizer hands its closure to an optimizer that asks") {
+  auto w = torch::full({2}, 3.0, torch::requires_grad());
+  symtune::MetaOptimizer opt(std::make_unique<torch::optim::LBFGS>(
+      std::vector<torch::Tensor>{w}, torch::optim::LBFGSOptions(1).max_iter(5)));
+  int calls = 0;
+  const auto stats = opt.step([&] {
+    ++calls;
+    auto loss = (w - 1).pow(2).sum();
+    loss.backward();
+    return loss;
+  });
+  CHECK(stats.loss.item<double>() == doctest::Approx(8.0));  // the first evaluation's
+  CHECK(calls > 1);
+  // A quadratic: five iterations all but solve it (one iteration without the closure again
+  // moves w to 2.5 only).
+  CHECK((w - 1).abs().max().item<double>() < 0.1);
+  CHECK(opt.stepCount() == int64_t{1});
+}
+
 TEST_CASE_FIXTURE(TwoThreads, "a batch run fills the report") {
   std::ostringstream progress;
   symtune::BatchOptions options;

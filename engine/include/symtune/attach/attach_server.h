@@ -4,8 +4,9 @@
 // handler. Nothing a client does — connecting, stalling, sending garbage, vanishing — blocks or
 // slows the publisher (Note [Back-pressure]).
 //
-//   symtune::attach::Server server({.listen = "unix:/run/user/1000/symtune/me.sock"},
-//                                  {{"name", "my run"}});
+//   symtune::attach::ServerOptions options;
+//   options.listen = "unix:/run/user/1000/symtune/me.sock";
+//   symtune::attach::Server server(options, {{"name", "my run"}});
 //   server.setCommandHandler([&](const Command& c, Server::Reply reply) { ... reply({}); });
 //   server.start();
 //   ...; server.publishStep({{"step", i}, {"loss", loss}, ...});   // after each step

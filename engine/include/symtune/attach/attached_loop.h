@@ -5,16 +5,21 @@
 // add rules, pause, resume and stop the loop. examples/attachable_mlp/ is a complete program.
 //
 //   symtune::MetaOptimizer optimizer(std::make_unique<torch::optim::Adam>(model->parameters()));
-//   symtune::attach::AttachedLoop loop(optimizer, model->named_parameters().pairs(),
-//                                      {.listen = "", .name = "my run"});
+//   symtune::attach::AttachedLoopOptions options;
+//   options.name = "my run";
+//   symtune::attach::AttachedLoop loop(optimizer, model->named_parameters().pairs(), options);
 //   for (int64_t i = 0; i < steps && !loop.stopRequested(); ++i)
 //     loop.step([&] { auto loss = criterion(model->forward(x), y); loss.backward(); return loss; },
 //               x.size(0));
+//
+// The loop sets the optimizer's update gate and clears it when destroyed: declare the optimizer
+// first (so it outlives the loop), and attach one loop to an optimizer at a time.
 
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +38,10 @@ struct AttachedLoopOptions {
   std::string name = "attached loop";  // the run's name in the handshake
   std::string model;                   // a description of the model, for the handshake
   std::ostream* progress = nullptr;    // "listening on ENDPOINT" (and "token TOKEN") go here
+  // Paused by a client that then left: after this many seconds with no client attached the loop
+  // stops (stopRequested()), as the runner's --linger has it. Unset: it waits for a client to
+  // resume or stop it, however long.
+  std::optional<double> pausedLinger;
 };
 
 class AttachedLoop {
@@ -52,7 +61,10 @@ class AttachedLoop {
   // sent stop it runs nothing: the result is skipped, its loss NaN (end the loop on
   // stopRequested()).
   StepResult step(const std::function<torch::Tensor()>& closure, int64_t batchSize);
-  bool stopRequested() const;  // a client sent stop
+  bool stopRequested() const;  // a client sent stop, or requestStop() was called
+  // Stops the loop from any thread, a signal handler included (it sets an atomic flag): a step
+  // waiting while paused returns skipped, and later steps run nothing.
+  void requestStop();
   // The rules, on the training thread; clients change them at step boundaries.
   rules::RuleSet& rules();
   Endpoint endpoint() const;

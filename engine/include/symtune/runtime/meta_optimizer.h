@@ -1,7 +1,8 @@
 #pragma once
 // MetaOptimizer: the user-facing wrapper around any torch::optim::Optimizer. `step(closure)` runs
 // the closure (forward, loss, backward) and the update; later parts (telemetry, rules, bindings,
-// remat, the controller) hook into this same step.
+// remat, the controller) hook into this same step. An optimizer that evaluates the loss more than
+// once a step (torch::optim::LBFGS) runs the closure again from its update.
 //
 //   symtune::MetaOptimizer opt(std::make_unique<torch::optim::AdamW>(params, 1e-3));
 //   auto stats = opt.step([&] {

@@ -27,7 +27,9 @@ struct ZooOptions {
 };
 
 // Builds zoo model `name` (see zooCatalog()). Throws c10::Error for an unknown name or preset.
-//   auto m = buildZooModel("dynamic_resnet", {.preset = "ci"});
+//   ZooOptions options;
+//   options.preset = "ci";
+//   auto m = buildZooModel("dynamic_resnet", options);
 ZooModel buildZooModel(const std::string& name, const ZooOptions& options);
 
 // The methods of one class of a model source file, dedented, `__init__` left out. Line 1 of
