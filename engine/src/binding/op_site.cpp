@@ -42,7 +42,6 @@ bool identitySlice(const Node* node) {
          isNoneOrInt(node->input(4), 1) && !constant(node->input(4))->isNone();
 }
 
-// A slice of part of a tensor: constant dimension, constant step 1, not the whole dimension.
 bool viewed(const torch::jit::Value* v) {
   for (const torch::jit::Use& use : v->uses()) {
     if (use.user->kind() == c10::aten::view && use.offset == 0)
@@ -51,6 +50,7 @@ bool viewed(const torch::jit::Value* v) {
   return false;
 }
 
+// A slice of part of a tensor: constant dimension, constant step 1, not the whole dimension.
 bool partialSlice(const Node* node) {
   if (node->kind() != c10::aten::slice || node->inputs().size() != 5 ||
       node->outputs().size() != 1 || !isTensor(node->input(0)) || identitySlice(node))

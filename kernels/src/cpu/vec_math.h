@@ -71,10 +71,7 @@ struct GeluErfParts {
 
 inline GeluErfParts geluErfParts(FloatVec z) {
   const FloatVec x = z * FloatVec(0.70710678118654752440f);
-  // |x| held finite: AVX-512's reciprocal of inf is 0 and its Newton step then inf · 0, NaN, so
-  // gelu(inf) came out NaN where ATen's is inf. NaN passes (minimum propagates it).
-  const FloatVec t = reciprocal(at::vec::fmadd(
-      FloatVec(0.3275911f), at::vec::minimum(x.abs(), FloatVec(1e18f)), FloatVec(1.f)));
+  const FloatVec t = reciprocal(at::vec::fmadd(FloatVec(0.3275911f), x.abs(), FloatVec(1.f)));
   FloatVec r = at::vec::fmadd(FloatVec(1.061405429f), t, FloatVec(-1.453152027f));
   r = at::vec::fmadd(r, t, FloatVec(1.421413741f));
   r = at::vec::fmadd(r, t, FloatVec(-0.284496736f));
