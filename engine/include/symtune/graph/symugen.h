@@ -167,7 +167,7 @@ class SyMuGen {
   // ("stem", "layer1.0", "blocks.3", ...).
   std::vector<std::string> segmentBlocks() const;
   // The loops whose bodies a SegmentPlan can recompute trip by trip, by the names it knows them
-  // by ("rnn loop #23"; Note [Loop-body spans] in engine/src/graph/symugen_checkpoint.cpp).
+  // by ("rnn loop #23"; Note [Loop-body spans] in engine/src/graph/symugen_spans.cpp).
   const std::vector<std::string>& loopSpans();
   // The runs of ops a SegmentPlan can recompute inside a block or a loop body, each ending at the
   // expensive op that closes it ("decoder loop #31 run #52"; Note [Op runs] in
