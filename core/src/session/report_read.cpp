@@ -104,13 +104,12 @@ RunReport reportFromJson(const std::string& input) {
     if (!in.is_object() || in.value("format", "") != "symtune-report")
       throw std::runtime_error("not a symtune-report");
     // A later version may mean its fields otherwise: read as this one, it would be misread.
-    if (const auto v = in.find("version");
-        v == in.end() || !v->is_number_integer() || v->get<int64_t>() < 1 ||
-        v->get<int64_t>() > RunReport::kFormatVersion)
-      throw std::runtime_error("a symtune-report of version " +
-                               (v == in.end() ? std::string("(none)") : v->dump()) +
-                               ": this Symtune reads versions 1 to " +
-                               std::to_string(RunReport::kFormatVersion));
+    if (const auto v = in.find("version"); v == in.end() || !v->is_number_integer() ||
+                                           v->get<int64_t>() < 1 ||
+                                           v->get<int64_t>() > RunReport::kFormatVersion)
+      throw std::runtime_error(
+          "a symtune-report of version " + (v == in.end() ? std::string("(none)") : v->dump()) +
+          ": this Symtune reads versions 1 to " + std::to_string(RunReport::kFormatVersion));
     r.sessionName = text(member(in, "session"), "name");
     r.sessionPath = text(member(in, "session"), "path");
     r.model = text(member(in, "model"), "name");

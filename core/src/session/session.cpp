@@ -1,12 +1,12 @@
 #include "symtune/core/session.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <iomanip>
 #include <limits>
 #include <set>
-#include <cstdlib>
-#include <iomanip>
 #include <sstream>
 #include <vector>
 
