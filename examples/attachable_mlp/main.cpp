@@ -24,8 +24,10 @@
 namespace {
 
 symtune::attach::AttachedLoop* running = nullptr;  // what Ctrl-C stops
+volatile std::sig_atomic_t interrupted = 0;
 
 extern "C" void stopOnInterrupt(int) {
+  interrupted = 1;
   if (running != nullptr)
     running->requestStop();
 }
@@ -81,7 +83,10 @@ int main(int argc, char** argv) {
     if (i % 1000 == 0)
       std::cout << "step " << r.step << " loss " << r.loss << std::endl;
   }
-  std::cout << (loop.stopRequested() ? "stopped" : "done") << std::endl;
+  std::cout << (!loop.stopRequested() ? "done"
+                : interrupted         ? "stopped by Ctrl-C"
+                              : "stopped by a client (or by its pause outlasting the linger)")
+            << std::endl;
   std::signal(SIGINT, SIG_DFL);
   running = nullptr;
   return 0;
