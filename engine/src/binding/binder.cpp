@@ -13,6 +13,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/cuda.h>
 
+#include "../graph/ir_values.h"
 #include "measurement.h"
 #include "symtune/binding/cuda_graph.h"
 #include "symtune/binding/shape_bucket.h"
@@ -348,6 +349,11 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
     return it->second != nullptr;
   if (id.valid())
     met_.insert(id.value());
+  if (symtune::detail::enclosingWith(node) != nullptr) {
+    // Run as written in a `with` block (Note [With blocks] in engine/src/graph/evaluator.h).
+    states_.emplace(node, nullptr);
+    return false;
+  }
   findCells(*node->owningGraph());
   const torch::jit::Node* first = pairProducer(node);
   const auto producer = first != nullptr ? states_.find(first) : states_.end();
@@ -382,7 +388,11 @@ bool Binder::binds(const torch::jit::Node* node, NodeId id) {
     return bound;
   }
   std::unique_ptr<SiteState> state;
-  if (auto site = findOpSite(node, id, graph_, groups_)) {
+  auto site = findOpSite(node, id, graph_, groups_);
+  if (site && site->follower != nullptr &&
+      symtune::detail::enclosingWith(site->follower) != nullptr)
+    site.reset();  // a pair whose second node a `with` block opens before
+  if (site) {
     std::vector<const Candidate*> applicable = applicableTo(*site);
     if (applicable.size() > 1) {
       torch::jit::Operation op = node->getOperation();

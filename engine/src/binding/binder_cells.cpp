@@ -94,6 +94,8 @@ void Binder::findCells(const torch::jit::Graph& graph) {
       for (const torch::jit::Node* member : region->nodes) {
         if (cellOf_.count(member) != 0)
           return;  // overlaps a region found before
+        if (symtune::detail::enclosingWith(member) != nullptr)
+          return;  // in a `with` block (Note [With blocks] in engine/src/graph/evaluator.h)
       }
       for (const torch::jit::Node* member : region->nodes)
         cellOf_.emplace(member, region);

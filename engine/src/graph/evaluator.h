@@ -202,7 +202,12 @@ class SyMuGen::Evaluator {
       for (size_t i = 0; i < inputs.size(); ++i)
         storagesOf(valueOf(params[i + 1]), keptAnyway_);  // the caller holds the batch
     }
-    runBlock(gen_.ir_->block());
+    try {
+      runBlock(gen_.ir_->block());
+    } catch (...) {
+      exitAll();
+      throw;
+    }
     if (countCost_) {
       // What the forward returns lives on with the caller (its loss may save it).
       std::vector<SeenStorage> returned;
@@ -376,11 +381,21 @@ class SyMuGen::Evaluator {
       if (shapesOnly_)
         env_[node->output()] = onMeta(env_[node->output()]);
     } else if (kind == c10::prim::SetAttr) {
-      TORCH_CHECK(!shapesOnly_, "SyMuGen: a forward on shapes alone cannot set the attribute ",
+      const auto object = valueOf(node->input(0)).toObject();
+      // An object this forward made is its own (a `with` block's context manager): only a
+      // module's attributes outlive the forward.
+      TORCH_CHECK(!shapesOnly_ || made_.count(object.get()) > 0,
+                  "SyMuGen: a forward on shapes alone cannot set the attribute ",
                   node->s(c10::attr::name), " (Note [Shapes only])");
-      valueOf(node->input(0))
-          .toObject()
-          ->setAttr(node->s(c10::attr::name), valueOf(node->input(1)));
+      object->setAttr(node->s(c10::attr::name), valueOf(node->input(1)));
+    } else if (kind == c10::prim::CreateObject) {
+      const auto type = node->output()->type()->expect<c10::ClassType>();
+      auto object = c10::ivalue::Object::create(c10::StrongTypePtr(type->compilation_unit(), type),
+                                                type->numAttributes());
+      made_.insert(object.get());
+      env_[node->output()] = std::move(object);
+    } else if (kind == c10::prim::Enter || kind == c10::prim::Exit) {
+      runWith(node);
     } else if (kind == c10::prim::ListConstruct) {
       // Lists, tuples and dicts are interpreter instructions, not operators: build them here.
       c10::impl::GenericList list(
@@ -431,6 +446,44 @@ class SyMuGen::Evaluator {
     }
     if (recorded && record_)
       recordValues(node, id->second);
+  }
+
+  // Note [With blocks]
+  // `with torch.no_grad(): ...` is, in the inlined IR, a context manager made in forward
+  // (prim::CreateObject, its __init__ inlined), prim::Enter on it, the block's nodes, and
+  // prim::Exit: TorchScript's interpreter calls the object's __enter__ at the Enter and its
+  // __exit__(None, None, None) at the Exit, methods it runs as functions of their own. So does the
+  // evaluator; a forward that throws in between exits what it entered, innermost first, so the
+  // grad mode a no_grad block set does not outlive the failed step. Spans (makeSpan) and bound
+  // sites (Binder::binds) stay out of `with` blocks (detail::enclosingWith): a span recomputed in
+  // backward, or a fused pattern run at one of its nodes, would run its ops under another mode.
+  void runWith(const Node* node) {
+    const bool enter = node->kind() == c10::prim::Enter;
+    auto object = valueOf(node->input(0)).toObject();
+    torch::jit::Stack stack{c10::IValue(object)};
+    if (!enter) {
+      TORCH_INTERNAL_ASSERT(!entered_.empty() && entered_.back().get() == object.get(),
+                            "SyMuGen: prim::Exit of an object not the last entered");
+      entered_.pop_back();
+      stack.insert(stack.end(), 3, c10::IValue());  // exc_type, exc_value, traceback
+    }
+    object->type()->getMethod(enter ? "__enter__" : "__exit__").run(stack);
+    if (enter)
+      entered_.push_back(object);
+    env_[node->output()] = stack.empty() ? c10::IValue() : std::move(stack.back());
+  }
+
+  // After a failure inside `with` blocks: exits them, innermost first (Note [With blocks]).
+  void exitAll() noexcept {
+    while (!entered_.empty()) {
+      const auto object = entered_.back();
+      entered_.pop_back();
+      try {
+        torch::jit::Stack stack{c10::IValue(object), c10::IValue(), c10::IValue(), c10::IValue()};
+        object->type()->getMethod("__exit__").run(stack);
+      } catch (...) {  // NOLINT(bugprone-empty-catch): the forward's own error is the one to tell
+      }
+    }
   }
 
   void runLoop(const Node* node) {
@@ -699,6 +752,10 @@ class SyMuGen::Evaluator {
   Graph& g_;
   bool record_;
   std::unordered_map<const Value*, c10::IValue> env_;
+  // Objects this forward made (prim::CreateObject), and those it has entered and not exited, the
+  // innermost last (Note [With blocks]).
+  std::unordered_set<const c10::ivalue::Object*> made_;
+  std::vector<c10::intrusive_ptr<c10::ivalue::Object>> entered_;
   SequenceOwners owners_;
   std::unordered_set<NodeId> seen_;
   std::unordered_set<RegionId> taken_;           // branches that ran at least once

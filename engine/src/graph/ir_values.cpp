@@ -251,6 +251,23 @@ SourceLocation sourceOf(const torch::jit::Node* node, const std::string& method)
   return loc;
 }
 
+const torch::jit::Node* enclosingWith(const torch::jit::Node* node) {
+  for (const torch::jit::Node* at = node; at != nullptr; at = at->owningBlock()->owningNode()) {
+    std::vector<const torch::jit::Node*> open;
+    for (const torch::jit::Node* n : at->owningBlock()->nodes()) {
+      if (n == at)
+        break;
+      if (n->kind() == c10::prim::Enter)
+        open.push_back(n);
+      else if (n->kind() == c10::prim::Exit && !open.empty())
+        open.pop_back();
+    }
+    if (!open.empty())
+      return open.back();
+  }
+  return nullptr;
+}
+
 bool isGraphNode(const torch::jit::Node* node) {
   switch (node->kind()) {
     case c10::prim::Constant:

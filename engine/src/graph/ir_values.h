@@ -31,6 +31,12 @@ void nameModuleCalls(const torch::jit::Graph& method, torch::jit::Graph& inlined
 
 SourceLocation sourceOf(const torch::jit::Node* node, const std::string& method);
 
+// The prim::Enter of the innermost `with` block `node` runs in (its own block's or, for a node of
+// a branch or loop body, its owner's), or nullptr outside every `with` block. The block runs from
+// its Enter to the matching prim::Exit, both in one block: a `with torch.no_grad():` sets the grad
+// mode between them, so a span recomputed or a site run apart from them would run under another.
+const torch::jit::Node* enclosingWith(const torch::jit::Node* node);
+
 // Whether the node becomes a graph node (constants, attribute reads and list/tuple plumbing do
 // not; data flows through them).
 bool isGraphNode(const torch::jit::Node* node);

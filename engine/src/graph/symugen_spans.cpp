@@ -174,6 +174,27 @@ bool detail::isViewOrShape(const Node* node) {
 // its own input (an in-place ReLU block) cannot be recomputed from it.
 std::shared_ptr<SyMuGen::CheckpointSpan> detail::makeSpan(const Block* owner, const Node* first,
                                                           const Node* last, std::string name) {
+  // Not in a `with` block nor holding one's ends (Note [With blocks] in evaluator.h): recomputed
+  // in backward it would run under backward's grad mode, not the block's.
+  if (detail::enclosingWith(first) != nullptr)
+    return nullptr;
+  std::function<bool(const Node*)> withEnd = [&](const Node* n) {
+    if (n->kind() == c10::prim::Enter || n->kind() == c10::prim::Exit)
+      return true;
+    for (const Block* b : n->blocks()) {
+      for (const Node* inner : b->nodes()) {
+        if (withEnd(inner))
+          return true;
+      }
+    }
+    return false;
+  };
+  for (const Node* n = first;; n = n->next()) {
+    if (withEnd(n))
+      return nullptr;
+    if (n == last)
+      break;
+  }
   auto span = std::make_shared<SyMuGen::CheckpointSpan>();
   span->block = std::move(name);
   span->first = first;

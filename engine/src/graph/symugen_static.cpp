@@ -247,12 +247,8 @@ Graph SyMuGen::captureModuleTree(const torch::nn::Module& module, const std::str
 
 std::optional<std::string> SyMuGen::unrunnable() const {
   // Nodes TorchScript's interpreter runs as instructions of its own, not as operators.
-  static const std::map<std::string, std::string> kinds{
-      {"prim::Enter", "a `with` block"},
-      {"prim::Exit", "a `with` block"},
-      {"prim::CreateObject", "an object made in forward"},
-      {"prim::tolist", "Tensor.tolist()"},
-      {"prim::isinstance", "isinstance()"}};
+  static const std::map<std::string, std::string> kinds{{"prim::tolist", "Tensor.tolist()"},
+                                                        {"prim::isinstance", "isinstance()"}};
   std::function<std::optional<std::string>(const torch::jit::Block*)> find =
       [&](const torch::jit::Block* block) -> std::optional<std::string> {
     for (const torch::jit::Node* n : block->nodes()) {

@@ -184,8 +184,9 @@ class SyMuGen {
   // none.
   std::map<std::string, std::vector<NodeId>> unitNodes();
 
-  // The first node of the inlined IR that the evaluator cannot run, said for a note ("prim::Enter
-  // (a `with` block)"); nullopt when it runs them all. TorchScript's interpreter runs these
+  // The first node of the inlined IR that the evaluator cannot run, said for a note ("prim::tolist
+  // (Tensor.tolist())"); nullopt when it runs them all (`with` blocks it does: Note [With blocks]
+  // in engine/src/graph/evaluator.h). TorchScript's interpreter runs these
   // itself; a run whose model holds one keeps TorchScript's executor.
   std::optional<std::string> unrunnable() const;
 
