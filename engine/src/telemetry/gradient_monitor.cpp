@@ -35,8 +35,13 @@ void GradientMonitor::setEnabled(bool on) {
   }
   // Hooks capture a slot index; stats_ is never resized after this point (Note [Gradient hooks]).
   for (size_t slot = 0; slot < params_.size(); ++slot) {
-    hookIds_.push_back(params_[slot].register_hook(
-        [this, slot](const torch::Tensor& grad) { pending_[slot] = grad.detach(); }));
+    hookIds_.push_back(params_[slot].register_hook([this, slot](const torch::Tensor& grad) {
+      // A later micro-batch's gradient is added to the one the parameter holds (in place): held
+      // here it would outlive its backward, a parameter's worth of memory in the steps that split
+      // to save it. The parameter's own holds the sum (readAccumulated reads it too).
+      const torch::Tensor& held = params_[slot].grad();
+      pending_[slot] = pending_[slot].defined() && held.defined() ? held.detach() : grad.detach();
+    }));
   }
 }
 

@@ -330,8 +330,12 @@ NodeProfile attributeOps(std::vector<OpEvent>& events, const SequenceOwners& own
         OpEvent& outer = events[chain.front().event];
         unattributed[outer.name] -= credit;
         profile.unattributedSeconds -= credit;
-        if (frame != nullptr)
+        if (frame != nullptr) {
+          // All of the frame is the node's now: the ops it runs after the function returns
+          // (InputBuffer's add of a gradient with two consumers) are in that credit already.
           outer.node = e.node;
+          chain.front().summed = chain.front().counted = true;
+        }
       }
     } else if (e.depth == 0) {
       unattributed[e.name] += seconds;
