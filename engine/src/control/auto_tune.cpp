@@ -56,6 +56,7 @@ class Search {
   TermPosterior posterior() const { return model_.posterior(); }
   bool learnt() const { return model_.observations() > 0; }
   bool feasible(size_t leaf) const { return feasible_[leaf]; }
+  bool measured(size_t leaf) const { return measured_[leaf].has_value(); }
   void setOffset(size_t leaf, double logRelative) { offset_[leaf] = logRelative; }
 
   void learn(size_t leaf, double logSecondsPerSample) {
@@ -281,7 +282,8 @@ TuneResult AutoTuner::run(const Evaluator& evaluate, const Estimator& estimate,
       };
       for (size_t other = 0; other < search.grid().size(); ++other) {
         const Configuration& c = search.grid()[other];
-        if (other == leaf || !search.feasible(other) ||
+        // One that ran (and fitted: a leaf that ran out is pruned) stays what it measured.
+        if (other == leaf || !search.feasible(other) || search.measured(other) ||
             c.microbatches > e.configuration.microbatches ||
             budgetOf(c) > budgetOf(e.configuration) + 1e-9 ||
             c.bindingExplore != e.configuration.bindingExplore)

@@ -382,8 +382,10 @@ void OnlineController::checkLoss(Decision& decision, double loss) {
     blamed_.reset();
     return;
   }
-  decision.violation = "the loss diverged (" + number(loss) +
-                       (losses_ > 0 ? " against its average " + number(lossAverage_) : "") + ")";
+  // After the memory budget's violation (Trainer's notFit), not in its place.
+  decision.violation += (decision.violation.empty() ? "" : "; ") +
+                        std::string("the loss diverged (") + number(loss) +
+                        (losses_ > 0 ? " against its average " + number(lossAverage_) : "") + ")";
   highInARow_ = finite ? highInARow_ + 1 : 0;
   const bool changed = !log_.empty() && log_.back().chosen != decision.chosen;
   const bool broke = changed && !lastDiverged_;
@@ -427,9 +429,12 @@ void OnlineController::observe(Decision decision, double stepSeconds, int64_t sa
                                std::optional<double> loss) {
   if (loss)
     checkLoss(decision, *loss);
+  // A step of 0 s, or of no finite time, is logged, not learnt from (its log would poison every
+  // posterior); nor is a step whose loss diverged.
+  const bool timed = std::isfinite(stepSeconds) && stepSeconds > 0 && samples > 0;
   // Note [Conservative exploration]: the time since the warm-up, and the baseline's on the same
   // batches (its mean before this step teaches the model, where it did not run).
-  if (stepSeconds > 0 && samples > 0 && observed_ >= options_.warmupSteps) {
+  if (timed && observed_ >= options_.warmupSteps) {
     // The baseline is taken to have been as much faster than the step's configuration as the
     // model allows: a saving is counted only as far as the model is sure of it.
     double baseline = stepSeconds;
@@ -444,10 +449,9 @@ void OnlineController::observe(Decision decision, double stepSeconds, int64_t sa
     baselineSpent_ += baseline;
   }
   ++observed_;
-  if (stepSeconds > 0 && samples > 0)
+  if (timed)
     lastSamples_ = samples;
-  // stepSeconds 0: logged, not learnt from; nor is a step whose loss diverged.
-  if (stepSeconds > 0 && samples > 0) {
+  if (timed) {
     decision.samplesPerSecond = static_cast<double>(samples) / stepSeconds;
     if (decision.violation.empty()) {
       model_.addContext(decision.bucket);

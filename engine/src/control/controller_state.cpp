@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -134,7 +135,13 @@ std::string OnlineController::state() const {
     for (const auto& c : records)
       list.push_back(configurationJson(space_, c));
   }
-  json out = {{"model", model_.state()},
+  // The space it learnt: a state restored into a space with as many terms but other values would
+  // read one value's terms as another's.
+  json space = json::object();
+  for (const Knob& k : space_.knobs())
+    space[k.name] = k.values;
+  json out = {{"space", space},
+              {"model", model_.state()},
               {"rng", rng.str()},
               {"signal_reference", signalReference_},
               {"pins", pins},
@@ -167,6 +174,38 @@ void OnlineController::restore(const std::string& text) {
 void OnlineController::read(const std::string& text) {
   const json in = parsed(text, "the controller's state");
   try {
+    // A state written before it named its space (2026-12-07) is checked by its terms alone.
+    if (in.contains("space")) {
+      const auto space = in["space"].get<std::map<std::string, std::vector<double>>>();
+      auto describe = [](const std::vector<double>& values) {
+        std::string out;
+        for (const double v : values)
+          out += (out.empty() ? "" : ", ") + json(v).dump();
+        return out;
+      };
+      for (const Knob& k : space_.knobs()) {
+        const auto it = space.find(k.name);
+        if (it == space.end())
+          throw std::invalid_argument(
+              "the controller's state is of another configuration "
+              "space: it has no knob " +
+              k.name);
+        const bool same =
+            it->second.size() == k.values.size() &&
+            std::equal(k.values.begin(), k.values.end(), it->second.begin(), sameValue);
+        if (!same)
+          throw std::invalid_argument(
+              "the controller's state is of another configuration "
+              "space: its knob " +
+              k.name + " took " + describe(it->second) + "; this run's takes " +
+              describe(k.values));
+      }
+      if (space.size() != space_.knobs().size())
+        throw std::invalid_argument(
+            "the controller's state is of another configuration space: it has " +
+            std::to_string(space.size()) + " knobs; this run's has " +
+            std::to_string(space_.knobs().size()));
+    }
     model_.restore(in.at("model").get<std::string>());
     std::istringstream rng(in.at("rng").get<std::string>());
     rng >> rng_;
@@ -179,14 +218,25 @@ void OnlineController::read(const std::string& text) {
           " batch signals; this run has " + std::to_string(options_.signalNames.size()));
     pins_.clear();
     for (const auto& [name, value] : in.at("pins").items()) {
-      if (space_.knob(name) == nullptr)
+      const Knob* k = space_.knob(name);
+      if (k == nullptr)
         throw std::invalid_argument("the controller's state pins a knob " + name +
                                     " this run's space does not have");
-      pins_[name] = value.get<double>();
+      const auto pinned = value.get<double>();
+      if (std::none_of(k->values.begin(), k->values.end(),
+                       [&](double v) { return sameValue(v, pinned); }))
+        throw std::invalid_argument("the controller's state pins knob " + name + " to " +
+                                    json(pinned).dump() + ", which this run's space does not take");
+      pins_[name] = pinned;
     }
     excluded_.clear();
     for (const auto& c : in.at("excluded"))
       excluded_.push_back(configurationFrom(space_, c));
+    if (std::none_of(grid_.begin(), grid_.end(),
+                     [&](const Configuration& c) { return allowed(c); }))
+      throw std::invalid_argument(
+          "the controller's state pins and excludes every configuration "
+          "of this run's space");
     // Note [Predicted not to fit]; a state written before it has no records.
     notFitting_.clear();
     const json notFitting = in.value("not_fitting", json::object());

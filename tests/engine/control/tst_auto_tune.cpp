@@ -252,6 +252,36 @@ TEST_CASE("a configuration that runs out of memory prunes those that need as muc
         "microbatches 2, threads as begun, remat_budget 0.6");
 }
 
+TEST_CASE("a configuration that runs out of memory does not prune one measured running") {
+  // One thread runs out (as if it did); what it prunes, whatever its threads, leaves out the
+  // configurations that ran with two: the first among them (until 2026-12-07 it was pruned as
+  // needing the memory that ran out, and was the result's best).
+  const ConfigSpace space({Knob{"microbatches", {1, 2}, 2, ""}, Knob{"threads", {1, 2}, 2, ""}});
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    CAPTURE(seed);
+    TuneOptions options;
+    options.evaluations = 4;
+    options.stopProbability = 0;
+    options.seed = seed;
+    AutoTuner tuner(space, options);
+    const TuneResult r = tuner.run([&](const Configuration& c) {
+      if (c.threads == 1)
+        return Measurement{0, 1, "ran out of its budget", true};
+      return Measurement{100.0 * c.microbatches, 2, "", false};
+    });
+    REQUIRE(r.best.has_value());
+    CHECK(r.evaluations[*r.best].configuration.threads == 2);
+    for (const auto& e : r.evaluations) {
+      if (!e.failed.empty())
+        continue;
+      for (const auto& [c, why] : r.pruned) {
+        INFO(c.text(), ": ", why);
+        CHECK(c != e.configuration);
+      }
+    }
+  }
+}
+
 TEST_CASE("a binder that does not measure running out of memory prunes nothing that measures") {
   // As early exit bound with a memory slack under 0.6 of its plain peak: the binder that
   // measures binds the lean blocks and fits; one that binds by its table alone (an empty one:

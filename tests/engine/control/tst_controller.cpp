@@ -465,6 +465,23 @@ TEST_CASE("a controller restored from its state goes on as the one it was taken 
   CHECK(other.choose(0, "bucket 0").chosen ==
         ConfigSpace({Knob{"microbatches", {1, 2}, 1, ""}}).current());
   CHECK_THROWS_AS(other.restore("not json"), std::invalid_argument);
+
+  // A space with as many terms, its values other (a budget of 0.55 for 0.6; 6 threads for 8 on
+  // another machine): its state is refused, where until 2026-12-07 one value's terms were read as
+  // the other's and a pin of a value the space no longer takes failed the next step.
+  const ConfigSpace shifted({Knob{"microbatches", {1, 2, 4, 8}, 1, ""},
+                             Knob{"threads", {1, 2}, 2, ""},
+                             Knob{"remat_budget", {0.3, 0.4, 0.5, 0.55}, 0.55, ""}});
+  OnlineController elsewhere(shifted);
+  try {
+    elsewhere.restore(whole.state());
+    FAIL("restored a state of another space");
+  } catch (const std::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("remat_budget took 0.3, 0.4, 0.5, 0.6; this run's takes 0.3, "
+                                     "0.4, 0.5, 0.55") != std::string::npos);
+  }
+  CHECK(elsewhere.pins().empty());
+  CHECK(elsewhere.choose(0, "bucket 0").chosen == shifted.current());
 }
 
 TEST_CASE("a pinned knob keeps its value; a pin outside the space is refused") {
