@@ -18,8 +18,12 @@ GraphScene::GraphScene(GraphModel* model, QObject* parent) : QGraphicsScene(pare
       rebuild({});
     }
   });
-  // A selection waiting for a layout of the earlier graph names a node of that graph.
-  connect(model_, &GraphModel::graphChanged, this, [this] { pendingSelection_ = {}; });
+  // A selection waiting for a layout of the earlier graph names a node of that graph; so do the
+  // outlines of the nodes linked to a selection in the other view.
+  connect(model_, &GraphModel::graphChanged, this, [this] {
+    pendingSelection_ = {};
+    linked_.clear();
+  });
   connect(model_, &GraphModel::valuesChanged, this, &GraphScene::refreshFigures);
   connect(&runner_, &LayoutRunner::started, this, &GraphScene::layoutStarted);
   connect(&runner_, &LayoutRunner::laidOut, this, &GraphScene::rebuild);

@@ -50,21 +50,31 @@ QString overlayUnit(Overlay overlay) {
   return {};
 }
 
+QString readableNumber(double value) {
+  // 'g' writes an exponent once the value rounds to 1000 or more at three digits.
+  if (std::isfinite(value) && std::abs(value) >= 999.5)
+    return QString::number(value, 'f', 0);
+  return QString::number(value, 'g', 3);
+}
+
 QString formatValue(Overlay overlay, double value, std::optional<double> peakBytes) {
   switch (overlay) {
     case Overlay::Latency:
     case Overlay::GpuTime:
-      return QStringLiteral("%1 ms").arg(value * 1e3, 0, 'g', 3);
+      return QStringLiteral("%1 ms").arg(readableNumber(value * 1e3));
     case Overlay::Kernels:
       return QStringLiteral("%1 kernels").arg(value, 0, 'f', 0);
     case Overlay::Memory: {
-      QString text = QStringLiteral("%1 MiB").arg(value / (1024.0 * 1024.0), 0, 'f', 1);
+      // A node's few KiB read "0.0 MiB" in MiB.
+      QString text = value < 1024.0 * 1024.0
+                         ? QStringLiteral("%1 KiB").arg(readableNumber(value / 1024.0))
+                         : QStringLiteral("%1 MiB").arg(value / (1024.0 * 1024.0), 0, 'f', 1);
       if (peakBytes && *peakBytes > 0)
         text += QStringLiteral(" (%1 %)").arg(100.0 * value / *peakBytes, 0, 'f', 0);
       return text;
     }
     case Overlay::Flops:
-      return QStringLiteral("%1 GFLOP").arg(value / 1e9, 0, 'g', 3);
+      return QStringLiteral("%1 GFLOP").arg(readableNumber(value / 1e9));
     case Overlay::GradNorm:
       return QString::number(value, 'g', 3);
     case Overlay::Binding:

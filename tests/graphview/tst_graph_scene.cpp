@@ -303,6 +303,13 @@ class TestGraphScene : public QObject {
     QVERIFY(!forward.value(Overlay::Binding, s_.relu).has_value());    // not a site
     QCOMPARE(*forward.groupValue(Overlay::Binding, s_.encoder), 8.0);  // the group's largest
     QCOMPARE(formatValue(Overlay::Binding, 8.0), QString("8.00× over aten"));
+    // Figures read without an exponent ("1.23e+03 ms" until 2026-12-07), a few KiB not as 0.0 MiB.
+    QCOMPARE(formatValue(Overlay::Latency, 1.234), QString("1234 ms"));
+    QCOMPARE(formatValue(Overlay::Latency, 0.0125), QString("12.5 ms"));
+    QCOMPARE(formatValue(Overlay::Memory, 40 * 1024.0), QString("40 KiB"));
+    QCOMPARE(formatValue(Overlay::Memory, 3 * 1024.0 * 1024.0, 12 * 1024.0 * 1024.0),
+             QString("3.0 MiB (25 %)"));
+    QCOMPARE(formatValue(Overlay::Flops, 2.5e12), QString("2500 GFLOP"));
 
     GraphModel backward(GraphSide::Backward);
     backward.setGraph(graph_);

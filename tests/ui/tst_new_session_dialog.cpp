@@ -1,8 +1,11 @@
 // File ▸ New Session as data: the session JSON the dialog builds, checked by the session parser
 // before the dialog closes, and the rules offered from the runner's registry.
 
+#include <QDir>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonObject>
+#include <QProcess>
 
 #include "symtune/ui/new_session_dialog.h"
 #include "test_main.h"
@@ -92,7 +95,13 @@ class TestNewSessionDialog : public QObject {
     dialog.accept();
     QCOMPARE(dialog.result(), int(QDialog::Rejected));
     dialog.chooseData("npz", data + "blobs.npz", "x", "y", 0.2);
+    // Start while the check runs waits for it (docs/studio.md), then starts.
+    QVERIFY(dialog.checking());
+    dialog.accept();
+    QCOMPARE(dialog.result(), int(QDialog::Rejected));
     QTRY_VERIFY_WITH_TIMEOUT(!dialog.checking(), 120000);
+    QCOMPARE(dialog.result(), int(QDialog::Accepted));
+    dialog.setResult(QDialog::Rejected);
     QCOMPARE(dialog.shownProblem(), QString());
     QVERIFY2(dialog.checkedText().startsWith("mlp.pt, 131 parameters, batch 16, cpu; "),
              qPrintable(dialog.checkedText()));
@@ -102,6 +111,43 @@ class TestNewSessionDialog : public QObject {
     QVERIFY2(dialog.shownProblem().startsWith("mlp.pt: forward returned shape [16, 3], expected "
                                               "[16, 5]"),
              qPrintable(dialog.shownProblem()));
+  }
+
+  // Paths typed relative to the working folder are the session's absolute: the run reads its
+  // session in a folder of its own.
+  void relativePathsBecomeAbsolute() {
+    const QString data = QStringLiteral(SYMTUNE_SOURCE_DIR "/tests/data/");
+    const QString before = QDir::currentPath();
+    QVERIFY(QDir::setCurrent(data));
+    NewSessionDialog dialog;
+    dialog.chooseFile("mlp.pt", "", 3);
+    dialog.chooseData("npz", "blobs.npz", "x", "y");
+    dialog.setBatchSize(16);
+    const QJsonObject s = dialog.session();
+    QVERIFY(QDir::setCurrent(before));
+    QCOMPARE(QFileInfo(s["model"].toObject()["file"].toString()).canonicalFilePath(),
+             QFileInfo(data + "mlp.pt").canonicalFilePath());
+    QVERIFY(QDir::isAbsolutePath(s["model"].toObject()["file"].toString()));
+    QCOMPARE(QFileInfo(s["data"].toObject()["file"].toString()).canonicalFilePath(),
+             QFileInfo(data + "blobs.npz").canonicalFilePath());
+    QCOMPARE(s["data"].toObject()["inputs"].toArray(), QJsonArray{"x"});  // an array's name
+    QCOMPARE(dialog.shownProblem(), QString());  // checked where the run will read them
+  }
+
+  // Closed while its processes run (the rules still listing, a check under way): nothing they
+  // report reaches the dialog's deleted widgets.
+  void closedWhileItsProcessesRun() {
+    const QString data = QStringLiteral(SYMTUNE_SOURCE_DIR "/tests/data/");
+    for (int i = 0; i < 3; ++i) {
+      auto* dialog = new NewSessionDialog;
+      dialog->setCheckDelay(0);
+      dialog->loadRules();
+      dialog->chooseFile(data + "mlp.pt", "", 3);
+      dialog->chooseData("npz", data + "blobs.npz", "x", "y");
+      dialog->setBatchSize(16);
+      QTRY_VERIFY(dialog->checking() && !dialog->findChildren<QProcess*>().isEmpty());
+      delete dialog;
+    }
   }
 
   void lossAndOutputs() {

@@ -109,6 +109,9 @@ GraphPanel::GraphPanel(QWidget* parent) : QWidget(parent) {
     stack->setCurrentWidget(forwardModel_->graph() ? static_cast<QWidget*>(splitter_)
                                                    : emptyState_);
     backwardView_->parentWidget()->setVisible(backwardModel_->nodeCount() > 0);
+    // Find and Export act on the view last clicked: not on a view the new graph leaves empty.
+    if (lastFocused_ == backwardView_ && backwardModel_->nodeCount() == 0)
+      lastFocused_ = forwardView_;
   });
 
   connect(overlayBox_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this](int index) {

@@ -654,11 +654,13 @@ void MainWindow::chooseSession() {
 void MainWindow::chooseNewSession() {
   NewSessionDialog dialog(this);
   dialog.loadRules();
-  if (dialog.exec() != QDialog::Accepted)
-    return;
-  QString error;
-  if (!startSession(dialog.session(), dialog.samplingEvery(), &error))
+  // A start refused (a run already training) opens the form again as it was filled in.
+  while (dialog.exec() == QDialog::Accepted) {
+    QString error;
+    if (startSession(dialog.session(), dialog.samplingEvery(), &error))
+      return;
     QMessageBox::warning(this, tr("Cannot start the session"), error);
+  }
 }
 
 void MainWindow::chooseAttach() {

@@ -50,6 +50,12 @@ QJsonValue outputRef(const QString& text) {
   return number ? QJsonValue(i) : QJsonValue(text.trimmed());
 }
 
+// A path the user typed, relative to the working folder, made absolute ("" stays "").
+QString absolutePath(const QString& text) {
+  const QString path = text.trimmed();
+  return path.isEmpty() ? path : QDir::current().absoluteFilePath(path);
+}
+
 QStringList names(const QString& text) {
   QStringList out;
   for (const QString& part : text.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
@@ -296,15 +302,20 @@ QJsonObject NewSessionDialog::dataBlock() const {
   if (format.isEmpty())
     return {};
   QJsonObject data{{"format", format}};
-  if (format != "npy")
-    data["file"] = dataFile_->text().trimmed();
-  const QStringList inputs = names(dataInputs_->text());
+  // npy names a file per array; the other formats name arrays of one file.
+  const bool npy = format == "npy";
+  const auto path = [npy](const QString& text) { return npy ? absolutePath(text) : text; };
+  if (!npy)
+    data["file"] = absolutePath(dataFile_->text().trimmed());
+  QStringList inputs = names(dataInputs_->text());
+  for (QString& input : inputs)
+    input = path(input);
   if (!inputs.isEmpty())
     data["inputs"] = QJsonArray::fromStringList(inputs);
   if (!dataTarget_->text().trimmed().isEmpty())
-    data["target"] = dataTarget_->text().trimmed();
+    data["target"] = path(dataTarget_->text().trimmed());
   if (!dataLengths_->text().trimmed().isEmpty())
-    data["lengths"] = dataLengths_->text().trimmed();
+    data["lengths"] = path(dataLengths_->text().trimmed());
   if (validation_->value() > 0)
     data["validation_fraction"] = validation_->value();
   if (format == "images") {
@@ -354,6 +365,15 @@ void NewSessionDialog::setBatchSize(int batch) {
   batch_->setValue(batch);
 }
 
+NewSessionDialog::~NewSessionDialog() {
+  // ~QWidget deletes the labels before the processes made after them, and ~QProcess waits for a
+  // running one and reports its end: to lambdas that would write to the labels deleted.
+  for (QProcess* process : findChildren<QProcess*>()) {
+    process->disconnect(this);
+    process->kill();
+  }
+}
+
 void NewSessionDialog::setAvailableRules(const QJsonArray& rules) {
   rules_->clear();
   for (const auto& value : rules) {
@@ -392,7 +412,7 @@ QJsonObject NewSessionDialog::session() const {
     model["zoo"] = zoo_->currentData().toString();
     model["preset"] = preset_->currentText();
   } else {
-    model["file"] = file_->text();
+    model["file"] = absolutePath(file_->text());
     const QJsonArray shape = numbersIn(inputShape_->text());
     // With data files the data gives the inputs: a shape given anyway is checked against it.
     if (!shape.isEmpty() || dataFormat_->currentIndex() == 0)
@@ -482,6 +502,7 @@ void NewSessionDialog::revalidate() {
     runnerCheck_->deleteLater();
     runnerCheck_ = nullptr;
   }
+  startWhenChecked_ = false;  // Start again for the session as it now stands
   checked_->clear();
   if (problem.isEmpty())
     checkTimer_->start();
@@ -512,8 +533,11 @@ void NewSessionDialog::startRunnerCheck() {
       s.data.files.lengths = std::filesystem::absolute(s.data.files.lengths).string();
   }
   s.binding.useTable = false;  // nothing read or written beside the temporary file
-  if (!checkFile_->open())
+  if (!checkFile_->open()) {
+    if (startWhenChecked_)
+      accept();  // no check to wait for
     return;
+  }
   checkFile_->resize(0);
   checkFile_->write(QByteArray::fromStdString(sessionJson(s)));
   checkFile_->close();
@@ -524,6 +548,9 @@ void NewSessionDialog::startRunnerCheck() {
     if (e == QProcess::FailedToStart && runnerCheck_ != nullptr) {  // no runner: parser only
       runnerCheck_->deleteLater();
       runnerCheck_ = nullptr;
+      checked_->clear();
+      if (startWhenChecked_)
+        accept();
     }
   });
   checked_->setText(tr("Checking the model and data…"));
@@ -540,8 +567,11 @@ void NewSessionDialog::runnerChecked(int exitCode) {
   if (exitCode == 0) {
     checked_->setText(
         tr("Checked: %1").arg(QString::fromUtf8(process->readAllStandardOutput()).trimmed()));
+    if (startWhenChecked_)
+      accept();
     return;
   }
+  startWhenChecked_ = false;
   // "symtune: error: /tmp/symtune-new-….json: mlp.pt: …": the problem without the runner's and
   // the temporary file's names.
   QString why = QString::fromUtf8(process->readAllStandardError()).trimmed();
@@ -574,8 +604,16 @@ void NewSessionDialog::accept() {
     return;  // the runner's check found a problem: shown
   const QString problem = check();
   problem_->setText(problem);
-  if (problem.isEmpty())
-    QDialog::accept();
+  if (!problem.isEmpty())
+    return;
+  if (checking()) {
+    // docs/studio.md: Start waits for the runner's check; it starts once the check passes.
+    startWhenChecked_ = true;
+    checked_->setText(tr("Checking the model and data… the run starts when the check passes"));
+    return;
+  }
+  startWhenChecked_ = false;
+  QDialog::accept();
 }
 
 void NewSessionDialog::chooseZoo(const QString& model, const QString& preset) {

@@ -102,6 +102,8 @@ QString RulesDock::statusText() const {
 void RulesDock::setRunAttached(bool attached) {
   runAttached_ = attached;
   view_->setEnabled(attached);  // no toggles without a run to ask
+  if (!attached)
+    model_->clearPending();  // no run left to apply them
   updateButtons();
 }
 

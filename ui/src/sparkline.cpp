@@ -1,5 +1,7 @@
 #include "symtune/ui/sparkline.h"
 
+#include "symtune/graphview/overlay.h"
+
 #include <QPainter>
 #include <QPainterPath>
 
@@ -34,7 +36,7 @@ void Sparkline::setPlaceholderText(const QString& text) {
 }
 
 QString Sparkline::label(double value) const {
-  return QString::number(value, 'g', 3) + unit_;
+  return graphview::readableNumber(value) + unit_;
 }
 
 QString Sparkline::maxLabel() const {

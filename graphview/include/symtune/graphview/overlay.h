@@ -37,6 +37,9 @@ QString overlayUnit(Overlay overlay);  // "ms", "MiB", "GFLOP", ""
 // A value as the legend and the node show it ("1.25 ms", "12.0 MiB (4 %)", "3.1 GFLOP").
 // `peakBytes` (Memory) adds the share of the step's peak when known.
 QString formatValue(Overlay overlay, double value, std::optional<double> peakBytes = {});
+// Three significant digits, whole numbers from 1000 up: "1234" where 'g' wrote "1.23e+03" (a
+// figure of 1.234 s read "1.23e+03 ms"), "12.3", "0.5".
+QString readableNumber(double value);
 
 // The colour of `t` in [0, 1] on the heat scale (cool to hot), readable on light and dark
 // backgrounds.

@@ -35,8 +35,11 @@ class NewSessionDialog : public QDialog {
 
  public:
   explicit NewSessionDialog(QWidget* parent = nullptr);
+  // Stops its processes first: one still running would report to a dialog half destroyed.
+  ~NewSessionDialog() override;
 
-  // The session as chosen (no check).
+  // The session as chosen (no check), its model and data paths absolute (relative ones are taken
+  // from the working folder, as the check takes them; the run reads them from its own folder).
   QJsonObject session() const;
   // Checks session() with the session parser, then that the model and data files exist: "" or
   // the problem, one line as the loader words it ("model.inputs: …", "/data/x.npz: no such
@@ -74,7 +77,9 @@ class NewSessionDialog : public QDialog {
   void setName(const QString& name);
   void enableRules(const QStringList& names);
 
-  void accept() override;  // only when check() passes; the problem is shown otherwise
+  // Only when check() passes (the problem is shown otherwise) and, while the runner's check is
+  // under way, once it has passed.
+  void accept() override;
 
  private:
   QLayout* buildTrainingRows();  // the data, loss and outputs of a file model
@@ -101,6 +106,7 @@ class NewSessionDialog : public QDialog {
   QLabel* checked_;
   QTimer* checkTimer_;
   QProcess* runnerCheck_ = nullptr;  // the check under way, if any
+  bool startWhenChecked_ = false;    // Start was pressed while it ran
   QTemporaryFile* checkFile_;        // the session it checks
 };
 
