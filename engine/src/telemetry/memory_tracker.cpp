@@ -221,8 +221,6 @@ ScopedAllocationLimitLift::~ScopedAllocationLimitLift() {
 
 void CpuAllocationCounter::resetPeak() {
   gCpuCounts.peak.store(gCpuCounts.current.load());
-  gCpuCounts.allocations.store(0);
-  gCpuCounts.frees.store(0);
 }
 
 }  // namespace symtune

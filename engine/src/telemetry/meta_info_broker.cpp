@@ -23,7 +23,9 @@ std::unique_ptr<c10::DebugInfoGuard> MetaInfoBroker::beginStep(bool perOpMemory)
   countedStep_ = !cudaModel_ && CpuAllocationCounter::active();
   if (countedStep_) {
     CpuAllocationCounter::resetPeak();
-    cpuBase_ = CpuAllocationCounter::counters().current;
+    const MemoryCounters now = CpuAllocationCounter::counters();
+    cpuBase_ = now.current;
+    cpuAllocationsBase_ = now.allocations;
   }
   if (countedStep_ && !perOpMemory)
     return nullptr;
@@ -110,6 +112,10 @@ const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, d
       countedStep_ ? CpuAllocationCounter::counters() : memory_.counters(c10::DeviceType::CPU);
   if (countedStep_ && peakBeforeResets)
     cpu.peak = std::max(cpu.peak, *peakBeforeResets);  // Note [A step's peak across resets]
+  // The counter counts on through the resets of a step (micro-batches, the binder's lifted
+  // limits): until 2026-12-07 each zeroed it, and a step of four micro-batches told a quarter.
+  if (countedStep_)
+    cpu.allocations -= cpuAllocationsBase_;
   const MemoryCounters cuda = memory_.counters(c10::DeviceType::CUDA);
   // On top of what was live when the step began (the counters count from when counting began).
   f[Feature::PeakMemory] = static_cast<double>(

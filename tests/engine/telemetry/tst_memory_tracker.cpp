@@ -76,6 +76,20 @@ class CountingAllocator final : public c10::Allocator {
 
 }  // namespace
 
+// Before the cases that put other allocators in its place. A step's resets (one per micro-batch,
+// one after each lifted limit) zeroed the counts until 2026-12-07: the step's allocations feature
+// told those after the last reset only.
+TEST_CASE("the allocation counter counts on through a peak reset") {
+  REQUIRE(symtune::CpuAllocationCounter::active());
+  const symtune::MemoryCounters before = symtune::CpuAllocationCounter::counters();
+  { auto t = torch::ones({1000}); }
+  symtune::CpuAllocationCounter::resetPeak();
+  const symtune::MemoryCounters after = symtune::CpuAllocationCounter::counters();
+  CHECK(after.allocations >= before.allocations + 1);
+  CHECK(after.frees >= before.frees + 1);
+  CHECK(after.peak == after.current);
+}
+
 TEST_CASE("the step peak agrees with a counting allocator's") {
   at::set_num_threads(2);
   static CountingAllocator counting(c10::GetDefaultCPUAllocator());

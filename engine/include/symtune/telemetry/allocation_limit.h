@@ -12,9 +12,8 @@ namespace symtune {
 // inputs (docs/remat.md, "With the binder"), whose allocations would otherwise count against the
 // budget and fail a candidate for good. What it allocates and keeps still counts once the limit is
 // back; the peak it reached does not (the peak counts on from what is live when it ends: a step's
-// peak before it — in a forward, at most the temporaries of the op before — is forgotten with it,
-// and so are the step's allocation and free counts so far), so a step that measured peaks as one
-// that did not.
+// peak before it — in a forward, at most the temporaries of the op before — is forgotten with it),
+// so a step that measured peaks as one that did not.
 class ScopedAllocationLimitLift {
  public:
   ScopedAllocationLimitLift();

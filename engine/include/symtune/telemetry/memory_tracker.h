@@ -72,7 +72,9 @@ class CpuAllocationCounter {
   // Installs the wrapper as LibTorch's CPU allocator (once); false when it cannot be — another
   // allocator was set with a higher priority — or is no longer the one in use.
   static bool active();
+  // Live bytes and their peak; allocations and frees since the wrapper was installed.
   static MemoryCounters counters();
+  // The peak down to what is live now (the counts go on).
   static void resetPeak();
   // The most live bytes (`counters().current`) allocations may reach; nullopt: no limit. The
   // wrapper must be active for a limit to hold (setLimit installs it).

@@ -114,8 +114,10 @@ class MetaInfoBroker {
   MemoryTracker memory_;
   bool cudaModel_ = false;
   bool countedStep_ = false;  // this step's memory comes from CpuAllocationCounter
-  // What was live when the step began (CPU, CUDA), which its peak is counted on top of.
+  // What was live when the step began (CPU, CUDA), which its peak is counted on top of; and the
+  // allocation counter's count then (a counted step's allocations are those after it).
   int64_t cpuBase_ = 0, cudaBase_ = 0;
+  int64_t cpuAllocationsBase_ = 0;
   void fillLossAndGradients(StepFeatures& f, double loss) const;
   double averageWith(double loss) const;  // Note [The loss's average]
 
