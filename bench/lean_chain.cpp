@@ -49,6 +49,8 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -479,8 +481,15 @@ int main(int argc, char** argv) {
   std::vector<Samples> samples(variants.size());
   // ATen's gradients at the first step, NCHW and channels-last (variants 0 and 1).
   std::vector<Tensor> aten, atenChannelsLast;
+  // Round 0 in order (ATen's gradients first, the others checked against them); each timed round
+  // in an order shuffled from a fixed seed: what runs before a step moves its time.
+  std::vector<size_t> order(variants.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::mt19937 shuffler(7);
   for (int round = 0; round <= rounds; ++round) {  // round 0 warms up
-    for (size_t i = 0; i < variants.size(); ++i) {
+    if (round > 0)
+      std::shuffle(order.begin(), order.end(), shuffler);
+    for (const size_t i : order) {
       std::vector<Tensor> parameters = nets[i]->parameters();
       for (Tensor& p : parameters)
         p.mutable_grad() = Tensor();

@@ -1,8 +1,8 @@
 // What MetaInfoBroker costs a training step: every zoo model's preset trained by trainers built
 // from the same session — telemetry off, off again (the control: the noise floor), step features
 // only, per-node, and on CUDA per-node timed with CUDA events instead of CUPTI's GPU activity
-// (run.gpu_trace false) — stepped in turn (rotating which goes first), so step k of each sees the
-// same batch and the same weights. The ratio of each mode to "off" is taken per step and the
+// (run.gpu_trace false) — stepped in turn (in an order shuffled each round), so step k of each sees
+// the same batch and the same weights. The ratio of each mode to "off" is taken per step and the
 // median over the steps reported, with the medians, minima and maxima of the step times; on CUDA
 // also the GPU activity tracer's own cost: per-node with CUPTI over per-node with events. Prints
 // JSON.
@@ -11,9 +11,12 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,17 +75,28 @@ json measure(const std::string& model, const std::string& preset, int steps, int
   std::array<std::vector<double>, kModes.size()> ratios;  // per step, over "off"
   std::vector<double> gpuTraceRatios;                     // per step, CUPTI over CUDA events
   double attributed = 0, forwardBackward = 0;
+  // Each round in an order of its own, shuffled from a fixed seed: a rotation has each mode
+  // follow the same other, and what runs before a step moves its time (Note [The order of a
+  // round] in harness.cpp).
+  std::vector<size_t> order(modes);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::mt19937 shuffler(20261207);
   for (int k = 0; k < warmup + steps; ++k) {
     std::array<double, kModes.size()> t{};
-    for (size_t j = 0; j < modes; ++j) {
-      const size_t m = (j + static_cast<size_t>(k)) % modes;  // rotate the order
+    std::shuffle(order.begin(), order.end(), shuffler);
+    for (const size_t m : order) {
       const bool perNode = takeTurns && kModes[m] == symtune::Telemetry::PerNode;
       if (perNode)
         trainers[m]->setTelemetry(symtune::Telemetry::PerNode);
+      // The whole call: the trainer's clock stops at the loss, before the step's telemetry is
+      // taken apart (op events sorted and attributed, features computed), which is what a mode
+      // that measures costs. Building the batch is left out, as in symtune-bench.
+      const auto called = std::chrono::steady_clock::now();
       const symtune::StepResult r = trainers[m]->step();
+      t[m] = std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count() -
+             r.timings.data;
       if (perNode)
         trainers[m]->setTelemetry(symtune::Telemetry::Features);
-      t[m] = r.seconds;
       if (m == kPerNodeMode && k >= warmup && r.nodes) {
         attributed += r.nodes->attributedSeconds;
         forwardBackward +=

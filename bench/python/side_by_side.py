@@ -76,6 +76,14 @@ def summarize(rounds: list, baseline: str) -> dict:
     """Per model and ratio: the median over the rounds and each round's value."""
     table = {}
     for engine, python in rounds:
+        # The two sides are compared only as they ran alike: as many intra-op threads, one torch.
+        ours, theirs = engine.get("machine", {}), python.get("machine", {})
+        if ours.get("threads") != theirs.get("threads"):
+            raise SystemExit(f"side_by_side: the engine ran {ours.get('threads')} threads, "
+                             f"Python {theirs.get('threads')}: pass --threads")
+        if str(ours.get("torch", "")).split("+")[0] != str(theirs.get("torch", "")).split("+")[0]:
+            raise SystemExit(f"side_by_side: the engine ran LibTorch {ours.get('torch')}, Python "
+                             f"torch {theirs.get('torch')}")
         anchor = {m["model"]: m for m in python["models"]}
         for model in engine["models"]:
             modes = {m["mode"]: m["samples_per_s"]["median"] for m in model["modes"]
