@@ -21,6 +21,7 @@
 #include "sample_graph.h"
 #include "symtune/core/attach_messages.h"
 #include "symtune/core/binding_table.h"
+#include "symtune/core/session.h"
 #include "symtune/graphview/graph_scene.h"
 #include "symtune/ui/binding_table_model.h"
 #include "symtune/ui/bindings_dock.h"
@@ -408,6 +409,29 @@ class TestMainWindow : public QObject {
     QVERIFY2(w.statusBar()->currentMessage().startsWith("second: validation after step 8"),
              qPrintable(w.statusBar()->currentMessage()));
     QCOMPARE(w.statusBar()->findChild<QLabel*>("statusLine")->text(), w.status());
+  }
+
+  // Save Session As while a run is attached and another session has been opened since: the
+  // open session is saved, not the run's under its name (until 2026-12-07).
+  void savesTheOpenSessionNotTheRunsOnceAnotherIsOpen() {
+    QTemporaryDir dir;
+    const QString demo =
+        QFileInfo(SYMTUNE_SOURCE_DIR "/resources/sessions/demo.json").absoluteFilePath();
+    const QString other =
+        QFileInfo(SYMTUNE_SOURCE_DIR "/resources/sessions/tree_rnn.json").absoluteFilePath();
+    FakeRun run(dir.filePath("run.sock"), runDescription("run", demo),
+                {{{"type", "state"}, {"state", "training"}}, stepFrame(1, 1.0)});
+    QVERIFY(run.listening());
+    MainWindow w;
+    w.attachTo("unix:" + dir.filePath("run.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("run: step 1"), 10000);
+    QCOMPARE(w.sessionPath(), demo);
+    QVERIFY(w.openSession(other));
+    const QString saved = dir.filePath("saved.json");
+    w.saveSessionTo(saved);
+    QVERIFY(QFileInfo::exists(saved));  // written now: no snapshot asked of the run
+    QCOMPARE(symtune::loadSession(saved.toStdString()).name,
+             symtune::loadSession(other.toStdString()).name);
   }
 
   void leavesARunThatNeverAnswersAtOnce() {

@@ -463,6 +463,7 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       // What the docks showed was the last run's: the new run sends its own rules, table, plan
       // and control block when it has them, and a run without them sends nothing.
       showRunSession(hello);
+      runSessionPath_ = sessionPath_;
       rules_->model()->clear();
       rules_->setRunAttached(true);
       bindings_->model()->setTable(nullptr);
@@ -704,11 +705,21 @@ void MainWindow::chooseSaveSession() {
   }
   const QString path = QFileDialog::getSaveFileName(this, tr("Save Session As"), "session.json",
                                                     tr("Symtune sessions (*.json)"));
-  if (path.isEmpty())
-    return;
-  if (isAttached()) {  // the run's session as it stands, rules included
+  if (!path.isEmpty())
+    saveSessionTo(path);
+}
+
+void MainWindow::saveSessionTo(const QString& path) {
+  // The run's session as it stands, rules included, while the session shown is the run's; a
+  // session opened since is saved as its file says (until 2026-12-07 it was the run's that was
+  // written under the other's name).
+  if (isAttached() && sessionPath_ == runSessionPath_) {
     if (const int id = sendCommand(attach::Command::named("snapshot")); id != 0)
       snapshots_.insert(id, path);
+    return;
+  }
+  if (sessionPath_.isEmpty()) {
+    statusBar()->showMessage(tr("No session to save"), 5000);
     return;
   }
   QString error;

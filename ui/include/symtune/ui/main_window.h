@@ -57,6 +57,11 @@ class MainWindow : public QMainWindow {
   // Starts the open session file (Run ▸ Start), in `runFolder` (a fresh run folder when empty).
   bool startOpenSession(QString* error = nullptr, const QString& runFolder = {});
 
+  // File ▸ Save Session As without its dialog: the attached run's session as it stands (rules
+  // included; written when the run answers) while the open session is the run's, else the open
+  // session file's.
+  void saveSessionTo(const QString& path);
+
   // Attaches to a running process (symtune-runner --listen, or any attachable program).
   void attachTo(const QString& endpoint, const QString& token = {});
   // The status bar's lasting line: the session loaded, the attached run's step and loss, how it
@@ -126,6 +131,8 @@ class MainWindow : public QMainWindow {
   AttachConnection* attach_ = nullptr;
   RunnerLauncher* launcher_ = nullptr;
   QString status_, runName_, runState_, sessionPath_;
+  // The open session when the run attached (its own, or none): another opened since is not it.
+  QString runSessionPath_;
   int samplingOnAttach_ = -1;   // sent once attached; -1: leave the run's setting
   QMap<int, QString> pending_;  // command id → command name
   // Save Session As on an attached run: snapshot command id → the file it goes to.
