@@ -157,6 +157,11 @@ class TestMainWindow : public QObject {
     MainWindow next;
     QCOMPARE(next.rulesDock()->editor()->toPlainText(), draft);
     QVERIFY(next.rulesDock()->editor()->isOk());
+    // Kept as it is edited, not only when the window closes: a window that never closes (a crash)
+    // leaves it too.
+    const QString edited = draft + "# edited\n";
+    next.rulesDock()->editor()->setPlainText(edited);
+    QTRY_COMPARE_WITH_TIMEOUT(QSettings().value("rules/draft").toString(), edited, 5000);
     QSettings().remove("rules/draft");
   }
 

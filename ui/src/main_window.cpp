@@ -17,11 +17,13 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPlainTextEdit>
 #include <QProcess>
 #include <QSaveFile>
 #include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTimer>
 #include <QTreeView>
 #include <QVBoxLayout>
 
@@ -159,6 +161,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     rules_->editor()->setPlainText(draft);
     rules_->editor()->checkNow();
   }
+  // Kept a second after each edit too, not only when the window closes: a studio that crashes
+  // or is killed loses no rules.
+  auto* keepDraft = new QTimer(this);
+  keepDraft->setSingleShot(true);
+  keepDraft->setInterval(1000);
+  connect(rules_->editor(), &QPlainTextEdit::textChanged, keepDraft, qOverload<>(&QTimer::start));
+  connect(keepDraft, &QTimer::timeout, this,
+          [this] { QSettings().setValue("rules/draft", rules_->editor()->toPlainText()); });
 }
 
 MainWindow::~MainWindow() {
