@@ -428,7 +428,10 @@ StepResult Trainer::runStep(Graph* capture) {
   if (measured)
     active = broker_->beginStep(perNode);  // memory from here to the end of the step
   if (perNode) {
-    tracer_->takeEvents();  // ops between steps belong to no step
+    // Recording from here to the step's end only (paused below): what runs between steps is not
+    // the step's, and another trainer's steps (a benchmark's modes) paid the callbacks' cost.
+    tracer_->resume();
+    tracer_->takeEvents();  // ops since it was set up belong to no step
     tracer_->markStep(optimizer_->stepCount());
   }
   const auto t0 = Clock::now();
@@ -744,6 +747,7 @@ StepResult Trainer::runStep(Graph* capture) {
   const double lr = optimizer_->inner().param_groups().front().options().get_lr();
   if (perNode) {
     std::vector<OpEvent> events = tracer_->takeEvents();
+    tracer_->pause();
     auto profile = std::make_shared<NodeProfile>(attributeOps(events, owners));
     profile->step = r.step;
     if (tracer_->options().gpuActivity) {

@@ -216,10 +216,25 @@ void OpTracer::start(const OpTracerOptions& options) {
           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
 }
 
+void OpTracer::pause() {
+  if (handle_ != 0 && !paused_) {
+    at::disableCallback(handle_);
+    paused_ = true;
+  }
+}
+
+void OpTracer::resume() {
+  if (handle_ != 0 && paused_) {
+    at::reenableCallback(handle_);
+    paused_ = false;
+  }
+}
+
 void OpTracer::stop() {
   if (handle_ == 0)
     return;
   at::removeCallback(handle_);
+  paused_ = false;
   handle_ = 0;
   if (tracingGpu_) {
     GpuActivityTracer::stop();

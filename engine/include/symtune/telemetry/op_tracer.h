@@ -98,6 +98,11 @@ class OpTracer {
   void start(const OpTracerOptions& options = {});
   void stop();
   bool recording() const { return handle_ != 0; }
+  // Holds the callback off, and on again, while it stays this tracer's: a trainer records its
+  // own steps only, not what runs between them (another trainer's steps, a validation pass),
+  // which paid the callbacks' cost and had its events thrown away.
+  void pause();
+  void resume();
   const OpTracerOptions& options() const { return options_; }
   void markStep(int64_t step) { step_.store(step, std::memory_order_relaxed); }
 
@@ -129,6 +134,7 @@ class OpTracer {
   Buffer& bufferForThisThread();
 
   uint64_t handle_ = 0;
+  bool paused_ = false;
   bool tracingGpu_ = false;  // this tracer started GpuActivityTracer
   GpuRecords gpu_;
   uint64_t generation_;
