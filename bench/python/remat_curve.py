@@ -70,6 +70,10 @@ def median_json(first: dict, table: dict, rounds: int) -> dict:
             mode["ratio"]["samples_per_s"] = cell["median_throughput"]
             mode["ratio"]["peak_bytes"] = cell["median_peak"]
     merged["rounds"] = rounds
+    # Said in the file itself: a reader dividing round 1's samples/s by its baseline's gets round
+    # 1's ratio, not the one written.
+    merged["ratios_are"] = (f"medians over {rounds} rounds; every absolute figure (samples/s, "
+                            "peak bytes, times) is round 1's")
     return merged
 
 
