@@ -367,6 +367,24 @@ TuneResult AutoTuner::run(const Evaluator& evaluate, const Estimator& estimate,
       if (c == own && (!split || count < search.grid()[*split].microbatches))
         split = leaf;
     }
+    // The split as it is may be pruned as dominated by its twin at the knob's largest budget
+    // (above): then that twin, which a larger budget makes no slower (until 2026-12-07 nothing
+    // split was measured second when the session's budget was below the largest).
+    const Knob* budget = space_.knob("remat_budget");
+    if (!split && budget != nullptr && !budget->values.empty()) {
+      const double largest = *std::max_element(budget->values.begin(), budget->values.end());
+      for (size_t leaf = 0; leaf < search.grid().size(); ++leaf) {
+        Configuration c = search.grid()[leaf];
+        if (!search.feasible(leaf) || c.microbatches <= own.microbatches ||
+            valueOf(c, *budget) < largest - 1e-9)
+          continue;
+        const int count = c.microbatches;
+        c.microbatches = own.microbatches;
+        setValue(c, budget->name, valueOf(own, *budget));
+        if (c == own && (!split || count < search.grid()[*split].microbatches))
+          split = leaf;
+      }
+    }
     if (split)
       measure(*split, 0);
   }

@@ -332,6 +332,27 @@ TEST_CASE("when the session's configuration runs out of memory, the next measure
   }
 }
 
+TEST_CASE("a session's budget below the largest: the split measured second is at the largest") {
+  // As a tuned session tuned again (its remat budget 0.4): one micro-batch runs out; two at 0.4
+  // are dominated by two at 0.6, which is then the split measured second.
+  const ConfigSpace space({Knob{"microbatches", {1, 2, 4}, 1, ""},
+                           Knob{"remat_budget", {0.3, 0.4, 0.5, 0.6}, 0.4, ""}});
+  TuneOptions options;
+  options.evaluations = 4;
+  options.stopProbability = 0;
+  AutoTuner tuner(space, options);
+  const TuneResult r = tuner.run([&](const Configuration& c) {
+    if (c.microbatches == 1)
+      return Measurement{0, 1, "ran out of its budget", true};
+    return Measurement{100.0 / c.microbatches, 2, "", false};
+  });
+  REQUIRE(r.evaluations.size() >= 2u);
+  CHECK(r.evaluations[0].configuration == space.current());
+  CHECK(r.evaluations[0].failed == "ran out of its budget");
+  CHECK(r.evaluations[1].configuration.text() ==
+        "microbatches 2, threads as begun, remat_budget 0.6");
+}
+
 TEST_CASE("auto_tune on a space it can measure whole stops when everything is measured") {
   const ConfigSpace space({Knob{"microbatches", {1, 2}, 1, ""}});
   TuneOptions options;

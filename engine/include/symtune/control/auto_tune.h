@@ -28,7 +28,8 @@
 // smaller remat budget is never faster] in auto_tune.cpp). The first evaluation is the
 // configuration the space is at (the run as configured: what the search must beat). When it runs
 // out of memory, the second is it split into the fewest micro-batches more that may run, its
-// other knobs as they are: what the run would do by itself (Note [Splitting further] in
+// other knobs as they are (its budget raised to the knob's largest where the split at its own is
+// dominated): what the run would do by itself (Note [Splitting further] in
 // trainer.h), and the configuration nearest to it that may fit. Without it, on the tree network
 // under 0.6 of its plain peak (which no plan fits whole), the search spent its evaluations on
 // eight to sixty-four micro-batches and tighter budgets and never measured two micro-batches at
