@@ -14,6 +14,20 @@ bool isHelp(const std::string& a) {
   return a == "-h" || a == "--help";
 }
 
+// The value of the option at args[i], moving i onto it. A value that is itself an option is the
+// value left out (`--report --nvtx` wrote a report named --nvtx and never turned --nvtx on); a
+// file whose name starts with "--" is given as ./--name. --help is the usage wherever it stands.
+const std::string& optionValue(const std::vector<std::string>& args, size_t& i) {
+  const std::string& option = args[i];
+  if (i + 1 >= args.size())
+    throw std::invalid_argument(option + " needs a value");
+  const std::string& v = args[i + 1];
+  if (v.rfind("--", 0) == 0 && v.size() > 2 && !isHelp(v))
+    throw std::invalid_argument(option + " needs a value, got the option " + v +
+                                " (a file of that name: ./" + v + ")");
+  return args[++i];
+}
+
 // An option's value as seconds >= 0, or an error naming the option.
 double seconds(const std::string& option, const std::string& v) {
   size_t used = 0;
@@ -47,11 +61,7 @@ CommandLine parseRulesCommand(const std::vector<std::string>& args) {
   }
   for (size_t i = 2; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size())
-        throw std::invalid_argument(a + " needs a value");
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return optionValue(args, i); };
     const bool exporting = cl.rulesCommand == "export";
     if (exporting && a == "--name") {
       cl.packName = value();
@@ -103,11 +113,7 @@ CommandLine parseTuneCommand(const std::vector<std::string>& args) {
   }
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size())
-        throw std::invalid_argument(a + " needs a value");
-      return args[++i];
-    };
+    auto value = [&]() -> const std::string& { return optionValue(args, i); };
     if (a == "--budget-steps") {
       cl.tuneBudgetSteps = count(a, value(), 1);
     } else if (a == "--warmup") {
@@ -137,12 +143,7 @@ CommandLine parseTuneCommand(const std::vector<std::string>& args) {
 
 CommandLine parseCommandLine(const std::vector<std::string>& args) {
   CommandLine cl;
-  auto value = [&](size_t& i) -> const std::string& {
-    if (i + 1 >= args.size()) {
-      throw std::invalid_argument(args[i] + " needs a value");
-    }
-    return args[++i];
-  };
+  auto value = [&](size_t& i) -> const std::string& { return optionValue(args, i); };
   size_t first = 0;
   if (!args.empty() && args[0] == "graph") {
     cl.mode = CommandLine::Mode::Graph;
@@ -208,6 +209,9 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
         throw std::invalid_argument("--batch trains a session: it does not go with graph");
       if (cl.mode == CommandLine::Mode::Batch)
         throw std::invalid_argument("--batch is given twice: one session a run");
+      if (!cl.session.empty())  // `symtune a.json --batch b.json` trained b and left a unsaid
+        throw std::invalid_argument("unexpected argument \"" + cl.session +
+                                    "\": --batch names the session (see --help)");
       cl.mode = CommandLine::Mode::Batch;
       cl.session = value(i);
       if (isHelp(cl.session)) {  // `symtune --batch --help`: the usage, not a file named --help
@@ -360,7 +364,7 @@ std::string usage(const std::string& program, bool studio) {
          " rules check FILE          check a rule pack (.json) or a rules file\n"
          "  " +
          program +
-         " rules export RULES --name N --version X.Y.Z [--description D] --output PACK\n"
+         " rules export RULES --name N --version X.Y.Z [--description D] --output PACK.json\n"
          "                             pack a rules file (docs/rules.md)\n"
          "  " +
          program +

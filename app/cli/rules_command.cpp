@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "run_files.h"
 #include "symtune/core/rule_pack.h"
 
 namespace symtune::app {
@@ -96,6 +97,13 @@ int check(const CommandLine& cl, const RewriteCheck& checkRewrites) {
 }
 
 int exportPack(const CommandLine& cl) {
+  // A pack is read back as one by its .json name (rules check, isPack); and not over its source.
+  if (std::filesystem::path(*cl.output).extension() != ".json")
+    throw rules::RulePackError(*cl.output +
+                               ": a pack's file name ends in .json (rules check reads any other "
+                               "as a rules file)");
+  if (const auto why = sharedFile({{"--output", *cl.output}}, {{"the rules file", cl.rulesFile}}))
+    throw rules::RulePackError(*why);
   rules::RulePack pack;
   try {
     pack = rules::packFromText(readText(cl.rulesFile), cl.packName, cl.packVersion,

@@ -18,6 +18,7 @@
 #include "bindings_command.h"
 #include "command_line.h"
 #include "rules_command.h"
+#include "run_files.h"
 #include "symtune/core/atomic_file.h"
 #include "symtune/core/graph.h"
 #include "symtune/core/version.h"
@@ -123,50 +124,18 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
   // No file the run writes is another it writes or one it reads: a checkpoint named as the
   // session wrote a zip over it, and a binding table named so wrote a table over it.
   {
-    using Named = std::pair<std::string, std::filesystem::path>;
-    std::vector<Named> written{{"--report", reportPath}};
+    std::vector<symtune::app::NamedFile> written{{"--report", reportPath}};
     if (cl.trace)
-      written.emplace_back("--trace", *cl.trace);
+      written.push_back({"--trace", *cl.trace});
     if (!session.run.save.empty())
-      written.emplace_back("run.save", session.run.save);
+      written.push_back({"run.save", session.run.save});
     if (!session.run.checkpoint.empty())
-      written.emplace_back("run.checkpoint", session.run.checkpoint);
+      written.push_back({"run.checkpoint", session.run.checkpoint});
     if (const auto table = symtune::bindingTablePath(session); !table.empty())
-      written.emplace_back("binding.table", table);
-    std::vector<Named> read{{"the session", cl.session}};
-    if (!session.model.file.empty())
-      read.emplace_back("model.file", session.model.file);
-    const symtune::DataFilesSpec& data = session.data.files;
-    if (!data.file.empty())
-      read.emplace_back("data.file", data.file);
-    if (data.format == "npy") {
-      for (const auto& group : data.inputs) {
-        for (const auto& name : group)
-          read.emplace_back("data.inputs", name);
-      }
-      for (const std::string* name : {&data.target, &data.lengths}) {
-        if (!name->empty())
-          read.emplace_back(name == &data.target ? "data.target" : "data.lengths", *name);
-      }
-    }
-    const auto canonical = [](const std::filesystem::path& p) {
-      std::error_code ec;
-      const auto c = std::filesystem::weakly_canonical(p, ec);
-      return ec ? std::filesystem::path() : c;
-    };
-    for (size_t i = 0; i < written.size(); ++i) {
-      const auto a = canonical(written[i].second);
-      if (a.empty())
-        continue;
-      std::vector<Named> others(written.begin(), written.begin() + static_cast<ptrdiff_t>(i));
-      others.insert(others.end(), read.begin(), read.end());
-      for (const auto& [name, path] : others) {
-        if (canonical(path) == a)
-          return fail(written[i].first + " and " + name + " are one file, " + a.string() +
-                          ": each needs its own",
-                      2);
-      }
-    }
+      written.push_back({"binding.table", table});
+    if (const auto why =
+            symtune::app::sharedFile(written, symtune::app::sessionInputs(session, cl.session)))
+      return fail(*why, 2);
   }
   if (!session.rules.empty())
     loadRulePlugins();
@@ -248,9 +217,11 @@ int runCheckCommand(const symtune::app::CommandLine& cl) {
 int runGraphCommand(const symtune::app::CommandLine& cl) {
   const std::filesystem::path target = cl.graphTarget;
   symtune::Graph graph;
+  std::vector<symtune::app::NamedFile> read{{"the model", target}};
   try {
     if (target.extension() == ".json") {
       const symtune::Session session = symtune::loadSession(target);
+      read = symtune::app::sessionInputs(session, target.string());
       symtune::Trainer trainer(session);
       graph = cl.graphStep ? trainer.captureStep() : trainer.staticGraph();
     } else {
@@ -274,6 +245,14 @@ int runGraphCommand(const symtune::app::CommandLine& cl) {
   if (!cl.output) {
     std::cout << text;
     return 0;
+  }
+  // Not over what it read: `graph m.pt --output m.pt` replaced the model with its graph.
+  if (const auto why = symtune::app::sharedFile({{"--output", *cl.output}}, read))
+    return fail(*why, 2);
+  try {
+    symtune::checkWritable(*cl.output);
+  } catch (const std::exception& e) {
+    return fail("--output: " + std::string(e.what()), 2);
   }
   try {
     symtune::writeFileAtomically(*cl.output, text);

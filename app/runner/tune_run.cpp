@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_files.h"
 #include "symtune/core/atomic_file.h"
 #include "symtune/core/session.h"
 #include "symtune/runtime/tuning.h"
@@ -96,6 +97,23 @@ int runTuneCommand(const CommandLine& cl) {
   } catch (const std::exception& e) {
     std::cerr << "symtune: error: cannot write the tuned session: " << e.what() << std::endl;
     return 2;
+  }
+  {
+    // Not over what the session reads (`--output data.csv` wrote the session over its data); over
+    // the session itself is tune's default, in place.
+    const std::string target = cl.output.value_or(cl.session);
+    std::vector<NamedFile> written{{cl.output ? "--output" : "the session", target}};
+    Session tunedAt = session;
+    tunedAt.path = target;
+    if (const auto table = bindingTablePath(tunedAt); !table.empty())
+      written.push_back({"binding.table", table});
+    std::vector<NamedFile> read = sessionInputs(session, cl.session);
+    if (sharedFile({{"", target}}, {read.front()}))
+      read.erase(read.begin());  // the session itself, written in place (tune's default)
+    if (const auto why = sharedFile(written, read)) {
+      std::cerr << "symtune: error: " << *why << std::endl;
+      return 2;
+    }
   }
   if (cl.tuneBudgetSteps < cl.tuneWarmup + cl.tuneMeasured) {
     std::cerr << "symtune: error: tune: a budget of " << cl.tuneBudgetSteps

@@ -316,6 +316,23 @@ class TestBatch : public QObject {
         << 2
         << "s.json: not valid JSON at line 2, column 70: the number 1e400 is out of a "
            "double's range";
+    // Commands that wrote over what they read, and said nothing (2026-12-07).
+    QTest::addRow("a graph over its session")
+        << QStringList{"graph", "@/s.json", "--output", "@/s.json"} << kSession << 2
+        << "--output and the session are one file, ";
+    QTest::addRow("a pack over its rules")
+        << QStringList{"rules",     "export", "@/s.json", "--name",  "n",
+                       "--version", "1.0.0",  "--output", "@/s.json"}
+        << kSession << 2 << "--output and the rules file are one file, ";
+    QTest::addRow("a pack not named .json")
+        << QStringList{"rules",     "export", "@/s.json", "--name", "n",
+                       "--version", "1.0.0",  "--output", "@/pack"}
+        << kSession << 2 << "/pack: a pack's file name ends in .json";
+    QTest::addRow("a tuned session over its model")
+        << QStringList{"tune", "@/s.json", "--budget-steps", "10", "--output", "@/m.pt"}
+        << QByteArray(R"({"format": "symtune-session", "version": 1,
+             "model": {"file": "m.pt", "inputs": [{"shape": [4, 3]}], "classes": 2}})")
+        << 2 << "--output and model.file are one file, ";
     QTest::addRow("a report over the session")
         << QStringList{"--batch", "@/s.json", "--report", "@/./s.json"} << kSession << 2
         << "--report and the session are one file, ";

@@ -141,4 +141,17 @@ TEST_CASE("a wrong command line is refused with a reason that names what is wron
         "--batch is given twice: one session a run");
   CHECK(refusal({"--batch", "s.json", "--trace-steps", "3"}) ==
         "--trace-steps goes with --trace FILE");
+  // An option where a value goes: the value was left out (this wrote a report named --nvtx and
+  // never turned --nvtx on).
+  CHECK(refusal({"--batch", "s.json", "--report", "--nvtx"}) ==
+        "--report needs a value, got the option --nvtx (a file of that name: ./--nvtx)");
+  CHECK(refusal({"graph", "m.pt", "--output", "--format"}) ==
+        "--output needs a value, got the option --format (a file of that name: ./--format)");
+  CHECK(refusal({"tune", "s.json", "--budget-steps", "4", "--output", "--json"}) ==
+        "--output needs a value, got the option --json (a file of that name: ./--json)");
+  CHECK(refusal({"--batch", "s.json", "--report", "./--nvtx"}).empty());
+  CHECK(refusal({"--batch", "s.json", "--listen", ""}).empty());
+  // A session before --batch was dropped for --batch's.
+  CHECK(refusal({"a.json", "--batch", "b.json"}) ==
+        "unexpected argument \"a.json\": --batch names the session (see --help)");
 }
