@@ -107,6 +107,21 @@ void OnlineController::notFit(Decision& decision, const std::string& why) {
                        "; on this bucket, no configuration holding as much runs from now on";
 }
 
+void OnlineController::refused(Decision& decision, const Configuration& ran, const std::string& why,
+                               std::optional<double> rematBudget) {
+  if (rematBudget)
+    refusedBudget_ = std::max(refusedBudget_.value_or(*rematBudget), *rematBudget);
+  decision.heldBack = decision.chosen.text() + ": the run refused it: " + why;
+  decision.chosen = ran;
+  decision.explored = false;
+  decision.drivers.clear();
+  std::vector<double> batchSignals;
+  for (const auto& [name, value] : decision.batchSignals)
+    batchSignals.push_back(value);
+  decision.predictedSamplesPerSecond =
+      predictedSamplesPerSecond(decision.chosen, decision.bucket, batchSignals);
+}
+
 bool OnlineController::outward(const Configuration& c) const {
   if (!options_.outward || model_.observations() == 0)
     return true;
@@ -254,11 +269,16 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
       !kept.empty() && std::any_of(grid_.begin(), grid_.end(), [&](const Configuration& c) {
         return allowed(c) && keepsIdle(c);
       });
+  // Note [A budget the run refused]: ruled out as what does not fit is.
+  const Knob* budget = space_.knob("remat_budget");
+  const auto refusedByRun = [&](const Configuration& c) {
+    return budget != nullptr && refusedBudget_ && valueOf(c, *budget) <= *refusedBudget_ + 1e-9;
+  };
   std::vector<bool> usable(grid_.size());
   bool anyFits = false;
   for (size_t i = 0; i < grid_.size(); ++i) {
-    usable[i] =
-        allowed(grid_[i]) && (!idleAllows || keepsIdle(grid_[i])) && !notFitting(grid_[i], bucket);
+    usable[i] = allowed(grid_[i]) && (!idleAllows || keepsIdle(grid_[i])) &&
+                !notFitting(grid_[i], bucket) && !refusedByRun(grid_[i]);
     anyFits = anyFits || usable[i];
   }
   for (size_t i = 0; i < grid_.size() && !anyFits; ++i)

@@ -158,6 +158,8 @@ std::string OnlineController::state() const {
               {"last_samples", lastSamples_}};
   if (blamed_)
     out["blamed"] = configurationJson(space_, *blamed_);
+  if (refusedBudget_)
+    out["refused_budget"] = *refusedBudget_;
   if (!log_.empty())
     out["last"] = {{"step", log_.back().step},
                    {"bucket", log_.back().bucket},
@@ -244,6 +246,10 @@ void OnlineController::read(const std::string& text) {
       for (const auto& c : records)
         notFitting_[bucket].push_back(configurationFrom(space_, c));
     }
+    // Note [A budget the run refused]; a state written before it has none.
+    refusedBudget_.reset();
+    if (in.contains("refused_budget"))
+      refusedBudget_ = in["refused_budget"].get<double>();
     lossAverage_ = in.at("loss_average").get<double>();
     losses_ = in.at("losses").get<int64_t>();
     lastDiverged_ = in.at("last_diverged").get<bool>();

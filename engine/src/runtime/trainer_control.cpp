@@ -84,14 +84,14 @@ std::optional<control::Decision> Trainer::decide(const Batch& whole) {
   const control::Configuration before = configuration();
   try {
     configure(d.chosen);
-  } catch (const SetupError&) {
-    // A remat budget the predictor says no plan fits (or a value the space no longer has): the
-    // step runs as the one before it, and the decision says so.
+  } catch (const SetupError& e) {
+    // A remat budget the predictor says no plan fits (Note [A budget the run refused] in
+    // controller.h), or a value the space no longer has: the step runs as the one before it
+    // (configure() changed nothing), and the decision says so.
+    const bool byBudget = d.chosen.rematBudget && !configSpace().outside(d.chosen);
     configure(before);
-    d.chosen = before;
-    d.predictedSamplesPerSecond =
-        controller_->predictedSamplesPerSecond(d.chosen, bucket, batchSignals);
-    d.drivers.clear();
+    controller_->refused(d, before, e.what(),
+                         byBudget ? d.chosen.rematBudget : std::optional<double>());
   }
   return d;
 }

@@ -793,3 +793,45 @@ TEST_CASE("a configuration that did not fit a bucket runs there no more, nor any
   resumed.forgetNotFitting();
   CHECK_FALSE(resumed.notFitting(first.chosen, "big"));
 }
+
+// Note [A budget the run refused].
+TEST_CASE("a remat budget the run refused is not chosen again, nor any smaller") {
+  OnlineController controller(threeKnobs());
+  std::mt19937_64 rng(5);
+  Configuration before = controller.space().current();
+  int refusals = 0;
+  for (int64_t step = 0; step < 120; ++step) {
+    auto d = controller.choose(step, "b");
+    if (controller.refusedBudget())
+      CHECK(d.chosen.rematBudget.value_or(0.6) > *controller.refusedBudget() + 1e-9);
+    if (d.chosen.rematBudget.value_or(0.6) < 0.55) {  // the run takes 0.6 only
+      ++refusals;
+      const Configuration drawn = d.chosen;
+      controller.refused(d, before, "no plan fits", drawn.rematBudget);
+      CHECK(d.chosen == before);
+      CHECK_FALSE(d.explored);
+      CHECK(d.heldBack == drawn.text() + ": the run refused it: no plan fits");
+      REQUIRE(controller.refusedBudget().has_value());
+      CHECK(*controller.refusedBudget() == doctest::Approx(*drawn.rematBudget));
+    }
+    before = d.chosen;
+    controller.observe(d, secondsPerSample(d.chosen, 0, rng) * 32, 32, 1.0);
+  }
+  MESSAGE(refusals, " refusals; the largest budget refused ",
+          controller.refusedBudget().value_or(0));
+  CHECK(refusals >= 1);  // the draws reach 0.5, next to the leader
+  CHECK(controller.refusedBudget().value_or(0) == doctest::Approx(0.5));
+
+  // A refusal of the step alone records nothing.
+  OnlineController other(threeKnobs());
+  auto d = other.choose(0, "b");
+  other.refused(d, other.space().current(), "outside the space");
+  CHECK_FALSE(other.refusedBudget().has_value());
+
+  // A restored controller keeps the record; a new memory budget forgets it.
+  OnlineController resumed(threeKnobs());
+  resumed.restore(controller.state());
+  CHECK(resumed.refusedBudget() == controller.refusedBudget());
+  resumed.forgetNotFitting();
+  CHECK_FALSE(resumed.refusedBudget().has_value());
+}

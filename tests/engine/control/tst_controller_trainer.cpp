@@ -131,3 +131,49 @@ TEST_CASE("under a remat budget, a step that met a new bucket is learnt from, le
   CHECK(newBuckets > 0);  // the controller tried another micro-batch count
   at::set_num_threads(2);
 }
+
+// Note [A budget the run refused]: a remat budget the trainer refuses is not chosen again, nor
+// one smaller, and the step that ran the configuration before it says so.
+TEST_CASE("a remat budget the trainer refused is not chosen again, nor one smaller") {
+  at::set_num_threads(2);
+  symtune::Session s;
+  s.name = "online-refused";
+  s.model.zoo = "tree_rnn";  // its ci preset fits no plan under 0.68 of its plain peak
+  s.model.preset = "ci";
+  s.data.seed = 7;
+  s.optimizer.name = "adamw";
+  s.optimizer.lr = 0.003;
+  s.remat.enabled = true;
+  s.remat.budgetFraction = 0.6;
+  s.control.enabled = true;
+  s.control.mode = "online";
+  symtune::Trainer online(s);
+  const ConfigSpace space = online.configSpace();
+  const symtune::control::Knob* budget = space.knob("remat_budget");
+  REQUIRE(budget != nullptr);
+  int refusals = 0;
+  std::optional<double> refused;
+  for (int step = 0; step < 40; ++step) {
+    INFO("step ", step);
+    const symtune::StepResult r = online.step();
+    REQUIRE(r.decision.has_value());
+    const symtune::control::Decision& d = *r.decision;
+    const double ran = valueOf(d.chosen, *budget);
+    if (refused)
+      CHECK(ran > *refused);  // what runs is never what was refused
+    if (d.heldBack.find("the run refused it") != std::string::npos) {
+      ++refusals;
+      CHECK_FALSE(d.explored);
+      CHECK(d.drivers.empty());
+      const std::optional<double> now = online.controller()->refusedBudget();
+      REQUIRE(now.has_value());
+      if (refused)
+        CHECK(*now > *refused);  // a budget as small as one refused was not drawn again
+      refused = now;
+    }
+  }
+  MESSAGE(refusals, " refusals in 40 steps; the largest budget refused ", refused ? *refused : 0.0);
+  CHECK(refusals > 0);
+  CHECK(refusals <= 3);  // 0.3, 0.4 and 0.5 at most, each once
+  at::set_num_threads(2);
+}

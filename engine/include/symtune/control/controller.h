@@ -107,6 +107,19 @@
 // of two micro-batches on the same batch (docs/benchmarks.md, "What did not fit"). A new memory
 // budget (Trainer::setRematBudget) forgets the records.
 //
+// Note [A budget the run refused]
+// The trainer checks a remat budget it is asked to set against every shape bucket it has met:
+// where the planner predicts that even the plan holding least peaks above it on one of them, it
+// refuses the budget, and the step runs the configuration before it. Before, the controller went
+// on drawing such budgets: none was ever measured, so the model stayed unsure of them, and on the
+// tree network under a budget_fraction of 0.6 (smallest feasible 0.68) 22 of 60 decisions chose
+// 0.3-0.5, each logged as explored while its step ran the configuration before it. refused()
+// records the largest budget refused: from then on no configuration whose budget is as small or
+// smaller is chosen (the check holds for any micro-batch count, thread count or binding
+// exploration, and a smaller budget fits less), and the decision holds what ran, with the choice
+// and the reason as what it held back, not explored. forgetNotFitting() drops the record too: a
+// new memory budget moves the fractions.
+//
 // Note [A knob that changes nothing]
 // binding_explore decides whether the binder measures a (site, bucket) it meets unsettled; on a
 // batch that meets none, 0 and 1 run alike. The model learns them alike too, and the draws then
@@ -277,16 +290,29 @@ class OnlineController {
   // Note [Predicted not to fit]: `decision`'s configuration did not fit the memory budget on
   // its bucket, for the reason `why` (one line), which becomes the decision's violation (so the
   // step is not learnt from); forgetNotFitting() drops every record. notFitting(c, bucket):
-  // whether a record rules `c` out on `bucket`.
+  // whether a record rules `c` out on `bucket`. forgetNotFitting() drops the budget refused()
+  // too.
   void notFit(Decision& decision, const std::string& why);
-  void forgetNotFitting() { notFitting_.clear(); }
+  void forgetNotFitting() {
+    notFitting_.clear();
+    refusedBudget_.reset();
+  }
   bool notFitting(const Configuration& c, const std::string& bucket) const;
+  // The run could not set `decision`'s configuration, for the reason `why` (one line), and its
+  // step runs `ran` instead, which `decision` then holds, with what was chosen and why as what it
+  // held back (not explored). `rematBudget`: the refused configuration's remat budget was the
+  // reason, and no configuration with one as small or smaller is chosen again (Note [A budget the
+  // run refused]); nullopt: the refusal is the step's alone.
+  void refused(Decision& decision, const Configuration& ran, const std::string& why,
+               std::optional<double> rematBudget = std::nullopt);
+  // The largest remat budget refused(), or nullopt.
+  std::optional<double> refusedBudget() const { return refusedBudget_; }
   // What it has learnt and where it stands, as JSON text (a checkpoint's; Note [Checkpoints] in
   // trainer.h): the model's terms, the random generator, the first batch's signals, the pins,
-  // the exclusions, what did not fit on which bucket, the loss's average and the last decision.
-  // restore() on a controller of the same space goes on as this one would have; its log starts
-  // again from that last decision. Throws std::invalid_argument for a state of another space or
-  // malformed text.
+  // the exclusions, what did not fit on which bucket, the largest budget refused, the loss's
+  // average and the last decision. restore() on a controller of the same space goes on as this one
+  // would have; its log starts again from that last decision. Throws std::invalid_argument for a
+  // state of another space or malformed text.
   std::string state() const;
   void restore(const std::string& state);
 
@@ -329,6 +355,7 @@ class OnlineController {
   std::map<std::string, double> pins_;
   std::vector<Configuration> excluded_;
   std::map<std::string, std::vector<Configuration>> notFitting_;  // by bucket
+  std::optional<double> refusedBudget_;                           // Note [A budget the run refused]
   std::vector<double> signalReference_;                           // the first batch's signals
   std::mt19937_64 rng_;
   std::deque<Decision> log_;
