@@ -156,6 +156,8 @@ Command parseCommand(const nlohmann::json& message) {
       throw ProtocolError("set_budget takes one of \"budget_mb\" and \"budget_fraction\"");
     if (c.budgetFraction && *c.budgetFraction > 1)
       throw ProtocolError("\"budget_fraction\" must be in (0, 1]");
+    if (c.budgetMb && *c.budgetMb > 1e9)  // as a session's remat.budget_mb
+      throw ProtocolError("\"budget_mb\" must be in (0, 1e9]");
   } else if (c.name == "pin") {
     c.knob = stringField(message, "knob");
     if (!message.contains("value"))

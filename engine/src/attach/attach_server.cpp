@@ -14,6 +14,7 @@
 #include <deque>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -86,7 +87,20 @@ struct Outgoing {
   Kind kind = Kind::Control;
   std::string frame;    // Control, Nodes: encoded
   nlohmann::json step;  // Step: encoded when written (it may still coalesce)
+  // Control: the type of an update only its latest of which matters ("graph", "state", ...);
+  // empty for replies.
+  std::string latest;
 };
+
+// A peer's own text (a message type it sent) as a log line or a reason may quote it: at most 64
+// bytes, as a JSON string, so no control character or line break it sent reaches the log.
+std::string peerText(const std::string& text) {
+  constexpr size_t kMost = 64;
+  const bool cut = text.size() > kMost;
+  return nlohmann::json(text.substr(0, kMost))
+             .dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) +
+         (cut ? "..." : "");
+}
 
 }  // namespace
 
@@ -163,6 +177,14 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           asio::buffer(buffer), [self = shared_from_this()](const asio::error_code& ec, size_t n) {
             if (self->closed)
               return;
+            if (ec == asio::error::eof && self->isReady) {
+              // Its side closed, perhaps only that (`nc -N`): what it asked for is still
+              // answered, and the connection closes once the answers are written.
+              self->readClosed = true;
+              if (self->pendingReplies == 0)
+                self->closeWhenWritten("the client closed the connection");
+              return;
+            }
             if (ec) {
               self->close(ec == asio::error::eof ? "the client closed the connection"
                                                  : "read failed: " + ec.message());
@@ -188,7 +210,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       const std::string type = message["type"].get<std::string>();
       if (!isReady) {
         if (type != "hello") {
-          refuse("the first message must be a hello, got \"" + type + "\"");
+          refuse("the first message must be a hello, got " + peerText(type));
           return;
         }
         const auto protocol = message.find("protocol");
@@ -216,24 +238,24 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         impl.log(name() + ": attached");
         sendControl({{"type", "welcome"}, {"run", impl.run}});
         if (!impl.graph.is_null())
-          sendControl({{"type", "graph"}, {"graph", impl.graph}});
+          sendControl({{"type", "graph"}, {"graph", impl.graph}}, "graph");
         if (!impl.rules.is_null())
-          sendControl({{"type", "rules"}, {"rules", impl.rules}});
+          sendControl({{"type", "rules"}, {"rules", impl.rules}}, "rules");
         if (!impl.bindings.is_null())
-          sendControl({{"type", "bindings"}, {"bindings", impl.bindings}});
+          sendControl({{"type", "bindings"}, {"bindings", impl.bindings}}, "bindings");
         if (!impl.remat.is_null())
-          sendControl({{"type", "remat"}, {"remat", impl.remat}});
+          sendControl({{"type", "remat"}, {"remat", impl.remat}}, "remat");
         if (!impl.control.is_null())
-          sendControl({{"type", "control"}, {"control", impl.control}});
+          sendControl({{"type", "control"}, {"control", impl.control}}, "control");
         if (!impl.validation.is_null())
-          sendControl({{"type", "validation"}, {"validation", impl.validation}});
-        sendControl({{"type", "state"}, {"state", impl.state}});
+          sendControl({{"type", "validation"}, {"validation", impl.validation}}, "validation");
+        sendControl({{"type", "state"}, {"state", impl.state}}, "state");
         if (!impl.step.is_null())
           enqueueStep(impl.step);
         return;
       }
       if (type != "command") {
-        sendControl({{"type", "error"}, {"reason", "unknown message type \"" + type + "\""}});
+        sendControl({{"type", "error"}, {"reason", "unknown message type " + peerText(type)}});
         return;
       }
       Command command;
@@ -261,6 +283,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           auto self = weak.lock();
           if (!self || self->closed)
             return;
+          --self->pendingReplies;
           nlohmann::json out = result.is_object() ? result : nlohmann::json::object();
           if (out.contains("error")) {
             self->sendControl({{"type", "error"}, {"id", id}, {"reason", out["error"]}});
@@ -270,8 +293,11 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
             out["command"] = name;
             self->sendControl(out);
           }
+          if (self->readClosed && self->pendingReplies == 0)
+            self->closeWhenWritten("the client closed the connection; its replies are written");
         });
       };
+      ++pendingReplies;  // every path below replies, now or when the change is applied
       if (!handler) {
         reply({{"error", "this server takes no commands"}});
         return;
@@ -293,6 +319,10 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     }
     bool closeAfterWrite = false;
     std::string closeReason = "refused";
+    // Commands handled and not yet answered, and whether the client closed its side: it is then
+    // closed once the last answer is written.
+    int pendingReplies = 0;
+    bool readClosed = false;
 
     // Closes once what is queued is written (the ack of a stop, the final state).
     void closeWhenWritten(const std::string& reason) {
@@ -302,29 +332,41 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         write();
     }
 
-    void sendControl(const nlohmann::json& message) {
+    // `message` as a frame; one over the client's limit (a graph or per-node update of a huge
+    // model), which it would refuse and close on, becomes an error saying so, in a frame it takes.
+    std::string frameOf(const nlohmann::json& message) {
+      std::string frame = encodeFrame(message);
+      if (frame.size() - 4 <= kMaxServerFrameBytes)
+        return frame;
+      const std::string reason = "a \"" + message.value("type", std::string("?")) +
+                                 "\" message of " + std::to_string(frame.size() - 4) +
+                                 " bytes is over the protocol's limit of " +
+                                 std::to_string(kMaxServerFrameBytes) + ": not sent";
+      impl.log(name() + ": " + reason);
+      return encodeFrame({{"type", "error"}, {"reason", reason}});
+    }
+
+    // A reply, or with `latest` an update of that type, which replaces one of its type still
+    // queued (the client reads only the newest anyway): a client that reads nothing holds one
+    // of each, not one per change.
+    void sendControl(const nlohmann::json& message, const std::string& latest = {}) {
       if (closed)
         return;
-      // Replies and updates are few; a client that sends commands and reads none of the replies
-      // would grow its queue without end.
-      if (std::count_if(queue.begin(), queue.end(), [](const Outgoing& o) {
-            return o.kind == Kind::Control;
-          }) >= static_cast<std::ptrdiff_t>(kMostQueuedControl)) {
+      if (!latest.empty()) {
+        queue.erase(std::remove_if(queue.begin(), queue.end(),
+                                   [&](const Outgoing& o) {
+                                     return o.kind == Kind::Control && o.latest == latest;
+                                   }),
+                    queue.end());
+      } else if (std::count_if(queue.begin(), queue.end(), [](const Outgoing& o) {
+                   return o.kind == Kind::Control && o.latest.empty();
+                 }) >= static_cast<std::ptrdiff_t>(kMostQueuedControl)) {
+        // A client that sends commands and reads none of the replies would grow its queue
+        // without end.
         close("it reads none of " + std::to_string(kMostQueuedControl) + " replies");
         return;
       }
-      std::string frame = encodeFrame(message);
-      if (frame.size() - 4 > kMaxServerFrameBytes) {
-        // A client would refuse it and close (a graph of a huge model): said instead, in a frame
-        // it takes.
-        const std::string reason = "a \"" + message.value("type", std::string("?")) +
-                                   "\" message of " + std::to_string(frame.size() - 4) +
-                                   " bytes is over the protocol's limit of " +
-                                   std::to_string(kMaxServerFrameBytes) + ": not sent";
-        impl.log(name() + ": " + reason);
-        frame = encodeFrame({{"type", "error"}, {"reason", reason}});
-      }
-      queue.push_back({Kind::Control, std::move(frame), {}});
+      queue.push_back({Kind::Control, frameOf(message), {}, latest});
       write();
     }
 
@@ -343,7 +385,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
           }
         }
       }
-      queue.push_back({Kind::Nodes, encodeFrame({{"type", "nodes"}, {"nodes", nodes}}), {}});
+      queue.push_back({Kind::Nodes, frameOf({{"type", "nodes"}, {"nodes", nodes}}), {}, {}});
       write();
     }
 
@@ -353,17 +395,21 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       size_t queued = 0;
       for (const auto& o : queue)
         queued += o.kind == Kind::Step;
+      int64_t coalesced = step.value("coalesced", int64_t{0});
       if (queued >= impl.options.maxQueuedSteps) {
-        for (auto it = queue.rbegin(); it != queue.rend(); ++it) {
-          if (it->kind == Kind::Step) {
-            const int64_t folded = it->step.value("coalesced", int64_t{0}) + 1;
-            it->step = step;
-            it->step["coalesced"] = folded + step.value("coalesced", int64_t{0});
-            return;  // already queued: the write loop will get to it
-          }
+        // Folded into the newest queued step, which then moves behind whatever was queued after
+        // it (an ack saying from which step a change holds comes before the step it holds on).
+        const auto newest = std::find_if(queue.rbegin(), queue.rend(),
+                                         [](const Outgoing& o) { return o.kind == Kind::Step; });
+        if (newest != queue.rend()) {
+          coalesced += newest->step.value("coalesced", int64_t{0}) + 1;
+          queue.erase(std::next(newest).base());
         }
       }
-      queue.push_back({Kind::Step, {}, step});
+      Outgoing next{Kind::Step, {}, step, {}};
+      if (coalesced > 0)
+        next.step["coalesced"] = coalesced;
+      queue.push_back(std::move(next));
       write();
     }
 
@@ -372,7 +418,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         return;
       if (droppedNodes > 0) {
         queue.push_front(
-            {Kind::Control, encodeFrame({{"type", "dropped"}, {"nodes", droppedNodes}}), {}});
+            {Kind::Control, encodeFrame({{"type", "dropped"}, {"nodes", droppedNodes}}), {}, {}});
         droppedNodes = 0;
       }
       if (queue.empty()) {
@@ -385,7 +431,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       if (next.kind == Kind::Step) {
         nlohmann::json message = std::move(next.step);
         message["type"] = "step";
-        writing = encodeFrame(message);
+        writing = frameOf(message);
       } else {
         writing = std::move(next.frame);
       }
@@ -607,7 +653,7 @@ void publishLatest(Impl& impl, T Impl::*latest, const char* type, const char* ke
     i.*latest = value;
     for (auto& c : connections) {
       if (c->isReady)
-        c->sendControl({{"type", type}, {key, value}});
+        c->sendControl({{"type", type}, {key, value}}, type);
     }
   });
 }

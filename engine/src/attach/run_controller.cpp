@@ -360,9 +360,11 @@ void RunController::handle(const Command& c, Server::Reply reply) {
         return;
       }
       paused_ = c.name == "pause";
+      // Published under the lock (it only posts to the server thread): the training thread's
+      // "finished", published under it too, cannot come between and be overtaken.
+      server_.publishState(c.name == "pause" ? "paused" : "training");
     }
     wake_.notify_all();
-    server_.publishState(c.name == "pause" ? "paused" : "training");
     reply({{"state", c.name == "pause" ? "paused" : "training"}});
   } else if (c.name == "snapshot") {
     // The session as it stands: the enabled rules, registered ones by name and the others by

@@ -98,8 +98,13 @@ void Trainer::setRematBudget(std::optional<double> megabytes, std::optional<doub
     throw SetupError("this run holds no memory budget: its session has no remat block");
   const SetBudget before{session_.remat.budgetMb, session_.remat.budgetFraction};
   std::optional<int64_t> bytes;
-  if (megabytes)
+  if (megabytes) {
+    // As a session's remat.budget_mb; beyond it llround would overflow into a negative budget.
+    if (!(*megabytes > 0 && *megabytes <= 1e9))
+      throw SetupError("a memory budget of " + std::to_string(*megabytes) +
+                       " MB: it must be in (0, 1e9]");
     bytes = static_cast<int64_t>(std::llround(*megabytes * 1e6));
+  }
   try {
     remat_->setBudget(bytes, fraction);
   } catch (const c10::Error& e) {

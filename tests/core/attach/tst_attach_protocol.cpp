@@ -182,6 +182,8 @@ TEST_CASE("commands are checked field by field") {
        "\"budget_mb\" must be a number above 0"},
       {"share above one", R"({"id": 1, "command": "set_budget", "budget_fraction": 1.5})",
        "\"budget_fraction\" must be in (0, 1]"},
+      {"budget past a session's", R"({"id": 1, "command": "set_budget", "budget_mb": 1e13})",
+       "\"budget_mb\" must be in (0, 1e9]"},
   };
   for (const Row& row : rows) {
     INFO(row.name);

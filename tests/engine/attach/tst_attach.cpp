@@ -2,7 +2,8 @@
 // zoo session on a unix socket), with this test's clients and a client process of its own
 // (attach_probe): handshake, graph and steps; a rule toggled from the next step on; garbage and
 // oversized frames closing only their own connection; a second runner refused on a live socket;
-// and a killed client leaving the run training.
+// a peer's text quoted, a half-closed client answered; and a killed client leaving the run
+// training.
 //
 // The test cases run in file order (doctest's default: this file sorts before
 // tst_attach_runs.cpp) and share one runner, which the last test case there kills.
@@ -11,6 +12,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -235,21 +237,28 @@ TEST_CASE("a second runner on a live runner's socket is refused, and the first k
   CHECK(until(client, "step"));
 }
 
-TEST_CASE("a refused client's further frames are not read, each refused again") {
-  Runner& runner = suiteRunner();
-  const std::string path = runner.endpoint.substr(std::string("unix:").size());
+namespace {
+
+// A socket connected to the suite runner's, with no client around it (-1: none), and every
+// message the runner sends on it until the end of the stream (30 s at most), which closes it.
+int rawConnection() {
+  const std::string path = suiteRunner().endpoint.substr(std::string("unix:").size());
   const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
+  if (fd < 0)
+    return -1;
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
-  REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0);
-  // Not a hello, a thousand times in one write.
-  std::string frames;
-  for (int i = 0; i < 1000; ++i)
-    frames += symtune::attach::encodeFrame({{"type", "command"}, {"id", i}});
-  CHECK(::send(fd, frames.data(), frames.size(), MSG_NOSIGNAL) > 0);
-  // What comes back: the hello, one refusal, then the end of the stream.
+  timeval wait{30, 0};
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait)) != 0 ||
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::vector<Json> readToEnd(int fd) {
   std::string got;
   std::array<char, 65536> buffer{};
   for (ssize_t n; (n = ::recv(fd, buffer.data(), buffer.size(), 0)) > 0;)
@@ -257,10 +266,62 @@ TEST_CASE("a refused client's further frames are not read, each refused again") 
   ::close(fd);
   symtune::attach::FrameDecoder decoder(symtune::attach::kMaxServerFrameBytes);
   decoder.feed(got.data(), got.size());
-  std::vector<std::string> types;
+  std::vector<Json> messages;
   while (auto m = decoder.next())
-    types.push_back((*m)["type"].get<std::string>());
+    messages.push_back(std::move(*m));
+  return messages;
+}
+
+}  // namespace
+
+TEST_CASE("a refused client's further frames are not read, each refused again") {
+  const int fd = rawConnection();
+  REQUIRE(fd >= 0);
+  // Not a hello, a thousand times in one write.
+  std::string frames;
+  for (int i = 0; i < 1000; ++i)
+    frames += symtune::attach::encodeFrame({{"type", "command"}, {"id", i}});
+  CHECK(::send(fd, frames.data(), frames.size(), MSG_NOSIGNAL) > 0);
+  // What comes back: the hello, one refusal, then the end of the stream.
+  std::vector<std::string> types;
+  for (const Json& m : readToEnd(fd))
+    types.push_back(m["type"].get<std::string>());
   CHECK(types == std::vector<std::string>{"hello", "error"});
+}
+
+TEST_CASE("a peer's own text is quoted as JSON in the refusal, line breaks escaped") {
+  const int fd = rawConnection();
+  REQUIRE(fd >= 0);
+  // Once written to the runner's log as it came: a forged line, a screen cleared.
+  const std::string frame =
+      symtune::attach::encodeFrame({{"type", "x\nsymtune: attach: client 99: attached\n\x1b[2J"}});
+  CHECK(::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL) > 0);
+  const std::vector<Json> messages = readToEnd(fd);
+  REQUIRE(messages.size() == 2);
+  CHECK(messages[1]["reason"].get<std::string>() ==
+        "the first message must be a hello, got \"x\\nsymtune: attach: client 99: "
+        "attached\\n\\u001b[2J\"");
+}
+
+TEST_CASE("a client that closes its side after a command still gets the answer") {
+  const int fd = rawConnection();
+  REQUIRE(fd >= 0);
+  // `nc -N`: the command, then the end of what it sends. The toggle is answered at the next step
+  // boundary, after the end came: it was applied and its ack was lost.
+  const std::string frames =
+      symtune::attach::encodeFrame(
+          {{"type", "hello"}, {"protocol", symtune::attach::kProtocolVersion}}) +
+      symtune::attach::encodeFrame({{"type", "command"},
+                                    {"id", 7},
+                                    {"command", "toggle_rule"},
+                                    {"rule", "nan_guard"},
+                                    {"enabled", true}});
+  CHECK(::send(fd, frames.data(), frames.size(), MSG_NOSIGNAL) > 0);
+  REQUIRE(::shutdown(fd, SHUT_WR) == 0);
+  bool acked = false;
+  for (const Json& m : readToEnd(fd))
+    acked = acked || (m["type"] == "ack" && m["id"] == 7 && m["command"] == "toggle_rule");
+  CHECK(acked);
 }
 
 TEST_CASE("a client that reads none of its replies is closed, and the run goes on") {
