@@ -13,12 +13,18 @@ SYMTUNE_BUILD_DIR=$SYMTUNE_ROOT/build/$SYMTUNE_PRESET
 # Everything the studio, the tests and the packages need on a bare Debian 12. Installed without
 # Recommends, so a CMake package that another one needs is named here itself: Qt Charts' config
 # loads Qt OpenGL's, which is in libqt6opengl6-dev (a Recommends of qt6-base-dev).
-# The packaging test (tests/install) checks the .deb with dpkg-dev's tools and the desktop files
-# with desktop-file-utils, appstream and shared-mime-info.
+# The packaging test (tests/install) checks the .deb with dpkg-dev's tools (CPack's Debian
+# generator runs `file` on what it packs, a package minimal Debian images leave out) and the
+# desktop files with desktop-file-utils, appstream and shared-mime-info.
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git python3 python3-pip
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev libgraphviz-dev
-  nlohmann-json3-dev libasio-dev doctest-dev zlib1g-dev libpng-dev libjpeg-dev dpkg-dev desktop-file-utils appstream
-  shared-mime-info)
+  nlohmann-json3-dev libasio-dev doctest-dev zlib1g-dev libpng-dev libjpeg-dev dpkg-dev file
+  desktop-file-utils appstream shared-mime-info)
+
+# What LibTorch's CUDA 13.0 build needs of the CUDA toolkit, checked before the wheel's download
+# (Note [Dependency cache] in install-libtorch.sh): its CMake package needs nvcc 13, and its
+# libraries (libtorch_cpu among them, so CPU-only runs too) load these through ld.so.conf.
+CUDA_LIBRARIES=(libcudart.so.13 libcupti.so.13 libcublas.so.13 libcudnn.so.9 libnccl.so.2)
 
 log() { printf '[symtune] %s\n' "$*" >&2; }
 
@@ -39,12 +45,47 @@ ensure_apt_packages() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# Not installed by us: the toolkit is NVIDIA's (docs/building.md, "LibTorch and CUDA"). Said
+# plainly here, where torch's CMake package would fail later with a message about Caffe2, and the
+# link after it with libraries "not found".
+ensure_cuda_toolkit() {
+  local nvcc missing=() lib
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  if [ ! -x "$nvcc" ]; then
+    log "the CUDA 13 toolkit is missing: no nvcc on PATH or in /usr/local/cuda/bin. LibTorch's" \
+      "CUDA 13.0 build needs it to build, even where no GPU runs it (docs/building.md)"
+    exit 1
+  fi
+  if ! "$nvcc" --version | grep -q 'release 13\.'; then
+    log "$nvcc is not CUDA 13 ($("$nvcc" --version | grep -o 'release [0-9.]*' || echo 'no release'));" \
+      "LibTorch 2.11's wheel is the CUDA 13.0 build (docs/building.md)"
+    exit 1
+  fi
+  # ldconfig is in /sbin, which a user's PATH may leave out; LD_LIBRARY_PATH serves as well.
+  local known dir
+  known=$("$(command -v ldconfig || echo /sbin/ldconfig)" -p 2>/dev/null || true)
+  for lib in "${CUDA_LIBRARIES[@]}"; do
+    grep -qE "^[[:space:]]*$lib[[:space:]]" <<<"$known" && continue
+    for dir in ${LD_LIBRARY_PATH:+${LD_LIBRARY_PATH//:/ }}; do
+      [ -e "$dir/$lib" ] && continue 2
+    done
+    missing+=("$lib")
+  done
+  if [ ${#missing[@]} -ne 0 ]; then
+    log "the dynamic loader cannot find ${missing[*]} (ldconfig -p, LD_LIBRARY_PATH): LibTorch's libraries load" \
+      "them, CPU-only runs too. Add the CUDA 13 toolkit's library folder, with cuDNN 9 and" \
+      "NCCL 2, to /etc/ld.so.conf.d and run ldconfig (docs/building.md)"
+    exit 1
+  fi
+}
+
 ensure_torch() {
   install_libtorch "$SYMTUNE_TORCH_HOME" || exit 1
 }
 
 ensure_deps() {
   ensure_apt_packages
+  ensure_cuda_toolkit
   ensure_torch
 }
 

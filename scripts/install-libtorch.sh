@@ -34,23 +34,40 @@ install_libtorch() {
   fi
   python3 -m pip --version >/dev/null 2>&1 || {
     printf '[symtune] python3 -m pip is missing (Debian: python3-pip)\n' >&2; return 1; }
-  printf '[symtune] installing LibTorch %s (PyPI wheel) into %s\n' "$SYMTUNE_TORCH_VERSION" "$home" >&2
   parent=$(dirname "$home")
+  mkdir -p "$parent" || {
+    printf '[symtune] cannot make %s for LibTorch\n' "$parent" >&2; return 1; }
+  # One install at a time into a cache (two CI clones on a fresh machine): the second waits for
+  # the first and then finds its install. Under the lock, what an interrupted install left (a
+  # staging folder of up to 1.5 GB) is nobody's and goes.
+  local lock
+  exec {lock}>"$parent/.install.lock" && flock "$lock" || {
+    printf '[symtune] cannot lock %s/.install.lock\n' "$parent" >&2; return 1; }
+  if [ -f "$home/.complete" ] && [ "$(cat "$home/.complete")" = "${PIP_PACKAGES[*]}" ]; then
+    exec {lock}>&-
+    return 0
+  fi
+  rm -rf "$parent"/.staging.*
+  printf '[symtune] installing LibTorch %s (PyPI wheel) into %s\n' "$SYMTUNE_TORCH_VERSION" "$home" >&2
   # Checked here: callers run this under `|| exit 1`, which turns set -e off inside it, and an
   # empty $staging would send pip to /site.
-  mkdir -p "$parent" && staging=$(mktemp -d "$parent/.staging.XXXXXX") && [ -n "$staging" ] || {
+  staging=$(mktemp -d "$parent/.staging.XXXXXX") && [ -n "$staging" ] || {
+    exec {lock}>&-
     printf '[symtune] cannot make a folder under %s for LibTorch\n' "$parent" >&2; return 1; }
   # --no-deps: the wheel's Python dependencies are not needed by C++ users, and its CUDA libraries
   # come from the toolkit except the three listed in PIP_PACKAGES (Note [Dependency cache]).
   if ! python3 -m pip install --quiet --disable-pip-version-check --no-deps \
       --target "$staging/site" "${PIP_PACKAGES[@]}"; then
     rm -rf "$staging"
+    exec {lock}>&-
     printf '[symtune] pip could not install %s\n' "${PIP_PACKAGES[*]}" >&2
     return 1
   fi
   rm -rf "$home" && mv "$staging" "$home" && chmod 755 "$home" &&
     printf '%s' "${PIP_PACKAGES[*]}" > "$home/.complete" || {
+    exec {lock}>&-
     printf '[symtune] cannot move LibTorch into %s\n' "$home" >&2; return 1; }
+  exec {lock}>&-
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
