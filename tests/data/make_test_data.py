@@ -205,6 +205,12 @@ for label, kind in enumerate(["checks", "columns", "rows"]):
         else:
             picture.save(name + ".png")
 
+# Red, green, blue and grey 128 in 2x2 pixels: a colour PNG read as grey must give PIL's
+# convert("L"), 76, 150, 29, 128.
+primaries = Image.new("RGB", (2, 2))
+primaries.putdata([(255, 0, 0), (0, 255, 0), (0, 0, 255), (128, 128, 128)])
+primaries.save(path("primaries.png"))
+
 
 class SmallCnn(torch.nn.Module):
     """A classifier of 3x16x16 images into 3 classes (the image folder's stripes and checks)."""

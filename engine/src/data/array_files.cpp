@@ -478,6 +478,11 @@ NamedArrays readTorchFile(const std::filesystem::path& path) {
     } catch (const c10::Error& e) {
       throw DataError(where + ": not a loadable TorchScript archive: " +
                       std::string(e.what_without_backtrace()).substr(0, 200));
+    } catch (const std::exception& e) {  // its code does not compile (torch::jit::ErrorReport)
+      std::string why = e.what();
+      why = why.substr(0, why.find('\n'));
+      throw DataError(where + ": not a loadable TorchScript archive: its code does not compile (" +
+                      why.substr(0, 200) + ")");
     }
     for (const auto& attribute : module.named_attributes(/*recurse=*/true)) {
       if (attribute.value.isTensor())
@@ -560,6 +565,15 @@ CsvTable readCsv(const std::filesystem::path& path) {
       continue;
     std::vector<std::string> row = fields(line);
     if (table.columns.empty()) {
+      // A name twice (spreadsheets allow it) would read the first column for both.
+      for (size_t c = 0; c < row.size(); ++c) {
+        if (!row[c].empty() && std::find(row.begin(), row.begin() + c, row[c]) != row.begin() + c)
+          throw DataError(
+              where + ":" + std::to_string(lineNumber) + ": column \"" + row[c] +
+              "\" is named twice in the header (columns " +
+              std::to_string(std::find(row.begin(), row.end(), row[c]) - row.begin() + 1) +
+              " and " + std::to_string(c + 1) + ")");
+      }
       table.columns = std::move(row);
       continue;
     }

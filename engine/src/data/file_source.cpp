@@ -104,7 +104,8 @@ class EpochOrder final : public torch::data::samplers::Sampler<> {
   // batch holds sequences of like length and the epoch still visits every sample once.
   torch::Tensor bucketed(const torch::Tensor& order) const {
     constexpr int64_t kBucketPool = 20;
-    const int64_t pool = kBucketPool * batchSize_;
+    // At most the whole order: kBucketPool times a batch size near int64's largest overflowed.
+    const int64_t pool = batchSize_ > size_ / kBucketPool ? size_ : kBucketPool * batchSize_;
     std::vector<torch::Tensor> pools;
     for (int64_t start = 0; start < size_; start += pool) {
       const torch::Tensor rows = order.narrow(0, start, std::min(pool, size_ - start));
@@ -312,6 +313,27 @@ FileDataSource::FileDataSource(const DataSpec& data, const LossSpec& loss, int64
     if (files.format == "npy")
       targetName = std::filesystem::path(files.target).filename().string();
   }
+
+  // Data, not parameters: a tensor saved with requires_grad (a module's nn.Parameter) joined every
+  // step's autograd graph, and each backward added a gradient the size of the whole dataset into
+  // it (steps 2000 times slower, the losses the same). Only numbers training takes: a complex
+  // array was cast to its real part's integers. An array with a dimension of size 0 holds no
+  // values whatever number of samples it claims (a file of bytes asking for billions).
+  const auto plain = [&](torch::Tensor& t, const std::string& name) {
+    t = t.detach();
+    if (!t.is_floating_point() && !c10::isIntegralType(t.scalar_type(), /*includeBool=*/true))
+      throw DataError(source + ": \"" + name + "\" holds " +
+                      std::string(c10::toString(t.scalar_type())) +
+                      " values; floating-point, integer or boolean arrays only");
+    if (t.dim() > 0 && t.size(0) > 0 && t.numel() == 0)
+      throw DataError(source + ": \"" + name + "\" holds no values: " + std::to_string(t.size(0)) +
+                      " samples of shape " + shapeOf(t));
+  };
+  for (size_t i = 0; i < arrays->inputs.size(); ++i)
+    plain(arrays->inputs[i], inputNames[i]);
+  plain(arrays->target, targetName);
+  if (lengths.defined())
+    lengths = lengths.detach();
 
   // Every array holds the same samples.
   const int64_t samples = arrays->target.dim() == 0 ? 0 : arrays->target.size(0);

@@ -44,22 +44,35 @@ torch::Tensor decodePng(const std::string& bytes, const std::filesystem::path& f
   // An image with alpha is read with it, then the alpha dropped, as PIL's convert does. Read
   // without it, libpng would blend the pixels onto the buffer's contents (no background given).
   const bool alpha = (image.format & PNG_FORMAT_FLAG_ALPHA) != 0;
-  image.format = channels == 3 ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB)
-                               : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
+  // A colour image made grey is read in colour and made grey here, with the weights PIL's
+  // convert("L") and libjpeg use on the stored values: libpng weighs in linear light (pure red
+  // gave 0.494 for PIL's 0.298), so PNGs and JPEGs of one folder disagreed.
+  const bool toGrey = channels == 1 && (image.format & PNG_FORMAT_FLAG_COLOR) != 0;
+  const int read = toGrey ? 3 : channels;
+  image.format = read == 3 ? (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB)
+                           : (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY);
   if (image.width * uint64_t{image.height} > kMostPixels) {
     png_image_free(&image);
     checkPixels(image.width, image.height, file);
   }
-  torch::Tensor pixels =
-      torch::empty({static_cast<int64_t>(image.height), static_cast<int64_t>(image.width),
-                    channels + (alpha ? 1 : 0)},
-                   torch::kUInt8);
+  torch::Tensor pixels = torch::empty({static_cast<int64_t>(image.height),
+                                       static_cast<int64_t>(image.width), read + (alpha ? 1 : 0)},
+                                      torch::kUInt8);
   if (png_image_finish_read(&image, nullptr, pixels.data_ptr(), 0, nullptr) == 0) {
     const std::string why = image.message;
     png_image_free(&image);
     throw DataError(file.string() + ": not a readable PNG image: " + why);
   }
-  return pixels.narrow(2, 0, channels).permute({2, 0, 1}).contiguous();
+  pixels = pixels.narrow(2, 0, read).permute({2, 0, 1});
+  if (toGrey) {
+    // PIL's L = R·299/1000 + G·587/1000 + B·114/1000, in its fixed point.
+    const torch::Tensor rgb = pixels.to(torch::kInt32);
+    pixels = (rgb[0] * 19595 + rgb[1] * 38470 + rgb[2] * 7471 + 32768)
+                 .bitwise_right_shift(16)
+                 .to(torch::kUInt8)
+                 .unsqueeze(0);
+  }
+  return pixels.contiguous();
 }
 
 // libjpeg reports errors through a callback that must not return: it jumps back to decodeJpeg.

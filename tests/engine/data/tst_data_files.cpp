@@ -397,6 +397,50 @@ TEST_CASE("the padded length is the sequences', whatever input comes first") {
   CHECK(b.target.sizes() == torch::IntArrayRef({16, longest}));
 }
 
+TEST_CASE("data is kept out of autograd; what training cannot take is refused, naming it") {
+  symtune::test::TempDir dir;
+  const auto save = [&](const std::string& name, const torch::Tensor& x) {
+    c10::Dict<std::string, torch::Tensor> arrays;
+    arrays.insert("x", x);
+    arrays.insert("y", torch::tensor({0, 1, 0, 1, 0, 1, 0, 1}));
+    const std::vector<char> bytes = torch::pickle_save(c10::IValue(arrays));
+    symtune::test::writeFile(dir.path() / name, std::string(bytes.begin(), bytes.end()));
+    symtune::DataSpec spec = blobsSpec("torch", "", {"x"}, "y");
+    spec.files.file = dir.path() / name;
+    spec.batchSize = 4;
+    return spec;
+  };
+  // A module's nn.Parameter, or torch.save of a tensor that requires grad: each batch joined the
+  // step's autograd graph, and every backward added a gradient the size of the data into it.
+  const symtune::DataSpec parameter = save("grad.pt", torch::randn({8, 3}).requires_grad_());
+  symtune::FileDataSource data(parameter, symtune::LossSpec{}, 2);
+  CHECK_FALSE(data.batch(0).inputs[0].toTensor().requires_grad());
+  const std::string complex = (dir.path() / "complex.pt").string();
+  CHECK(errorOf([&] {
+          symtune::FileDataSource(save("complex.pt", torch::randn({8, 3}, torch::kComplexFloat)),
+                                  symtune::LossSpec{}, 2);
+        }) == complex +
+                  ": \"x\" holds ComplexFloat values; floating-point, integer or boolean arrays "
+                  "only");
+  const std::string empty = (dir.path() / "empty.pt").string();
+  CHECK(errorOf([&] {
+          symtune::FileDataSource(save("empty.pt", torch::zeros({8, 0})), symtune::LossSpec{}, 2);
+        }) == empty + ": \"x\" holds no values: 8 samples of shape [0] Float");
+  // A column named twice read the first column for both.
+  symtune::test::writeFile(dir.path() / "twice.csv", "a,a,y\n1,10,0\n2,20,1\n");
+  CHECK(errorOf([&] { symtune::readCsv(dir.path() / "twice.csv"); }) ==
+        (dir.path() / "twice.csv").string() +
+            ":1: column \"a\" is named twice in the header (columns 1 and 2)");
+  // Bucketed by length with a batch size near int64's largest: twenty batches of it overflowed
+  // into a pool of nothing, and the order grew without end.
+  symtune::DataSpec huge = taggerSpec();
+  huge.files.bucketByLength = true;
+  huge.batchSize = int64_t{1} << 62;
+  symtune::FileDataSource all(huge, symtune::LossSpec{}, 3);
+  CHECK(all.batchesPerEpoch() == 1);
+  CHECK(all.batch(0).target.size(0) == all.trainingSamples());
+}
+
 TEST_CASE("bucketing by length: batches of like length, every sample once an epoch") {
   const auto spreadOver = [](symtune::FileDataSource& data, int64_t from, int64_t to) {
     int64_t spread = 0;

@@ -89,6 +89,13 @@ TEST_CASE("PNG and JPEG decode to their pixels, in grey or RGB") {
   }
 }
 
+TEST_CASE("a colour PNG read as grey is PIL's convert(\"L\") of it") {
+  // Red, green, blue, grey 128: libpng's own conversion weighed in linear light and gave
+  // 126, 219, 76, 128, where PIL (and libjpeg, for the folder's JPEGs) give 76, 150, 29, 128.
+  const torch::Tensor grey = symtune::decodeImage(kImages.parent_path() / "primaries.png", 1);
+  CHECK(grey.flatten().equal(torch::tensor({76, 150, 29, 128}, torch::kUInt8)));
+}
+
 TEST_CASE("resize, crop and normalise as declared") {
   // The shorter side to 16 keeps the aspect: sizes differ until a crop evens them.
   const std::string uneven = errorOf([] { symtune::readImageFolder(kImages, spec({16})); });
