@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iterator>
+#include <regex>
 #include <stdexcept>
 
 namespace symtune::app {
@@ -28,6 +29,14 @@ const std::string& optionValue(const std::vector<std::string>& args, size_t& i) 
   return args[++i];
 }
 
+// Whether `v` is written as a plain decimal number: digits, and for a fraction one point and an
+// exponent. std::stod and std::stoll take more: " 5", "+5", and std::stod "0x10" as 16.
+bool plainDecimal(const std::string& v, bool fraction) {
+  static const std::regex whole("[0-9]+");
+  static const std::regex real("([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?");
+  return std::regex_match(v, fraction ? real : whole);
+}
+
 // An option's value as seconds >= 0, or an error naming the option.
 double seconds(const std::string& option, const std::string& v) {
   size_t used = 0;
@@ -37,7 +46,7 @@ double seconds(const std::string& option, const std::string& v) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != v.size() || !std::isfinite(result) || result < 0)
+  if (!plainDecimal(v, true) || used != v.size() || !std::isfinite(result) || result < 0)
     throw std::invalid_argument(option + " expects seconds >= 0, got \"" + v + "\"");
   return result;
 }
@@ -98,7 +107,7 @@ int64_t count(const std::string& option, const std::string& v, int64_t least) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != v.size() || n < least || n > 1000000)
+  if (!plainDecimal(v, false) || used != v.size() || n < least || n > 1000000)
     throw std::invalid_argument(option + " expects an integer from " + std::to_string(least) +
                                 ", got \"" + v + "\"");
   return n;
@@ -184,7 +193,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       throw std::invalid_argument("bindings needs a session, a report or a binding table");
     return cl;
   }
-  bool traceStepsGiven = false;
+  bool traceStepsGiven = false, screenshotAfterGiven = false, progressIntervalGiven = false;
   for (size_t i = first; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (isHelp(a)) {
@@ -229,7 +238,7 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       } catch (const std::exception&) {
         used = 0;
       }
-      if (used != v.size() || n < 1) {
+      if (!plainDecimal(v, false) || used != v.size() || n < 1) {
         throw std::invalid_argument("--trace-steps expects a positive integer, got \"" + v + "\"");
       }
       cl.traceSteps = n;
@@ -269,13 +278,15 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       } catch (const std::exception&) {
         used = 0;
       }
-      if (used != v.size() || cl.screenshotAfterSteps < 1)
+      if (!plainDecimal(v, false) || used != v.size() || cl.screenshotAfterSteps < 1)
         throw std::invalid_argument(
             "--screenshot-after expects a positive number of steps, "
             "got \"" +
             v + "\"");
+      screenshotAfterGiven = true;
     } else if (a == "--progress-interval") {
       cl.progressInterval = seconds(a, value(i));
+      progressIntervalGiven = true;
     } else if (a == "--linger") {
       cl.linger = seconds(a, value(i));
     } else if (!a.empty() && a[0] == '-') {
@@ -306,6 +317,13 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
     throw std::invalid_argument("--run, --overlay and --screenshot are the studio's");
   if (cl.run && cl.session.empty())
     throw std::invalid_argument("--run needs a session (symtune --run SESSION)");
+  // Taken once a run shows: with neither, the studio waited for one without end.
+  if (cl.screenshot && !cl.run && !cl.attach)
+    throw std::invalid_argument("--screenshot needs a run to show: --run SESSION or --attach ADDR");
+  if (screenshotAfterGiven && !cl.screenshot)
+    throw std::invalid_argument("--screenshot-after goes with --screenshot PNG");
+  if (progressIntervalGiven && cl.mode != CommandLine::Mode::Batch)
+    throw std::invalid_argument("--progress-interval only applies with --batch");
   if (cl.mode != CommandLine::Mode::Batch && (cl.report || cl.trace)) {
     throw std::invalid_argument(std::string(cl.report ? "--report" : "--trace") +
                                 " only applies with --batch");

@@ -112,6 +112,17 @@ TEST_CASE("a wrong command line is refused with a reason that names what is wron
         "--trace-steps expects a positive integer, got \"0\"");
   CHECK(refusal({"--batch", "s.json", "--progress-interval", "-1"}) ==
         "--progress-interval expects seconds >= 0, got \"-1\"");
+  // What std::stod and std::stoll would take: hexadecimal, a sign, a leading space.
+  CHECK(refusal({"--batch", "s.json", "--progress-interval", "0x10"}) ==
+        "--progress-interval expects seconds >= 0, got \"0x10\"");
+  CHECK(refusal({"--batch", "s.json", "--trace-steps", "+3"}) ==
+        "--trace-steps expects a positive integer, got \"+3\"");
+  CHECK(refusal({"tune", "s.json", "--budget-steps", " 5"}) ==
+        "--budget-steps expects an integer from 1, got \" 5\"");
+  CHECK(parseCommandLine({"--batch", "s.json", "--progress-interval", "2.5"}).progressInterval ==
+        2.5);
+  CHECK(parseCommandLine({"--batch", "s.json", "--progress-interval", "1e1"}).progressInterval ==
+        10);
   CHECK(refusal({"--overlay", "heat"}).find("--overlay expects none, latency") == 0);
   CHECK(refusal({"--listen", "unix:/tmp/x"}) ==
         "--listen needs a session to train (SESSION --listen ADDR)");
@@ -119,6 +130,12 @@ TEST_CASE("a wrong command line is refused with a reason that names what is wron
   CHECK(refusal({"--report", "r.json"}) == "--report only applies with --batch");
   CHECK(refusal({"--batch", "s.json", "--run"}) ==
         "--run, --overlay and --screenshot are the studio's");
+  CHECK(refusal({"--screenshot", "x.png"}) ==
+        "--screenshot needs a run to show: --run SESSION or --attach ADDR");
+  CHECK(refusal({"--run", "s.json", "--screenshot-after", "3"}) ==
+        "--screenshot-after goes with --screenshot PNG");
+  CHECK(refusal({"s.json", "--progress-interval", "2"}) ==
+        "--progress-interval only applies with --batch");
   CHECK(refusal({"check"}) == "check needs one session (symtune check SESSION)");
   CHECK(refusal({"check", "a.json", "b.json"}) ==
         "check needs one session (symtune check SESSION)");
