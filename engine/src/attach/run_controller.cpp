@@ -324,9 +324,14 @@ void RunController::handle(const Command& c, Server::Reply reply) {
         reply({{"error", oneLine(e)}});
         return;
       }
-      nlohmann::json state = publishRules();
-      // Runs before step stepsDone() begins: the first step with the change.
-      reply({{"rules", std::move(state)}, {"from_step", run_.stepsDone()}});
+      // Runs before step stepsDone() begins: the first step with the change. Caught as the
+      // change is: a throw here would end in a future nobody reads, and the reply would be lost.
+      try {
+        nlohmann::json state = publishRules();
+        reply({{"rules", std::move(state)}, {"from_step", run_.stepsDone()}});
+      } catch (const std::exception& e) {
+        reply({{"error", oneLine(e)}});
+      }
     });
     wake_.notify_all();
   };
@@ -376,20 +381,24 @@ void RunController::handle(const Command& c, Server::Reply reply) {
         reply({{"error", "this run has no session to snapshot"}});
         return;
       }
-      Session s = *session;
-      s.rules = {};
-      auto& registry = rules::Registry::global();
-      for (const auto& name : set.names()) {
-        if (!set.enabled(name))
-          continue;
-        const auto entry = registry.find(name);
-        const std::string& source = set.source(name);
-        if (entry && (entry->rule ? entry->rule->source : "") == source)
-          s.rules.enable.push_back(name);
-        else
-          s.rules.source += (s.rules.source.empty() ? "" : "\n") + source + "\n";
+      try {
+        Session s = *session;
+        s.rules = {};
+        auto& registry = rules::Registry::global();
+        for (const auto& name : set.names()) {
+          if (!set.enabled(name))
+            continue;
+          const auto entry = registry.find(name);
+          const std::string& source = set.source(name);
+          if (entry && (entry->rule ? entry->rule->source : "") == source)
+            s.rules.enable.push_back(name);
+          else
+            s.rules.source += (s.rules.source.empty() ? "" : "\n") + source + "\n";
+        }
+        reply({{"session", nlohmann::json::parse(sessionJson(s))}, {"step", run_.stepsDone()}});
+      } catch (const std::exception& e) {
+        reply({{"error", oneLine(e)}});  // a throw here would end in a future nobody reads
       }
-      reply({{"session", nlohmann::json::parse(sessionJson(s))}, {"step", run_.stepsDone()}});
     });
     wake_.notify_all();
   } else if (c.name == "set_budget") {
