@@ -93,6 +93,14 @@ ensure_deps() {
 # demo.sh and screenshot.sh mean what they say.
 build() (
   cd "$SYMTUNE_ROOT"
+  # A build folder configured against another LibTorch folder (SYMTUNE_CACHE or XDG_CACHE_HOME
+  # changed) keeps finding the old one through its cached Torch_DIR: it is configured afresh.
+  local cached
+  cached=$(sed -n 's/^SYMTUNE_TORCH_HOME:PATH=//p' "$SYMTUNE_BUILD_DIR/CMakeCache.txt" 2>/dev/null || true)
+  if [ -n "$cached" ] && [ "$cached" != "$SYMTUNE_TORCH_HOME" ]; then
+    log "LibTorch is now in $SYMTUNE_TORCH_HOME, not $cached: configuring afresh"
+    rm -f "$SYMTUNE_BUILD_DIR/CMakeCache.txt" "$SYMTUNE_BUILD_DIR/build.ninja"
+  fi
   # Configure anew when the presets changed since the last configure, so a build folder made
   # under older presets (or with an option since made mandatory) cannot carry on quietly.
   if [ ! -f "$SYMTUNE_BUILD_DIR/build.ninja" ] ||
