@@ -528,6 +528,12 @@ class SyMuGen::Evaluator {
         if (auto late = binder_->takeLateOutput())
           env_[late->first] = std::move(late->second);
       } else {
+        // A vararg operator (prim::Print, aten::format: a print or an f-string in forward) takes
+        // its input count on top of its inputs, as TorchScript's interpreter pushes it; without
+        // it the step failed with an internal assert ("expected int").
+        const torch::jit::Operator* op = node->maybeOperator();
+        if (op != nullptr && op->schema().is_vararg())
+          stack.emplace_back(static_cast<int64_t>(node->inputs().size()));
         if (shapesOnly_)
           runOnShapes(node, stack);
         else

@@ -217,6 +217,24 @@ TEST_CASE_FIXTURE(TwoThreads, "a captured step computes what the module's own fo
   CHECK(torch::allclose(got, expected, 1e-5, 1e-6));
 }
 
+// A vararg operator takes its input count on the stack after its inputs, as TorchScript's
+// interpreter pushes it: a print or an f-string in forward failed the first step with an
+// internal assert ("expected int").
+TEST_CASE_FIXTURE(TwoThreads, "a forward that prints and formats runs as TorchScript runs it") {
+  torch::jit::Module m("Net");
+  m.define(R"(
+def forward(self, x: Tensor):
+    label = "scale {} of {}".format(2, x.size(0))
+    print(label, x.size(1))
+    return x * 2.0
+)");
+  SyMuGen gen(m);
+  const torch::Tensor x = torch::randn({3, 4});
+  torch::NoGradGuard noGrad;
+  const EvaluatorRun run = gen.forward({x});
+  CHECK(run.output.toTensor().equal(x * 2.0));
+}
+
 // Note [A loop's initial values]: a loop's initial carried value that its body does not read by
 // name is dropped as the loop starts, so the evaluator holds two of the loop's tensors at a time,
 // not three.
