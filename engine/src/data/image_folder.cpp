@@ -144,19 +144,47 @@ bool hidden(const std::filesystem::path& p) {
   return p.filename().string().rfind('.', 0) == 0;
 }
 
-std::vector<std::filesystem::path> sortedEntries(const std::filesystem::path& folder,
-                                                 bool folders) {
+// The class folders: the folder's own sub-folders but hidden ones, by name.
+std::vector<std::filesystem::path> classFolders(const std::filesystem::path& folder) {
   std::vector<std::filesystem::path> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
-    if (hidden(entry.path()))
-      continue;
-    if (folders ? entry.is_directory() : entry.is_regular_file() && isImageFile(entry.path()))
+    if (!hidden(entry.path()) && entry.is_directory())
       out.push_back(entry.path());
   }
   if (ec)
     throw DataError(folder.string() + ": cannot be listed: " + ec.message());
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A class folder's images, in its sub-folders too (torchvision's ImageFolder walks them; read
+// flat, a nested folder's images were passed over unsaid), in the order it sorts them: by folder,
+// then by name. Hidden files and folders are passed over, and a folder reached through a symbolic
+// link is not entered (one that links to a folder above it would never end).
+std::vector<std::filesystem::path> classImages(const std::filesystem::path& folder) {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  std::filesystem::recursive_directory_iterator it(folder, ec);
+  for (; !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    const std::filesystem::directory_entry& entry = *it;
+    std::error_code kind;
+    if (hidden(entry.path())) {
+      if (entry.is_directory(kind))
+        it.disable_recursion_pending();
+      continue;
+    }
+    if (entry.is_regular_file(kind) && isImageFile(entry.path()))
+      out.push_back(entry.path());
+    else if (kind && kind != std::errc::no_such_file_or_directory)  // a link that loops, say
+      throw DataError(entry.path().string() + ": cannot be read: " + kind.message());
+  }
+  if (ec)
+    throw DataError(folder.string() + ": cannot be listed: " + ec.message());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.parent_path().string(), a.filename().string()) <
+           std::pair(b.parent_path().string(), b.filename().string());
+  });
   return out;
 }
 
@@ -229,8 +257,8 @@ ImageFolder readImageFolder(const std::filesystem::path& folder, const ImageSpec
   ImageFolder out;
   std::vector<std::filesystem::path> files;
   std::vector<int64_t> labels;
-  for (const auto& classFolder : sortedEntries(folder, true)) {
-    const std::vector<std::filesystem::path> images = sortedEntries(classFolder, false);
+  for (const auto& classFolder : classFolders(folder)) {
+    const std::vector<std::filesystem::path> images = classImages(classFolder);
     // torchvision's ImageFolder refuses it too: passed over, it would shift the labels after it.
     if (images.empty())
       throw DataError(classFolder.string() +

@@ -143,6 +143,23 @@ TEST_CASE("images batch through FileDataSource with their labels") {
         std::string::npos);
 }
 
+TEST_CASE("a class folder's sub-folders hold its images too, as ImageFolder walks them") {
+  symtune::test::TempDir dir;
+  const auto folder = dir.path() / "classes";
+  const std::string png = symtune::test::readFile(kImages / "rows" / "03.png");
+  // Read flat, nest/a/sub/deep.png was passed over unsaid; torchvision reads three images.
+  for (const char* sub : {"a/sub", "a/.hidden", "b"})
+    std::filesystem::create_directories(folder / sub);
+  symtune::test::writeFile(folder / "a" / "top.png", png);
+  symtune::test::writeFile(folder / "a" / "sub" / "deep.png", png);
+  symtune::test::writeFile(folder / "a" / ".hidden" / "skipped.png", png);
+  symtune::test::writeFile(folder / "b" / "x.png", png);
+  std::filesystem::create_directory_symlink(folder, folder / "b" / "loop");  // not entered
+  const symtune::ImageFolder read = symtune::readImageFolder(folder, spec({8, 8}));
+  CHECK(read.classes == std::vector<std::string>{"a", "b"});
+  CHECK(read.arrays[1].second.equal(torch::tensor({0, 0, 1}, torch::kLong)));
+}
+
 TEST_CASE("an unreadable image or an empty folder is one line naming it") {
   symtune::test::TempDir dir;
   const auto folder = dir.path() / "classes";

@@ -19,7 +19,8 @@ struct ImageFolder {
   std::vector<std::string> classes;  // label i is the i-th sub-folder in name order
 };
 
-// Every image file (.png, .jpg, .jpeg, any case; other files and hidden ones are passed over)
+// Every image file (.png, .jpg, .jpeg, any case, in each class folder and its sub-folders; other
+// files and hidden ones are passed over)
 // decoded (libpng, libjpeg) to `image.channels` channels, scaled to `image.resize` (bilinear,
 // antialiased, as torchvision's Resize), cut to `image.crop` at the centre, scaled to [0, 1] and
 // normalised by `image.mean` and `image.std`; decoded in parallel, once, into memory. Throws
