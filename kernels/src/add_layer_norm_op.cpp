@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include "add_layer_norm_common.h"
+#include "once_differentiable.h"
 #include "symtune/kernels/add_layer_norm.h"
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
@@ -66,6 +67,7 @@ class AddLayerNormFunction : public torch::autograd::Function<AddLayerNormFuncti
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    refuseDoubleBackward("add_layer_norm");
     const auto saved = ctx->get_saved_variables();
     const bool hasWeight = ctx->saved_data["has_weight"].toBool();
     const bool hasBias = ctx->saved_data["has_bias"].toBool();

@@ -15,6 +15,7 @@
 #include <torch/autograd.h>
 
 #include "batch_norm_relu_common.h"
+#include "once_differentiable.h"
 
 namespace symtune::kernels {
 
@@ -185,6 +186,7 @@ class BatchNormReluConv2dFunction : public torch::autograd::Function<BatchNormRe
   // autograd node's own list would keep it to the end).
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list& grads) {
+    refuseDoubleBackward("batch_norm_relu_conv");
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &input = saved[0], &weight = saved[1], &bias = saved[2], &mean = saved[3],
                      &invstd = saved[4], &convWeight = saved[5];

@@ -4,6 +4,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "once_differentiable.h"
 #include "symtune/kernels/batch_norm_relu.h"
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
@@ -73,6 +74,7 @@ class BatchNormReluFunction : public torch::autograd::Function<BatchNormReluFunc
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    refuseDoubleBackward("batch_norm_relu");
     const auto saved = ctx->get_saved_variables();
     if (!grads[0].defined())
       return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),

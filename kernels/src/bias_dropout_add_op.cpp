@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include "bias_dropout_add_common.h"
+#include "once_differentiable.h"
 #include "symtune/kernels/bias_dropout_add.h"
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
@@ -100,6 +101,7 @@ class BiasDropoutAddFunction : public torch::autograd::Function<BiasDropoutAddFu
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    refuseDoubleBackward("bias_dropout_add");
     const auto saved = ctx->get_saved_variables();
     const bool hasBias = ctx->saved_data["has_bias"].toBool();
     auto [gradInput, gradBias] = backwardOp().call(

@@ -5,6 +5,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "once_differentiable.h"
 #include "symtune/kernels/bias_gelu.h"
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
@@ -56,6 +57,7 @@ class BiasGeluFunction : public torch::autograd::Function<BiasGeluFunction> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    refuseDoubleBackward("bias_gelu");
     const auto saved = ctx->get_saved_variables();
     const bool hasBias = ctx->saved_data["has_bias"].toBool();
     const std::string approximate = ctx->saved_data["approximate"].toStringRef();

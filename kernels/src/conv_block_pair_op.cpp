@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include "once_differentiable.h"
 #include "symtune/kernels/batch_norm_relu_conv.h"
 
 namespace symtune::kernels {
@@ -121,6 +122,7 @@ class ConvBlockPairFunction : public torch::autograd::Function<ConvBlockPairFunc
   // autograd node's own list would keep it to the end).
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list& grads) {
+    refuseDoubleBackward("conv_block_pair");
     const auto saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &w1 = saved[1], &gamma1 = saved[2], &beta1 = saved[3],
                      &w2 = saved[4], &gamma2 = saved[5], &beta2 = saved[6], &mean1 = saved[7],

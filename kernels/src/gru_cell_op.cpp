@@ -4,6 +4,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "once_differentiable.h"
 #include "symtune/kernels/gru_cell.h"
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
@@ -62,6 +63,7 @@ class GruCellFunction : public torch::autograd::Function<GruCellFunction> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    refuseDoubleBackward("gru_cell");
     if (!grads[0].defined())
       return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     const auto saved = ctx->get_saved_variables();

@@ -5,6 +5,7 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include "once_differentiable.h"
 #include "symtune/kernels/softmax_cross_entropy.h"
 
 TORCH_LIBRARY_FRAGMENT(symtune, m) {
@@ -50,6 +51,7 @@ class SoftmaxCrossEntropyFunction : public torch::autograd::Function<SoftmaxCros
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
+    refuseDoubleBackward("softmax_cross_entropy");
     const auto saved = ctx->get_saved_variables();
     const at::Tensor gradLogits = backwardOp().call(grads[0], saved[0], saved[1], saved[2],
                                                     ctx->saved_data["ignore_index"].toInt());

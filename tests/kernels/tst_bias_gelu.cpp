@@ -155,3 +155,18 @@ TEST_CASE("bad arguments are refused") {
   INFO(dtype);
   CHECK(dtype.find("the bias is Double, the input Float") != std::string::npos);
 }
+
+// Its backward has no gradient: asked for one (create_graph, a gradient penalty), PyTorch's
+// fallback only warned and left the second-order term out (0.98 off ATen's on this penalty).
+TEST_CASE("a second-order gradient is refused, not computed without its second-order term") {
+  const auto x = torch::randn({4, 6}, torch::kFloat64).requires_grad_();
+  const auto y = symtune::kernels::biasGelu(x, torch::randn({6}, torch::kFloat64), "tanh");
+  const std::string error = symtune::test::errorOf([&] {
+    torch::autograd::grad({y.sum()}, {x}, {}, /*retain_graph=*/true, /*create_graph=*/true);
+  });
+  INFO(error);
+  CHECK(error.find("symtune::bias_gelu: not twice differentiable") != std::string::npos);
+  // A first-order gradient is as before.
+  const auto g = torch::autograd::grad({y.sum()}, {x});
+  CHECK(g[0].defined());
+}

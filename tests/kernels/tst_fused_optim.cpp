@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <algorithm>
 #include <cmath>
@@ -318,6 +319,21 @@ TEST_CASE("what the fused steps do not support is refused") {
       [&] { symtune::kernels::fusedAdam_({ps[0]}, {ps[1]}, {ps[0]}, {ps[0]}, {1}, {}); });
   INFO(mismatch);
   CHECK(mismatch.find("tensor 0 has shape [7], its parameter [1]") != std::string::npos);
+  // The operator as TorchScript calls it, past the C++ wrapper: one gradient for two parameters
+  // sent the kernel past the end of the list (a segfault).
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("symtune::fused_adam_", "")
+          .typed<void(at::TensorList, at::TensorList, at::TensorList, at::TensorList,
+                      c10::IntArrayRef, double, double, double, double, double, bool)>();
+  const auto p = torch::zeros({3}), q = torch::zeros({3});
+  const std::vector<at::Tensor> two{p, q}, one{p};
+  const std::string shortList = symtune::test::errorOf([&] {
+    op.call(two, one, two, two, std::vector<int64_t>{1, 1}, 1e-3, 0.9, 0.999, 1e-8, 0.0, true);
+  });
+  INFO(shortList);
+  CHECK(shortList.find("symtune::fused_adam_: 2 parameters but 1 tensors in another list") !=
+        std::string::npos);
 }
 
 TEST_CASE("the fused step tracks torch::optim over 200 training steps on the CPU") {

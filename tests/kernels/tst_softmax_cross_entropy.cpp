@@ -5,6 +5,7 @@
 
 #include "doctest_torch.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
 #include <limits>
@@ -141,4 +142,17 @@ TEST_CASE("bad targets are refused") {
     INFO(error);
     CHECK(error.find(c.message) != std::string::npos);
   }
+  // The backward operator called as it is, past autograd: a target out of range wrote outside
+  // the gradient it made (a segfault).
+  static const auto backward =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("symtune::softmax_cross_entropy_backward", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                            const at::Tensor&, int64_t)>();
+  const std::string error = symtune::test::errorOf([&] {
+    backward.call(torch::ones({}), logits, torch::tensor({0, 1, 1000000000}, torch::kLong),
+                  torch::zeros({3}), -100);
+  });
+  INFO(error);
+  CHECK(error.find("target 1000000000 of row 2 is out of range [0, 5)") != std::string::npos);
 }

@@ -20,6 +20,7 @@
 #include <ATen/cpu/vec/vec.h>
 
 #include "../contiguous_lists.h"
+#include "../fused_optim_checks.h"
 #include "../parallel.h"
 #include "cpu_kernels.h"
 #include "symtune/kernels/fused_optim.h"
@@ -111,6 +112,7 @@ void adamChunk(T* p, const T* g, T* m, T* v, int64_t begin, int64_t end,
 void fusedAdamCpu(at::TensorList params, at::TensorList grads, at::TensorList expAvgs,
                   at::TensorList expAvgSqs, c10::IntArrayRef steps, double lr, double beta1,
                   double beta2, double eps, double weightDecay, bool decoupled) {
+  checkFusedAdamArguments(params, grads, expAvgs, expAvgSqs, steps);
   const AdamHyper h{lr, beta1, beta2, eps, weightDecay, decoupled};
   ContiguousList p, g, m, v;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -179,6 +181,7 @@ void sgdChunk(T* p, const T* g, T* buf, bool fresh, int64_t begin, int64_t end, 
 void fusedSgdCpu(at::TensorList params, at::TensorList grads, at::TensorList momentumBuffers,
                  c10::IntArrayRef fresh, double lr, double momentum, double dampening,
                  double weightDecay, bool nesterov) {
+  checkFusedSgdArguments(params, grads, momentumBuffers, fresh, momentum);
   const SgdHyper h{lr, momentum, dampening, weightDecay, nesterov};
   const bool buffers = momentum != 0;
   ContiguousList p, g, b;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../contiguous_lists.h"
+#include "../fused_optim_checks.h"
 #include "cuda_check.h"
 #include "symtune/kernels/fused_optim.h"
 
@@ -153,6 +154,7 @@ void multiTensorApply(size_t count, const std::vector<int64_t>& numels, SetTenso
 void fusedAdamCuda(at::TensorList params, at::TensorList grads, at::TensorList expAvgs,
                    at::TensorList expAvgSqs, c10::IntArrayRef steps, double lr, double beta1,
                    double beta2, double eps, double weightDecay, bool decoupled) {
+  checkFusedAdamArguments(params, grads, expAvgs, expAvgSqs, steps);
   const c10::cuda::CUDAGuard guard(params[0].device());
   ContiguousList p, g, m, v;
   std::vector<int64_t> numels;
@@ -200,6 +202,7 @@ void fusedAdamCuda(at::TensorList params, at::TensorList grads, at::TensorList e
 void fusedSgdCuda(at::TensorList params, at::TensorList grads, at::TensorList momentumBuffers,
                   c10::IntArrayRef fresh, double lr, double momentum, double dampening,
                   double weightDecay, bool nesterov) {
+  checkFusedSgdArguments(params, grads, momentumBuffers, fresh, momentum);
   const c10::cuda::CUDAGuard guard(params[0].device());
   const bool buffers = momentum != 0;
   ContiguousList p, g, b;
