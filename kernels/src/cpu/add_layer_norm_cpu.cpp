@@ -213,6 +213,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackwardCpu(
         backwardRow(dy.const_data_ptr<scalar_t>() + o, dsp != nullptr ? dsp + o : nullptr,
                     s.const_data_ptr<scalar_t>() + o, wp, ds.data_ptr<scalar_t>() + o, mp[i], rp[i],
                     columns, pw, pb);
+        sumsW.rowDone();
+        sumsB.rowDone();
       }
     });
     dw = sumsW.total(s.options(), s.scalar_type());

@@ -163,8 +163,10 @@ std::tuple<at::Tensor, at::Tensor> biasDropoutAddBackwardCpu(const at::Tensor& g
     ThreadColumnSums<Opmath> sums(layout == BiasLayout::Row, columns);
     at::parallel_for(0, rows, rowGrain(columns), [&](int64_t first, int64_t last) {
       Opmath* slot = sums.slot();
-      for (int64_t row = first; row < last; ++row)
+      for (int64_t row = first; row < last; ++row) {
         backwardRow(gp, dxp, slot, row * columns, columns, m);
+        sums.rowDone();
+      }
     });
     db = layout == BiasLayout::Row ? sums.total(g.options(), g.scalar_type())
                                    : biasGradient(dx, layout);

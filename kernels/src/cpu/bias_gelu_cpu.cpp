@@ -230,8 +230,10 @@ std::tuple<at::Tensor, at::Tensor> biasGeluBackwardCpu(const at::Tensor& gradIn,
     ThreadColumnSums<Opmath> sums(layout == BiasLayout::Row, columns);
     at::parallel_for(0, rows, rowGrain(columns), [&](int64_t first, int64_t last) {
       Opmath* slot = sums.slot();
-      for (int64_t r = first; r < last; ++r)
+      for (int64_t r = first; r < last; ++r) {
         backwardRow(gp, xp, biasAt, dxp, slot, r, columns, tanhApprox);
+        sums.rowDone();
+      }
     });
     db = layout == BiasLayout::Row ? sums.total(x.options(), x.scalar_type())
                                    : biasGradient(dx, layout);
