@@ -56,8 +56,12 @@ ensure_cuda_toolkit() {
       "CUDA 13.0 build needs it to build, even where no GPU runs it (docs/building.md)"
     exit 1
   fi
-  if ! "$nvcc" --version | grep -q 'release 13\.'; then
-    log "$nvcc is not CUDA 13 ($("$nvcc" --version | grep -o 'release [0-9.]*' || echo 'no release'));" \
+  # Read whole first: under pipefail, `nvcc --version | grep -q` fails when grep stops reading
+  # before nvcc has written (SIGPIPE), matched or not.
+  local version
+  version=$("$nvcc" --version 2>/dev/null || true)
+  if ! grep -q 'release 13\.' <<<"$version"; then
+    log "$nvcc is not CUDA 13 ($(grep -o 'release [0-9.]*' <<<"$version" || echo 'no release'));" \
       "LibTorch 2.11's wheel is the CUDA 13.0 build (docs/building.md)"
     exit 1
   fi
