@@ -2,7 +2,7 @@
 // stand, options take their values, and a wrong command line fails with a one-line reason that
 // names what is wrong (the executables print it and exit 2; app.batch runs them).
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <stdexcept>
 #include <string>

@@ -2,7 +2,7 @@
 // where Qt is absent (the GPU machine). Each executable is one suite; CTest runs it whole.
 
 #define DOCTEST_CONFIG_IMPLEMENT
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <cstdlib>
 

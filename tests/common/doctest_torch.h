@@ -9,7 +9,7 @@
 // CHECK is then doctest's.
 
 #include <c10/util/Logging.h>
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #undef CHECK
 #define CHECK(...) DOCTEST_CHECK(__VA_ARGS__)

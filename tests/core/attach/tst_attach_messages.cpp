@@ -2,7 +2,7 @@
 // same values, every message type decodes, and a message missing a field or holding one of the
 // wrong type is a ProtocolError that names the message and the field.
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <cmath>
 #include <cstdint>

@@ -3,7 +3,7 @@
 // TCP endpoints limited to loopback. And the client's waits: a silent server times out, or ends
 // the wait as soon as the client's owner interrupts it.
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

@@ -2,7 +2,7 @@
 // another kind of machine or for another model is refused with the reason, and a malformed file
 // is refused naming the field.
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <cmath>
 #include <limits>

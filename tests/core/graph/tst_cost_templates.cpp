@@ -1,7 +1,7 @@
 // The operator expression templates against figures computed by hand (docs/cost-templates.md
 // gives the formulas), unknown ops and unknown shapes, and the expression syntax.
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <cstdint>
 #include <optional>

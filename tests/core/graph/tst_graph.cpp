@@ -1,6 +1,6 @@
 // symtune::Graph's JSON (round trip, version refusal, malformed input) and DOT export as text.
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <cstdint>
 #include <optional>

@@ -1,7 +1,7 @@
 // writeFileAtomically: the file whole or as it was, its permissions kept, a link written through,
 // nothing left behind when the writer throws.
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <filesystem>
 #include <stdexcept>

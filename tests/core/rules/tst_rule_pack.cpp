@@ -4,7 +4,7 @@
 // another pack or the registry (built-in, plugins) has; the built-in pack is valid and each of
 // its rules checks.
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <filesystem>
 #include <fstream>

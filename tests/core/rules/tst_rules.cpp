@@ -2,7 +2,7 @@
 // table of bad rules with the exact message each must give (line:column, what was found, what was
 // expected).
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <string>
 

@@ -1,7 +1,7 @@
 // Session file validation: valid files parse with their defaults; every kind of mistake is
 // refused with a message naming the file, the field and what was expected.
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <cstdint>
 #include <filesystem>

@@ -3,7 +3,7 @@
 
 #pragma once
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <chrono>
 #include <optional>

@@ -3,7 +3,7 @@
 // prunes what the estimate says cannot run, survives a configuration that fails, and stops when
 // nothing unmeasured is worth measuring.
 
-#include <doctest/doctest.h>
+#include "doctest_text.h"
 
 #include <cmath>
 #include <map>
