@@ -125,12 +125,13 @@ void fusedAdamCpu(at::TensorList params, at::TensorList grads, at::TensorList ex
   for (size_t t = 0; t < p.size(); ++t)
     corrections.push_back(biasCorrection(h, steps[t]));
   parallelOverElements(p.tensors(), kGrain, [&](size_t t, int64_t begin, int64_t end) {
-    AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, p[t].scalar_type(), "fused_adam_cpu", [&] {
-      using Opmath = at::opmath_type<scalar_t>;
-      const auto c = adamCoefficients<scalar_t, Opmath>(h, corrections[t]);
-      adamChunk(p[t].data_ptr<scalar_t>(), g[t].const_data_ptr<scalar_t>(),
-                m[t].data_ptr<scalar_t>(), v[t].data_ptr<scalar_t>(), begin, end, c);
-    });
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, p[t].scalar_type(), "fused_adam_cpu", [&] {
+          using Opmath = at::opmath_type<scalar_t>;
+          const auto c = adamCoefficients<scalar_t, Opmath>(h, corrections[t]);
+          adamChunk(p[t].data_ptr<scalar_t>(), g[t].const_data_ptr<scalar_t>(),
+                    m[t].data_ptr<scalar_t>(), v[t].data_ptr<scalar_t>(), begin, end, c);
+        });
   });
   p.writeBack();
   m.writeBack();
@@ -192,11 +193,12 @@ void fusedSgdCpu(at::TensorList params, at::TensorList grads, at::TensorList mom
       b.add(momentumBuffers[i], true);
   }
   parallelOverElements(p.tensors(), kGrain, [&](size_t t, int64_t begin, int64_t end) {
-    AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, p[t].scalar_type(), "fused_sgd_cpu", [&] {
-      sgdChunk(p[t].data_ptr<scalar_t>(), g[t].const_data_ptr<scalar_t>(),
-               buffers ? b[t].data_ptr<scalar_t>() : nullptr, buffers && fresh[t] != 0, begin, end,
-               h);
-    });
+    AT_DISPATCH_FLOATING_TYPES_AND2(
+        at::kHalf, at::kBFloat16, p[t].scalar_type(), "fused_sgd_cpu", [&] {
+          sgdChunk(p[t].data_ptr<scalar_t>(), g[t].const_data_ptr<scalar_t>(),
+                   buffers ? b[t].data_ptr<scalar_t>() : nullptr, buffers && fresh[t] != 0, begin,
+                   end, h);
+        });
   });
   p.writeBack();
   b.writeBack();

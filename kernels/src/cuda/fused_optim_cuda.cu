@@ -177,23 +177,24 @@ void fusedAdamCuda(at::TensorList params, at::TensorList grads, at::TensorList e
                       decoupled ? 1 - lr * weightDecay : 1.0,
                       !decoupled && weightDecay != 0};
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, params[0].scalar_type(), "fused_adam_cuda", [&] {
-    multiTensorApply(
-        params.size(), numels,
-        [&](LaunchMeta& meta, int slot, size_t i) {
-          meta.ptr[0][slot] = p[i].data_ptr();
-          meta.ptr[1][slot] = const_cast<void*>(g[i].const_data_ptr());
-          meta.ptr[2][slot] = m[i].data_ptr();
-          meta.ptr[3][slot] = v[i].data_ptr();
-          const double t = static_cast<double>(steps[i]);
-          meta.stepSize[slot] = lr / (1 - std::pow(beta1, t));
-          meta.bc2Sqrt[slot] = std::sqrt(1 - std::pow(beta2, t));
-        },
-        [&](const LaunchMeta& meta, int blocks) {
-          adamKernel<scalar_t><<<blocks, kThreads, 0, stream>>>(meta, s);
-          SYMTUNE_CUDA_CHECK(cudaGetLastError());
-        });
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, params[0].scalar_type(), "fused_adam_cuda", [&] {
+        multiTensorApply(
+            params.size(), numels,
+            [&](LaunchMeta& meta, int slot, size_t i) {
+              meta.ptr[0][slot] = p[i].data_ptr();
+              meta.ptr[1][slot] = const_cast<void*>(g[i].const_data_ptr());
+              meta.ptr[2][slot] = m[i].data_ptr();
+              meta.ptr[3][slot] = v[i].data_ptr();
+              const double t = static_cast<double>(steps[i]);
+              meta.stepSize[slot] = lr / (1 - std::pow(beta1, t));
+              meta.bc2Sqrt[slot] = std::sqrt(1 - std::pow(beta2, t));
+            },
+            [&](const LaunchMeta& meta, int blocks) {
+              adamKernel<scalar_t><<<blocks, kThreads, 0, stream>>>(meta, s);
+              SYMTUNE_CUDA_CHECK(cudaGetLastError());
+            });
+      });
   p.writeBack();
   m.writeBack();
   v.writeBack();
@@ -219,20 +220,21 @@ void fusedSgdCuda(at::TensorList params, at::TensorList grads, at::TensorList mo
   }
   const SgdScalars s{lr, momentum, 1 - dampening, weightDecay, nesterov, buffers};
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, params[0].scalar_type(), "fused_sgd_cuda", [&] {
-    multiTensorApply(
-        params.size(), numels,
-        [&](LaunchMeta& meta, int slot, size_t i) {
-          meta.ptr[0][slot] = p[i].data_ptr();
-          meta.ptr[1][slot] = const_cast<void*>(g[i].const_data_ptr());
-          meta.ptr[2][slot] = buffers ? b[i].data_ptr() : nullptr;
-          meta.fresh[slot] = buffers && fresh[i] != 0 ? 1 : 0;
-        },
-        [&](const LaunchMeta& meta, int blocks) {
-          sgdKernel<scalar_t><<<blocks, kThreads, 0, stream>>>(meta, s);
-          SYMTUNE_CUDA_CHECK(cudaGetLastError());
-        });
-  });
+  AT_DISPATCH_FLOATING_TYPES_AND2(
+      at::kHalf, at::kBFloat16, params[0].scalar_type(), "fused_sgd_cuda", [&] {
+        multiTensorApply(
+            params.size(), numels,
+            [&](LaunchMeta& meta, int slot, size_t i) {
+              meta.ptr[0][slot] = p[i].data_ptr();
+              meta.ptr[1][slot] = const_cast<void*>(g[i].const_data_ptr());
+              meta.ptr[2][slot] = buffers ? b[i].data_ptr() : nullptr;
+              meta.fresh[slot] = buffers && fresh[i] != 0 ? 1 : 0;
+            },
+            [&](const LaunchMeta& meta, int blocks) {
+              sgdKernel<scalar_t><<<blocks, kThreads, 0, stream>>>(meta, s);
+              SYMTUNE_CUDA_CHECK(cudaGetLastError());
+            });
+      });
   p.writeBack();
   b.writeBack();
 }
