@@ -60,6 +60,11 @@ int64_t peakRssBytes() {
 }
 
 std::string clock(double seconds) {
+  // Past 100 000 hours (a run of billions of steps) the figure says nothing; lround's range ends
+  // not much further.
+  const double kLongest = 1e5 * 3600;
+  if (!(seconds < kLongest))
+    return seconds > 0 ? ">100000:00:00" : "0:00";
   const auto s = static_cast<long>(std::lround(std::max(0.0, seconds)));
   char buf[32];
   if (s >= 3600) {
@@ -301,7 +306,10 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     const std::filesystem::path& checkpointFile = session.run.checkpoint;
     const auto checkpoint = [&] {
       keepFeatures();
-      trainer.saveCheckpoint(checkpointFile, toJson(report));
+      // The wall time so far, this process's included: a resume adds its own to it.
+      RunReport sofar = report;
+      sofar.wallSeconds += std::chrono::duration<double>(Clock::now() - start).count();
+      trainer.saveCheckpoint(checkpointFile, toJson(sofar));
     };
     for (int64_t i = trainer.stepsDone(); i < session.run.steps; ++i) {
       if ((options.stop != nullptr && options.stop->load()) ||

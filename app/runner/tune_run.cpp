@@ -153,9 +153,9 @@ int runTuneCommand(const CommandLine& cl) {
   // session, where a run of it reads its table, so that it binds from its first step.
   std::string tableWritten;
   try {
-    writeFileAtomically(target, sessionJson(tuned.session));
     Session written = tuned.session;
-    written.path = target;
+    written.path = target;  // its paths relative to where it is written
+    writeFileAtomically(target, sessionJson(written));
     const std::filesystem::path table = bindingTablePath(written);
     if (tuned.bindings && written.binding.save && !table.empty()) {
       tuned.bindings->save(table.string());

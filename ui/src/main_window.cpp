@@ -734,7 +734,8 @@ void MainWindow::saveSessionTo(const QString& path) {
   }
   QString error;
   try {
-    const Session session = loadSession(sessionPath_.toStdString());
+    Session session = loadSession(sessionPath_.toStdString());
+    session.path = path.toStdString();  // its paths relative to where it is written
     if (writeFile(path, QByteArray::fromStdString(sessionJson(session)), &error))
       statusBar()->showMessage(tr("Saved the session to %1").arg(path), 5000);
   } catch (const SessionError& e) {

@@ -106,8 +106,11 @@ std::string describeJsonType(const nlohmann::json& value) {
       return "null";
     case nlohmann::json::value_t::object:
       return "an object";
-    case nlohmann::json::value_t::array:
-      return "an array";
+    case nlohmann::json::value_t::array:  // its length: "expected 3 numbers, found an array" hid it
+      if (value.empty())
+        return "an empty array";
+      return "an array of " + std::to_string(value.size()) +
+             (value.size() == 1 ? " value" : " values");
     case nlohmann::json::value_t::string:
       return "a string";
     case nlohmann::json::value_t::boolean:

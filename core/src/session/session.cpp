@@ -228,9 +228,10 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
   // data
   if (top.has("data")) {
     const JsonFields data = top.object("data");
-    s.data = detail::parseDataBlock(data, origin);
-    if (s.data.files.enabled() && s.model.isZoo())
+    // Said before the files' own fields are read: a zoo session asked for none of them.
+    if (data.has("format") && s.model.isZoo())
       data.fail("format", "the zoo's models bring their own data; data files need a model file");
+    s.data = detail::parseDataBlock(data, origin);
     if (s.data.files.enabled() && !s.data.batchSize && s.model.inputs.empty())
       data.fail("batch_size", "missing: with data files and no model.inputs it is required");
   }
@@ -241,9 +242,18 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
     s.loss = detail::parseLossBlock(loss);
     if (s.model.isZoo() && !s.loss.method.empty())
       loss.fail("method", "the zoo's models have no loss method; it needs a model file");
-    if (s.model.isZoo() && !s.loss.classIndices())
-      loss.fail("kind", "the zoo's models are classifiers: expected cross_entropy or nll, found " +
-                            inQuotes(s.loss.kind));
+    // The zoo's models return logits, and pad their targets with -100 (PyTorch's default).
+    if (s.model.isZoo() && s.loss.kind != "cross_entropy")
+      loss.fail("kind",
+                "the zoo's models are classifiers returning logits: expected "
+                "cross_entropy, found " +
+                    inQuotes(s.loss.kind) +
+                    (s.loss.kind == "nll" ? " (which takes log-probabilities)" : ""));
+    if (s.model.isZoo() && s.loss.ignoreIndex != -100)
+      loss.fail("ignore_index",
+                "the zoo's models pad their targets with -100: expected -100, "
+                "found " +
+                    std::to_string(s.loss.ignoreIndex));
   }
   if (!s.model.isZoo()) {
     const int64_t least = s.loss.classIndices() ? 2 : 1;
@@ -405,6 +415,13 @@ Session parseSession(const std::string& text, const std::filesystem::path& origi
         s.remat.strategy != "selective")
       remat.fail("strategy", "expected \"plan\", \"checkpoint\" or \"selective\", found " +
                                  inQuotes(s.remat.strategy));
+    // A bound step's plans keep to blocks and loops (the binder's sites span the runs): the runs
+    // selective recomputes are all refused there, and it recomputed nothing, unsaid.
+    if (s.remat.strategy == "selective" && s.remat.bind)
+      remat.fail("strategy",
+                 "\"selective\" recomputes runs of ops, which a bound step keeps "
+                 "whole: with remat.bind it would recompute nothing (use \"plan\" "
+                 "or \"checkpoint\", or leave remat.bind off)");
     if (remat.has("budget_mb")) {
       const double mb = remat.number("budget_mb", 0);
       if (!(mb > 0 && mb <= kMostMegabytes))
@@ -560,6 +577,10 @@ bool looksLikeSessionFile(const std::filesystem::path& path) {
 }
 
 std::string sessionJson(const Session& s) {
+  const std::filesystem::path folder = detail::sessionFolder(s.path);
+  const auto written = [&](const std::filesystem::path& p) {
+    return detail::writtenPath(p, folder);
+  };
   nlohmann::json model;
   if (s.model.isZoo()) {
     model = {{"zoo", s.model.zoo}, {"preset", s.model.preset}};
@@ -567,7 +588,7 @@ std::string sessionJson(const Session& s) {
     nlohmann::json inputs = nlohmann::json::array();
     for (const auto& in : s.model.inputs)
       inputs.push_back({{"shape", in.shape}, {"dtype", toString(in.dtype)}});
-    model = {{"file", s.model.file.string()}, {"classes", s.model.classes}};
+    model = {{"file", written(s.model.file)}, {"classes", s.model.classes}};
     if (!s.model.inputs.empty())
       model["inputs"] = inputs;
     if (!s.model.output.empty())
@@ -579,7 +600,7 @@ std::string sessionJson(const Session& s) {
       model["auxiliary_outputs"] = aux;
     }
   }
-  const nlohmann::json data = detail::dataJson(s.data);
+  const nlohmann::json data = detail::dataJson(s.data, folder);
   nlohmann::json optimizer = {{"name", s.optimizer.name},
                               {"lr", s.optimizer.lr},
                               {"weight_decay", s.optimizer.weightDecay}};
@@ -602,11 +623,11 @@ std::string sessionJson(const Session& s) {
                           {"gpu_trace", s.run.gpuTrace},
                           {"nvtx", s.run.nvtx}}}};
   if (!s.run.save.empty()) {
-    out["run"]["save"] = s.run.save.string();
+    out["run"]["save"] = written(s.run.save);
     out["run"]["save_every"] = s.run.saveEvery;
   }
   if (!s.run.checkpoint.empty()) {
-    out["run"]["checkpoint"] = s.run.checkpoint.string();
+    out["run"]["checkpoint"] = written(s.run.checkpoint);
     out["run"]["checkpoint_every"] = s.run.checkpointEvery;
   }
   if (!s.rules.empty())
@@ -618,7 +639,7 @@ std::string sessionJson(const Session& s) {
       {"exact", s.binding.exact},
       {"memory_slack", s.binding.memorySlack},
       {"table",
-       s.binding.useTable ? nlohmann::json(s.binding.table.string()) : nlohmann::json(nullptr)},
+       s.binding.useTable ? nlohmann::json(written(s.binding.table)) : nlohmann::json(nullptr)},
       {"save", s.binding.save}};
   if (s.remat.enabled) {
     nlohmann::json remat = {{"strategy", s.remat.strategy},

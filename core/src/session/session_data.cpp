@@ -13,6 +13,15 @@ std::filesystem::path sessionFolder(const std::filesystem::path& origin) {
   return ec ? dir : real;
 }
 
+std::string writtenPath(const std::filesystem::path& path, const std::filesystem::path& folder) {
+  if (folder.empty() || path.is_relative())
+    return path.string();
+  const std::filesystem::path inside = path.lexically_relative(folder);
+  if (inside.empty() || *inside.begin() == "..")
+    return path.string();
+  return inside.string();
+}
+
 namespace {
 
 std::string inQuotes(const std::string& s) {
@@ -39,7 +48,7 @@ OutputRef outputRef(const nlohmann::json& value, const std::string& field,
                     const FieldErrorFn& fail) {
   OutputRef ref;
   if (value.is_number_integer()) {
-    const int64_t i = value.get<int64_t>();
+    const int64_t i = JsonFields::asInteger(value, field, fail);  // 2^64 - 1 is no -1
     if (i < 0)
       fail(field, "expected a position (0, 1, ...) or a key, found " + std::to_string(i));
     ref.index = i;
@@ -305,7 +314,7 @@ LossSpec parseLossBlock(const JsonFields& loss) {
   return spec;
 }
 
-nlohmann::json dataJson(const DataSpec& data) {
+nlohmann::json dataJson(const DataSpec& data, const std::filesystem::path& folder) {
   nlohmann::json out = {{"seed", data.seed}};
   if (data.batchSize)
     out["batch_size"] = *data.batchSize;
@@ -313,20 +322,23 @@ nlohmann::json dataJson(const DataSpec& data) {
   if (!files.enabled())
     return out;
   out["format"] = files.format;
-  if (files.format != "npy")
-    out["file"] = files.file.string();
+  const bool npy = files.format == "npy";
+  if (!npy)
+    out["file"] = writtenPath(files.file, folder);
+  // npy names are files; the other formats' are names inside the file.
+  const auto name = [&](const std::string& n) { return npy ? writtenPath(n, folder) : n; };
   nlohmann::json inputs = nlohmann::json::array();
   for (const auto& group : files.inputs) {
     if (files.format == "csv")
       inputs.push_back(group);
     else
-      inputs.push_back(group.front());
+      inputs.push_back(name(group.front()));
   }
   if (!files.inputs.empty())
     out["inputs"] = inputs;
-  out["target"] = files.target;
+  out["target"] = name(files.target);
   if (!files.lengths.empty())
-    out["lengths"] = files.lengths;
+    out["lengths"] = name(files.lengths);
   out["bucket_by_length"] = files.bucketByLength;
   out["shuffle"] = files.shuffle;
   out["drop_last"] = files.dropLast;

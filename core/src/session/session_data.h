@@ -17,6 +17,10 @@ namespace symtune::detail {
 // without a folder (the working one).
 std::filesystem::path sessionFolder(const std::filesystem::path& origin);
 
+// `path` as a session file whose folder (sessionFolder) is `folder` writes it: relative to the
+// folder when it lies in it, so that the folder can move with its files; as it is otherwise.
+std::string writtenPath(const std::filesystem::path& path, const std::filesystem::path& folder);
+
 // The `data` block; relative file names resolve against `origin`'s folder.
 DataSpec parseDataBlock(const JsonFields& data, const std::filesystem::path& origin);
 LossSpec parseLossBlock(const JsonFields& loss);
@@ -25,7 +29,8 @@ LossSpec parseLossBlock(const JsonFields& loss);
 void parseModelOutputs(const JsonFields& fields, ModelSpec& model);
 nlohmann::json outputJson(const OutputRef& ref);
 
-nlohmann::json dataJson(const DataSpec& data);
+// Paths as writtenPath writes them for a session file in `folder`.
+nlohmann::json dataJson(const DataSpec& data, const std::filesystem::path& folder);
 nlohmann::json lossJson(const LossSpec& loss);
 
 }  // namespace symtune::detail

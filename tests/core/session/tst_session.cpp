@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "error_of.h"
 #include "symtune/core/session.h"
 #include "test_files.h"
@@ -34,7 +36,7 @@ struct RejectedSession {
 std::vector<RejectedSession> rejectedSessions() {
   return {
       {"not JSON", "{\"format\": \n  ,}", "not valid JSON at line 2, column 3"},
-      {"not an object", "[1, 2]", "expected a JSON object at the top, found an array"},
+      {"not an object", "[1, 2]", "expected a JSON object at the top, found an array of 2 values"},
       {"missing format", R"({"version": 1})", "format: missing (required)"},
       {"wrong format", R"({"format": "other", "version": 1})",
        "format: expected \"symtune-session\", found \"other\""},
@@ -229,6 +231,16 @@ std::vector<RejectedSession> rejectedSessions() {
            R"("model": {"zoo": "dynamic_resnet"})",
            R"(, "data": {"format": "npz", "file": "d.npz", "inputs": ["x"], "target": "y"})"),
        "data.format: the zoo's models bring their own data; data files need a model file"},
+      {"selective recomputation of a bound run",
+       sessionText(R"("model": {"zoo": "transformer_xl"})",
+                   R"(, "remat": {"strategy": "selective", "bind": true})"),
+       "remat.strategy: \"selective\" recomputes runs of ops, which a bound step keeps whole: "
+       "with remat.bind it would recompute nothing (use \"plan\" or \"checkpoint\", or leave "
+       "remat.bind off)"},
+      {"data files for a zoo model, their target left out",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})",
+                   R"(, "data": {"format": "npz", "file": "x"})"),
+       "data.format: the zoo's models bring their own data; data files need a model file"},
       {"data files without a batch size",
        sessionText(
            R"("model": {"file": "m.pt", "classes": 3})",
@@ -280,6 +292,10 @@ std::vector<RejectedSession> rejectedSessions() {
        sessionText(
            R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}], "output": -1})"),
        "model.output: expected a position (0, 1, ...) or a key, found -1"},
+      {"an output position past int64",
+       sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}],
+                                "output": 18446744073709551615})"),
+       "model.output: integer out of range"},
       {"auxiliary outputs without the main one",
        sessionText(R"("model": {"file": "m.pt", "classes": 3, "inputs": [{"shape": [4]}],
                                 "auxiliary_outputs": [{"output": 1}]})"),
@@ -324,13 +340,59 @@ std::vector<RejectedSession> rejectedSessions() {
        sessionText(R"("model": {"file": "m.pt", "classes": 3})",
                    R"(, "data": {"format": "images", "file": "pictures", "batch_size": 4,
                                  "image": {"mean": [0.5]}})"),
-       "data.image.mean: expected 3 numbers (one per channel), found an array"},
+       "data.image.mean: expected 3 numbers (one per channel), found an array of 1 value"},
       {"a regression loss for a zoo model",
        sessionText(R"("model": {"zoo": "dynamic_resnet"})", R"(, "loss": {"kind": "l1"})"),
-       "loss.kind: the zoo's models are classifiers: expected cross_entropy or nll, found \"l1\""},
+       "loss.kind: the zoo's models are classifiers returning logits: expected cross_entropy, "
+       "found \"l1\""},
+      {"nll for a zoo model",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "loss": {"kind": "nll"})"),
+       "loss.kind: the zoo's models are classifiers returning logits: expected cross_entropy, "
+       "found \"nll\" (which takes log-probabilities)"},
+      {"another padding target for a zoo model",
+       sessionText(R"("model": {"zoo": "dynamic_tagger"})", R"(, "loss": {"ignore_index": 0})"),
+       "loss.ignore_index: the zoo's models pad their targets with -100: expected -100, found 0"},
   };
 }
 }  // namespace
+
+TEST_CASE("a written session names the files in its folder relative to it, others as they are") {
+  // /sessions/s.json: the model, the arrays and what the run writes lie in /sessions; the
+  // checkpoint is elsewhere. Written absolute, the folder could not move (symtune tune rewrites
+  // the session it tuned; the studio saves one under another name).
+  const Session s = symtune::parseSession(
+      sessionText(R"("model": {"file": "m.pt", "classes": 3})",
+                  R"(, "data": {"format": "npy", "inputs": ["arrays/x.npy"], "target": "y.npy",
+                                "batch_size": 4},
+                     "run": {"save": "out/trained.pt", "checkpoint": "/scratch/run.ckpt"},
+                     "binding": {"table": "s.tables.json"})"),
+      kOrigin);
+  const auto fields = [](const Session& session) {
+    const nlohmann::json j = nlohmann::json::parse(symtune::sessionJson(session));
+    return std::vector<std::string>{j["model"]["file"],     j["data"]["inputs"][0],
+                                    j["data"]["target"],    j["run"]["save"],
+                                    j["run"]["checkpoint"], j["binding"]["table"]};
+  };
+  CHECK(fields(s) == std::vector<std::string>{"m.pt", "arrays/x.npy", "y.npy", "out/trained.pt",
+                                              "/scratch/run.ckpt", "s.tables.json"});
+  const Session again = symtune::parseSession(symtune::sessionJson(s), kOrigin);
+  CHECK(again.model.file == s.model.file);
+  CHECK(again.data.files.inputs == s.data.files.inputs);
+  CHECK(again.data.files.target == s.data.files.target);
+  CHECK(again.run.save == s.run.save);
+  CHECK(again.run.checkpoint == s.run.checkpoint);
+  CHECK(symtune::bindingTablePath(again) == symtune::bindingTablePath(s));
+
+  // Written for a file in another folder, the same files: there, by their full paths.
+  Session elsewhere = s;
+  elsewhere.path = "/other/s.json";
+  CHECK(fields(elsewhere) == std::vector<std::string>{"/sessions/m.pt", "/sessions/arrays/x.npy",
+                                                      "/sessions/y.npy", "/sessions/out/trained.pt",
+                                                      "/scratch/run.ckpt",
+                                                      "/sessions/s.tables.json"});
+  CHECK(symtune::parseSession(symtune::sessionJson(elsewhere), elsewhere.path).model.file ==
+        s.model.file);
+}
 
 TEST_CASE("a minimal zoo session takes the defaults") {
   const Session s = symtune::parseSession(sessionText(), kOrigin);

@@ -182,12 +182,21 @@ TEST_CASE("SIGTERM writes a checkpoint where the run stopped, and --resume finis
   // The checkpoint holds the steps the report does: resumed, the run goes on from there.
   symtune::Session s = symtune::loadSession(session);
   s.run.steps = stopped.stepsCompleted() + 5;
+  {
+    // Its report's wall time is the run's so far, to which a resume adds its own (it was left at
+    // what the process had carried in: 0, below the training time it holds).
+    symtune::Trainer trainer(s);
+    const auto carried = symtune::reportFromJson(trainer.resume(s.run.checkpoint).report);
+    CHECK(carried.trainSeconds > 0);
+    CHECK(carried.wallSeconds >= carried.trainSeconds);
+  }
   symtune::BatchOptions options;
   options.resume = true;
   const symtune::RunReport finished = symtune::runBatch(s, options);
   CHECK((finished.status == symtune::RunReport::Status::Completed));
   CHECK(finished.stepsCompleted() == stopped.stepsCompleted() + 5);
   CHECK(finished.resumedAt == std::vector<int64_t>{stopped.stepsCompleted()});
+  CHECK(finished.wallSeconds >= finished.trainSeconds);
 }
 
 TEST_CASE("the online controller's state comes back with the checkpoint") {

@@ -314,8 +314,10 @@ bool looksLikeSessionFile(const std::filesystem::path& path);
 // Throws SessionError naming the field and what was expected.
 Session parseSession(const std::string& text, const std::filesystem::path& origin);
 
-// The session as session-format JSON (absolute model file path; every field written), such that
-// parseSession(sessionJson(s), s.path) gives back `s`.
+// The session as session-format JSON, every field written, such that
+// parseSession(sessionJson(s), s.path) gives back `s`. A path that lies in s.path's folder is
+// written relative to it (the folder can move with its files), any other as it is: set s.path to
+// where the text goes.
 std::string sessionJson(const Session& session);
 
 // Reads and parses a session file. Throws SessionError (also when the file cannot be read).
