@@ -65,8 +65,9 @@ QString formatValue(Overlay overlay, double value, std::optional<double> peakByt
     case Overlay::Kernels:
       return QStringLiteral("%1 kernels").arg(value, 0, 'f', 0);
     case Overlay::Memory: {
-      // A node's few KiB read "0.0 MiB" in MiB.
-      QString text = value < 1024.0 * 1024.0
+      // A node's few KiB read "0.0 MiB" in MiB. KiB up to what rounds below 1024 of them (a byte
+      // short of 1 MiB read "1024 KiB").
+      QString text = value < 1023.5 * 1024.0
                          ? QStringLiteral("%1 KiB").arg(readableNumber(value / 1024.0))
                          : QStringLiteral("%1 MiB").arg(value / (1024.0 * 1024.0), 0, 'f', 1);
       if (peakBytes && *peakBytes > 0)

@@ -99,12 +99,16 @@ RegionId groupOf(const Graph& g, const GraphNode& n) {
     return n.region;
   if (n.forward.valid())
     return g.node(n.forward).region;
-  if (!n.modulePath.empty()) {
-    // The innermost module region with this path (the first one SyMuGen made for it).
+  // An autograd node without a forward op: an AccumulateGrad, whose path names its parameter
+  // ("encoder.cell.weight"). The module region of the longest leading part of it that has one
+  // (the first region SyMuGen made for that path); matched whole, none ever did.
+  for (std::string path = n.modulePath; !path.empty();) {
     for (const auto& r : g.regions()) {
-      if (r.kind == RegionKind::Module && r.label == n.modulePath)
+      if (r.kind == RegionKind::Module && r.label == path)
         return r.id;
     }
+    const auto dot = path.rfind('.');
+    path.resize(dot == std::string::npos ? 0 : dot);
   }
   return {};
 }
@@ -154,12 +158,20 @@ std::set<RegionId> collapseToFit(const Graph& g, GraphSide side, int maxDrawn) {
     const int da = regions.depth(a), db = regions.depth(b);
     return da != db ? da > db : sizes.at(a) > sizes.at(b);
   });
+  // What each region holds as drawn: its nodes at first. Collapsing one makes what it holds one
+  // entry, for it and for each region around it; innermost first, none around it is collapsed
+  // yet. (Counting every node again per candidate took 6.4 s at 10,000 nodes, 24 s at 20,000,
+  // on the studio's GUI thread.)
+  auto within = sizes;
   int drawn = drawnCount(g, side, collapsed);
   for (RegionId r : candidates) {
     if (drawn <= maxDrawn)
       break;
     collapsed.insert(r);
-    drawn = drawnCount(g, side, collapsed);
+    const int hidden = within.at(r) - 1;
+    for (RegionId around = r; around.valid(); around = g.region(around).parent)
+      within[around] -= hidden;
+    drawn -= hidden;
   }
   return collapsed;
 }

@@ -307,6 +307,8 @@ class TestGraphScene : public QObject {
     QCOMPARE(formatValue(Overlay::Latency, 1.234), QString("1234 ms"));
     QCOMPARE(formatValue(Overlay::Latency, 0.0125), QString("12.5 ms"));
     QCOMPARE(formatValue(Overlay::Memory, 40 * 1024.0), QString("40 KiB"));
+    QCOMPARE(formatValue(Overlay::Memory, 1024.0 * 1024.0 - 1), QString("1.0 MiB"));
+    QCOMPARE(formatValue(Overlay::Memory, 1023.4 * 1024.0), QString("1023 KiB"));
     QCOMPARE(formatValue(Overlay::Memory, 3 * 1024.0 * 1024.0, 12 * 1024.0 * 1024.0),
              QString("3.0 MiB (25 %)"));
     QCOMPARE(formatValue(Overlay::Flops, 2.5e12), QString("2500 GFLOP"));

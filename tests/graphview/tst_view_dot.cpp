@@ -2,6 +2,10 @@
 // as one node with their edges rerouted, the backward side grouped with its forward ops, the
 // size a large graph opens at.
 
+#include <algorithm>
+#include <set>
+#include <string>
+
 #include "sample_graph.h"
 #include "symtune/graphview/view_dot.h"
 #include "test_main.h"
@@ -94,6 +98,22 @@ class TestViewDot : public QObject {
     QCOMPARE(sizes.count(s.thenBranch), size_t{0});
   }
 
+  // An AccumulateGrad has no forward op and a path naming its parameter: the module region of
+  // the path's longest leading part that has one (matched whole, every one went to the root).
+  void accumulateGradGroupsWithItsParametersModule() {
+    auto s = testing::sampleGraph();
+    const auto accumulate = [&](const std::string& parameter) {
+      GraphNode n;
+      n.kind = "torch::autograd::AccumulateGrad";
+      n.side = GraphSide::Backward;
+      n.modulePath = parameter;
+      return groupOf(s.graph, s.graph.node(s.graph.addNode(n)));
+    };
+    QCOMPARE(accumulate("encoder.weight"), s.encoder);
+    QCOMPARE(accumulate("encoder.cell.weight"), s.encoder);  // no region for encoder.cell
+    QCOMPARE(accumulate("scale"), RegionId());               // the root module's own
+  }
+
   void largeViewsOpenCollapsedToFit_data() {
     QTest::addColumn<int>("maxDrawn");
     QTest::addColumn<int>("expectedDrawn");
@@ -109,6 +129,76 @@ class TestViewDot : public QObject {
     ViewOptions options;
     options.collapsed = collapseToFit(s.graph, GraphSide::Forward, maxDrawn);
     QCOMPARE(static_cast<int>(buildViewDot(s.graph, options).entries.size()), expectedDrawn);
+  }
+
+  // A model of nested modules (4 blocks of 3 layers of 2 sub-layers, 3 ops in each, and a loop
+  // in every layer): for every limit the collapsed view draws at most that many entries, and no
+  // more groups are collapsed than it takes (collapseToFit counts as it collapses).
+  void nestedModulesCollapseJustEnough() {
+    Graph g;
+    GraphRegion root;
+    root.kind = RegionKind::Method;
+    root.label = "forward";
+    const RegionId top = g.addRegion(root);
+    const auto region = [&](RegionKind kind, RegionId parent, const std::string& label) {
+      GraphRegion r;
+      r.kind = kind;
+      r.parent = parent;
+      r.label = label;
+      return g.addRegion(r);
+    };
+    const auto ops = [&](RegionId in, int count) {
+      for (int i = 0; i < count; ++i) {
+        GraphNode n;
+        n.kind = "aten::add";
+        n.region = in;
+        g.addNode(n);
+      }
+    };
+    ops(top, 2);
+    for (int b = 0; b < 4; ++b) {
+      const std::string block = "block" + std::to_string(b);
+      const RegionId br = region(RegionKind::Module, top, block);
+      for (int l = 0; l < 3; ++l) {
+        const std::string layer = block + ".layer" + std::to_string(l);
+        const RegionId lr = region(RegionKind::Module, br, layer);
+        ops(region(RegionKind::Loop, lr, layer), 2);
+        for (int s = 0; s < 2; ++s)
+          ops(region(RegionKind::Module, lr, layer + ".sub" + std::to_string(s)), 3);
+      }
+    }
+    const int total = static_cast<int>(g.nodes().size());  // 2 + 4 * 3 * (2 + 6) = 98
+    QCOMPARE(total, 98);
+    for (int limit = 6; limit <= total; ++limit) {
+      const std::set<RegionId> collapsed = collapseToFit(g, GraphSide::Forward, limit);
+      ViewOptions options;
+      options.collapsed = collapsed;
+      const int drawn = static_cast<int>(buildViewDot(g, options).entries.size());
+      QVERIFY2(drawn <= limit,
+               qPrintable(QStringLiteral("limit %1: %2 drawn").arg(limit).arg(drawn)));
+      // Just enough: the view before the last group collapsed (the shallowest, then the
+      // smallest, then the last in region order) drew more than the limit.
+      if (!collapsed.empty()) {
+        const auto sizes = groupSizes(g, GraphSide::Forward);
+        const auto depth = [&](RegionId r) {
+          int d = 0;
+          for (; r.valid(); r = g.region(r).parent)
+            ++d;
+          return d;
+        };
+        const auto later = [&](RegionId a, RegionId b) {  // whether b was collapsed after a
+          if (depth(a) != depth(b))
+            return depth(b) < depth(a);
+          if (sizes.at(a) != sizes.at(b))
+            return sizes.at(b) < sizes.at(a);
+          return a < b;
+        };
+        ViewOptions before = options;
+        before.collapsed.erase(*std::max_element(collapsed.begin(), collapsed.end(), later));
+        QVERIFY2(static_cast<int>(buildViewDot(g, before).entries.size()) > limit,
+                 qPrintable(QStringLiteral("limit %1: one group too many").arg(limit)));
+      }
+    }
   }
 
   void fastLayoutAttributesAboveTheThreshold() {

@@ -6,6 +6,7 @@
 #include <QAbstractItemModelTester>
 #include <QSignalSpy>
 
+#include <limits>
 #include <memory>
 
 #include "symtune/core/graph.h"
@@ -20,7 +21,8 @@ using symtune::ui::NodeInspectorModel;
 
 namespace {
 
-// #0 aten::conv2d in "layer1.0.conv1", #1 aten::relu, #2 ConvolutionBackward0 linked to #0.
+// #0 aten::conv2d in "layer1.0.conv1", #1 aten::relu, #2 ConvolutionBackward0 linked to #0,
+// #3 the AccumulateGrad of the convolution's weight.
 std::shared_ptr<const Graph> sampleGraph() {
   auto g = std::make_shared<Graph>();
   g->name = "tiny";
@@ -61,6 +63,13 @@ std::shared_ptr<const Graph> sampleGraph() {
   back.features.savedBytes = 1176.0 * 1024;
   const NodeId b = g->addNode(back);
   g->link(c, b);
+
+  GraphNode accumulate;
+  accumulate.side = GraphSide::Backward;
+  accumulate.kind = "torch::autograd::AccumulateGrad";
+  accumulate.modulePath = "layer1.0.conv1.weight";  // a parameter's name (docs/graph-format.md)
+  accumulate.features.opClass = "autograd";
+  g->addNode(accumulate);
   return g;
 }
 
@@ -158,6 +167,10 @@ class TestNodeInspectorModel : public QObject {
                                         << "autograd";
     QTest::addRow("backward: linked") << 2 << "forward node"
                                       << "#0 aten::conv2d";
+    QTest::addRow("AccumulateGrad: its parameter's module") << 3 << "module path"
+                                                            << "layer1.0.conv1";
+    QTest::addRow("AccumulateGrad: its parameter") << 3 << "parameter"
+                                                   << "layer1.0.conv1.weight";
   }
 
   void rowsDescribeTheNode() {
@@ -193,7 +206,7 @@ class TestNodeInspectorModel : public QObject {
     QTest::addColumn<bool>("withGraph");
     QTest::addColumn<int>("node");
     QTest::addRow("invalid id") << true << -1;
-    QTest::addRow("id past the graph") << true << 3;
+    QTest::addRow("id past the graph") << true << 4;
     QTest::addRow("no graph") << false << 0;
   }
 
@@ -252,6 +265,15 @@ class TestNodeInspectorModel : public QObject {
     QCOMPARE(changed.count(), 2);
     QCOMPARE(valueOf(model, "forward time"), QString("4.000 ms"));
     QCOMPARE(valueOf(model, "last step"), QString("12"));
+    QCOMPARE(model.history(NodeId(node)), (QVector<QPointF>{{10, 4.0}, {12, 4.0}}));
+
+    // A time the runner could not measure comes as null (NaN here): a dash, no point in the
+    // history. An allocation a byte short of 1 MiB reads as 1.0 MiB, not 1024.0 KiB.
+    const double unmeasured = std::numeric_limits<double>::quiet_NaN();
+    model.addNodeStats(nodesMessage(13, {nodeStats(0, unmeasured, 0.001, 1024 * 1024 - 1)}));
+    QCOMPARE(valueOf(model, "forward time"), QString("—"));
+    QCOMPARE(valueOf(model, "backward time"), QString("1.000 ms"));
+    QCOMPARE(valueOf(model, "allocated"), QString("1.0 MiB forward, 3.0 MiB backward"));
     QCOMPARE(model.history(NodeId(node)), (QVector<QPointF>{{10, 4.0}, {12, 4.0}}));
   }
 

@@ -37,7 +37,8 @@ QString bytesText(double bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;
   double v = bytes;
-  while (std::abs(v) >= 1024 && unit < 4) {
+  // The unit chosen after rounding to the figure shown: 1048575 B is "1.0 MiB", not "1024.0 KiB".
+  while (unit < 4 && std::abs(unit == 0 ? v : std::round(v * 10) / 10) >= 1024) {
     v /= 1024;
     ++unit;
   }
@@ -58,7 +59,10 @@ QString flopsText(double flops) {
                      : QStringLiteral("%1 %2FLOP").arg(v, 0, 'f', 2).arg(kPrefixes[prefix]);
 }
 
+// A figure the runner could not measure arrives as null, read as NaN: "—", not "nan ms".
 QString msText(double seconds) {
+  if (!std::isfinite(seconds))
+    return QStringLiteral("—");
   return QStringLiteral("%1 ms").arg(seconds * 1e3, 0, 'f', 3);
 }
 
@@ -113,13 +117,21 @@ void NodeInspectorModel::buildRows() {
   add(tr("node"), QStringLiteral("#%1").arg(node_.value()));
   add(tr("kind"), text(n.kind));
   add(tr("side"), n.side == GraphSide::Forward ? tr("forward") : tr("backward"));
-  // Autograd nodes have no module of their own: theirs is their forward op's.
+  // Autograd nodes have no module of their own: theirs is their forward op's. An AccumulateGrad
+  // has no forward op; its path names its parameter, the module's path and the attribute.
   const GraphNode* owner = &n;
   if (n.side == GraphSide::Backward)
     owner = known(n.forward) ? &graph_->node(n.forward) : nullptr;
-  add(tr("module path"), owner == nullptr            ? unknown
-                         : owner->modulePath.empty() ? tr("(root)")
-                                                     : text(owner->modulePath));
+  if (owner == nullptr && !n.modulePath.empty()) {
+    const auto dot = n.modulePath.rfind('.');
+    add(tr("module path"),
+        dot == std::string::npos ? tr("(root)") : text(n.modulePath.substr(0, dot)));
+    add(tr("parameter"), text(n.modulePath));
+  } else {
+    add(tr("module path"), owner == nullptr            ? unknown
+                           : owner->modulePath.empty() ? tr("(root)")
+                                                       : text(owner->modulePath));
+  }
   add(tr("source"), n.source.known() ? QStringLiteral("%1:%2, %3")
                                            .arg(text(n.source.file))
                                            .arg(n.source.line)
@@ -208,7 +220,9 @@ void NodeInspectorModel::addNodeStats(const attach::NodesMessage& message) {
     Stats& s = stats_[id];
     s.step = step;
     s.figures = o;
-    s.history.emplace_back(static_cast<double>(step), (o.forwardSeconds + o.backwardSeconds) * 1e3);
+    const double ms = (o.forwardSeconds + o.backwardSeconds) * 1e3;
+    if (std::isfinite(ms))  // an unmeasured step leaves a gap in the sparkline, not a NaN point
+      s.history.emplace_back(static_cast<double>(step), ms);
     while (s.history.size() > static_cast<size_t>(kHistoryLength))
       s.history.pop_front();
     shownChanged = shownChanged || (shownKey.valid() && id == shownKey);

@@ -25,8 +25,18 @@ const std::vector<CostTemplate>& costTemplates() {
       // --- convolution and matrix products ---------------------------------------------------
       // out = conv(x[N,C,H,W], w[O,C/g,kh,kw]) + b: each output element is a dot product of
       // length C/g*kh*kw = numel(w)/O.
-      {"aten::conv1d aten::conv2d aten::conv3d aten::_convolution aten::convolution", "conv",
+      {"aten::conv1d aten::conv2d aten::conv3d", "conv",
        "2*numel(out0)*(numel(in1)/in1[0]) + has(in2)*numel(out0)",
+       "bytes(in0) + bytes(in1) + bytes(in2)", kOutBytes, "bytes(in0) + bytes(in1)"},
+      // A transposed convolution's weight is [C, O/g, kh, kw]: each *input* element meets
+      // numel(w)/C = O/g*kh*kw weights. _convolution and convolution (what torch.jit.trace
+      // records) say which they are in input 6, `transposed`: unknown when it is not a constant.
+      {"aten::conv_transpose1d aten::conv_transpose2d aten::conv_transpose3d", "conv",
+       "2*numel(in0)*(numel(in1)/in1[0]) + has(in2)*numel(out0)",
+       "bytes(in0) + bytes(in1) + bytes(in2)", kOutBytes, "bytes(in0) + bytes(in1)"},
+      {"aten::_convolution aten::convolution", "conv",
+       "2*((1 - val(in6, 0))*numel(out0) + val(in6, 0)*numel(in0))*(numel(in1)/in1[0]) + "
+       "has(in2)*numel(out0)",
        "bytes(in0) + bytes(in1) + bytes(in2)", kOutBytes, "bytes(in0) + bytes(in1)"},
       // linear(x[...,K], w[N,K], b[N])
       {"aten::linear", "matmul", "2*numel(out0)*in1[1] + has(in2)*numel(out0)",

@@ -1,5 +1,8 @@
 #include "symtune/core/graph.h"
 
+#include <limits>
+#include <type_traits>
+
 #include <nlohmann/json.hpp>
 
 namespace symtune {
@@ -118,22 +121,45 @@ const json& field(const json& obj, const char* key, const std::string& where) {
   return obj.at(key);
 }
 
+// An integer of T's range: nlohmann's get<int> would take 1.9 as 1 and wrap 2^32 + 1 to 1.
+template <class T>
+T integer(const json& v, const std::string& where) {
+  if (!v.is_number_integer())
+    bad(where + ": expected an integer");
+  const bool fits = v.is_number_unsigned()
+                        ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                        : v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                              v.get<int64_t>() <= std::numeric_limits<T>::max();
+  if (!fits)
+    bad(where + ": integer out of range");
+  return static_cast<T>(v.get<int64_t>());
+}
+
 template <class T>
 T get(const json& obj, const char* key, const std::string& where) {
-  try {
-    return field(obj, key, where).get<T>();
-  } catch (const json::exception&) {
-    bad(where + "." + key + ": wrong type");
+  const json& v = field(obj, key, where);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return integer<T>(v, where + "." + key);
+  } else {
+    try {
+      return v.get<T>();
+    } catch (const json::exception&) {
+      bad(where + "." + key + ": wrong type");
+    }
   }
 }
 
-int32_t idField(const json& obj, const char* key, const std::string& where) {
-  const json& v = field(obj, key, where);
-  if (v.is_null())
+// The id of one of `count` regions or nodes; -1 for null where `nullable`.
+int32_t id(const json& v, const std::string& where, size_t count, bool nullable) {
+  if (v.is_null() && nullable)
     return -1;
   if (!v.is_number_integer())
-    bad(where + "." + key + ": expected an id or null");
-  return v.get<int32_t>();
+    bad(where + (nullable ? ": expected an id or null" : ": expected an id"));
+  const auto i = integer<int32_t>(v, where);
+  if (i < 0 || static_cast<size_t>(i) >= count)
+    bad(where + ": id " + std::to_string(i) + " out of range (" + std::to_string(count) +
+        " of them)");
+  return i;
 }
 
 template <class T>
@@ -225,7 +251,17 @@ std::string toJson(const Graph& g) {
 }
 
 namespace {
-Graph graphFromRoot(const json& root);
+Graph graphFromFields(const json& root);
+
+// Every field is read through the checks below; a JSON error that slips past them still names
+// the graph JSON, as GraphFormatError, which is what the studio and the attach client catch.
+Graph graphFromRoot(const json& root) {
+  try {
+    return graphFromFields(root);
+  } catch (const json::exception& e) {
+    bad(e.what());
+  }
+}
 }  // namespace
 
 Graph graphFromJson(const std::string& text) {
@@ -244,7 +280,7 @@ Graph graphFromJson(const nlohmann::json& value) {
 
 namespace {
 
-Graph graphFromRoot(const json& root) {
+Graph graphFromFields(const json& root) {
   if (!root.is_object())
     bad("top: not an object");
   if (get<std::string>(root, "format", "top") != "symtune-graph")
@@ -261,13 +297,23 @@ Graph graphFromRoot(const json& root) {
   const GraphSide sides[] = {GraphSide::Forward, GraphSide::Backward};
 
   const json& regions = field(root, "regions", "top");
+  const json& nodes = field(root, "nodes", "top");
+  if (!regions.is_array() || !nodes.is_array())
+    bad("top: regions and nodes are arrays");
+  // Ids name entries of these arrays: one out of range sent the studio's views past their end.
+  const auto regionId = [&](const json& obj, const char* key, const std::string& w) {
+    return RegionId(id(field(obj, key, w), w + "." + key, regions.size(), true));
+  };
+  const auto nodeId = [&](const json& v, const std::string& w, bool nullable) {
+    return NodeId(id(v, w, nodes.size(), nullable));
+  };
   for (size_t i = 0; i < regions.size(); ++i) {
     const std::string w = "regions[" + std::to_string(i) + "]";
     const json& r = regions[i];
     GraphRegion region;
     region.kind = enumFromString(get<std::string>(r, "kind", w), regionKinds, w + ".kind");
-    region.parent = RegionId(idField(r, "parent", w));
-    region.owner = NodeId(idField(r, "owner", w));
+    region.parent = regionId(r, "parent", w);
+    region.owner = nodeId(field(r, "owner", w), w + ".owner", true);
     region.label = get<std::string>(r, "label", w);
     region.taken = optionalField<bool>(r, "taken", w);
     region.tripCount = optionalField<int64_t>(r, "trip_count", w);
@@ -275,14 +321,21 @@ Graph graphFromRoot(const json& root) {
       bad(w + ".id: ids must be 0, 1, ...");
     g.addRegion(std::move(region));
   }
-  const json& nodes = field(root, "nodes", "top");
+  // Each region's parents end at a root: a cycle had the studio walking it for ever.
+  for (const GraphRegion& r : g.regions()) {
+    RegionId up = r.parent;
+    for (size_t steps = 0; up.valid(); up = g.region(up).parent) {
+      if (++steps > g.regions().size())
+        bad("regions[" + std::to_string(r.id.value()) + "]: its parents form a cycle");
+    }
+  }
   for (size_t i = 0; i < nodes.size(); ++i) {
     const std::string w = "nodes[" + std::to_string(i) + "]";
     const json& n = nodes[i];
     GraphNode node;
     node.side = enumFromString(get<std::string>(n, "side", w), sides, w + ".side");
     node.kind = get<std::string>(n, "kind", w);
-    node.region = RegionId(idField(n, "region", w));
+    node.region = regionId(n, "region", w);
     node.modulePath = get<std::string>(n, "module", w);
     const json& src = field(n, "source", w);
     node.source.file = get<std::string>(src, "file", w + ".source");
@@ -292,9 +345,13 @@ Graph graphFromRoot(const json& root) {
     node.outputs = valuesFromJson(field(n, "outputs", w), w + ".outputs");
     node.saved = valuesFromJson(field(n, "saved", w), w + ".saved");
     node.sequenceNr = get<int64_t>(n, "sequence_nr", w);
-    node.forward = NodeId(idField(n, "forward", w));
-    for (const auto& b : field(n, "backward", w))
-      node.backward.emplace_back(b.get<int32_t>());
+    node.forward = nodeId(field(n, "forward", w), w + ".forward", true);
+    const json& backward = field(n, "backward", w);
+    if (!backward.is_array())
+      bad(w + ".backward: expected an array of ids");
+    for (size_t b = 0; b < backward.size(); ++b)
+      node.backward.push_back(
+          nodeId(backward[b], w + ".backward[" + std::to_string(b) + "]", false));
     const json& f = field(n, "features", w);
     const std::string wf = w + ".features";
     node.features.opClass = get<std::string>(f, "op_class", wf);
@@ -307,14 +364,18 @@ Graph graphFromRoot(const json& root) {
       bad(w + ".id: ids must be 0, 1, ...");
     g.addNode(std::move(node));
   }
-  const auto nodeCount = static_cast<int32_t>(g.nodes().size());
-  for (const auto& e : field(root, "edges", "top")) {
+  const json& edges = field(root, "edges", "top");
+  if (!edges.is_array())
+    bad("edges: expected an array");
+  for (size_t i = 0; i < edges.size(); ++i) {
+    const std::string w = "edges[" + std::to_string(i) + "]";
+    const json& e = edges[i];
     if (!e.is_array() || e.size() != 4)
-      bad("edges: each edge is [from, from_output, to, to_input]");
-    const auto from = e[0].get<int32_t>(), to = e[2].get<int32_t>();
-    if (from < 0 || from >= nodeCount || to < 0 || to >= nodeCount)
-      bad("edges: node id out of range");
-    g.addEdge(NodeId(from), NodeId(to), e[1].get<int>(), e[3].get<int>());
+      bad(w + ": each edge is [from, from_output, to, to_input]");
+    const NodeId from = nodeId(e[0], w + "[0]", false);  // checked in order
+    const int fromOutput = integer<int>(e[1], w + "[1]");
+    const NodeId to = nodeId(e[2], w + "[2]", false);
+    g.addEdge(from, to, fromOutput, integer<int>(e[3], w + "[3]"));
   }
   return g;
 }

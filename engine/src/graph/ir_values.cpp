@@ -50,6 +50,8 @@ namespace {
 void setInts(ValueInfo& info, const c10::IValue& v) {
   if (v.isInt()) {
     info.ints = std::vector<int64_t>{v.toInt()};
+  } else if (v.isBool()) {  // as 0 or 1: a template reads a flag (convolution's `transposed`)
+    info.ints = std::vector<int64_t>{v.toBool() ? 1 : 0};
   } else if (v.isIntList()) {
     info.ints = v.toIntVector();
   }

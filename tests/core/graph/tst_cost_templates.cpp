@@ -62,6 +62,22 @@ std::vector<FigureRow> handComputedRows() {
        (24576 + 432 + 16) * 4.0, 524288.0, (24576 + 432) * 4.0},
       {"conv2d without bias", "aten::conv2d", Values{t({8, 3, 32, 32}), t({16, 3, 3, 3}), none()},
        Values{t({8, 16, 32, 32})}, 7077888.0, (24576 + 432) * 4.0, 524288.0, -1.0},
+      // A transposed convolution 64 -> 32, 3x3, stride 2: each of the 8*64*16*16 input elements
+      // meets 32*9 weights, 2 FLOPs each, then the bias over 8*32*33*33 outputs. Through
+      // _convolution (torch.jit.trace's form) the flag at input 6 says which; read as a plain
+      // convolution it was 2*numel(out)*288, 2.1x this.
+      {"conv_transpose2d 64->32 3x3 stride 2", "aten::conv_transpose2d",
+       Values{t({8, 64, 16, 16}), t({64, 32, 3, 3}), t({32})}, Values{t({8, 32, 33, 33})},
+       2.0 * 8 * 64 * 16 * 16 * 288 + 8 * 32 * 33 * 33, -1.0, -1.0, -1.0},
+      {"_convolution, transposed", "aten::_convolution",
+       Values{t({8, 64, 16, 16}), t({64, 32, 3, 3}), t({32}), ints({2, 2}), ints({0, 0}),
+              ints({1, 1}), ints({1}), ints({0, 0}), ints({1})},
+       Values{t({8, 32, 33, 33})}, 2.0 * 8 * 64 * 16 * 16 * 288 + 8 * 32 * 33 * 33, -1.0, -1.0,
+       -1.0},
+      {"_convolution, not transposed", "aten::_convolution",
+       Values{t({8, 3, 32, 32}), t({16, 3, 3, 3}), t({16}), ints({1, 1}), ints({1, 1}),
+              ints({1, 1}), ints({0}), ints({0, 0}), ints({1})},
+       Values{t({8, 16, 32, 32})}, 7208960.0, -1.0, -1.0, -1.0},
       {"linear 20->30, batch 10", "aten::linear", Values{t({10, 20}), t({30, 20}), t({30})},
        Values{t({10, 30})}, 12300.0, -1.0, 1200.0, -1.0},
       {"bmm 4x(8x16 @ 16x32)", "aten::bmm", Values{t({4, 8, 16}), t({4, 16, 32})},

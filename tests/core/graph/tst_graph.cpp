@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "symtune/core/graph.h"
 
 using namespace symtune;
@@ -113,12 +115,72 @@ TEST_CASE("other versions and broken files are refused with a message") {
        "graph JSON: format: not a symtune graph"},
       {"edge out of range",
        R"({"format": "symtune-graph", "version": 1, "name": "x", "regions": [], "nodes": [], "edges": [[0, 0, 1, 0]]})",
-       "graph JSON: edges: node id out of range"},
+       "graph JSON: edges[0][0]: id 0 out of range (0 of them)"},
   };
   for (const Row& row : rows) {
     INFO(row.name);
     try {
       graphFromJson(row.text);
+      FAIL("accepted");
+    } catch (const GraphFormatError& e) {
+      CHECK(std::string(e.what()) == row.message);
+    }
+  }
+}
+
+// Ids the studio indexes with, checked where they are read: each of these went through, then
+// crashed the studio's views (nlohmann's type_error, std::out_of_range) or hung them (a cycle).
+TEST_CASE("ids out of range, of the wrong type or in a cycle are refused with a message") {
+  struct Row {
+    const char* name;
+    std::vector<std::string> path;  // the field to set in sampleGraph()'s JSON
+    nlohmann::json value;
+    std::string message;
+  };
+  const Row rows[] = {
+      {"a fractional version", {"version"}, 1.9, "graph JSON: top.version: expected an integer"},
+      {"a backward id that is text",
+       {"nodes", "0", "backward", "0"},
+       "x",
+       "graph JSON: nodes[0].backward[0]: expected an id"},
+      {"an edge end that is text",
+       {"edges", "0", "0"},
+       "a",
+       "graph JSON: edges[0][0]: expected an id"},
+      {"a parent out of range",
+       {"regions", "1", "parent"},
+       999,
+       "graph JSON: regions[1].parent: id 999 out of range (3 of them)"},
+      {"a node's region out of range",
+       {"nodes", "0", "region"},
+       999,
+       "graph JSON: nodes[0].region: id 999 out of range (3 of them)"},
+      {"a forward link past int32",
+       {"nodes", "3", "forward"},
+       4294967297LL,
+       "graph JSON: nodes[3].forward: integer out of range"},
+      {"an owner out of range",
+       {"regions", "2", "owner"},
+       -2,
+       "graph JSON: regions[2].owner: id -2 out of range (4 of them)"},
+      {"a region its own parent",
+       {"regions", "1", "parent"},
+       1,
+       "graph JSON: regions[1]: its parents form a cycle"},
+      {"an edge's input position that is a fraction",
+       {"edges", "1", "3"},
+       0.5,
+       "graph JSON: edges[1][3]: expected an integer"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.name);
+    nlohmann::json j = nlohmann::json::parse(toJson(sampleGraph()));
+    nlohmann::json* at = &j;
+    for (const std::string& key : row.path)
+      at = at->is_array() ? &(*at)[std::stoul(key)] : &(*at)[key];
+    *at = row.value;
+    try {
+      graphFromJson(j.dump());
       FAIL("accepted");
     } catch (const GraphFormatError& e) {
       CHECK(std::string(e.what()) == row.message);

@@ -51,7 +51,8 @@ struct ViewDot {
 };
 
 // The group a node belongs to: forward nodes their region; backward nodes the region of the
-// forward op that created them, else the module region of their module path, else the root.
+// forward op that created them, else the module region of their module path or of the longest
+// leading part of it that has one (an AccumulateGrad's path names its parameter), else the root.
 RegionId groupOf(const Graph& graph, const GraphNode& node);
 
 // Groups (regions other than the root) that hold at least one node of `side`, outermost first.
