@@ -56,6 +56,15 @@ void describe(const std::vector<rules::Rule>& parsed, bool irChecked) {
   }
 }
 
+std::vector<rules::Rule> rulesOf(const rules::RulePack& pack) {
+  std::vector<rules::Rule> parsed;
+  for (const auto& r : pack.rules) {
+    auto one = rules::parseRules(r.source);
+    parsed.insert(parsed.end(), one.begin(), one.end());
+  }
+  return parsed;
+}
+
 // The rules of a pack or a rules file (checked by the front end); `header` gets the first line.
 std::vector<rules::Rule> readRules(const CommandLine& cl, std::string* header) {
   std::vector<rules::Rule> parsed;
@@ -63,10 +72,7 @@ std::vector<rules::Rule> readRules(const CommandLine& cl, std::string* header) {
     const auto pack = rules::loadRulePack(cl.rulesFile);
     *header = cl.rulesFile + ": pack \"" + pack.name + "\" " + pack.version + ", " +
               counted(pack.rules.size(), "rule") + ", checksum " + rules::rulePackChecksum(pack);
-    for (const auto& r : pack.rules) {
-      auto one = rules::parseRules(r.source);
-      parsed.insert(parsed.end(), one.begin(), one.end());
-    }
+    parsed = rulesOf(pack);
   } else {
     try {
       parsed = rules::parseRules(readText(cl.rulesFile));
@@ -78,25 +84,33 @@ std::vector<rules::Rule> readRules(const CommandLine& cl, std::string* header) {
   return parsed;
 }
 
+// Each rewrite's IR, where the engine is at hand to check it; `file` names the rules in errors.
+void checkIr(const std::string& file, const std::vector<rules::Rule>& parsed,
+             const RewriteCheck& checkRewrites) {
+  if (!checkRewrites)
+    return;
+  for (const auto& r : parsed) {
+    try {
+      checkRewrites(r);
+    } catch (const rules::RuleError& e) {
+      // A pack's positions are within the rule's own source; a file's are the file's.
+      throw rules::RulePackError(file + ": rule `" + r.name + "`: " + e.what());
+    }
+  }
+}
+
 int check(const CommandLine& cl, const RewriteCheck& checkRewrites) {
   std::string header;
   const auto parsed = readRules(cl, &header);
-  if (checkRewrites) {
-    for (const auto& r : parsed) {
-      try {
-        checkRewrites(r);
-      } catch (const rules::RuleError& e) {
-        // A pack's positions are within the rule's own source; a file's are the file's.
-        throw rules::RulePackError(cl.rulesFile + ": rule `" + r.name + "`: " + e.what());
-      }
-    }
-  }
+  checkIr(cl.rulesFile, parsed, checkRewrites);
   std::cout << header << "\n";
   describe(parsed, static_cast<bool>(checkRewrites));
   return 0;
 }
 
-int exportPack(const CommandLine& cl) {
+// A pack holding a rewrite whose IR does not parse is refused when written and when installed:
+// the registry skips such a pack whole at run time, its good rules with it.
+int exportPack(const CommandLine& cl, const RewriteCheck& checkRewrites) {
   // A pack is read back as one by its .json name (rules check, isPack); and not over its source.
   if (std::filesystem::path(*cl.output).extension() != ".json")
     throw rules::RulePackError(*cl.output +
@@ -111,14 +125,17 @@ int exportPack(const CommandLine& cl) {
   } catch (const rules::RuleError& e) {
     throw rules::RulePackError(cl.rulesFile + ":" + e.what());
   }
+  checkIr(cl.rulesFile, rulesOf(pack), checkRewrites);
   rules::saveRulePack(*cl.output, pack);
   std::cout << *cl.output << ": pack \"" << pack.name << "\" " << pack.version << ", "
             << counted(pack.rules.size(), "rule") << "\n";
   return 0;
 }
 
-int importPack(const CommandLine& cl, const RegisteredRules& registered) {
+int importPack(const CommandLine& cl, const RewriteCheck& checkRewrites,
+               const RegisteredRules& registered) {
   const auto pack = rules::loadRulePack(cl.rulesFile);
+  checkIr(cl.rulesFile, rulesOf(pack), checkRewrites);
   const auto library = cl.library ? std::filesystem::path(*cl.library) : rules::defaultLibrary();
   const std::string outcome = rules::importRulePack(
       pack, library, registered ? registered() : RegisteredRules::result_type{});
@@ -130,7 +147,7 @@ int importPack(const CommandLine& cl, const RegisteredRules& registered) {
 }  // namespace
 
 bool needsRewriteCheck(const CommandLine& cl) {
-  if (cl.rulesCommand != "check")
+  if (cl.rulesCommand != "check" && cl.rulesCommand != "export")
     return false;
   try {
     std::string header;
@@ -147,12 +164,12 @@ int runRulesCommand(const CommandLine& cl, const RewriteCheck& checkRewrites,
     if (cl.rulesCommand == "check")
       return check(cl, checkRewrites);
     if (cl.rulesCommand == "export")
-      return exportPack(cl);
+      return exportPack(cl, checkRewrites);
     if (cl.rulesCommand == "list")
       throw std::runtime_error(
           "rules list needs symtune-runner next to symtune (the registry "
           "is the engine's)");
-    return importPack(cl, registered);
+    return importPack(cl, checkRewrites, registered);
   } catch (const std::exception& e) {  // RulePackError, RuleError, filesystem errors
     std::cerr << "symtune: error: " << e.what() << std::endl;
     return 2;

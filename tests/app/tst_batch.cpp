@@ -11,6 +11,7 @@
 #include <QSet>
 #include <QTemporaryDir>
 
+#include "symtune/core/rule_pack.h"
 #include "test_main.h"
 
 namespace {
@@ -727,6 +728,32 @@ class TestBatch : public QObject {
              "symtune: error: " + bad +
                  ": rule `bad`: 2:3: the pattern takes 1 input, the replacement 2 inputs: they "
                  "must match (the replacement gets the pattern's inputs)");
+  }
+
+  // A pack with a rewrite whose IR the engine refuses is skipped whole at run time, its good rules
+  // with it: `rules export` refuses to write one, and `rules import` to install one (made here
+  // past export, as a hand-edited pack would be).
+  void rulesExportAndImportValidateRewriteIr() {
+    QTemporaryDir dir;
+    const QByteArray rules = kBadRewrite + "rule fine { when loss > 100 skip step }\n";
+    const QString bad = writeFile(dir, "bad.rules", rules);
+    const QString message =
+        ": rule `bad`: 2:3: the pattern takes 1 input, the replacement 2 "
+        "inputs: they must match (the replacement gets the pattern's inputs)";
+    const Result exported = run({"rules", "export", bad, "--name", "bad", "--version", "1.0.0",
+                                 "--output", dir.filePath("bad.json")});
+    QCOMPARE(exported.exitCode, 2);
+    QCOMPARE(exported.err.trimmed(), "symtune: error: " + bad + message);
+    QVERIFY(!QFile::exists(dir.filePath("bad.json")));
+
+    const QString pack = dir.filePath("handmade.json");
+    symtune::rules::saveRulePack(
+        pack.toStdString(), symtune::rules::packFromText(rules.toStdString(), "handmade", "1.0.0",
+                                                         "a pack past export"));
+    const Result imported = run({"rules", "import", pack, "--library", dir.filePath("lib")});
+    QCOMPARE(imported.exitCode, 2);
+    QCOMPARE(imported.err.trimmed(), "symtune: error: " + pack + message);
+    QVERIFY(!QFile::exists(dir.filePath("lib/handmade.json")));
   }
 
   void versionAndHelp() {

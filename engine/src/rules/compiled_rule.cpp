@@ -123,8 +123,9 @@ bool CompiledRule::run(Env& env, RuleOutcome& outcome) const {
       case Action::Kind::SetLr: {
         // As a C++ rule's RuleContext::setLr: a negative, NaN or infinite rate wrecks the run.
         const double lr = s.value(env).asNumber();
-        TORCH_CHECK(std::isfinite(lr) && lr >= 0, "rule `", rule_.name,
-                    "` set the learning rate to ", lr, ": it must be finite and not negative");
+        // RuleSet::apply names the rule.
+        TORCH_CHECK(std::isfinite(lr) && lr >= 0, "set the learning rate to ", lr,
+                    ": it must be finite and not negative");
         outcome.lr = lr;
         env.lr = lr;
         break;

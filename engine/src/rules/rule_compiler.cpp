@@ -16,9 +16,28 @@ Fn Compiler::compile(const Expr& e) {
     Value v = f(env);
     if (!v.tensor.defined())
       v.tensor = asTensor(v, env, mask);
+    // A tensor the size of one element (`where(step > 5, grad, 1)` taking its number, a 1-D
+    // unit_norm) stands for one the gradient's shape: as it was, `sum` and `numel` of it counted
+    // one element and `std` was NaN.
+    if (v.tensor.dim() == 0 && env.grad != nullptr && env.grad->dim() > 0)
+      v.tensor = v.tensor.expand(env.grad->sizes());
     return v;
   };
 }
+
+namespace {
+
+// Note [Rules in float]
+// A half or bfloat16 gradient or parameter is read in float, as the fused RMS clamp reads it:
+// in half, `grad ^ 2` overflows for |grad| >= 256, the mean of it is infinite, and the RMS clamp
+// it feeds did nothing to the very outliers it is for (while the lowered form, which sums in
+// float, clamped them). `set grad` rounds the result back to the gradient's type.
+torch::Tensor readInFloat(const torch::Tensor& t) {
+  const auto type = t.scalar_type();
+  return type == torch::kHalf || type == torch::kBFloat16 ? t.to(torch::kFloat) : t;
+}
+
+}  // namespace
 
 Fn Compiler::compileNode(const Expr& e) {
   switch (e.kind) {
@@ -43,10 +62,10 @@ Fn Compiler::compileNode(const Expr& e) {
 }
 
 Fn Compiler::name(const Expr& e) {
-  if (e.name == "grad")
-    return [](Env& env) { return tensor(*env.grad); };
+  if (e.name == "grad")  // Note [Rules in float]
+    return [](Env& env) { return tensor(readInFloat(*env.grad)); };
   if (e.name == "param")
-    return [](Env& env) { return tensor(env.param->detach()); };
+    return [](Env& env) { return tensor(readInFloat(env.param->detach())); };
   if (e.name == "lr")
     return [](Env& env) { return number(env.lr); };
   if (auto f = featureNamed(e.name)) {
@@ -192,8 +211,11 @@ Fn Compiler::call(const Expr& e) {
     return reduce(args[0], [](const torch::Tensor& t) { return t.sum(); });
   if (f == "norm")
     return reduce(args[0], [](const torch::Tensor& t) { return t.norm(); });
-  if (f == "std")
-    return reduce(args[0], [](const torch::Tensor& t) { return t.std(); });
+  if (f == "std") {  // n - 1 in the denominator, as torch.std; of one element, 0 (not NaN)
+    return reduce(args[0], [](const torch::Tensor& t) {
+      return t.numel() > 1 ? t.std() : torch::zeros({}, t.options());
+    });
+  }
   if (f == "numel") {
     Fn a = args[0];
     return [a](Env& env) { return number(static_cast<double>(a(env).tensor.numel())); };

@@ -8,6 +8,27 @@
 
 namespace symtune::rules {
 
+namespace {
+
+// What a rule threw as it ran (an operation its expression cannot take on this gradient, a
+// learning rate it may not set), with the rule and the parameter named: ATen's message alone
+// ("max(): Expected reduction dim to be specified for input.numel() == 0") named neither.
+struct RuleFailure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void ruleFailed(const std::string& rule, const std::string* parameter,
+                             const std::exception& e) {
+  const auto* c10Error = dynamic_cast<const c10::Error*>(&e);
+  std::string why = c10Error != nullptr ? c10Error->what_without_backtrace() : e.what();
+  why = why.substr(0, why.find('\n'));
+  throw RuleFailure("rule `" + rule + "`" +
+                    (parameter != nullptr ? " on parameter `" + *parameter + "`" : "") + ": " +
+                    why);
+}
+
+}  // namespace
+
 RuleSet::RuleSet() = default;
 RuleSet::~RuleSet() = default;
 RuleSet::RuleSet(RuleSet&&) noexcept = default;
@@ -120,27 +141,41 @@ RuleOutcome RuleSet::apply(const std::vector<std::pair<std::string, torch::Tenso
       continue;
     outcome.inForce.push_back(r->rule().name);
     bool fired = false;
-    if (r->isNative()) {
-      fired = r->runNative(parameters, features, env.lr, outcome);
-      if (outcome.lr)
-        env.lr = *outcome.lr;
-    } else if (!r->rule().perParameter) {
-      env.grad = nullptr;
-      env.param = nullptr;
-      fired = r->run(env, outcome);
-    } else if (r->lowered() && r->runLowered(parameters, outcome, fired)) {
-      // done: Note [Lowered rules]
-    } else {
-      for (const auto& [name, p] : parameters) {
-        torch::Tensor grad = p.grad();
-        if (!grad.defined() || !r->selects(name))
-          continue;
-        env.grad = &grad;
-        env.param = &p;
-        fired = r->run(env, outcome) || fired;
+    const std::string& rule = r->rule().name;
+    try {
+      if (r->isNative()) {
+        fired = r->runNative(parameters, features, env.lr, outcome);
+        if (outcome.lr)
+          env.lr = *outcome.lr;
+      } else if (!r->rule().perParameter) {
+        env.grad = nullptr;
+        env.param = nullptr;
+        fired = r->run(env, outcome);
+      } else if (r->lowered() && r->runLowered(parameters, outcome, fired)) {
+        // done: Note [Lowered rules]
+      } else {
+        for (const auto& [name, p] : parameters) {
+          torch::Tensor grad = p.grad();
+          // A parameter of no elements has nothing to transform or test (`max` of none threw).
+          if (!grad.defined() || grad.numel() == 0 || !r->selects(name))
+            continue;
+          env.grad = &grad;
+          env.param = &p;
+          try {
+            fired = r->run(env, outcome) || fired;
+          } catch (const std::exception& e) {
+            env.grad = nullptr;
+            env.param = nullptr;
+            ruleFailed(rule, &name, e);
+          }
+        }
+        env.grad = nullptr;
+        env.param = nullptr;
       }
-      env.grad = nullptr;
-      env.param = nullptr;
+    } catch (const RuleFailure&) {
+      throw;  // named already, with its parameter
+    } catch (const std::exception& e) {
+      ruleFailed(rule, nullptr, e);
     }
     if (fired)
       outcome.fired.push_back(r->rule().name);

@@ -47,7 +47,9 @@ RuleContext::RuleContext(const StepFeatures& features, double lr,
 }
 
 void RuleContext::setLr(double lr) {
-  TORCH_CHECK(std::isfinite(lr) && lr >= 0, "a rule set the learning rate to ", lr);
+  // RuleSet::apply names the rule.
+  TORCH_CHECK(std::isfinite(lr) && lr >= 0, "set the learning rate to ", lr,
+              ": it must be finite and not negative");
   outcome_.lr = lr;
   lr_ = lr;
 }

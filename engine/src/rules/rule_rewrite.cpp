@@ -1,5 +1,6 @@
 #include "symtune/rules/rule_rewrite.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
 #include <unordered_set>
@@ -45,16 +46,42 @@ std::string firstLine(const std::string& text) {
   return text.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
+// The parser's message, one line: its first ("expected ) but found 'return' here:"), and where
+// an excerpt follows with a "~~~ <--- HERE" marker under the culprit, that line of `ir` and its
+// number, which the first line alone left out.
+std::string irError(const std::string& message, const std::string& ir) {
+  std::string out = firstLine(message);
+  const auto marker = message.find("<--- HERE");
+  const auto markerLine = marker == std::string::npos ? marker : message.rfind('\n', marker);
+  if (markerLine == std::string::npos || markerLine == 0)
+    return out;
+  const auto before = message.rfind('\n', markerLine - 1);
+  std::string culprit = message.substr(before + 1, markerLine - before - 1);
+  const auto first = culprit.find_first_not_of(" \t");
+  if (first == std::string::npos)
+    return out;
+  culprit = culprit.substr(first, culprit.find_last_not_of(" \t\r") + 1 - first);
+  if (out.size() > 5 && out.compare(out.size() - 5, 5, "here:") == 0)
+    out.resize(out.size() - 5);
+  else
+    out += " ";
+  const auto at = ir.find(culprit);
+  if (at == std::string::npos)
+    return out + "at `" + culprit + "`";
+  const auto line = 1 + std::count(ir.begin(), ir.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  return out + "at its line " + std::to_string(line) + ", `" + culprit + "`";
+}
+
 std::shared_ptr<Graph> parseSide(const Action& action, const std::string& ir, const char* side) {
   auto graph = std::make_shared<Graph>();
   try {
     torch::jit::parseIR(ir, graph.get());
   } catch (const c10::Error& e) {
     throw RuleError(action.pos, std::string("the ") + side + " is not TorchScript IR: " +
-                                    firstLine(e.what_without_backtrace()));
+                                    irError(e.what_without_backtrace(), ir));
   } catch (const std::exception& e) {
-    throw RuleError(action.pos,
-                    std::string("the ") + side + " is not TorchScript IR: " + firstLine(e.what()));
+    throw RuleError(action.pos, std::string("the ") + side +
+                                    " is not TorchScript IR: " + irError(e.what(), ir));
   }
   return graph;
 }

@@ -151,6 +151,79 @@ TEST_CASE("gradient steering's two paths agree on gradients that are not finite"
   }
 }
 
+// Half gradients read in float (Note [Rules in float]): interpreted (a `when` keeps it from being
+// lowered), the RMS clamp clamps the outliers of a half gradient as the fused kernel does. In
+// half, grad^2 overflowed for |grad| >= 256, the RMS was infinite and nothing was clamped.
+TEST_CASE("gradient steering clamps half gradients the same interpreted as lowered") {
+  const std::string body = R"(
+      let t = sqrt(mean(grad^2))
+      set grad = clamp(grad, -t, t)
+    })";
+  std::vector<torch::Tensor> grads;
+  for (const std::string& rule : {"rule s { select params \"*\"" + body,
+                                  "rule s { select params \"*\" when step >= 0" + body}) {
+    auto p = torch::zeros({3}, torch::kHalf).requires_grad_();
+    p.mutable_grad() = torch::tensor({100.0f, 400.0f, 900.0f}).to(torch::kHalf);
+    auto set = ruleSet(rule);
+    CHECK(set.lowered("s") == (rule.find("when") == std::string::npos));
+    set.apply({{"h", p}}, {}, 1e-3);
+    CHECK((p.grad().scalar_type() == torch::kHalf));  // not decomposed: c10::toString clashes
+    grads.push_back(p.grad().to(torch::kFloat));
+  }
+  // sqrt((100^2 + 400^2 + 900^2) / 3) = 571.55, in half 571.5
+  expectValues(grads[0], {100.0f, 400.0f, 571.5f});
+  expectValues(grads[1], {100.0f, 400.0f, 571.5f});
+}
+
+// A tensor-valued `where` on a plain bool that picks its number stands for a tensor of the
+// gradient's shape: reductions of it count every element (sum 1 over one element, std NaN).
+TEST_CASE("a where on a bool that picks a number reduces as a tensor of the gradient's shape") {
+  auto p = withGrad({0, 0, 0}, {1, 2, 3}, {3});
+  auto set = ruleSet(R"(rule r {
+      select params "*"
+      let s = sum(where(step > 5, grad, 1))
+      let n = numel(where(step > 5, grad, 1))
+      set grad = grad * 0 + s * 10 + n
+    })");
+  set.apply({{"w", p}}, {}, 1e-3);  // step 0: the number
+  expectValues(p.grad(), {33, 33, 33});
+}
+
+// std as torch.std (n - 1 in the denominator), of one element 0: normalising a one-element
+// gradient by it made it NaN, and the whole model with it.
+TEST_CASE("std of one element is 0, of more torch's") {
+  auto one = withGrad({0}, {5}, {1});
+  auto three = withGrad({0, 0, 0}, {1, 2, 3}, {3});
+  auto set = ruleSet(R"(rule r {
+      select params "*"
+      set grad = (grad - mean(grad)) / (std(grad) + 1)
+    })");
+  set.apply({{"one", one}, {"three", three}}, {}, 1e-3);
+  expectValues(one.grad(), {0});
+  expectValues(three.grad(), {-0.5f, 0, 0.5f});  // std([1, 2, 3]) = 1
+}
+
+// A parameter without elements is passed over; a rule that fails as it runs names itself and
+// the parameter (before, ATen's message named neither).
+TEST_CASE("a rule that fails names itself and the parameter; empty parameters are passed over") {
+  auto empty = torch::zeros({0}).requires_grad_();
+  empty.mutable_grad() = torch::zeros({0});
+  auto w = withGrad({0, 0}, {1, 200}, {2});
+  auto guard = ruleSet(R"(rule big { select params "*" when max(abs(grad)) > 100 skip step })");
+  CHECK(guard.apply({{"empty", empty}, {"w", w}}, {}, 1e-3).skipStep);
+  // A gradient of two elements against a mask of three: ATen refuses the shapes.
+  auto wrong = ruleSet(R"(rule wrong {
+      select params "w"
+      set grad = where(grad > 0, grad, param)
+    })");
+  auto mismatched = torch::zeros({3}).requires_grad_();
+  mismatched.mutable_grad() = torch::ones({2});
+  const std::string error = symtune::test::errorOf([&] {
+    wrong.apply({{"w", mismatched}}, {}, 1e-3);
+  });
+  CHECK(error.rfind("rule `wrong` on parameter `w`: ", 0) == 0);
+}
+
 // Scalars as torch gives them: a NaN argument of max, min or clamp is the result, on either side.
 TEST_CASE("max, min and clamp of a NaN number are NaN whichever side it is on") {
   for (const char* when : {"max(0/0, 1) > 0", "max(1, 0/0) > 0", "min(0/0, 1) < 2",
@@ -167,7 +240,7 @@ TEST_CASE("set lr to a negative, NaN or infinite rate is an error naming the rul
     INFO(value);
     auto rules = ruleSet(std::string("rule wreck { set lr = ") + value + " }");
     const std::string error = symtune::test::errorOf([&] { rules.apply({}, {}, 0.01); });
-    CHECK(error.find("rule `wreck` set the learning rate to ") != std::string::npos);
+    CHECK(error.find("rule `wreck`: set the learning rate to ") != std::string::npos);
     CHECK(error.find(": it must be finite and not negative") != std::string::npos);
   }
 }

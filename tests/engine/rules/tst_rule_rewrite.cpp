@@ -83,6 +83,12 @@ const std::string kRelu = "graph(%x):\n  %y = aten::relu(%x)\n  return (%y)";
 const InvalidRewrite kInvalidRewrites[] = {
     {"pattern not IR", "graph(%x):\n  %y = \n", kRelu, "1:12: the pattern is not TorchScript IR: "},
     {"replacement not IR", kRelu, "graf(%x)", "1:12: the replacement is not TorchScript IR: "},
+    // The parser's excerpt points at a line; the message names it (its first line alone ended
+    // at "here:").
+    {"pattern not IR, the line it stops at", "graph(%x):\n  %y = aten::relu(%x\n  return (%y)",
+     kRelu,
+     "1:12: the pattern is not TorchScript IR: expected ) but found 'return' at its line 3, "
+     "`return (%y)`"},
     {"constants only", "graph():\n  %c : int = prim::Constant[value=1]()\n  return (%c)",
      "graph():\n  %c : int = prim::Constant[value=2]()\n  return (%c)",
      "1:12: the pattern has no operation to match (only constants)"},
