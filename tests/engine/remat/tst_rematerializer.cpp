@@ -428,7 +428,8 @@ TEST_CASE_FIXTURE(
   const symtune::remat::StepPlan first = remat.prepare(gen, inputs);
   CHECK(first.mostFreeing);  // nothing seen yet: all it can
   CHECK_FALSE(first.segments.empty());
-  // Then the other plans that may hold least, each once, and last the step as written.
+  // Then the other plans that may hold least, each once (every block, every lighter run), and
+  // last the step as written.
   symtune::remat::StepPlan retry = first;
   std::vector<symtune::SegmentPlan> tried{first.segments};
   for (;;) {
@@ -442,7 +443,7 @@ TEST_CASE_FIXTURE(
       return t.recompute == retry.segments.recompute;
     }));
     tried.push_back(retry.segments);
-    REQUIRE(tried.size() <= 3);
+    REQUIRE(tried.size() <= 4);
   }
   CHECK(tried.back().empty());  // the last: as written
   remat.observe(first, 1e6);
@@ -479,7 +480,7 @@ TEST_CASE_FIXTURE(GigabyteTagger, "bound to keep little, the step as written is 
     }
     CHECK_FALSE(retry.segments.empty());  // each recomputes something
     tried.push_back(retry.segments);
-    REQUIRE(tried.size() <= 3);
+    REQUIRE(tried.size() <= 4);
   }
   CHECK(tried.size() >= 2);
 }

@@ -79,12 +79,12 @@
 // The predictor learns from every step what it kept, and the largest block it recomputed. The
 // first step held to the budget recomputes everything it can (the plan that frees most: per
 // top-level unit the block or its loops, whichever holds less with the block coming back), which
-// fits if anything does and gives the fit a second size. A step that overruns its budget raises
-// LibTorch's out-of-memory error inside it; backOff() gives the plan to run it again with (the
-// plans that may hold least, in turn: the templates' least, every top-level block, the step as
-// written, which on a small model may hold less) and widens the bucket's margin, so no step is
-// lost. When none fits, or the prediction says none does before the step, the run stops with
-// RematInfeasible, which names the smallest budget that fits.
+// usually fits if anything does and gives the fit a second size. A step that overruns its budget
+// raises LibTorch's out-of-memory error inside it; backOff() gives the plan to run it again with
+// (the plans that may hold least, in turn: the templates' least, every top-level block, every
+// lighter run, the step as written, which on a small model may hold less) and widens the bucket's
+// margin, so no step is lost. When none fits, or the prediction says none does before the step, the
+// run stops with RematInfeasible, which names the smallest budget that fits.
 
 #include <array>
 #include <chrono>
@@ -314,8 +314,8 @@ class Rematerializer {
   // Every run's lighter variant (Strategy::Selective) among the units a plan may name.
   SegmentPlan cheapOps(const Bucket& bucket) const;
   // The plans that may hold least, the likeliest first (by the fit, once it knows what a
-  // recomputed block adds): freeingMost, everyBlock, the step as written (first, under
-  // setWrittenFirst).
+  // recomputed block adds): freeingMost, everyBlock, cheapOps, the step as written (first,
+  // under setWrittenFirst).
   std::vector<SegmentPlan> leastHolding(const Bucket& bucket) const;
   StepPlan planOfSegments(const Bucket& bucket, const std::string& key, SegmentPlan segments) const;
   StepPlan mostFreeing(const Bucket& bucket, const std::string& key) const;
