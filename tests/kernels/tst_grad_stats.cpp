@@ -126,6 +126,20 @@ TEST_CASE("large finite float values sum without overflowing") {
   CHECK(stats[kInfCount].item<double>() == 0.0);
 }
 
+// Values whose float squares are subnormal or 0 (below 1e-19, 4e-23): summed in double, as the
+// CUDA kernel sums them. Before, a weight's gradient near 1e-26 read as norm 0.
+TEST_CASE("tiny float values keep their squares") {
+  torch::manual_seed(4);
+  for (const double scale : {1e-20, 1e-26, 1e-35}) {
+    INFO("scale ", scale);
+    const torch::Tensor g = (torch::randn({2048}, torch::kDouble) * scale).to(torch::kFloat);
+    const auto stats = gradStats(g);
+    const auto want = reference(g);
+    CHECK(stats[kSumSquares].item<double>() > 0);
+    CHECK(torch::allclose(stats, want, 1e-6, 0));
+  }
+}
+
 TEST_CASE("integer tensors are refused") {
   CHECK_THROWS_AS(gradStats(torch::ones({3}, torch::kLong)), c10::Error);
 }

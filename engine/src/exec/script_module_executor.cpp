@@ -1,6 +1,7 @@
 #include "symtune/exec/executor.h"
 
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -119,16 +120,24 @@ SyMuGen* ScriptModuleExecutor::symugen() {
 
 std::vector<torch::Tensor> ScriptModuleExecutor::parameters() {
   std::vector<torch::Tensor> params;
-  for (const auto& p : module_.parameters()) {
+  for (const auto& [name, p] : namedParameters())
     params.push_back(p);
-  }
   return params;
 }
 
+// Note [Tied parameters once]
+// A parameter shared by two modules (tied embedding and output weights) is listed by TorchScript's
+// C++ named_parameters under each name; Python's lists it once, under the first. Listed twice, the
+// optimizer stepped it twice a step (its update_ratio twice another weight's at one learning
+// rate: it trained at double the rate) and the gradient statistics counted it twice. Once here,
+// by its first name.
 std::vector<std::pair<std::string, torch::Tensor>> ScriptModuleExecutor::namedParameters() {
   std::vector<std::pair<std::string, torch::Tensor>> params;
-  for (const auto& p : module_.named_parameters())
-    params.emplace_back(p.name, p.value);
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& p : module_.named_parameters()) {
+    if (seen.insert(p.value.unsafeGetTensorImpl()).second)
+      params.emplace_back(p.name, p.value);
+  }
   return params;
 }
 

@@ -69,8 +69,14 @@ const std::vector<ParameterStats>& GradientMonitor::stats() const {
   }
   for (const auto& [device, slots] : groups) {
     std::vector<torch::Tensor> grads;
-    for (size_t slot : slots)
-      grads.push_back(pending_[slot]);
+    for (size_t slot : slots) {
+      // A sparse gradient (an embedding's with sparse=True) by its stored values, coalesced: the
+      // entries it does not store are zeros, which add nothing. The kernels take dense tensors;
+      // handed the sparse one, every step of such a model failed ("Could not run
+      // 'symtune::grad_stats_multi' with arguments from the 'SparseCPU' backend").
+      const torch::Tensor& g = pending_[slot];
+      grads.push_back(g.is_sparse() ? g.coalesce().values() : g);
+    }
     const torch::Tensor all = kernels::gradStatsMulti(grads).to(torch::kCPU).contiguous();
     const double* row = all.const_data_ptr<double>();
     for (size_t i = 0; i < slots.size(); ++i, row += all.size(1)) {

@@ -122,6 +122,12 @@ bool accumulateFinite(const float* data, int64_t begin, int64_t end, Partial& p)
   q.sumSquares += tail.sumSquares;
   q.sumAbs += tail.sumAbs;
   q.maxAbs = std::max(q.maxAbs, tail.maxAbs);
+  // Values this small square below float's normal range (1.2e-38): subnormal, then 0 past 4e-23.
+  // A range of only such values is summed in double, as the CUDA kernel sums; in a range that
+  // holds larger ones too they are far below what the sum resolves. (A weight's gradient of
+  // values near 1e-26 read as norm 0: the vanishing-gradient signal itself.)
+  if (q.maxAbs < 1e-18)
+    return accumulateFinite<float>(data, begin, end, p);
   p = q;
   return true;
 }

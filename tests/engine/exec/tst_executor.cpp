@@ -287,3 +287,25 @@ def forward(self, x: Tensor) -> Tensor:
   }
   MESSAGE("segment calls recomputed: ", recomputed);
 }
+
+// Note [Tied parameters once]: a weight two modules share is one parameter. TorchScript's C++
+// named_parameters lists it under each name, and the trainer's optimizer stepped it twice a step.
+TEST_CASE("a weight two modules share is one parameter, under its first name") {
+  torch::manual_seed(2);
+  const torch::Tensor shared = torch::randn({4, 4}).requires_grad_();
+  torch::jit::Module m("Tied");
+  for (const char* name : {"a", "b"}) {
+    torch::jit::Module layer("Layer");
+    layer.register_parameter("weight", shared, false);
+    layer.define("def forward(self, x: Tensor):\n    return torch.matmul(x, self.weight)\n");
+    m.register_module(name, layer);
+  }
+  m.define("def forward(self, x: Tensor):\n    return self.b.forward(self.a.forward(x))\n");
+  REQUIRE(m.named_parameters().size() == 2);  // TorchScript's own list: both names
+  symtune::ScriptModuleExecutor executor(m, "tied");
+  const auto named = executor.namedParameters();
+  REQUIRE(named.size() == 1);
+  CHECK(named[0].first == "a.weight");
+  CHECK(named[0].second.is_same(shared));
+  CHECK(executor.parameters().size() == 1);
+}

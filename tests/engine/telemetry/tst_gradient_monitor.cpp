@@ -90,3 +90,23 @@ TEST_CASE("parameters without a gradient are marked, and a new step starts empty
   CHECK(!monitor.stats()[0].hasGradient);
   CHECK(monitor.stats()[0].name == "used");
 }
+
+// A sparse gradient (an embedding's with sparse=True, an index repeated): its statistics are the
+// dense gradient's. The kernels take dense tensors; handed the sparse one, every step of such a
+// model failed.
+TEST_CASE("a sparse gradient's statistics are the dense one's") {
+  torch::manual_seed(1);
+  auto w = torch::randn({10, 4}, torch::requires_grad());
+  GradientMonitor monitor({{"w", w}});
+  monitor.beginStep();
+  const auto rows = torch::tensor({1, 3, 3, 7}, torch::kLong);
+  torch::embedding(w, rows, -1, false, /*sparse=*/true).pow(2).sum().backward();
+  REQUIRE(w.grad().is_sparse());
+  const auto dense = w.grad().to_dense();
+  const auto& s = monitor.stats();
+  REQUIRE(s.size() == 1u);
+  CHECK(s[0].hasGradient);
+  CHECK(near(s[0].norm, dense.norm().item<double>()));
+  CHECK(near(s[0].maxAbs, dense.abs().max().item<double>()));
+  CHECK(near(s[0].meanAbs, dense.abs().mean().item<double>()));
+}
