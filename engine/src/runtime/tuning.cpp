@@ -204,12 +204,21 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
   const auto measure = [&](Trainer& trainer, const control::Configuration& c, double* stepSeconds) {
     control::Measurement m;
     MeasuredSteps perSample, steps;
+    // A step that throws ran, as far as it got: counted as the side by side counts it (a failed
+    // evaluation reported one step fewer than it ran).
+    bool stepping = false;
+    const auto failedWith = [&](std::string why) {
+      m.failed = std::move(why);
+      m.steps += stepping ? 1 : 0;
+    };
     try {
       trainer.setTelemetry(options.telemetry);
       trainer.configure(c);
       for (int i = 0; i < perEvaluation; ++i) {
         const int64_t settled = settlingOf(trainer);
+        stepping = true;
         const StepResult r = trainer.step();
+        stepping = false;
         ++m.steps;
         if (i < warmup)
           continue;
@@ -219,17 +228,17 @@ TunedSession tuneSession(const Session& given, const TuneSessionOptions& options
         perSample.add(seconds / static_cast<double>(trainer.batchSize()), settling);
       }
     } catch (const remat::RematInfeasible& e) {
-      m.failed = e.what();  // the steps it ran count
+      failedWith(e.what());  // the steps it ran count
       m.outOfMemory = true;
       return m;
     } catch (const c10::OutOfMemoryError& e) {
       // The device's memory: with no remat budget in the space, fewer micro-batches need more.
       // (Under a budget a tighter one needs less of the device: nothing follows.)
-      m.failed = oneLine(e);
+      failedWith(oneLine(e));
       m.outOfMemory = !session.remat.enabled;
       return m;
     } catch (const std::exception& e) {
-      m.failed = e.what();
+      failedWith(e.what());
       return m;
     }
     m.samplesPerSecond = 1 / perSample.steadyMedian();
