@@ -517,12 +517,7 @@ class SyMuGen::Evaluator {
     if (recomputing_ && isBatchNorm(node) && stack.size() > 6 && stack[5].isBool() &&
         stack[5].toBool())
       stack[6] = c10::IValue(0.0);
-    // Note [Module state written once]
-    // An op that writes a module's tensor attribute in place (a batch norm's
-    // `self.num_batches_tracked.add_(1)`) did so in the forward; run again in a recomputed span it
-    // counted twice a step, and under `momentum=None` the running statistics' factor,
-    // 1 / num_batches_tracked, went wrong with it (3 steps checkpointed: 6 batches tracked, the
-    // running mean 3 % off). Recomputing passes it over: its output is its input, as in place.
+    // Note [Module state written once] in evaluator_recompute.cpp.
     if (recomputing_ && writesModuleState(node)) {
       env_[node->outputs()[0]] = std::move(stack[0]);
       return;
@@ -564,22 +559,9 @@ class SyMuGen::Evaluator {
 
   static bool isBatchNorm(const Node* node) { return node->kind() == c10::aten::batch_norm; }
 
-  // Whether `node` writes its first input in place (its schema says so) and that input is a
-  // module attribute (prim::GetAttr, through an Optional's unchecked_cast): Note [Module state
-  // written once]. One output, its input.
-  static bool writesModuleState(const Node* node) {
-    const torch::jit::FunctionSchema* schema = node->maybeSchema();
-    if (schema == nullptr || schema->arguments().empty() || node->inputs().empty() ||
-        node->outputs().size() != 1)
-      return false;
-    const c10::AliasInfo* alias = schema->arguments()[0].alias_info();
-    if (alias == nullptr || !alias->isWrite())
-      return false;
-    const Node* from = node->inputs()[0]->node();
-    while (from->kind() == c10::prim::unchecked_cast)
-      from = from->inputs()[0]->node();
-    return from->kind() == c10::prim::GetAttr;
-  }
+  // Whether `node` writes a module's tensor attribute in place, its one output its input (Note
+  // [Module state written once]).
+  static bool writesModuleState(const Node* node);
 
   // Runs `node` on shapes alone (Note [Shapes only]; evaluator_shapes.cpp).
   void runOnShapes(const Node* node, torch::jit::Stack& stack);

@@ -50,8 +50,8 @@ double secondPeak(const symtune::Session& s) {
 
 }  // namespace
 
-// Note [Module state written once] (engine/src/graph/evaluator.h): the block's forward counts
-// num_batches_tracked up in place; run again in backward it counted twice a step (6 after 3
+// Note [Module state written once] (engine/src/graph/evaluator_recompute.cpp): the block's forward
+// counts num_batches_tracked up in place; run again in backward it counted twice a step (6 after 3
 // steps) and the running statistics' factor 1 / num_batches_tracked went wrong with it.
 TEST_CASE("a cumulative batch norm's state after recomputed steps is the plain run's") {
   constexpr int kSteps = 3;
