@@ -409,6 +409,7 @@ void RunController::handle(const Command& c, Server::Reply reply) {
         run_.setBudget(mb, fraction);
         publishedRemat_.clear();  // the budget shows at once, before the next step ran with it
         publishRematIfChanged(nullptr);
+        publishControlIfChanged();  // the remat_budget knob's values follow a budget_fraction
         result = {{"from_step", run_.stepsDone()}};
         result[mb ? "budget_mb" : "budget_fraction"] = mb ? *mb : *fraction;
       } catch (const std::exception& e) {

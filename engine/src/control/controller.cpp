@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace symtune::control {
@@ -105,6 +107,90 @@ void OnlineController::notFit(Decision& decision, const std::string& why) {
     records.push_back(decision.chosen);
   decision.violation = "the memory budget: " + why +
                        "; on this bucket, no configuration holding as much runs from now on";
+}
+
+bool OnlineController::newBudget(const ConfigSpace& run, bool grew) {
+  // The knobs as this controller has them (the run's space may have gained a micro-batch count
+  // it split to), standing where the run's stand, but for remat_budget, which follows the budget.
+  std::vector<Knob> knobs;
+  for (const Knob& k : run.knobs()) {
+    const Knob* own = k.name == "remat_budget" ? nullptr : space_.knob(k.name);
+    Knob kept = own != nullptr ? *own : k;
+    if (std::any_of(kept.values.begin(), kept.values.end(),
+                    [&](double v) { return sameValue(v, k.current); }))
+      kept.current = k.current;
+    knobs.push_back(std::move(kept));
+  }
+  ConfigSpace space(std::move(knobs));
+  const Knob* was = space_.knob("remat_budget");
+  const Knob* now = space.knob("remat_budget");
+  const bool same = (was == nullptr) == (now == nullptr) &&
+                    (was == nullptr || std::equal(was->values.begin(), was->values.end(),
+                                                  now->values.begin(), now->values.end(),
+                                                  sameValue)) &&
+                    space.knobs().size() == space_.knobs().size();
+  // What did not fit: a record of the old space, as the new one has it. A record at a share of
+  // its own holds whatever the session's budget (a share is of the plain peak); one at the
+  // session's budget (the old knob's last value, or no knob) holds under a budget no larger, at
+  // the largest share the new space takes below it, and is dropped under a larger one.
+  const auto carried = [&](Configuration c) -> std::optional<Configuration> {
+    const bool sessions = was == nullptr || sameValue(valueOf(c, *was), was->values.back());
+    if (sessions && grew)
+      return std::nullopt;
+    const double held = sessions ? std::numeric_limits<double>::infinity() : valueOf(c, *was);
+    if (now != nullptr) {
+      const auto below = std::find_if(now->values.rbegin(), now->values.rend(),
+                                      [&](double v) { return v <= held + 1e-9; });
+      if (below == now->values.rend())
+        return std::nullopt;  // every budget the new space takes is larger
+      c.rematBudget = *below;
+    } else {
+      if (!sessions)
+        return std::nullopt;  // a share: nothing is known of it against megabytes
+      c.rematBudget.reset();
+    }
+    return !space.outside(c) ? std::optional<Configuration>(c) : std::nullopt;
+  };
+  std::map<std::string, std::vector<Configuration>> notFitting;
+  for (const auto& [bucket, records] : notFitting_) {
+    for (const Configuration& r : records) {
+      if (const std::optional<Configuration> c = carried(r))
+        notFitting[bucket].push_back(*c);
+    }
+  }
+  if (same) {
+    space_ = std::move(space);  // where the knobs stand
+    notFitting_ = std::move(notFitting);
+    return false;
+  }
+  OnlineController next(std::move(space), options_);
+  const auto inside = [&](const Configuration& c) { return !next.space_.outside(c); };
+  next.rng_ = rng_;
+  next.signalReference_ = signalReference_;
+  for (const auto& [name, value] : pins_) {
+    const Knob* k = next.space_.knob(name);
+    if (k != nullptr && std::any_of(k->values.begin(), k->values.end(),
+                                    [&](double v) { return sameValue(v, value); }))
+      next.pins_[name] = value;
+  }
+  std::copy_if(excluded_.begin(), excluded_.end(), std::back_inserter(next.excluded_), inside);
+  // The pins and exclusions leave something to run (they did before), or the pins go.
+  if (std::none_of(next.grid_.begin(), next.grid_.end(),
+                   [&](const Configuration& c) { return next.allowed(c); }))
+    next.pins_.clear();
+  next.notFitting_ = std::move(notFitting);
+  if (next.space_.knob("remat_budget") != nullptr)
+    next.refusedBudget_ = refusedBudget_;
+  next.lossAverage_ = lossAverage_;
+  next.losses_ = losses_;
+  next.lastDiverged_ = lastDiverged_;
+  next.highInARow_ = highInARow_;
+  if (blamed_ && inside(*blamed_))
+    next.blamed_ = blamed_;
+  next.log_ = std::move(log_);
+  next.decisions_ = decisions_;
+  *this = std::move(next);
+  return true;
 }
 
 void OnlineController::refused(Decision& decision, const Configuration& ran, const std::string& why,

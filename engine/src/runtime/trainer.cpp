@@ -642,7 +642,14 @@ StepResult Trainer::runStep(Graph* capture) {
             try {
               smaller = microBatches(whole, more);
             } catch (const SplitError&) {
-              throw e;  // what the user needs to know is the budget
+              if (!rematBefore_)
+                throw e;  // what the user needs to know is the budget
+              // A budget set on the running job that the step neither fits nor splits further
+              // into: the step again under the budget before it, as Trainer::runRemat does for a
+              // step that may not split.
+              startOverNote_ = backToBudgetBefore(e.what());
+              putBack();
+              continue;
             }
             putBack();
             splitNote += (splitNote.empty() ? "" : "; ") + std::string(e.what()) + ": split into " +
@@ -731,6 +738,7 @@ StepResult Trainer::runStep(Graph* capture) {
       controller_->notFit(*decision, r.splitNote);
     controller_->observe(*decision, learnt, whole.size, r.loss);
     r.decision = controller_->log().back();
+    moveController();  // the budget the step went back to, if it did
     // Note [A knob that changes nothing] in controller.h (a binder the step let go or replaced
     // tells nothing of the next).
     if (stepBinder != nullptr && !rebound)

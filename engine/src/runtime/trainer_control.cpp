@@ -68,6 +68,7 @@ void Trainer::setUpControl() {
 std::optional<control::Decision> Trainer::decide(const Batch& whole) {
   if (!controller_)
     return std::nullopt;
+  moveController();  // a budget a step went back to (Trainer::runRemat)
   // The signals, in the order of ControllerOptions::signalNames.
   const std::vector<double> batchSignals{static_cast<double>(whole.size),
                                          static_cast<double>(whole.sequenceLength())};

@@ -1,5 +1,6 @@
 // The trainer's steps under a memory budget: the session's `remat` block (docs/remat.md).
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -53,6 +54,22 @@ void releaseFailedBackward() {
   (one * 2).sum().backward();
 }
 
+// Whether a session's budget of `megabytes` or `fraction` holds more than one of `beforeMb` or
+// `beforeFraction` (Note [A new memory budget] in controller.h), the plain peak the fractions
+// are of being `plain` (0: not known yet); where that cannot be told, taken to.
+bool budgetGrew(std::optional<double> beforeMb, std::optional<double> beforeFraction,
+                std::optional<double> megabytes, std::optional<double> fraction, double plain) {
+  if (beforeFraction && fraction)
+    return *fraction > *beforeFraction;
+  const auto bytes = [&](std::optional<double> mb, std::optional<double> share) {
+    return mb                   ? std::optional<double>(*mb * 1e6)
+           : share && plain > 0 ? std::optional<double>(*share * plain)
+                                : std::nullopt;
+  };
+  const auto before = bytes(beforeMb, beforeFraction), after = bytes(megabytes, fraction);
+  return !before || !after || *after > *before;
+}
+
 }  // namespace
 
 void Trainer::setUpRemat() {
@@ -96,28 +113,56 @@ void Trainer::setUpRemat() {
 void Trainer::setRematBudget(std::optional<double> megabytes, std::optional<double> fraction) {
   if (!remat_)
     throw SetupError("this run holds no memory budget: its session has no remat block");
+  // As a session's remat.budget_mb; beyond it llround would overflow into a negative budget.
+  if (megabytes && !(*megabytes > 0 && *megabytes <= 1e9))
+    throw SetupError("a memory budget of " + std::to_string(*megabytes) +
+                     " MB: it must be in (0, 1e9]");
+  moveController();  // to the space of a budget a step went back to, if one did
   const SetBudget before{session_.remat.budgetMb, session_.remat.budgetFraction};
-  std::optional<int64_t> bytes;
-  if (megabytes) {
-    // As a session's remat.budget_mb; beyond it llround would overflow into a negative budget.
-    if (!(*megabytes > 0 && *megabytes <= 1e9))
-      throw SetupError("a memory budget of " + std::to_string(*megabytes) +
-                       " MB: it must be in (0, 1e9]");
-    bytes = static_cast<int64_t>(std::llround(*megabytes * 1e6));
-  }
   try {
-    remat_->setBudget(bytes, fraction);
+    controllerBudgetGrew_ = holdSessionTo({megabytes, fraction}, /*check=*/true);
   } catch (const c10::Error& e) {
     throw SetupError(oneLine(e));
   } catch (const remat::RematInfeasible& e) {
     throw SetupError(e.what());
   }
   rematBefore_ = before;
-  if (controller_)
-    controller_->forgetNotFitting();  // Note [Predicted not to fit] in controller.h
-  session_.remat.budgetMb = megabytes;
-  session_.remat.budgetFraction = fraction;
+  moveController();  // between steps: at once
+}
+
+bool Trainer::holdSessionTo(const SetBudget& next, bool check) {
+  std::optional<int64_t> bytes;
+  if (next.megabytes)
+    bytes = static_cast<int64_t>(std::llround(*next.megabytes * 1e6));
+  remat_->setBudget(bytes, next.fraction, check);
+  const SetBudget before{session_.remat.budgetMb, session_.remat.budgetFraction};
+  session_.remat.budgetMb = next.megabytes;
+  session_.remat.budgetFraction = next.fraction;
   rematBudget_.reset();  // the new budget is the session's
+  const double plain = std::max(remat_->measurements().plainPeak,
+                                static_cast<double>(remat_->options().plainPeakBytes.value_or(0)));
+  return budgetGrew(before.megabytes, before.fraction, next.megabytes, next.fraction, plain);
+}
+
+std::string Trainer::backToBudgetBefore(const std::string& why) {
+  const SetBudget before = *rematBefore_;
+  rematBefore_.reset();
+  // The controller moves once the step is over: its decision is of the space it was made in.
+  const bool grew = holdSessionTo(before, /*check=*/false);
+  controllerBudgetGrew_ = controllerBudgetGrew_.value_or(false) || grew;
+  char budget[64];
+  if (before.megabytes)
+    std::snprintf(budget, sizeof budget, "budget_mb %g", *before.megabytes);
+  else
+    std::snprintf(budget, sizeof budget, "budget_fraction %g", before.fraction.value_or(0));
+  return why + "; back to " + budget;
+}
+
+void Trainer::moveController() {
+  // Note [A new memory budget] in controller.h.
+  if (controller_ && controllerBudgetGrew_)
+    controller_->newBudget(configSpace(), *controllerBudgetGrew_);
+  controllerBudgetGrew_.reset();
 }
 
 int64_t Trainer::liveNow() {
@@ -137,26 +182,14 @@ torch::Tensor Trainer::runRemat(const std::vector<c10::IValue>& inputs,
   try {
     return runPlanned(inputs, pass, out);
   } catch (const remat::RematInfeasible& e) {
-    if (!rematBefore_)
-      throw;
     // A budget set on the running job that no plan fits in fact (the prediction that let it in
-    // was wrong): the step, put back as it began, runs under the budget that held before.
-    const SetBudget before = *rematBefore_;
-    rematBefore_.reset();
+    // was wrong, or the batch is of a bucket not met before): a step the trainer may split runs
+    // in more micro-batches under it, as under any budget (Note [Splitting further] in
+    // trainer.h); one it may not, put back as it began, runs under the budget that held before.
+    if (!rematBefore_ || splitting_)
+      throw;
     const bool laterPart = partIndex_ > 0;
-    std::optional<int64_t> bytes;
-    if (before.megabytes)
-      bytes = static_cast<int64_t>(std::llround(*before.megabytes * 1e6));
-    remat_->setBudget(bytes, before.fraction, /*check=*/false);
-    session_.remat.budgetMb = before.megabytes;
-    session_.remat.budgetFraction = before.fraction;
-    rematBudget_.reset();
-    char budget[64];
-    if (before.megabytes)
-      std::snprintf(budget, sizeof budget, "budget_mb %g", *before.megabytes);
-    else
-      std::snprintf(budget, sizeof budget, "budget_fraction %g", before.fraction.value_or(0));
-    const std::string note = std::string(e.what()) + "; back to " + budget;
+    const std::string note = backToBudgetBefore(e.what());
     if (laterPart) {
       // The micro-batches before it added to the gradients: the whole step again, under the
       // budget that held before (Note [Micro-batches]), and it says why.

@@ -1,7 +1,7 @@
 // The online controller (Note [Online controller] in symtune/control/controller.h): it finds the
 // fastest configuration of a space whose times it has to learn, explores after its warm-up only as
 // far as the run keeps near its first configuration's speed, and keeps to its pins. Driving a
-// trainer: tst_controller_trainer.cpp.
+// trainer: tst_controller_trainer.cpp; under a memory budget: tst_controller_budget.cpp.
 
 #include "doctest_torch.h"
 
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "controller_fixtures.h"
 #include "symtune/control/additive_model.h"
 #include "symtune/control/controller.h"
 
@@ -21,25 +22,8 @@ using symtune::control::ConfigSpace;
 using symtune::control::Configuration;
 using symtune::control::Knob;
 using symtune::control::OnlineController;
-
-namespace {
-
-ConfigSpace threeKnobs() {
-  return ConfigSpace({Knob{"microbatches", {1, 2, 4, 8}, 1, ""}, Knob{"threads", {1, 2}, 2, ""},
-                      Knob{"remat_budget", {0.3, 0.4, 0.5, 0.6}, 0.6, ""}});
-}
-
-// A step's seconds per sample: a bucket's scale times a factor per knob value, with noise. The
-// fastest: 2 micro-batches, 1 thread, remat budget 0.6.
-double secondsPerSample(const Configuration& c, int bucket, std::mt19937_64& rng) {
-  const std::map<int, double> micro{{1, 1.25}, {2, 1.0}, {4, 1.15}, {8, 1.6}};
-  const double threads = c.threads == 1 ? 1.0 : 1.12;
-  const double budget = 1.0 + (0.6 - c.rematBudget.value_or(0.6)) * 0.8;
-  std::lognormal_distribution<double> noise(0.0, 0.05);
-  return (1 + bucket) * 1e-3 * micro.at(c.microbatches) * threads * budget * noise(rng);
-}
-
-}  // namespace
+using symtune::test::control::secondsPerSample;
+using symtune::test::control::threeKnobs;
 
 TEST_CASE("the controller keeps its latest decisions and counts them all") {
   symtune::control::ControllerOptions options;
@@ -742,96 +726,4 @@ TEST_CASE("a loss whose average is below zero diverges too") {
   const auto broke = run(1e6);
   CHECK(broke.violation.find("the loss diverged (1e+06 against its average -") == 0);
   CHECK(controller.excluded().size() == 1);
-}
-
-TEST_CASE("a configuration that did not fit a bucket runs there no more, nor any holding as much") {
-  // Note [Predicted not to fit]. The run begins at 1 micro-batch, 2 threads, budget 0.6.
-  OnlineController controller(threeKnobs());
-  auto first = controller.choose(0, "big");
-  REQUIRE(first.chosen.microbatches == 1);
-  controller.notFit(first, "no plan fits: split into 2 micro-batches");
-  CHECK(first.violation ==
-        "the memory budget: no plan fits: split into 2 micro-batches; on this bucket, no "
-        "configuration holding as much runs from now on");
-  controller.observe(first, 0.05, 32, 1.0);
-  // Not learnt from: nothing measured yet, so the next choice on the bucket is the one nearest
-  // the run's start that may fit.
-  const auto second = controller.choose(1, "big");
-  CHECK(second.chosen.microbatches == 2);
-  CHECK(second.chosen.threads == 2);
-  CHECK(second.chosen.rematBudget.value_or(0.6) == doctest::Approx(0.6));
-  controller.observe(second, 0.03, 32, 1.0);
-
-  Configuration one = first.chosen;
-  one.threads = 1;
-  CHECK(controller.notFitting(first.chosen, "big"));
-  CHECK(controller.notFitting(one, "big"));  // threads hold no memory of their own
-  one.rematBudget = 0.3;                     // less budget holds more
-  CHECK(controller.notFitting(one, "big"));
-  CHECK_FALSE(controller.notFitting(first.chosen, "small"));
-  CHECK_FALSE(controller.notFitting(second.chosen, "big"));
-
-  std::mt19937_64 rng(3);
-  for (int64_t step = 2; step < 150; ++step) {
-    const std::string bucket = step % 3 == 0 ? "small" : "big";
-    const auto d = controller.choose(step, bucket);
-    if (bucket == "big")
-      CHECK(d.chosen.microbatches >= 2);
-    controller.observe(d, secondsPerSample(d.chosen, 0, rng) * 32, 32, 1.0);
-  }
-  // Pinned to the whole batch: another bucket runs it; on this one the pin wins (the trainer
-  // splits the step as it must).
-  controller.pin("microbatches", 1);
-  CHECK(controller.choose(150, "small").chosen.microbatches == 1);
-  CHECK(controller.choose(151, "big").chosen.microbatches == 1);
-  controller.unpin("microbatches");
-
-  // A restored controller keeps the records; forgetting them (a new budget) lets all run again.
-  OnlineController resumed(threeKnobs());
-  resumed.restore(controller.state());
-  CHECK(resumed.notFitting(first.chosen, "big"));
-  resumed.forgetNotFitting();
-  CHECK_FALSE(resumed.notFitting(first.chosen, "big"));
-}
-
-// Note [A budget the run refused].
-TEST_CASE("a remat budget the run refused is not chosen again, nor any smaller") {
-  OnlineController controller(threeKnobs());
-  std::mt19937_64 rng(5);
-  Configuration before = controller.space().current();
-  int refusals = 0;
-  for (int64_t step = 0; step < 120; ++step) {
-    auto d = controller.choose(step, "b");
-    if (controller.refusedBudget())
-      CHECK(d.chosen.rematBudget.value_or(0.6) > *controller.refusedBudget() + 1e-9);
-    if (d.chosen.rematBudget.value_or(0.6) < 0.55) {  // the run takes 0.6 only
-      ++refusals;
-      const Configuration drawn = d.chosen;
-      controller.refused(d, before, "no plan fits", drawn.rematBudget);
-      CHECK(d.chosen == before);
-      CHECK_FALSE(d.explored);
-      CHECK(d.heldBack == drawn.text() + ": the run refused it: no plan fits");
-      REQUIRE(controller.refusedBudget().has_value());
-      CHECK(*controller.refusedBudget() == doctest::Approx(*drawn.rematBudget));
-    }
-    before = d.chosen;
-    controller.observe(d, secondsPerSample(d.chosen, 0, rng) * 32, 32, 1.0);
-  }
-  MESSAGE(refusals, " refusals; the largest budget refused ",
-          controller.refusedBudget().value_or(0));
-  CHECK(refusals >= 1);  // the draws reach 0.5, next to the leader
-  CHECK(controller.refusedBudget().value_or(0) == doctest::Approx(0.5));
-
-  // A refusal of the step alone records nothing.
-  OnlineController other(threeKnobs());
-  auto d = other.choose(0, "b");
-  other.refused(d, other.space().current(), "outside the space");
-  CHECK_FALSE(other.refusedBudget().has_value());
-
-  // A restored controller keeps the record; a new memory budget forgets it.
-  OnlineController resumed(threeKnobs());
-  resumed.restore(controller.state());
-  CHECK(resumed.refusedBudget() == controller.refusedBudget());
-  resumed.forgetNotFitting();
-  CHECK_FALSE(resumed.refusedBudget().has_value());
 }

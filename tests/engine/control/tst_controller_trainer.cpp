@@ -11,28 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "controller_fixtures.h"
 #include "symtune/binding/binder.h"
 #include "symtune/control/controller.h"
 #include "symtune/runtime/trainer.h"
 
 using symtune::control::ConfigSpace;
-
-namespace {
-
-// The ci tagger, unbound, trained by SGD: the sessions the controller drives trainers with.
-symtune::Session taggerSession(const std::string& name) {
-  symtune::Session s;
-  s.name = name;
-  s.model.zoo = "dynamic_tagger";
-  s.model.preset = "ci";
-  s.data.seed = 11;
-  s.binding.enabled = false;
-  s.optimizer.name = "sgd";
-  s.optimizer.lr = 0.05;
-  return s;
-}
-
-}  // namespace
+using symtune::test::control::taggerSession;
 
 TEST_CASE("driving a trainer, the controller changes how steps run, not what they compute") {
   at::set_num_threads(2);

@@ -613,3 +613,44 @@ TEST_CASE_FIXTURE(TwoThreads, "a fraction set part-way through the calibration w
   REQUIRE(held.remat->plan.limitBytes.has_value());
   CHECK(held.remat->peakBytes <= static_cast<double>(*held.remat->plan.limitBytes));
 }
+
+// A budget set on the running job that no plan fits in fact (set while calibrating, nothing
+// checks it): a step that may split runs in more micro-batches under it, as under any budget
+// (Note [Splitting further] in trainer.h); one that may not (the ResNet normalises over the
+// batch) runs under the budget before, which is put back, and its note says so. Until 2026-12-07
+// both went back, the user's budget dropped where splitting would have kept to it.
+TEST_CASE_FIXTURE(TwoThreads, "a budget set on the running job that no plan fits splits the step") {
+  symtune::Session s = underBudget("tree_rnn", 0.95);
+  s.remat.calibrationSteps = 2;
+  s.control.enabled = true;  // split_on_overrun
+  symtune::Trainer t(s);
+  const auto plain = plainTrainer("tree_rnn");
+  CHECK(t.step().loss == doctest::Approx(plain->step().loss).epsilon(1e-5));
+  t.setRematBudget(std::nullopt, 0.5);  // no plan fits the whole batch under 0.6
+  for (int i = 1; i < 4; ++i) {
+    INFO("step ", i);
+    const symtune::StepResult r = t.step();
+    CHECK(r.loss == doctest::Approx(plain->step().loss).epsilon(1e-4));
+    REQUIRE(r.remat.has_value());
+    CHECK(r.remat->note.find("back to") == std::string::npos);
+    if (!r.remat->plan.limitBytes)
+      continue;  // calibrating
+    CHECK(r.microbatches >= 2);
+    CHECK(r.remat->peakBytes <= static_cast<double>(*r.remat->plan.limitBytes));
+  }
+  CHECK(t.session().remat.budgetFraction == 0.5);
+
+  symtune::Session whole = underBudget("dynamic_resnet", 0.95);
+  whole.remat.calibrationSteps = 2;
+  whole.control.enabled = true;
+  symtune::Trainer resnet(whole);
+  resnet.step();
+  resnet.setRematBudget(std::nullopt, 0.5);  // it fits no less than about 0.82
+  resnet.step();
+  const symtune::StepResult back = resnet.step();
+  REQUIRE(back.remat.has_value());
+  INFO(back.remat->note);
+  CHECK(back.remat->note.find("; back to budget_fraction 0.95") != std::string::npos);
+  CHECK(back.microbatches == 1);
+  CHECK(resnet.session().remat.budgetFraction == 0.95);
+}

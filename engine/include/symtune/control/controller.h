@@ -105,7 +105,8 @@
 // Before, the tree network under 0.6 of its plain peak (which no plan fits whole) chose the
 // whole batch on 17 and 51 of 150 steps in two runs, each of them split at about 0.8 of the speed
 // of two micro-batches on the same batch (docs/benchmarks.md, "What did not fit"). A new memory
-// budget (Trainer::setRematBudget) forgets the records.
+// budget that holds more (Trainer::setRematBudget) forgets the records (Note [A new memory
+// budget]).
 //
 // Note [A budget the run refused]
 // The trainer checks a remat budget it is asked to set against every shape bucket it has met:
@@ -117,8 +118,24 @@
 // records the largest budget refused: from then on no configuration whose budget is as small or
 // smaller is chosen (the check holds for any micro-batch count, thread count or binding
 // exploration, and a smaller budget fits less), and the decision holds what ran, with the choice
-// and the reason as what it held back, not explored. forgetNotFitting() drops the record too: a
-// new memory budget moves the fractions.
+// and the reason as what it held back, not explored. A new memory budget keeps the record: a
+// share of the plain peak no plan fits fits no better under another budget for the session.
+//
+// Note [A new memory budget]
+// A budget set on the running job (the studio's set_budget, Trainer::setRematBudget) changes the
+// space when the session's budget is a fraction: the remat_budget knob takes 0.3, 0.4, ... up to
+// it, and a budget in megabytes has no such knob. The controller had kept the space it began
+// with and went on drawing the budgets of the old one; each was refused as outside the run's space
+// and its step learnt as the configuration before, under the knob value the old space stood at.
+// So newBudget() moves it to the run's new space. Its speed model's terms are of the old space's
+// knob values, and every time it learnt was measured under the old budget's plans, so over another
+// space it learns the speeds afresh; it keeps the pins, the exclusions of Note [Divergence
+// constraint] and the budget refused, where the new space has their values, and its random
+// generator. What did not fit (Note [Predicted not to fit]) at a share of its own is kept (a share
+// is of the plain peak, whatever the session's budget); at the session's budget it is kept when
+// that did not grow (what did not fit under more does not fit under less), at the largest share
+// the new space takes below it, and forgotten when it did. With the knob unchanged (megabytes
+// before and after), the model keeps what it learnt.
 //
 // Note [A knob that changes nothing]
 // binding_explore decides whether the binder measures a (site, bucket) it meets unsettled; on a
@@ -289,15 +306,14 @@ class OnlineController {
   const std::vector<Configuration>& excluded() const { return excluded_; }
   // Note [Predicted not to fit]: `decision`'s configuration did not fit the memory budget on
   // its bucket, for the reason `why` (one line), which becomes the decision's violation (so the
-  // step is not learnt from); forgetNotFitting() drops every record. notFitting(c, bucket):
-  // whether a record rules `c` out on `bucket`. forgetNotFitting() drops the budget refused()
-  // too.
+  // step is not learnt from). notFitting(c, bucket): whether a record rules `c` out on `bucket`.
   void notFit(Decision& decision, const std::string& why);
-  void forgetNotFitting() {
-    notFitting_.clear();
-    refusedBudget_.reset();
-  }
   bool notFitting(const Configuration& c, const std::string& bucket) const;
+  // Note [A new memory budget]: the run's budget changed, the session's `grew` (or cannot be
+  // told not to have), and the run's space is now `run`, whose remat_budget knob the controller
+  // takes (its other knobs stay its own). Returns whether it learns the speeds afresh (that knob
+  // changed).
+  bool newBudget(const ConfigSpace& run, bool grew);
   // The run could not set `decision`'s configuration, for the reason `why` (one line), and its
   // step runs `ran` instead, which `decision` then holds, with what was chosen and why as what it
   // held back (not explored). `rematBudget`: the refused configuration's remat budget was the

@@ -350,11 +350,24 @@ class Trainer {
   std::optional<std::string> bindingNote_;
   std::unique_ptr<remat::Rematerializer> remat_;
   // The budget before the last set_budget (the session's values), to go back to when no plan
-  // fits the new one.
+  // fits the new one and the step cannot split further.
   struct SetBudget {
     std::optional<double> megabytes, fraction;
   };
   std::optional<SetBudget> rematBefore_;
+  // Holds the session to the budget `next` (the rematerializer checking it with `check`, and
+  // throwing RematInfeasible or c10::Error); returns whether it holds more than the one before
+  // (or cannot be told not to).
+  bool holdSessionTo(const SetBudget& next, bool check);
+  // The online controller moved to the space under a budget the session was held to since, if
+  // it was (whether that budget grew: controllerBudgetGrew_; Note [A new memory budget] in
+  // controller.h).
+  void moveController();
+  std::optional<bool> controllerBudgetGrew_;
+  // A step under a budget set on the running job found no plan fits it and cannot split further:
+  // the session goes back to rematBefore_, which is let go. Returns the step's note: `why`, and
+  // the budget gone back to.
+  std::string backToBudgetBefore(const std::string& why);
   int64_t parameterCount_ = 0;
   std::string description_, dataDescription_;
   std::vector<Batch> validationBatches_;  // the held-out samples (data files only)
