@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -174,6 +176,7 @@ BindingTable BindingTable::fromJson(const std::string& text, const std::string& 
   const auto& list = top.require("bindings");
   if (!list.is_array())
     top.fail("bindings", "expected an array, found " + detail::describeJsonType(list));
+  std::map<std::pair<std::string, std::string>, size_t> seen;  // (site, bucket): where
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string path = "bindings[" + std::to_string(i) + "]";
     if (!list[i].is_object())
@@ -183,18 +186,20 @@ BindingTable BindingTable::fromJson(const std::string& text, const std::string& 
                      "predicted", "speedup", "candidates"});
     Binding b;
     b.site = f.string("site");
-    b.node = static_cast<int32_t>(f.integer("node"));
+    const auto nodeId = [&](const nlohmann::json& v, const std::string& where) {
+      if (!v.is_number_integer() || v.get<int64_t>() < -1 ||
+          v.get<int64_t>() > std::numeric_limits<int32_t>::max())
+        fail(where, "expected a node id (an integer in [0, 2^31), or -1 for none), found " +
+                        (v.is_number_integer() ? v.dump() : detail::describeJsonType(v)));
+      return v.get<int32_t>();
+    };
+    b.node = nodeId(f.require("node"), path + ".node");
     if (list[i].contains("nodes")) {
       const auto& nodes = list[i]["nodes"];
       if (!nodes.is_array())
         f.fail("nodes", "expected an array of node ids, found " + detail::describeJsonType(nodes));
-      for (size_t j = 0; j < nodes.size(); ++j) {
-        if (!nodes[j].is_number_integer()) {
-          fail(path + ".nodes[" + std::to_string(j) + "]",
-               "expected a node id, found " + detail::describeJsonType(nodes[j]));
-        }
-        b.nodes.push_back(nodes[j].get<int32_t>());
-      }
+      for (size_t j = 0; j < nodes.size(); ++j)
+        b.nodes.push_back(nodeId(nodes[j], path + ".nodes[" + std::to_string(j) + "]"));
     }
     b.pattern = f.string("pattern", "");
     b.bucket = f.string("bucket");
@@ -220,10 +225,35 @@ BindingTable BindingTable::fromJson(const std::string& text, const std::string& 
                        : c.number("max_error", 0);
       m.refused = c.string("refused", "");
       m.keptBytes = c.integer("kept_bytes", -1);
+      for (const auto& [field, value] :
+           {std::pair<const char*, double>{"forward_seconds", m.forwardSeconds},
+            {"backward_seconds", m.backwardSeconds},
+            {"max_error", m.maxError}}) {
+        if (!(value >= 0))
+          c.fail(field, "expected a number at least 0");
+      }
+      if (m.keptBytes < -1)
+        c.fail("kept_bytes", "expected a byte count, or -1 where none was counted");
       b.candidates.push_back(std::move(m));
     }
-    if (!b.predicted && b.measurement(b.winner) == nullptr)
-      f.fail("winner", "\"" + b.winner + "\" is not among the measured candidates");
+    // What the binder wrote: the reference first (a trade of memory for time reckons from it,
+    // Note [Memory slack]), and a winner that agreed with it.
+    if (!b.candidates.empty() && b.candidates.front().name != b.reference)
+      fail(path + ".candidates[0]", "expected the reference, \"" + b.reference + "\", found \"" +
+                                        b.candidates.front().name + "\"");
+    if (!b.candidates.empty() && !b.candidates.front().refused.empty())
+      fail(path + ".candidates[0].refused", "the reference cannot be refused");
+    if (!b.predicted) {
+      const CandidateMeasurement* winner = b.measurement(b.winner);
+      if (winner == nullptr)
+        f.fail("winner", "\"" + b.winner + "\" is not among the measured candidates");
+      if (!winner->refused.empty())
+        f.fail("winner", "\"" + b.winner + "\" is recorded as refused (" + winner->refused + ")");
+    }
+    const auto [at, fresh] = seen.emplace(std::make_pair(b.site, b.bucket), i);
+    if (!fresh)
+      fail(path, "site " + b.site + " on bucket " + b.bucket + " is bound already, at bindings[" +
+                     std::to_string(at->second) + "]");
     table.bindings.push_back(std::move(b));
   }
   return table;

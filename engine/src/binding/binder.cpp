@@ -200,6 +200,24 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
     for (const auto& b : model.buffers)
       buffers.push_back(b.clone());
   }
+  // However the measuring ends, a replay that threw (out of memory) included, the model's buffers
+  // (batch norm's running statistics, which each training forward updates) and the random state
+  // are as they were: until 2026-12-07 a throw left the replays' updates in them, and a step
+  // retried after running out trained on them.
+  struct PutBack {
+    const detail::KeptRandomState& random;
+    const ModelReplay& model;
+    const std::vector<at::Tensor>& buffers;
+    ~PutBack() {
+      try {
+        random.restore();
+        at::NoGradGuard noGrad;
+        for (size_t i = 0; i < buffers.size(); ++i)
+          model.buffers[i].copy_(buffers[i]);
+      } catch (const std::exception&) {  // a device gone bad: the step's own work says so next
+      }
+    }
+  } const putBack{random, model, buffers};
   std::vector<at::Tensor> parameters;
   for (const auto& p : model.parameters) {
     if (p.requires_grad())
@@ -266,20 +284,23 @@ Binding Binder::measureImageFormat(const std::vector<c10::IValue>& inputs, const
       if (!results[i].refused.empty())
         continue;
       Replay r;
-      replay(i == 1, true, r);
+      try {
+        replay(i == 1, true, r);
+      } catch (const std::exception& e) {
+        if (i == 0)
+          throw;  // the model as written: the step fails as it would have
+        results[1].refused = "failed: " + firstLine(e.what());
+        continue;
+      }
       forward[i].push_back(r.forward);
       backward[i].push_back(r.backward);
     }
   }
   for (int i = 0; i < 2; ++i) {
+    if (!results[i].refused.empty())
+      continue;
     results[i].forwardSeconds = median(forward[i]);
     results[i].backwardSeconds = median(backward[i]);
-  }
-  random.restore();
-  {
-    at::NoGradGuard noGrad;
-    for (size_t i = 0; i < buffers.size(); ++i)
-      model.buffers[i].copy_(buffers[i]);
   }
   const double margin = std::max(options_.margin, kImageFormatMargin);
   const bool wins =

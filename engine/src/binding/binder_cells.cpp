@@ -190,8 +190,13 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
   if (k == 0) {
     cs.noted.assign(region.inputs.size(), c10::IValue());
     cs.pending.clear();
+    cs.began.reset();
     cs.active =
         splitByRecomputedBlock(region) ? cs.lead->candidates.front() : chooseCell(cs, stack, count);
+    if (!cs.pending.empty() && !region.drawsBetween) {
+      cs.began = std::make_shared<const detail::KeptRandomState>(
+          std::vector<c10::IValue>(stack.begin() + static_cast<std::ptrdiff_t>(base), stack.end()));
+    }
   } else if (cs.noted.size() != region.inputs.size()) {
     // The region's first node did not run before it in this execution: a recomputed block that
     // holds the rest of a region split by the plan, which runs as written.
@@ -241,7 +246,18 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
         if (inputs[i].isTensor() && inputs[i].toTensor().defined())
           inputs[i] = inputs[i].toTensor().clone();
       }
+      // Note [A measured region draws as a bound one]
+      // Its nodes drew from the random state as the region began (a dropout's mask), and the
+      // winner, bound in every later execution of the bucket and in a run that reads the table,
+      // draws from that state there: so it does here, and the step draws on as theirs do. Until
+      // 2026-12-07 bias-dropout-add drew after the dropout as written, and every draw of the
+      // measuring step after it differed from a run that read the table. Where a node outside
+      // the region draws between its first and last node (CellRegion::drawsBetween), going back
+      // would draw that node's numbers again: the winner draws on from where the step is.
+      if (cs.began)
+        cs.began->restore();
     }
+    cs.began.reset();
     cs.active->run(cs.lead->site, cs.lead->op, inputs, loops);
     ++boundExecutions_;
     if (region.alsoOut != nullptr) {
@@ -256,8 +272,10 @@ void Binder::runCell(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
     stack.push_back(std::move(inputs.back()));
     return;
   }
-  if (last)
+  if (last) {
     cs.noted.clear();
+    cs.began.reset();
+  }
   runSite(s, node, stack, loops);
 }
 

@@ -405,7 +405,7 @@ class Sdpa final : public Candidate {
     }
     // The matmul as written gives a contiguous result; the CPU's flash attention may not, and a
     // view after the region needs those strides.
-    if (detail::viewed(cell.nodes.back()->output(0)))
+    if (cell.viewedAfter)
       out = out.contiguous();
     stack.resize(base);
     stack.emplace_back(std::move(out));

@@ -137,6 +137,12 @@ size_t inputSlot(const CellRegion& region, const Value* v) {
 // outside inputs and slots filled.
 std::shared_ptr<CellRegion> regionOf(const std::vector<const Node*>& nodes, const Node* last,
                                      const char* pattern, const Value* alsoOut = nullptr) {
+  // A last node that a GELU alone reads is a bias-GELU pair's first (findOpSite): the pair's site
+  // would hand the region's result on as the GELU's, the GELU left out. The pair goes on as a
+  // site; the region is none. Until 2026-12-07 only the bias matmul checked it, and
+  // gelu(r + dropout(x @ w + b)) bound to bias-dropout-add lost its GELU.
+  if (biasGeluFollower(last) != nullptr)
+    return nullptr;
   const Block* block = last->owningBlock();
   for (const Node* node : nodes) {
     if (node->owningBlock() != block || node->outputs().size() != 1)
@@ -157,6 +163,9 @@ std::shared_ptr<CellRegion> regionOf(const std::vector<const Node*>& nodes, cons
             [](const Node* a, const Node* b) { return a->isBefore(b); });
   if (region->last() != last)
     return nullptr;
+  region->viewedAfter = detail::viewed(last->output(0));
+  for (const Node* n = region->first()->next(); n != last && !region->drawsBetween; n = n->next())
+    region->drawsBetween = region->indexOf(n) < 0 && n->isNondeterministic();
   for (const Node* node : region->nodes) {
     std::vector<int> slots;
     for (const Value* v : node->inputs()) {
@@ -300,7 +309,7 @@ std::shared_ptr<CellRegion> findGruCell(const Node* last) {
 
 std::shared_ptr<CellRegion> findBiasMatmul(const Node* add) {
   // aten::add(aten::matmul(x, w), b, 1), or with the sum's operands the other way round
-  if (tensorAdd(add->output()) != add || biasGeluFollower(add) != nullptr)
+  if (tensorAdd(add->output()) != add)
     return nullptr;
   for (int k = 0; k < 2; ++k) {
     const Node* matmul = producer(add->input(k), c10::aten::matmul, 2);

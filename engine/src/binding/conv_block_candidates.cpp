@@ -203,8 +203,7 @@ class ConvBlockPair final : public Candidate {
     }
     // The ATen ops give an NCHW input an NCHW output: a view after the pair (x.view(n, -1))
     // needs its strides.
-    if (!input->is_contiguous(at::MemoryFormat::ChannelsLast) &&
-        detail::viewed(site.cell->nodes.back()->output(0)))
+    if (!input->is_contiguous(at::MemoryFormat::ChannelsLast) && site.cell->viewedAfter)
       out = out.contiguous();
     stack.resize(base);
     stack.emplace_back(std::move(out));

@@ -230,8 +230,15 @@ Compared compareCandidates(const std::vector<const Candidate*>& candidates,
       continue;
     }
     const Replay& want = ownDraws ? own : reference;
-    const double error =
-        std::max(scaledError(first.outputs, want.outputs), scaledError(first.grads, want.grads));
+    double error = 0;
+    try {  // outputs on another device than the reference's cannot be compared: refused
+      error =
+          std::max(scaledError(first.outputs, want.outputs), scaledError(first.grads, want.grads));
+    } catch (const std::exception& e) {
+      results[i].maxError = std::numeric_limits<double>::infinity();
+      results[i].refused = "not comparable with the reference: " + firstLine(e.what());
+      continue;
+    }
     results[i].maxError = error;
     if (!(error <= candidates[i]->tolerance()))
       results[i].refused = disagreement(first, want, error, candidates[i]->tolerance());

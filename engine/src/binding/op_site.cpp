@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_set>
+#include <vector>
 
 #include <c10/core/GradMode.h>
 #include <torch/csrc/jit/ir/constants.h>
@@ -43,9 +45,68 @@ bool identitySlice(const Node* node) {
 }
 
 bool viewed(const torch::jit::Value* v) {
-  for (const torch::jit::Use& use : v->uses()) {
-    if (use.user->kind() == c10::aten::view && use.offset == 0)
-      return true;
+  // Ops whose results are laid out afresh (or are no tensors): what reads them reads none of v's
+  // strides. Every other node is taken to pass its inputs' layout on to each of its results (an
+  // elementwise op, a pooling, a concatenation keep a channels-last input channels-last).
+  static const std::unordered_set<c10::Symbol> fresh{
+      c10::aten::contiguous,
+      c10::aten::size,
+      c10::aten::dim,
+      c10::aten::mean,
+      c10::aten::sum,
+      c10::aten::amax,
+      c10::aten::flatten,
+      c10::aten::matmul,
+      c10::aten::linear,
+      c10::aten::addmm,
+      c10::aten::mm,
+      c10::aten::item,
+      c10::aten::len,
+      c10::Symbol::fromQualString("aten::numel"),
+      c10::Symbol::fromQualString("aten::is_contiguous")};
+  std::vector<const torch::jit::Value*> todo{v};
+  std::unordered_set<const torch::jit::Value*> seen{v};
+  const auto reach = [&](const torch::jit::Value* next) {
+    if (seen.insert(next).second)
+      todo.push_back(next);
+  };
+  while (!todo.empty()) {
+    const torch::jit::Value* at = todo.back();
+    todo.pop_back();
+    for (const torch::jit::Use& use : at->uses()) {
+      const Node* user = use.user;
+      if (user->kind() == c10::aten::view && use.offset == 0)
+        return true;
+      if (fresh.count(user->kind()) != 0)
+        continue;
+      if (user->kind() == c10::prim::Return) {
+        // A block's result: the if's or the loop's output it becomes, and in a loop's body the
+        // value the next trip begins with (its first result is whether to go on).
+        const Node* owner = user->owningBlock()->owningNode();
+        if (owner == nullptr)
+          continue;  // the graph's own output
+        const bool loop = owner->kind() == c10::prim::Loop;
+        const size_t k = use.offset - (loop ? 1 : 0);
+        if (loop && use.offset == 0)
+          continue;
+        if (k < owner->outputs().size())
+          reach(owner->output(k));
+        if (loop && use.offset < user->owningBlock()->inputs().size())
+          reach(user->owningBlock()->inputs()[use.offset]);
+        continue;
+      }
+      if (user->kind() == c10::prim::Loop && use.offset >= 2) {
+        // A carried value: the body's and the loop's (trip count and condition come first).
+        const size_t k = use.offset - 2;
+        if (k < user->outputs().size())
+          reach(user->output(k));
+        if (k + 1 < user->blocks()[0]->inputs().size())
+          reach(user->blocks()[0]->inputs()[k + 1]);
+        continue;
+      }
+      for (const torch::jit::Value* out : user->outputs())
+        reach(out);
+    }
   }
   return false;
 }

@@ -5,10 +5,13 @@
 #include "doctest_text.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "symtune/core/binding_table.h"
 #include "test_files.h"
@@ -157,6 +160,45 @@ TEST_CASE("a malformed table is refused naming the field") {
 
   CHECK_THROWS_WITH_AS(symtune::BindingTable::load("/nonexistent/t.json"),
                        doctest::Contains("/nonexistent/t.json: cannot open"), std::runtime_error);
+}
+
+// What no binder writes: the decision would bind a candidate the file itself records as wrong,
+// or read a node id or a time as another. Until 2026-12-07 each of these loaded.
+TEST_CASE("a table the binder could not have written is refused naming the field") {
+  const nlohmann::json good = nlohmann::json::parse(sample().toJson());
+  const auto refusal = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json t = good;
+    change(t);
+    return errorOf(t.dump());
+  };
+  const auto first = [](nlohmann::json& t) -> nlohmann::json& { return t["bindings"][0]; };
+  CHECK(refusal([&](nlohmann::json& t) { first(t)["winner"] = "nan-maker"; }) ==
+        "t.json: bindings[0].winner: \"nan-maker\" is recorded as refused (differs from aten by "
+        "inf (tolerance 1e-06))");
+  CHECK(refusal([&](nlohmann::json& t) {
+          std::swap(first(t)["candidates"][0], first(t)["candidates"][1]);
+        }) ==
+        "t.json: bindings[0].candidates[0]: expected the reference, \"aten\", found "
+        "\"unbind-once\"");
+  CHECK(refusal([&](nlohmann::json& t) {
+          first(t)["candidates"][0]["refused"] = "failed";
+          first(t)["winner"] = "unbind-once";
+        }) == "t.json: bindings[0].candidates[0].refused: the reference cannot be refused");
+  CHECK(refusal([&](nlohmann::json& t) { first(t)["node"] = 4294967306LL; }) ==
+        "t.json: bindings[0].node: expected a node id (an integer in [0, 2^31), or -1 for none), "
+        "found 4294967306");
+  CHECK(refusal([&](nlohmann::json& t) { first(t)["nodes"][1] = -2; }) ==
+        "t.json: bindings[0].nodes[1]: expected a node id (an integer in [0, 2^31), or -1 for "
+        "none), found -2");
+  CHECK(refusal([&](nlohmann::json& t) { first(t)["candidates"][1]["backward_seconds"] = -1; }) ==
+        "t.json: bindings[0].candidates[1].backward_seconds: expected a number at least 0");
+  CHECK(refusal([&](nlohmann::json& t) {
+          first(t)["candidates"][1]["kept_bytes"] = -5;
+        }).find("bindings[0].candidates[1].kept_bytes: expected a byte count") !=
+        std::string::npos);
+  CHECK(refusal([&](nlohmann::json& t) { t["bindings"].push_back(t["bindings"][0]); }) ==
+        "t.json: bindings[2]: site #10 aten::select rnn on bucket float32 [<=32,<=64,768] x<=64 "
+        "is bound already, at bindings[0]");
 }
 
 TEST_CASE("describe names each site, bucket, winner, speedup and pattern") {

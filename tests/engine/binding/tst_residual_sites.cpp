@@ -286,3 +286,46 @@ TEST_CASE("in evaluation bias-dropout-add is the bias and residual adds") {
   checkClose(step(gen, fused.get(), 3, 5), plain, 1e-6);
   CHECK(fused->boundExecutions() == 1);
 }
+
+// The residual add read by a GELU alone is the first node of a bias-GELU pair (the residual its
+// "bias"): a dropout region ending there handed its result on as the GELU's, the GELU left out.
+// The region is no site; the pair is, and the model computes the GELU however it is bound.
+TEST_CASE("a residual add a GELU reads ends no dropout region: the bias-GELU pair has it") {
+  const char* body = R"(
+    return torch.gelu(y + torch.dropout(torch.matmul(x, w) + lb, 0.25, False))
+)";
+  symtune::SyMuGen gen(model(body), "dropout_gelu");
+  CHECK(residualSites(gen, symtune::binding::kBiasDropoutAdd).empty());
+  const Run plain = step(gen, nullptr, 3, 5);
+  Binder binder(gen.staticGraph(), here());
+  checkClose(step(gen, &binder, 3, 5), plain, 1e-5);  // measured
+  checkClose(step(gen, &binder, 3, 5), plain, 1e-5);  // bound
+  CHECK(binder.measurements() >= 1);                  // the pair's
+}
+
+// Note [A measured region draws as a bound one] (binder_cells.cpp): the step that measures a
+// dropout region draws as a step that reads the table does, whichever candidate won — the
+// region's output and every draw after it (a second dropout). Until 2026-12-07 the winner of the
+// measuring step drew after the dropout as written, and both differed.
+TEST_CASE("a step that measures a dropout region draws as one that reads the table") {
+  const char* body = R"(
+    h = y + torch.dropout(torch.matmul(x, w) + lb, 0.25, True)
+    return torch.dropout(h, 0.5, True)
+)";
+  symtune::SyMuGen gen(model(body), "two_dropouts");
+  int fused = 0;
+  for (const int64_t rows : {25, 50, 100}) {
+    Binder measuring(gen.staticGraph(), here());
+    const Run measured = step(gen, &measuring, 4, rows);
+    REQUIRE(measuring.table().bindings.size() == 1);
+    const std::string winner = measuring.table().bindings.front().winner;
+    INFO(rows, " rows: ", winner);
+    fused += winner == "bias-dropout-add";
+    BinderOptions quiet;
+    quiet.measure = false;
+    Binder reading(gen.staticGraph(), here(), quiet);
+    REQUIRE_FALSE(reading.adopt(measuring.table()).has_value());
+    checkEqual(step(gen, &reading, 4, rows), measured);
+  }
+  MESSAGE("bias-dropout-add won ", fused, " of 3 measurements");
+}

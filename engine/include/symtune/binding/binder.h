@@ -40,6 +40,10 @@
 
 namespace symtune::binding {
 
+namespace detail {
+class KeptRandomState;  // measurement.h
+}  // namespace detail
+
 struct BinderOptions {
   // Measure a (site, bucket) that neither the table nor the cost model settles; false: run the
   // reference there.
@@ -231,6 +235,10 @@ class Binder final : public OpBinder {
     const Candidate* active = nullptr;  // this execution's
     std::vector<c10::IValue> noted;     // the region's inputs, as its nodes are given them
     std::string pending;                // a bucket its last node measures; empty: none
+    // With a measurement pending, the random state as the region began: its nodes run as written
+    // draw from it, and the winner draws from it again (Note [A measured region draws as a bound
+    // one] in binder_cells.cpp).
+    std::shared_ptr<const detail::KeptRandomState> began;
   };
 
   const Candidate* decide(SiteState& s, const std::string& bucket, const torch::jit::Stack& stack,

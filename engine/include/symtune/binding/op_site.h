@@ -213,6 +213,12 @@ struct CellRegion {
   size_t dropoutP = 0, train = 0;
   // A region node's result read outside the region after its last node, or nullptr.
   const torch::jit::Value* alsoOut = nullptr;
+  // Whether a view reads the result, or what ops keeping its layout made of it: a candidate that
+  // returns another layout than the ATen ops makes it theirs.
+  bool viewedAfter = false;
+  // Whether a node outside the region that draws random numbers runs between its first and last
+  // node (Note [A measured region draws as a bound one] in binder_cells.cpp).
+  bool drawsBetween = false;
 
   const torch::jit::Node* first() const { return nodes.front(); }
   const torch::jit::Node* last() const { return nodes.back(); }
