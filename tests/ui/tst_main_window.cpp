@@ -71,11 +71,12 @@ void startRunner(QProcess& runner, const QTemporaryDir& dir, const QByteArray& s
 using Json = nlohmann::json;
 
 // A run as the studio sees one, without training: a Unix socket that says hello (docs/protocol.md,
-// the handshake), takes the studio's, welcomes it and sends the frames it was given.
+// the handshake), takes the studio's, welcomes it and sends the frames it was given, then answers
+// each command with the next of `answers` (with the command's id), and the rest with nothing.
 class FakeRun : public QObject {
  public:
-  FakeRun(const QString& path, Json run, std::vector<Json> frames)
-      : run_(std::move(run)), frames_(std::move(frames)) {
+  FakeRun(const QString& path, Json run, std::vector<Json> frames, std::vector<Json> answers = {})
+      : run_(std::move(run)), frames_(std::move(frames)), answers_(std::move(answers)) {
     QLocalServer::removeServer(path);
     listening_ = server_.listen(path);
     connect(&server_, &QLocalServer::newConnection, this, [this] {
@@ -87,12 +88,25 @@ class FakeRun : public QObject {
             {"run", run_}});
       connect(socket_, &QLocalSocket::readyRead, this, [this] {
         received_ += socket_->readAll();
-        if (welcomed_ || received_.size() < 4)
-          return;
-        welcomed_ = true;  // the studio's hello: whatever it holds, this run takes it
-        send({{"type", "welcome"}});
-        for (const Json& frame : frames_)
-          send(frame);
+        while (received_.size() >= 4) {
+          const auto byte = [&](int i) { return static_cast<quint32>(uchar(received_[i])); };
+          const quint32 n = byte(0) << 24 | byte(1) << 16 | byte(2) << 8 | byte(3);
+          if (static_cast<quint32>(received_.size()) < 4 + n)
+            return;
+          const Json frame = Json::parse(received_.mid(4, static_cast<int>(n)).toStdString(),
+                                         nullptr, /*allow_exceptions=*/false);
+          received_.remove(0, static_cast<int>(4 + n));
+          if (!welcomed_) {
+            welcomed_ = true;  // the studio's hello: whatever it holds, this run takes it
+            send({{"type", "welcome"}});
+            for (const Json& f : frames_)
+              send(f);
+          } else if (answered_ < answers_.size() && frame.is_object() && frame.contains("id")) {
+            Json answer = answers_[answered_++];
+            answer["id"] = frame["id"];
+            send(answer);
+          }
+        }
       });
     });
   }
@@ -114,7 +128,8 @@ class FakeRun : public QObject {
   QByteArray received_;
   bool listening_ = false, welcomed_ = false;
   Json run_;
-  std::vector<Json> frames_;
+  std::vector<Json> frames_, answers_;
+  size_t answered_ = 0;
 };
 
 Json stepFrame(int64_t step, double loss) {
@@ -262,6 +277,7 @@ class TestMainWindow : public QObject {
     QVERIFY(w.stopRun() > 0);
     QTRY_VERIFY_WITH_TIMEOUT(ended.count() == 1, 60000);
     QTRY_VERIFY_WITH_TIMEOUT(::kill(static_cast<pid_t>(pid), 0) != 0, 30000);
+    QVERIFY2(w.status().contains(" (its log and report: "), qPrintable(w.status()));
     // The run's report went to its run folder, not to the studio's working directory.
     QVERIFY(QFileInfo(runFolder + "/report.json").exists());
     QVERIFY(!QFileInfo::exists("session.report.json"));
@@ -455,6 +471,49 @@ class TestMainWindow : public QObject {
     // It was the handshake's whole timeout (5 s) with the window frozen.
     QVERIFY2(elapsed.elapsed() < 2000, qPrintable(QString::number(elapsed.elapsed()) + " ms"));
     QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("answering: step 2"), 10000);
+  }
+
+  // An attach that fails says so under the endpoint tried, not as the end of the run before
+  // (which opening it closed).
+  void saysWhyItCannotAttach() {
+    QTemporaryDir dir;
+    FakeRun first(dir.filePath("first.sock"), runDescription("first", ""), {stepFrame(1, 1.0)});
+    QVERIFY(first.listening());
+    MainWindow w;
+    QSignalSpy ended(&w, &MainWindow::attachEnded);
+    w.attachTo("unix:" + dir.filePath("first.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("first: step 1"), 10000);
+    const QString nobody = "unix:" + dir.filePath("nobody.sock");
+    w.attachTo(nobody);
+    QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 10000);
+    QVERIFY2(w.status().startsWith("Cannot attach to " + nobody + ": "), qPrintable(w.status()));
+    QCOMPARE(w.findChild<QLabel*>("runState")->text(), QString("Not attached"));
+  }
+
+  // Answers whose fields have the wrong type are taken as holding nothing, and the studio goes
+  // on: a string for set_sampling's `every`, or a null snapshot `step`, threw out of the slot,
+  // which ends the studio.
+  void takesAnswersWithFieldsOfTheWrongType() {
+    QTemporaryDir dir;
+    FakeRun run(dir.filePath("odd.sock"), runDescription("odd", ""), {stepFrame(1, 1.0)},
+                {{{"type", "ack"}, {"command", "set_sampling"}, {"every", "often"}},
+                 {{"type", "ack"},
+                  {"command", "snapshot"},
+                  {"session", Json::object()},
+                  {"step", nullptr}}});
+    QVERIFY(run.listening());
+    MainWindow w;
+    QSignalSpy answered(&w, &MainWindow::commandAnswered);
+    w.attachTo("unix:" + dir.filePath("odd.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("odd: step 1"), 10000);
+    QVERIFY(w.setSampling(3) > 0);
+    QTRY_COMPARE_WITH_TIMEOUT(answered.count(), 1, 10000);
+    w.saveSessionTo(dir.filePath("snapshot.json"));
+    QTRY_COMPARE_WITH_TIMEOUT(answered.count(), 2, 10000);
+    QCOMPARE(w.statusBar()->currentMessage(),
+             QString("No snapshot: the run's answer holds no step"));
+    QVERIFY(!QFileInfo::exists(dir.filePath("snapshot.json")));
+    QVERIFY(w.isAttached());
   }
 
   void refusesABadSessionAndKeepsTheCurrentOne() {

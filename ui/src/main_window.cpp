@@ -100,6 +100,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* sessionLayout = new QVBoxLayout(sessionPane);
   sessionLayout->setContentsMargins(4, 4, 4, 4);
   runStateLabel_ = new QLabel(tr("No run"), sessionPane);
+  runStateLabel_->setObjectName(QStringLiteral("runState"));
   runStateLabel_->setWordWrap(true);
   runStateLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   sessionView_ = new QTreeView(sessionPane);
@@ -276,11 +277,7 @@ bool MainWindow::openSession(const QString& path, QString* error) {
 // The graph of a session that is not running: the runner builds the model and SyMuGen reads it
 // (`symtune-runner graph SESSION`), in the background.
 void MainWindow::loadGraphOf(const QString& sessionPath) {
-  if (graphProcess_ != nullptr) {  // an earlier session's, still building its model: not waited for
-    graphProcess_->disconnect(this);
-    graphProcess_->kill();
-    graphProcess_->deleteLater();
-  }
+  stopGraphPreview();  // an earlier session's, still building its model: not waited for
   auto* process = new QProcess(this);
   graphProcess_ = process;
   connect(process, &QProcess::errorOccurred, this, [this, process](QProcess::ProcessError e) {
@@ -314,6 +311,17 @@ void MainWindow::loadGraphOf(const QString& sessionPath) {
       {QStringLiteral("graph"), sessionPath, QStringLiteral("--format"), QStringLiteral("json")});
 }
 
+// The session's run sends its own graph: a preview still building the model beside it would hold
+// a second copy of the model and its data (on the session's device too) while the run's first
+// steps are timed.
+void MainWindow::stopGraphPreview() {
+  if (graphProcess_ == nullptr)
+    return;
+  graphProcess_->disconnect(this);
+  graphProcess_->kill();
+  graphProcess_->deleteLater();
+}
+
 // Starting another run while one starts or trains would leave that one without a studio: it
 // would train to its end unseen and linger ten minutes after. Stop it first.
 QString MainWindow::whyNotStart() const {
@@ -345,7 +353,7 @@ bool MainWindow::startSession(const QJsonObject& session, int samplingEvery, QSt
       *error = problem;
     return false;
   }
-  samplingOnAttach_ = samplingEvery;  // sent once the run is attached
+  samplingOnAttach_ = samplingEvery;  // sent once the launched run is attached
   return startOpenSession(error, folder);
 }
 
@@ -353,11 +361,13 @@ bool MainWindow::startOpenSession(QString* error, const QString& runFolder) {
   if (sessionPath_.isEmpty()) {
     if (error != nullptr)
       *error = tr("Open a session first (Ctrl+O), or start a new one (Ctrl+N)");
+    samplingOnAttach_ = -1;
     return false;
   }
   if (const QString busy = whyNotStart(); !busy.isEmpty()) {
     if (error != nullptr)
       *error = busy;
+    samplingOnAttach_ = -1;
     return false;
   }
   if (launcher_ == nullptr) {
@@ -367,8 +377,11 @@ bool MainWindow::startOpenSession(QString* error, const QString& runFolder) {
       Q_EMIT runStarted(endpoint);
     });
     connect(launcher_, &RunnerLauncher::failed, this, [this](const QString& message) {
+      samplingOnAttach_ = -1;  // the launch's, for no other run
       setStatus(message);
       setConnection(tr("Not attached"), false);
+      if (!isAttached() && !sessionPath_.isEmpty())
+        loadGraphOf(sessionPath_);  // the preview stopped at the launch
       Q_EMIT runFailed(message);
     });
   }
@@ -376,11 +389,13 @@ bool MainWindow::startOpenSession(QString* error, const QString& runFolder) {
     samplingOnAttach_ = QSettings().value("run/samplingEvery", 5).toInt();
   QString problem;
   if (!launcher_->start(sessionPath_, &problem, runFolder)) {
+    samplingOnAttach_ = -1;
     setStatus(problem);
     if (error != nullptr)
       *error = problem;
     return false;
   }
+  stopGraphPreview();
   setStatus(tr("Starting %1 (symtune-runner; log and report in %2)…")
                 .arg(QFileInfo(sessionPath_).fileName(), launcher_->runFolder()));
   return true;
@@ -447,6 +462,11 @@ void MainWindow::showRunSession(const attach::HelloMessage& hello) {
   sessionPath_.clear();
 }
 
+bool MainWindow::launchedHere(const QString& endpoint) const {
+  return launcher_ != nullptr && !launcher_->endpoint().isEmpty() &&
+         launcher_->endpoint() == endpoint;
+}
+
 bool MainWindow::isAttached() const {
   return attach_ != nullptr && attach_->isAttached();
 }
@@ -483,7 +503,8 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       remat_->setRunAttached(true);
       control_->model()->clear();  // the new run says whether it has a control block
       control_->setRunAttached(true);
-      if (samplingOnAttach_ >= 0) {
+      attachedEndpoint_ = attach_->endpoint();
+      if (samplingOnAttach_ >= 0 && launchedHere(attachedEndpoint_)) {
         setSampling(samplingOnAttach_);
         samplingOnAttach_ = -1;
       }
@@ -492,9 +513,20 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
     connect(attach_, &AttachConnection::messageReceived, this, &MainWindow::onMessage);
     connect(attach_, &AttachConnection::commandAnswered, this, &MainWindow::onCommandAnswered);
     connect(attach_, &AttachConnection::disconnected, this, [this](const QString& reason) {
-      setStatus(tr("The run ended: %1").arg(reason));
-      setConnection(tr("Run ended"), false);
-      runStateLabel_->setText(tr("%1 — ended: %2").arg(runName_, reason));
+      // A run this studio launched says why it ended in its log and report.
+      const QString where = launchedHere(attach_->endpoint())
+                                ? tr(" (its log and report: %1)").arg(launcher_->runFolder())
+                                : QString();
+      if (attachedEndpoint_ != attach_->endpoint()) {
+        // Never attached: the run before was closed for this one.
+        setStatus(tr("Cannot attach to %1: %2%3").arg(attach_->endpoint(), reason, where));
+        setConnection(tr("Not attached"), false);
+        runStateLabel_->setText(tr("Not attached"));
+      } else {
+        setStatus(tr("The run ended: %1%2").arg(reason, where));
+        setConnection(tr("Run ended"), false);
+        runStateLabel_->setText(tr("%1 — ended: %2").arg(runName_, reason));
+      }
       rules_->setRunAttached(false);
       remat_->setRunAttached(false);
       control_->setRunAttached(false);
@@ -505,6 +537,7 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
   }
   setStatus(tr("Attaching to %1…").arg(endpoint));
   setConnection(tr("Attaching…"), false);
+  attachedEndpoint_.clear();
   pending_.clear();  // the commands sent to the run before, unanswered, are not this run's
   forgetSnapshots(tr("another run was attached first"));
   attach_->open(endpoint, token);
@@ -608,8 +641,9 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
     message = tr("Applied from step %1").arg(result["from_step"].get<int64_t>());
   else if (reply.ok && result.contains("state") && result["state"].is_string())
     message = tr("The run is %1").arg(QString::fromStdString(result["state"].get<std::string>()));
-  else if (reply.ok && name == "set_sampling" && result.contains("every"))
-    message = tr("Node statistics every %1 steps").arg(result.value("every", int64_t{0}));
+  else if (reply.ok && name == "set_sampling" && result.contains("every") &&
+           result["every"].is_number_integer())
+    message = tr("Node statistics every %1 steps").arg(result["every"].get<int64_t>());
   if (name == "toggle_rule" || name == "add_rule" || name == "remove_rule")
     rules_->commandFinished(name, reply.ok, message);
   if (name == "set_budget")
@@ -623,9 +657,11 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
       message = tr("No snapshot: %1").arg(message);
     else if (!result.contains("session") || !result["session"].is_object())
       message = tr("No snapshot: the run's answer holds no session");
+    else if (!result.contains("step") || !result["step"].is_number_integer())
+      message = tr("No snapshot: the run's answer holds no step");
     else if (writeFile(path, QByteArray::fromStdString(result["session"].dump(2) + "\n"), &error))
       message = tr("Saved the run's session (step %1) to %2")
-                    .arg(result.value("step", int64_t{0}))
+                    .arg(result["step"].get<int64_t>())
                     .arg(path);
     else
       message = error;
@@ -675,6 +711,11 @@ void MainWindow::chooseNewSession() {
 }
 
 void MainWindow::chooseAttach() {
+  if (launcher_ != nullptr && launcher_->starting()) {
+    // The run starting is attached to as soon as it listens, which would leave this one.
+    QMessageBox::information(this, tr("Attach to Run"), whyNotStart());
+    return;
+  }
   bool ok = false;
   const QString endpoint = QInputDialog::getText(
       this, tr("Attach to Run"),
@@ -683,7 +724,7 @@ void MainWindow::chooseAttach() {
   if (!ok || endpoint.trimmed().isEmpty())
     return;
   QString token;
-  if (endpoint.startsWith("tcp:")) {
+  if (endpoint.trimmed().startsWith("tcp:")) {
     token = QInputDialog::getText(this, tr("Attach to Run"), tr("Token (the run printed it):"),
                                   QLineEdit::Normal, QString(), &ok);
     if (!ok)

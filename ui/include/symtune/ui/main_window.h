@@ -113,6 +113,9 @@ class MainWindow : public QMainWindow {
   void onCommandAnswered(int id, const attach::ReplyMessage& reply);
   void showGraph(const attach::GraphMessage& graph);
   void loadGraphOf(const QString& sessionPath);
+  void stopGraphPreview();
+  // Whether `endpoint` is the run this studio launched last.
+  bool launchedHere(const QString& endpoint) const;
   void setStatus(const QString& text);
   void showRunSession(const attach::HelloMessage& hello);
   void forgetSnapshots(const QString& why);
@@ -133,7 +136,9 @@ class MainWindow : public QMainWindow {
   QString status_, runName_, runState_, sessionPath_;
   // The open session when the run attached (its own, or none): another opened since is not it.
   QString runSessionPath_;
-  int samplingOnAttach_ = -1;   // sent once attached; -1: leave the run's setting
+  // The endpoint attached to last; empty while attaching (and before).
+  QString attachedEndpoint_;
+  int samplingOnAttach_ = -1;   // sent once the launched run is attached; -1: leave the run's
   QMap<int, QString> pending_;  // command id → command name
   // Save Session As on an attached run: snapshot command id → the file it goes to.
   QMap<int, QString> snapshots_;
