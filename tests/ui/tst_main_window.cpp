@@ -72,7 +72,8 @@ using Json = nlohmann::json;
 
 // A run as the studio sees one, without training: a Unix socket that says hello (docs/protocol.md,
 // the handshake), takes the studio's, welcomes it and sends the frames it was given, then answers
-// each command with the next of `answers` (with the command's id), and the rest with nothing.
+// each command with the next of `answers` (with the command's id), and the rest with nothing; a
+// studio that connects again is greeted again.
 class FakeRun : public QObject {
  public:
   FakeRun(const QString& path, Json run, std::vector<Json> frames, std::vector<Json> answers = {})
@@ -80,7 +81,9 @@ class FakeRun : public QObject {
     QLocalServer::removeServer(path);
     listening_ = server_.listen(path);
     connect(&server_, &QLocalServer::newConnection, this, [this] {
-      socket_ = server_.nextPendingConnection();
+      socket_ = server_.nextPendingConnection();  // each connection from its handshake on
+      received_.clear();
+      welcomed_ = false;
       send({{"type", "hello"},
             {"protocol", 1},
             {"engine", "0.1.0"},
@@ -474,20 +477,33 @@ class TestMainWindow : public QObject {
   }
 
   // An attach that fails says so under the endpoint tried, not as the end of the run before
-  // (which opening it closed).
+  // (which opening it closed), and the studio attaches to that run again.
   void saysWhyItCannotAttach() {
     QTemporaryDir dir;
+    const QString nobody = "unix:" + dir.filePath("nobody.sock");
+    {
+      MainWindow alone;
+      QSignalSpy ended(&alone, &MainWindow::attachEnded);
+      alone.attachTo(nobody);
+      QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 10000);
+      QVERIFY2(alone.status().startsWith("Cannot attach to " + nobody + ": "),
+               qPrintable(alone.status()));
+      QCOMPARE(alone.findChild<QLabel*>("runState")->text(), QString("Not attached"));
+    }
     FakeRun first(dir.filePath("first.sock"), runDescription("first", ""), {stepFrame(1, 1.0)});
     QVERIFY(first.listening());
     MainWindow w;
     QSignalSpy ended(&w, &MainWindow::attachEnded);
+    QSignalSpy attached(&w, &MainWindow::attached);
     w.attachTo("unix:" + dir.filePath("first.sock"));
     QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("first: step 1"), 10000);
-    const QString nobody = "unix:" + dir.filePath("nobody.sock");
     w.attachTo(nobody);
     QTRY_COMPARE_WITH_TIMEOUT(ended.count(), 1, 10000);
-    QVERIFY2(w.status().startsWith("Cannot attach to " + nobody + ": "), qPrintable(w.status()));
-    QCOMPARE(w.findChild<QLabel*>("runState")->text(), QString("Not attached"));
+    QVERIFY2(w.statusBar()->currentMessage().startsWith("Cannot attach to " + nobody + ": "),
+             qPrintable(w.statusBar()->currentMessage()));
+    QTRY_COMPARE_WITH_TIMEOUT(attached.count(), 2, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("first: step 1"), 10000);
+    QVERIFY(w.isAttached());
   }
 
   // Answers whose fields have the wrong type are taken as holding nothing, and the studio goes

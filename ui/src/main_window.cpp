@@ -518,10 +518,19 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
                                 ? tr(" (its log and report: %1)").arg(launcher_->runFolder())
                                 : QString();
       if (attachedEndpoint_ != attach_->endpoint()) {
-        // Never attached: the run before was closed for this one.
-        setStatus(tr("Cannot attach to %1: %2%3").arg(attach_->endpoint(), reason, where));
+        // Never attached. Opening it closed the run attached before, if one was: back to that.
+        const QString failure =
+            tr("Cannot attach to %1: %2%3").arg(attach_->endpoint(), reason, where);
         setConnection(tr("Not attached"), false);
         runStateLabel_->setText(tr("Not attached"));
+        if (!backEndpoint_.isEmpty()) {
+          const QString back = backEndpoint_, backToken = backToken_;
+          attachTo(back, backToken);  // forgets where to go back to: one try
+          setStatus(tr("%1; attaching to %2 again").arg(failure, back));
+          statusBar()->showMessage(failure, 10000);
+        } else {
+          setStatus(failure);
+        }
       } else {
         setStatus(tr("The run ended: %1%2").arg(reason, where));
         setConnection(tr("Run ended"), false);
@@ -537,6 +546,11 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
   }
   setStatus(tr("Attaching to %1…").arg(endpoint));
   setConnection(tr("Attaching…"), false);
+  // The run attached now, to go back to should this one not answer.
+  const bool leaving = isAttached() && attachedEndpoint_ != endpoint;
+  backEndpoint_ = leaving ? attachedEndpoint_ : QString();
+  backToken_ = leaving ? tokenNow_ : QString();
+  tokenNow_ = token;
   attachedEndpoint_.clear();
   pending_.clear();  // the commands sent to the run before, unanswered, are not this run's
   forgetSnapshots(tr("another run was attached first"));

@@ -136,8 +136,10 @@ class MainWindow : public QMainWindow {
   QString status_, runName_, runState_, sessionPath_;
   // The open session when the run attached (its own, or none): another opened since is not it.
   QString runSessionPath_;
-  // The endpoint attached to last; empty while attaching (and before).
-  QString attachedEndpoint_;
+  // The endpoint attached to last; empty while attaching (and before). The token given for the
+  // endpoint opened last, and the run attached before it (with its token), to go back to should
+  // that one not answer.
+  QString attachedEndpoint_, tokenNow_, backEndpoint_, backToken_;
   int samplingOnAttach_ = -1;   // sent once the launched run is attached; -1: leave the run's
   QMap<int, QString> pending_;  // command id → command name
   // Save Session As on an attached run: snapshot command id → the file it goes to.
