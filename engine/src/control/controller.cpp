@@ -124,11 +124,11 @@ bool OnlineController::newBudget(const ConfigSpace& run, bool grew) {
   ConfigSpace space(std::move(knobs));
   const Knob* was = space_.knob("remat_budget");
   const Knob* now = space.knob("remat_budget");
-  const bool same = (was == nullptr) == (now == nullptr) &&
-                    (was == nullptr || std::equal(was->values.begin(), was->values.end(),
-                                                  now->values.begin(), now->values.end(),
-                                                  sameValue)) &&
-                    space.knobs().size() == space_.knobs().size();
+  const bool same =
+      (was == nullptr) == (now == nullptr) &&
+      (was == nullptr || std::equal(was->values.begin(), was->values.end(), now->values.begin(),
+                                    now->values.end(), sameValue)) &&
+      space.knobs().size() == space_.knobs().size();
   // What did not fit: a record of the old space, as the new one has it. A record at a share of
   // its own holds whatever the session's budget (a share is of the plain peak); one at the
   // session's budget (the old knob's last value, or no knob) holds under a budget no larger, at
