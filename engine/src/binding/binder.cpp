@@ -511,7 +511,30 @@ std::vector<OpSite> Binder::sites() const {
   return out;
 }
 
-void Binder::signature(const torch::jit::Stack& stack, size_t count, int64_t trips) {
+// Note [Evaluation buckets]
+// A batch norm in evaluation normalizes with its running statistics: another function than in
+// training, which the batch norm kernels do not compute (they run the ops as written there, and a
+// measurement refuses them: Candidate::runsAsWritten). An execution where a site's training flag
+// is false is in a bucket of its own, the inputs' bucket and " eval", so that what a model's
+// evaluation passes measured is not what its training steps are bound to, nor the other way
+// round; the cost model reads each kind from its own kind. Training buckets keep the keys they had
+// before 2026-12-07, when the flag was not in the key: a table a training run wrote reads as it
+// did. The bucket is decided where the site begins, so the flag must be its first node's: the
+// batch norm ReLU pair's and the batch norm, ReLU and convolution region's. A convolution block
+// pair (a convolution first) and bias-dropout-add (the bias add first) read theirs later, often
+// from a `self.training` read between their nodes, and keep one bucket for both modes: the pair's
+// candidates are refused where evaluation measures it, so a training step after one runs it as
+// written; bias-dropout-add computes both modes, measured in whichever met the bucket first.
+std::string Binder::siteBucket(const OpSite& site, const torch::jit::Stack& stack, size_t count,
+                               int64_t trips) {
+  std::string key = bucketKey(stack, count, trips);
+  if (evaluating(site, stack))
+    key += kEvaluationBucket;
+  return key;
+}
+
+void Binder::signature(const OpSite& site, const torch::jit::Stack& stack, size_t count,
+                       int64_t trips) {
   signature_.clear();
   for (size_t i = stack.size() - count; i < stack.size(); ++i) {
     if (!stack[i].isTensor())
@@ -530,6 +553,7 @@ void Binder::signature(const torch::jit::Stack& stack, size_t count, int64_t tri
   }
   signature_.push_back(trips);
   signature_.push_back(at::GradMode::is_enabled() ? 1 : 0);
+  signature_.push_back(evaluating(site, stack) ? 1 : 0);
 }
 
 void Binder::run(const torch::jit::Node* node, torch::jit::Stack& stack, LoopFrames& loops) {
@@ -567,10 +591,10 @@ void Binder::runSite(SiteState& s, const torch::jit::Node* node, torch::jit::Sta
 
 void Binder::runChosen(SiteState& s, torch::jit::Stack& stack, size_t count, int64_t trips,
                        LoopFrames& loops) {
-  signature(stack, count, trips);
+  signature(s.site, stack, count, trips);
   const Candidate* c = s.last;
   if (c == nullptr || signature_ != s.lastSignature) {
-    const std::string bucket = bucketKey(stack, count, trips);
+    const std::string bucket = siteBucket(s.site, stack, count, trips);
     auto it = s.chosen.find(bucket);
     c = it != s.chosen.end() ? it->second : (s.chosen[bucket] = decide(s, bucket, stack, trips));
     s.last = c;

@@ -137,6 +137,10 @@ Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, 
         site.updated.push_back(static_cast<size_t>(slot));
     }
   }
+  // The region's bucket is decided at its first node, on that node's inputs (chooseCell): only
+  // its flag can say the mode (Note [Evaluation buckets] in binder.cpp).
+  if (region->first()->kind() == c10::aten::batch_norm)
+    site.modeInputs = {5};  // training
   std::vector<const Candidate*> applicable = applicableTo(site);
   cs.lead.reset(new SiteState{std::move(site),
                               regionReference(region),
@@ -152,11 +156,11 @@ Binder::CellState& Binder::cellState(const std::shared_ptr<CellRegion>& region, 
 }
 
 const Candidate* Binder::chooseCell(CellState& cs, const torch::jit::Stack& stack, size_t count) {
-  signature(stack, count, -1);
+  SiteState& lead = *cs.lead;
+  signature(lead.site, stack, count, -1);
   if (cs.last != nullptr && signature_ == cs.lastSignature)
     return cs.last;
-  SiteState& lead = *cs.lead;
-  const std::string bucket = bucketKey(stack, count, -1);
+  const std::string bucket = siteBucket(lead.site, stack, count, -1);
   const Candidate* c = nullptr;
   auto it = cs.chosen.find(bucket);
   if (it != cs.chosen.end()) {

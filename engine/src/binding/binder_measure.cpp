@@ -124,8 +124,12 @@ Binding Binder::measure(SiteState& s, const std::string& bucket, const torch::ji
   };
 
   Binding b = detail::siteBinding(site, bucket);
-  detail::Compared compared = detail::compareCandidates(s.candidates, replay, options_.repetitions,
-                                                        options_.margin, site.name, &onOwnDraws);
+  // A candidate that would run the ops as written on these inputs (a batch norm kernel's in
+  // evaluation mode) is refused: timed, it is the reference against itself, and won by noise.
+  const auto asWritten = [&](const Candidate& c) { return c.runsAsWritten(site, inputs); };
+  detail::Compared compared =
+      detail::compareCandidates(s.candidates, replay, options_.repetitions, options_.margin,
+                                site.name, &onOwnDraws, asWritten);
   random.restore();
   b.winner = std::move(compared.winner);
   b.candidates = std::move(compared.candidates);

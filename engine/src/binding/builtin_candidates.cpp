@@ -160,6 +160,11 @@ class BiasGelu final : public Candidate {
   double tolerance() const override { return 1e-5; }
 };
 
+// The tensor at `i` of a stack; undefined when it holds something else.
+at::Tensor tensorAt(const torch::jit::Stack& stack, size_t i) {
+  return stack[i].isTensor() ? stack[i].toTensor() : at::Tensor();
+}
+
 // A training-mode batch norm and its ReLU as symtune::batch_norm_relu of kernels/: per channel,
 // the statistics, then one pass writing the activation; backward, one pass reducing the masked
 // gradient and one writing the input's (Note [Batch norm ReLU] in kernels/). Not bit for bit:
@@ -177,43 +182,46 @@ class BatchNormRelu final : public Candidate {
     // stack: input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn;
     // `op` runs the batch norm and the relu
     const size_t base = stack.size() - 9;
-    const auto tensor = [&](size_t i) {
-      return stack[base + i].isTensor() ? stack[base + i].toTensor() : at::Tensor();
-    };
+    if (!fits(stack)) {
+      op(stack);
+      return;
+    }
+    at::Tensor out = kernels::batchNormRelu(tensorAt(stack, base), tensorAt(stack, base + 1),
+                                            tensorAt(stack, base + 2), tensorAt(stack, base + 3),
+                                            tensorAt(stack, base + 4), stack[base + 6].toDouble(),
+                                            stack[base + 7].toDouble());
+    stack.resize(base);
+    stack.emplace_back(std::move(out));
+  }
+  bool runsAsWritten(const OpSite&, const torch::jit::Stack& stack) const override {
+    return !fits(stack);
+  }
+  // Measured within 3e-7 of ATen's pair on the zoo's shapes; sums in another order.
+  double tolerance() const override { return 1e-5; }
+  bool cpuOnly() const override { return true; }
+
+ private:
+  // Whether the kernel takes the batch norm's inputs, the last 9 values of `stack`.
+  static bool fits(const torch::jit::Stack& stack) {
+    const size_t base = stack.size() - 9;
+    const auto tensor = [&](size_t i) { return tensorAt(stack, base + i); };
     const at::Tensor x = tensor(0), weight = tensor(1), bias = tensor(2);
     const at::Tensor mean = tensor(3), var = tensor(4);
     const auto vector = [&x](const at::Tensor& t) {
       return t.defined() && t.dim() == 1 && t.size(0) == x.size(1) &&
              t.scalar_type() == x.scalar_type() && t.device() == x.device() && t.is_contiguous();
     };
-    // The kernel is the CPU's, on contiguous or channels-last activations (others would be
-    // made contiguous: a change of format the rest of the model would pay for); evaluation
-    // mode normalizes with the running statistics, as ATen does.
-    const bool fits = stack[base + 5].isBool() && stack[base + 5].toBool() && x.defined() &&
-                      x.dim() >= 2 && x.device().is_cpu() &&
-                      (x.is_contiguous() || x.is_contiguous(at::MemoryFormat::ChannelsLast)) &&
-                      (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
-                      x.numel() > x.size(1) && vector(weight) && vector(bias) &&
-                      mean.defined() == var.defined() &&
-                      (!mean.defined() || (vector(mean) && vector(var)));
-    if (!fits) {
-      op(stack);
-      return;
-    }
-    at::Tensor out = kernels::batchNormRelu(x, weight, bias, mean, var, stack[base + 6].toDouble(),
-                                            stack[base + 7].toDouble());
-    stack.resize(base);
-    stack.emplace_back(std::move(out));
+    // The kernel is the CPU's, in training mode (evaluation, with the running statistics, is
+    // ATen's), on contiguous or channels-last activations (others would be made contiguous: a
+    // change of format the rest of the model would pay for).
+    return stack[base + 5].isBool() && stack[base + 5].toBool() && x.defined() && x.dim() >= 2 &&
+           x.device().is_cpu() &&
+           (x.is_contiguous() || x.is_contiguous(at::MemoryFormat::ChannelsLast)) &&
+           (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
+           x.numel() > x.size(1) && vector(weight) && vector(bias) &&
+           mean.defined() == var.defined() && (!mean.defined() || (vector(mean) && vector(var)));
   }
-  // Measured within 3e-7 of ATen's pair on the zoo's shapes; sums in another order.
-  double tolerance() const override { return 1e-5; }
-  bool cpuOnly() const override { return true; }
 };
-
-// The tensor at `i` of a stack; undefined when it holds something else.
-at::Tensor tensorAt(const torch::jit::Stack& stack, size_t i) {
-  return stack[i].isTensor() ? stack[i].toTensor() : at::Tensor();
-}
 
 // A GRU cell's gates and mask as symtune::gru_cell of kernels/ (Note [GRU cell] in kernels/): one
 // pass forward, one back, instead of a dozen ops and their autograd nodes per time step. Not bit
@@ -496,6 +504,10 @@ class SoftmaxCrossEntropy final : public Candidate {
 };
 
 }  // namespace
+
+bool Candidate::runsAsWritten(const OpSite&, const torch::jit::Stack&) const {
+  return false;
+}
 
 void Candidate::onOwnDraws(const OpSite&, torch::jit::Operation& op,
                            torch::jit::Stack& stack) const {

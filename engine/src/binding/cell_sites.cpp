@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 
+#include "../graph/ir_values.h"
 #include "ir_match.h"
 #include "symtune/binding/op_site.h"
 
@@ -164,8 +165,11 @@ std::shared_ptr<CellRegion> regionOf(const std::vector<const Node*>& nodes, cons
   if (region->last() != last)
     return nullptr;
   region->viewedAfter = detail::viewed(last->output(0));
+  // A branch or loop between them draws where a node of its blocks does: until 2026-12-07 only
+  // the block's own nodes were asked, and a dropout in an if between the bias add and the
+  // region's dropout went unseen, the winner drawing its numbers again.
   for (const Node* n = region->first()->next(); n != last && !region->drawsBetween; n = n->next())
-    region->drawsBetween = region->indexOf(n) < 0 && n->isNondeterministic();
+    region->drawsBetween = region->indexOf(n) < 0 && symtune::detail::mayDraw(n);
   for (const Node* node : region->nodes) {
     std::vector<int> slots;
     for (const Value* v : node->inputs()) {

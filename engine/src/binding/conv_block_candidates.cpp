@@ -129,25 +129,40 @@ class BatchNormReluConv final : public Candidate {
            LoopFrames&) const override {
     // stack: the region's inputs (node 0 the batch norm, 2 the convolution); `op` runs the three
     // nodes as written
-    const size_t base = stack.size() - site.cell->inputs.size();
-    const RegionArgs args{*site.cell, stack, base};
-    const auto input = args.tensor(0, 0);
-    const auto norm = trainingNorm(args, 0);
-    const auto conv = convolution(args, 2);
-    if (!input || !norm || !conv || !fitsActivation(*input) ||
-        !fitsNorm(*norm, input->size(1), *input) ||
-        !fitsConvolution(*conv, input->size(1), *input)) {
+    const auto block = fitting(site, stack);
+    if (!block) {
       op(stack);  // evaluation mode, other layouts, dtypes or devices: as written
       return;
     }
-    at::Tensor out = leanBlock(*input, *norm, *conv);
-    stack.resize(base);
+    at::Tensor out = leanBlock(block->input, block->norm, block->conv);
+    stack.resize(stack.size() - site.cell->inputs.size());
     stack.emplace_back(std::move(out));
+  }
+  bool runsAsWritten(const OpSite& site, const torch::jit::Stack& stack) const override {
+    return !fitting(site, stack);
   }
   // The zoo's blocks agree within 3e-6 of the largest gradient (ATen's own channels-last batch
   // norm sums in float: kernels.md); the margin is for that.
   double tolerance() const override { return 1e-5; }
   bool cpuOnly() const override { return true; }
+
+ private:
+  struct Block {
+    at::Tensor input;
+    TrainingNorm norm;
+    Convolution conv;
+  };
+  // The block's values where the kernel takes them; nullopt where it runs as written.
+  static std::optional<Block> fitting(const OpSite& site, const torch::jit::Stack& stack) {
+    const RegionArgs args{*site.cell, stack, stack.size() - site.cell->inputs.size()};
+    const auto input = args.tensor(0, 0);
+    const auto norm = trainingNorm(args, 0);
+    const auto conv = convolution(args, 2);
+    if (!input || !norm || !conv || !fitsActivation(*input) ||
+        !fitsNorm(*norm, input->size(1), *input) || !fitsConvolution(*conv, input->size(1), *input))
+      return std::nullopt;
+    return Block{*input, *norm, *conv};
+  }
 };
 
 // Two convolution blocks in a row (kConvBlockPair; nodes 0-2 the first block's convolution, batch
@@ -174,39 +189,34 @@ class ConvBlockPair final : public Candidate {
   }
   void run(const OpSite& site, torch::jit::Operation& op, torch::jit::Stack& stack,
            LoopFrames&) const override {
-    const size_t base = stack.size() - site.cell->inputs.size();
-    const RegionArgs args{*site.cell, stack, base};
-    const auto input = args.tensor(0, 0);
-    const auto conv1 = convolution(args, 0), conv2 = convolution(args, 3);
-    const auto norm1 = trainingNorm(args, 1), norm2 = trainingNorm(args, 4);
-    if (!input || !conv1 || !conv2 || !norm1 || !norm2 || !fitsActivation(*input) ||
-        !fitsConvolution(*conv1, input->size(1), *input) ||
-        !fitsNorm(*norm1, conv1->weight.size(0), *input) ||
-        !fitsConvolution(*conv2, conv1->weight.size(0), *input) ||
-        !fitsNorm(*norm2, conv2->weight.size(0), *input) ||
-        (again_ && (conv1->bias.defined() || conv2->bias.defined()))) {
+    const auto pair = fitting(site, stack);
+    if (!pair) {
       op(stack);  // as written
       return;
     }
+    const Convolution &conv1 = pair->conv1, &conv2 = pair->conv2;
+    const TrainingNorm &norm1 = pair->norm1, &norm2 = pair->norm2;
     at::Tensor out;
     // Channels-last inside (the class comment says why).
-    const at::Tensor x = input->contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor x = pair->input.contiguous(at::MemoryFormat::ChannelsLast);
     if (again_) {
-      out = kernels::convBlockPairAgain(x, block(*conv1, *norm1), block(*conv2, *norm2));
+      out = kernels::convBlockPairAgain(x, block(conv1, norm1), block(conv2, norm2));
     } else {
-      const at::Tensor y1 = at::conv2d(x, conv1->weight, conv1->bias, conv1->stride, conv1->padding,
-                                       conv1->dilation, conv1->groups);
-      out = at::batch_norm(leanBlock(y1, *norm1, *conv2), norm2->weight, norm2->bias,
-                           norm2->runningMean, norm2->runningVar, true, norm2->momentum, norm2->eps,
-                           false);
+      const at::Tensor y1 = at::conv2d(x, conv1.weight, conv1.bias, conv1.stride, conv1.padding,
+                                       conv1.dilation, conv1.groups);
+      out = at::batch_norm(leanBlock(y1, norm1, conv2), norm2.weight, norm2.bias, norm2.runningMean,
+                           norm2.runningVar, true, norm2.momentum, norm2.eps, false);
       out.relu_();  // the batch norm keeps its input, not its output
     }
     // The ATen ops give an NCHW input an NCHW output: a view after the pair (x.view(n, -1))
     // needs its strides.
-    if (!input->is_contiguous(at::MemoryFormat::ChannelsLast) && site.cell->viewedAfter)
+    if (!pair->input.is_contiguous(at::MemoryFormat::ChannelsLast) && site.cell->viewedAfter)
       out = out.contiguous();
-    stack.resize(base);
+    stack.resize(stack.size() - site.cell->inputs.size());
     stack.emplace_back(std::move(out));
+  }
+  bool runsAsWritten(const OpSite& site, const torch::jit::Stack& stack) const override {
+    return !fitting(site, stack);
   }
   double tolerance() const override { return 1e-5; }
   bool cpuOnly() const override { return true; }
@@ -226,6 +236,26 @@ class ConvBlockPair final : public Candidate {
     b.momentum = n.momentum;
     b.eps = n.eps;
     return b;
+  }
+  struct Pair {
+    at::Tensor input;
+    Convolution conv1, conv2;
+    TrainingNorm norm1, norm2;
+  };
+  // The pair's values where the kernels take them; nullopt where it runs as written.
+  std::optional<Pair> fitting(const OpSite& site, const torch::jit::Stack& stack) const {
+    const RegionArgs args{*site.cell, stack, stack.size() - site.cell->inputs.size()};
+    const auto input = args.tensor(0, 0);
+    const auto conv1 = convolution(args, 0), conv2 = convolution(args, 3);
+    const auto norm1 = trainingNorm(args, 1), norm2 = trainingNorm(args, 4);
+    if (!input || !conv1 || !conv2 || !norm1 || !norm2 || !fitsActivation(*input) ||
+        !fitsConvolution(*conv1, input->size(1), *input) ||
+        !fitsNorm(*norm1, conv1->weight.size(0), *input) ||
+        !fitsConvolution(*conv2, conv1->weight.size(0), *input) ||
+        !fitsNorm(*norm2, conv2->weight.size(0), *input) ||
+        (again_ && (conv1->bias.defined() || conv2->bias.defined())))
+      return std::nullopt;
+    return Pair{*input, *conv1, *conv2, *norm1, *norm2};
   }
   bool again_;
 };

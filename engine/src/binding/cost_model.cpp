@@ -197,7 +197,18 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
     }
     return bestMean <= kCloseRace ? best : "";
   };
-  const auto own = evidence(table_.ofSite(s.site.name));
+  // Evaluation buckets are read from evaluation buckets only, training ones from training ones
+  // (Note [Evaluation buckets] in binder.cpp).
+  const bool evaluation = isEvaluationBucket(bucket);
+  const auto sameMode = [evaluation](const Binding& b) {
+    return isEvaluationBucket(b.bucket) == evaluation;
+  };
+  std::vector<const Binding*> ownBindings;
+  for (const Binding* b : table_.ofSite(s.site.name)) {
+    if (sameMode(*b))
+      ownBindings.push_back(b);
+  }
+  const auto own = evidence(ownBindings);
   if (!own || (own->settles() && !trendHolds(*own)))
     return nullptr;
   std::string winner = own->winner;
@@ -212,7 +223,7 @@ const Candidate* Binder::predict(SiteState& s, const std::string& bucket) {
     // Or, failing those, every measured site of its pattern, in any bucket (kPredictPatternWide).
     std::vector<const Binding*> pattern;
     for (const Binding& b : table_.bindings) {
-      if (b.pattern == s.site.pattern)
+      if (b.pattern == s.site.pattern && sameMode(b))
         pattern.push_back(&b);
     }
     const auto byPattern = evidence(pattern);

@@ -200,7 +200,8 @@ void finishReplay(std::vector<at::Tensor> outputs, const std::vector<at::Tensor>
 
 Compared compareCandidates(const std::vector<const Candidate*>& candidates,
                            const ReplayWith& replay, int repetitions, double margin,
-                           const std::string& site, const ReplayWith* onOwnDraws) {
+                           const std::string& site, const ReplayWith* onOwnDraws,
+                           const std::function<bool(const Candidate&)>& runsAsWritten) {
   const size_t count = candidates.size();
   std::vector<CandidateMeasurement> results(count);
   std::vector<std::vector<double>> forward(count), backward(count);
@@ -209,6 +210,10 @@ Compared compareCandidates(const std::vector<const Candidate*>& candidates,
     results[i].name = candidates[i]->name();
     Replay first, own;
     const bool ownDraws = i > 0 && candidates[i]->ownDraws();
+    if (i > 0 && runsAsWritten && runsAsWritten(*candidates[i])) {
+      results[i].refused = "runs the ops as written on these inputs";
+      continue;
+    }
     if (ownDraws && onOwnDraws == nullptr) {
       results[i].refused =
           "draws its own random numbers, and this site has nothing to hold them to";

@@ -83,7 +83,8 @@ struct Compared {
 };
 Compared compareCandidates(const std::vector<const Candidate*>& candidates,
                            const ReplayWith& replay, int repetitions, double margin,
-                           const std::string& site, const ReplayWith* onOwnDraws = nullptr);
+                           const std::string& site, const ReplayWith* onOwnDraws = nullptr,
+                           const std::function<bool(const Candidate&)>& runsAsWritten = {});
 
 // The index in `candidates` (the reference first) of the fastest agreeing one when it beats the
 // reference by `margin`; else 0.

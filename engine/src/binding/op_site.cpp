@@ -616,6 +616,15 @@ size_t siteArity(const OpSite& site) {
   return site.node != nullptr ? site.node->inputs().size() : site.arity;
 }
 
+bool evaluating(const OpSite& site, const torch::jit::Stack& stack) {
+  if (site.modeInputs.empty())
+    return false;
+  const size_t base = stack.size() - site.node->inputs().size();
+  return std::any_of(site.modeInputs.begin(), site.modeInputs.end(), [&](size_t i) {
+    return stack[base + i].isBool() && !stack[base + i].toBool();
+  });
+}
+
 std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph,
                                  SiteGroups& groups) {
   OpSite site;
@@ -685,6 +694,7 @@ std::optional<OpSite> findOpSite(const Node* node, NodeId id, const Graph& graph
     site.pattern = kBatchNormRelu;
     site.follower = relu;
     site.updated = {3, 4};  // running_mean, running_var
+    site.modeInputs = {5};  // training
   } else {
     return std::nullopt;
   }

@@ -129,6 +129,12 @@ std::optional<double> bucketVolume(const std::string& bucket) {
   return volume;
 }
 
+bool isEvaluationBucket(const std::string& bucket) {
+  const std::string suffix = kEvaluationBucket;
+  return bucket.size() >= suffix.size() &&
+         bucket.compare(bucket.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::string gradBucketKey(const torch::jit::Stack& inputs, size_t count, int64_t trips) {
   std::string key = bucketKey(inputs, count, trips);
   const std::string nograd = " nograd";

@@ -286,5 +286,18 @@ bool isGraphNode(const torch::jit::Node* node) {
   }
 }
 
+bool mayDraw(const torch::jit::Node* node) {
+  const bool known = node->kind().is_aten() || node->kind().is_prim();
+  if (node->isNondeterministic() || (!known && node->maybeSchema() != nullptr))
+    return true;
+  for (const torch::jit::Block* b : node->blocks()) {
+    for (const torch::jit::Node* inner : b->nodes()) {
+      if (mayDraw(inner))
+        return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace detail
 }  // namespace symtune

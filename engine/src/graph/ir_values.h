@@ -41,4 +41,9 @@ const torch::jit::Node* enclosingWith(const torch::jit::Node* node);
 // not; data flows through them).
 bool isGraphNode(const torch::jit::Node* node);
 
+// Whether the node draws random numbers, or may, itself or in a block it owns (a dropout in a
+// branch): aten's and prim's random ops say so (Node::isNondeterministic), another namespace's op
+// (symtune::bias_dropout_add) may draw without saying.
+bool mayDraw(const torch::jit::Node* node);
+
 }  // namespace symtune::detail

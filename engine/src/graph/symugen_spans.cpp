@@ -256,20 +256,17 @@ std::shared_ptr<SyMuGen::CheckpointSpan> detail::makeSpan(const Block* owner, co
   }
   span->draws = false;
   span->readsAttributes = false;
-  std::function<void(const Node*)> drawsIn = [&](const Node* n) {
-    // aten's and prim's random ops say so; another namespace's op (symtune::bias_dropout_add)
-    // may draw without saying.
-    const bool known = n->kind().is_aten() || n->kind().is_prim();
-    span->draws = span->draws || n->isNondeterministic() || (!known && n->maybeSchema());
+  std::function<void(const Node*)> readsIn = [&](const Node* n) {
     span->readsAttributes = span->readsAttributes || (n->kind() == c10::prim::GetAttr &&
                                                       containsTensor(n->output()->type()));
     for (const Block* b : n->blocks()) {
       for (const Node* inner : b->nodes())
-        drawsIn(inner);
+        readsIn(inner);
     }
   };
   for (const Node* n = first;; n = n->next()) {
-    drawsIn(n);
+    span->draws = span->draws || detail::mayDraw(n);
+    readsIn(n);
     if (n == last)
       break;
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "symtune/binding/binder.h"
+#include "symtune/binding/shape_bucket.h"
 #include "symtune/exec/segment_executor.h"
 #include "tensor_compare.h"
 
@@ -216,12 +217,50 @@ TEST_CASE("in evaluation bn-relu-conv is the three ATen ops") {
   const BlockRun plain = blockStep(plainExec, false);
   const BlockRun bound = blockStep(exec, false);
   checkClose(bound, plain, 0);
+  // Measured in evaluation buckets, where the kernels would run the ops as written: refused, not
+  // timed against themselves.
+  int regions = 0;
   for (const auto& b : binder->table().bindings) {
-    if (b.pattern == kBatchNormReluConv) {
-      CHECK(b.candidates.at(1).name == "bn-relu-conv");
-      CHECK(b.candidates.at(1).maxError == 0);
+    INFO(b.site, " ", b.bucket);
+    CHECK(symtune::binding::isEvaluationBucket(b.bucket));
+    for (const auto& c : b.candidates) {
+      if (c.name == "bn-relu-conv" || c.name == "bn-relu")
+        CHECK(c.refused == "runs the ops as written on these inputs");
+    }
+    regions += b.pattern == kBatchNormReluConv;
+  }
+  CHECK(regions == 2);
+}
+
+// Note [Evaluation buckets] (binder.cpp): a model evaluated, then trained, on the same shapes
+// measures its training buckets anew. Until 2026-12-07 the mode was not in the bucket, and the
+// training steps were bound to what evaluation measured — where the kernels ran the ops as
+// written, so by noise.
+TEST_CASE("a training step after an evaluation step on the same shapes measures its own buckets") {
+  symtune::SegmentExecutor exec(convBlocks(false).clone(), "blocks");
+  auto binder = blockBinder(exec);
+  blockStep(exec, false);
+  const int64_t evaluating = binder->measurements();
+  CHECK(evaluating >= 2);  // the region, the second block's batch norm and ReLU
+  exec.scriptModule()->setattr("train_bn", true);
+  blockStep(exec, false);
+  CHECK(binder->measurements() == 2 * evaluating);
+  std::map<std::string, int> byMode;
+  for (const auto& b : binder->table().bindings) {
+    const bool eval = symtune::binding::isEvaluationBucket(b.bucket);
+    ++byMode[eval ? "eval" : "train"];
+    for (const auto& c : b.candidates) {
+      INFO(b.site, " ", b.bucket, " ", c.name, ": ", c.refused);
+      if (c.name == "bn-relu-conv" || c.name == "bn-relu")
+        CHECK(c.refused.empty() != eval);
     }
   }
+  CHECK(byMode["eval"] == evaluating);
+  CHECK(byMode["train"] == evaluating);
+  // And back: evaluation reads its own buckets again, measuring nothing.
+  exec.scriptModule()->setattr("train_bn", false);
+  blockStep(exec, false);
+  CHECK(binder->measurements() == 2 * evaluating);
 }
 
 namespace {

@@ -104,6 +104,21 @@ TEST_CASE("the cost model binds a bucket its site's measured buckets settle") {
   forwardBackward(gen, &split, 3, 5);
   CHECK(split.predictions() == 0);
   CHECK(split.measurements() == 4);
+
+  // Evaluation buckets say nothing of training ones (Note [Evaluation buckets] in binder.cpp):
+  // the same table, its buckets evaluation ones, settles none of the training steps' buckets.
+  const symtune::BindingTable trained = tableWith(4.0, true);
+  symtune::BindingTable evaluated = trained;
+  evaluated.bindings.clear();
+  for (symtune::Binding b : trained.bindings) {
+    b.bucket += symtune::binding::kEvaluationBucket;
+    evaluated.put(b);
+  }
+  Binder otherMode(gen.staticGraph(), here());
+  REQUIRE_FALSE(otherMode.adopt(evaluated).has_value());
+  forwardBackward(gen, &otherMode, 3, 5);
+  CHECK(otherMode.predictions() == 0);
+  CHECK(otherMode.measurements() == 4);
 }
 
 TEST_CASE("the cost model binds a close race among a site's siblings to the one nearest") {

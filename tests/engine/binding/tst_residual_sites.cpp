@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "forced_binder.h"
@@ -328,4 +329,31 @@ TEST_CASE("a step that measures a dropout region draws as one that reads the tab
     checkEqual(step(gen, &reading, 4, rows), measured);
   }
   MESSAGE("bias-dropout-add won ", fused, " of 3 measurements");
+}
+
+// A node that draws between the region's first and last node keeps the measuring step's winner
+// from going back to where the region began: it would draw that node's numbers again. A dropout
+// in a branch there draws as much as one beside it; until 2026-12-07 only the block's own nodes
+// were asked.
+TEST_CASE("a dropout in a branch inside a dropout region's span draws between its nodes") {
+  using symtune::binding::kBiasDropoutAdd;
+  const char* nested = R"(
+    s = torch.matmul(x, w) + lb
+    if bool(x.sum() > -1e9):
+        y = torch.dropout(y, 0.5, True)
+    return y + torch.dropout(s, 0.25, True)
+)";
+  const char* calm = R"(
+    s = torch.matmul(x, w) + lb
+    if bool(x.sum() > -1e9):
+        y = y * 2.0
+    return y + torch.dropout(s, 0.25, True)
+)";
+  for (const auto& [body, draws] : {std::pair{nested, true}, std::pair{calm, false}}) {
+    INFO(std::string(body));
+    symtune::SyMuGen gen(model(body), "branch_between");
+    const auto sites = residualSites(gen, kBiasDropoutAdd);
+    REQUIRE(sites.size() == 1);
+    CHECK(sites.front().cell->drawsBetween == draws);
+  }
 }

@@ -282,9 +282,13 @@ class Binder final : public OpBinder {
   // Notes a partial slice's execution in its group; whether the group's ranges can split its
   // tensor (otherwise nothing is decided yet).
   bool observeSlice(SiteState& s, const torch::jit::Stack& stack);
-  // Into signature_: every tensor input's dtype, device, sizes and requires_grad, the trips and
-  // grad mode.
-  void signature(const torch::jit::Stack& stack, size_t count, int64_t trips);
+  // Into signature_: every tensor input's dtype, device, sizes and requires_grad, the trips, the
+  // grad mode and whether the site evaluates (its modeInputs).
+  void signature(const OpSite& site, const torch::jit::Stack& stack, size_t count, int64_t trips);
+  // The execution's bucket: bucketKey, and " eval" where the site evaluates (Note [Evaluation
+  // buckets] in binder.cpp).
+  static std::string siteBucket(const OpSite& site, const torch::jit::Stack& stack, size_t count,
+                                int64_t trips);
 
   // Loop-carried rows (Note [Loop-carried rows]): the first node of the group an execution of its
   // loop runs decides for the whole execution, kept in the loop's frame.

@@ -29,6 +29,10 @@ class Candidate {
   // The largest difference from the reference it may show (outputs and input gradients, scaled
   // by the reference's largest magnitude); 0: it must agree exactly.
   virtual double tolerance() const { return 0.0; }
+  // Whether `run` would run `op` on these inputs (the last siteArity(site) values of `stack`):
+  // inputs its own code does not take (a training kernel's in evaluation mode, another dtype). A
+  // measurement refuses it there, since timing it would time the reference against itself.
+  virtual bool runsAsWritten(const OpSite& site, const torch::jit::Stack& stack) const;
   // Whether its own code runs on CPU tensors only (on others `run` runs `op`): a binder on a GPU
   // leaves it out, since measuring it there would time the reference against itself (bn-relu on
   // an H200, 2026-12-04, "won" 36 of the ResNet's 59 sites so, by noise).

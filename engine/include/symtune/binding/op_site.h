@@ -325,6 +325,10 @@ struct OpSite {
   // Inputs the site's op updates in place though its schema does not say so (batch norm's
   // running statistics): a measurement gives every replay its own copy.
   std::vector<size_t> updated;
+  // Inputs of `node` (a region's first node) that say whether the site trains (a batch norm's
+  // `training`): an execution where one is false is in an evaluation bucket of its own (Note
+  // [Evaluation buckets] in binder.cpp).
+  std::vector<size_t> modeInputs;
   // Loop-carried rows: the group of the loop's reads and write of the tensor (`loop` is its loop).
   std::shared_ptr<CarriedRows> rows;
   // Cell sites: the region (`node` is its first node).
@@ -334,6 +338,10 @@ struct OpSite {
 // How many values a site's execution finds on its stack: its region's inputs (cell sites), its
 // node's, or `arity` (a site without a node).
 size_t siteArity(const OpSite& site);
+
+// Whether one of the site's modeInputs is false in an execution whose `node` has its inputs as
+// the last values of `stack`.
+bool evaluating(const OpSite& site, const torch::jit::Stack& stack);
 
 // The slice groups of one graph, by (root tensor value, dimension): findOpSite shares them
 // between the members.

@@ -34,6 +34,11 @@ std::string inputsBucketKey(const std::vector<c10::IValue>& inputs);
 // nullopt for a key without shapes.
 std::optional<double> bucketVolume(const std::string& bucket);
 
+// What a site's bucket ends with where the site evaluates (a batch norm's `training` false): Note
+// [Evaluation buckets] in binder.cpp. "float32 [16,64,<=32,<=32] eval".
+inline constexpr const char* kEvaluationBucket = " eval";
+bool isEvaluationBucket(const std::string& bucket);
+
 // bucketKey for a site whose gradient can flow through values other than the inputs in its key
 // (the parameters a model's images meet, the rows a loop writes): " nograd" only when grad mode
 // is off.
