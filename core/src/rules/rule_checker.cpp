@@ -316,8 +316,9 @@ class Checker {
     };
     auto need = [&](size_t i, bool ok, const char* what) {
       if (!ok)
-        throw RuleError(e.args[i]->pos, "argument " + std::to_string(i + 1) + " of `" + f +
-                                            "` must be " + what + ", found a " + toString(args[i]));
+        throw RuleError(startOf(*e.args[i]), "argument " + std::to_string(i + 1) + " of `" + f +
+                                                 "` must be " + what + ", found a " +
+                                                 toString(args[i]));
     };
     if (f == "mean" || f == "sum" || f == "norm" || f == "std" || f == "numel" ||
         ((f == "max" || f == "min") && args.size() == 1)) {

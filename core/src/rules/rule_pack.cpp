@@ -167,8 +167,15 @@ RulePack packFromText(const std::string& text, const std::string& name, const st
                         ": not UTF-8 text (a pack is JSON, which holds UTF-8 only)");
   RulePack pack{name, version, description, {}};
   const std::vector<std::string> lines = linesOf(text);
-  for (const auto& rule : parseRules(text))
-    pack.rules.push_back({rule.name, commentAbove(lines, rule.pos.line), rule.source});
+  for (const auto& rule : parseRules(text)) {
+    // Only a rule that begins its line has the comment above it: `rule a {…} rule b {…}` gave b
+    // the comment a has.
+    const std::string& line = lines[static_cast<size_t>(rule.pos.line - 1)];
+    const bool beginsLine =
+        line.find_first_not_of(" \t") == static_cast<size_t>(rule.pos.column - 1);
+    pack.rules.push_back(
+        {rule.name, beginsLine ? commentAbove(lines, rule.pos.line) : "", rule.source});
+  }
   if (pack.rules.empty())
     throw RulePackError("no rules to pack");
   return pack;

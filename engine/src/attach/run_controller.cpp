@@ -385,6 +385,22 @@ void RunController::handle(const Command& c, Server::Reply reply) {
         Session s = *session;
         s.rules = {};
         auto& registry = rules::Registry::global();
+        // Rewrites were applied once, when the trainer was built, and are not in the rule set:
+        // the session's stand as they were. Until 2026-12-07 the snapshot left them out, and a
+        // run of it trained another model.
+        for (const auto& name : session->rules.enable) {
+          const auto entry = registry.find(name);
+          if (entry && entry->isRewrite())
+            s.rules.enable.push_back(name);
+        }
+        if (!session->rules.source.empty()) {
+          for (const auto& rule : rules::parseRules(session->rules.source)) {
+            rules::RegistryEntry own;
+            own.rule = rule;
+            if (own.isRewrite())
+              s.rules.source += (s.rules.source.empty() ? "" : "\n") + rule.source + "\n";
+          }
+        }
         for (const auto& name : set.names()) {
           if (!set.enabled(name))
             continue;

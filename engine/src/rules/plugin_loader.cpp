@@ -20,7 +20,8 @@ namespace symtune::rules {
 // A plugin runs with the user's rights inside the training process, so the engine loads one only
 // from the two plugin folders, after resolving symbolic links (a link in the folder that points
 // elsewhere is refused), and only when neither the file nor its folder can be changed by anyone
-// but the user or root: not writable by everyone, owned by the user or by root. The checks and
+// but the user or root: writable neither by everyone nor by a group (until 2026-12-07 a group's
+// members could), owned by the user or by root. The checks and
 // dlopen run on the resolved path; between them only the user or root could swap the file. A
 // loaded library is never unloaded — C++ rules registered from it point into its code — and its
 // static initializers (SYMTUNE_REGISTER_RULE) run when it loads, before its ABI is checked.
@@ -43,6 +44,9 @@ std::string untrusted(const fs::path& path, const char* what) {
   if (st.st_mode & S_IWOTH)
     return std::string(what) + " is writable by everyone (mode " + octal(st.st_mode) +
            "): run chmod o-w on it";
+  if (st.st_mode & S_IWGRP)
+    return std::string(what) + " is writable by its group (mode " + octal(st.st_mode) +
+           "): run chmod g-w on it";
   if (st.st_uid != ::getuid() && st.st_uid != 0)
     return std::string(what) + " is owned by uid " + std::to_string(st.st_uid) +
            ", neither you nor root";

@@ -184,8 +184,19 @@ void validateRewrites(const Rule& rule) {
                                  ", the replacement " +
                                  plural(replacement->outputs().size(), "value") +
                                  ": they must match");
-    // The matcher walks up from the first output (Note [Multi-output Patterns] in LibTorch): every
-    // other output must be computed on the way to it.
+    // The matcher walks up from the first output (Note [Multi-output Patterns] in LibTorch): it
+    // must be a value the pattern computes, and every other output and every operation must be on
+    // the way to it. Until 2026-12-07 a pattern returning nothing crashed the process that loaded
+    // it (`rules check`, and every runner whose pack library held it), and one whose operation
+    // was not on the way passed the check and failed the run with LibTorch's internal assertion.
+    if (pattern->outputs().empty())
+      throw RuleError(a.pos,
+                      "the pattern returns nothing: it must return the value the matched "
+                      "code computes");
+    if (pattern->outputs()[0]->node()->kind() == c10::prim::Param)
+      throw RuleError(a.pos,
+                      "the pattern's first output is one of its inputs: it must be a value "
+                      "the pattern computes, which is where matching starts");
     std::unordered_set<const Node*> upstream;
     std::vector<const Node*> work{pattern->outputs()[0]->node()};
     while (!work.empty()) {
@@ -202,6 +213,12 @@ void validateRewrites(const Rule& rule) {
         throw RuleError(a.pos, "the pattern's output " + std::to_string(i + 1) +
                                    " is not computed on the way to its first output, which is "
                                    "where matching starts: return that value first");
+    }
+    for (const Node* n : pattern->nodes()) {
+      if (n->kind() != c10::prim::Constant && !upstream.count(n))
+        throw RuleError(a.pos, std::string("the pattern's ") + n->kind().toQualString() +
+                                   " is not on the way to its first output, which is where "
+                                   "matching starts: the matcher would never reach it");
     }
   }
 }

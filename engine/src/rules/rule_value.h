@@ -49,11 +49,20 @@ inline Value tensor(torch::Tensor t) {
   return v;
 }
 
-// A value as a tensor on the parameter's device (a plain number becomes a 0-dim tensor).
+// A value as a tensor on the parameter's device (a plain number becomes a 0-dim tensor): of the
+// gradient's dtype, but float where that is half or bfloat16, which rules read in float (Note
+// [Rules in float] in rule_compiler.cpp). Until 2026-12-07 a number was made in half there: 1e-8
+// became 0 and `grad / max(norm(grad), 1e-8)` gave a zero gradient NaN; 70000 became infinite.
 inline torch::Tensor asTensor(const Value& v, const Env& env, bool isBool = false) {
   if (v.tensor.defined())
     return v.tensor;
-  auto options = env.grad ? env.grad->options() : torch::TensorOptions().dtype(torch::kFloat);
+  auto options = torch::TensorOptions().dtype(torch::kFloat);
+  if (env.grad) {
+    const auto type = env.grad->scalar_type();
+    options = options.device(env.grad->device());
+    if (type != torch::kHalf && type != torch::kBFloat16)
+      options = options.dtype(type);
+  }
   if (isBool)
     return torch::scalar_tensor(v.truth, options.dtype(torch::kBool));
   return torch::scalar_tensor(v.number, options);

@@ -63,6 +63,19 @@ TEST_CASE("a pack made from rules text round-trips through its JSON") {
   }
 }
 
+// A rule after another on the same line is not the one the comment above that line is about.
+TEST_CASE("a rule that does not begin its line has no description") {
+  const auto pack = symtune::rules::packFromText(
+      "# Skips when the loss is NaN.\n"
+      "rule a { when step == 2  skip step } rule b { when step == 3  skip step }\n"
+      "   rule c { when step == 4  skip step }\n",
+      "two", "1.0.0", "");
+  REQUIRE(pack.rules.size() == 3);
+  CHECK(pack.rules[0].description == "Skips when the loss is NaN.");
+  CHECK(pack.rules[1].description == "");
+  CHECK(pack.rules[2].description == "");  // the line above is a rule, not a comment
+}
+
 TEST_CASE("damaged packs are refused with a message that says what is wrong") {
   const auto pack = symtune::rules::packFromText(kRules, "mine", "1.0.0", "");
   std::string json = symtune::rules::rulePackJson(pack);

@@ -47,6 +47,9 @@ const BadRule kBadRules[] = {
      "1:39: `clamp` takes 3 arguments, found 2"},
     {"reduction of a scalar", "rule a { when mean(loss) > 1 skip step }",
      "1:20: argument 1 of `mean` must be a tensor, found a scalar"},
+    // At the argument's start, not at its operator (which said 1:25).
+    {"reduction of a sum of scalars", "rule a { when mean(step + 1) > 0 skip step }",
+     "1:20: argument 1 of `mean` must be a tensor, found a scalar"},
     {"when not bool", "rule a { when loss + 1 skip step }",
      "1:15: `when` needs a bool, found a scalar"},
     {"when over a mask", "rule a { select params \"*\" when grad > 1 skip step }",

@@ -1,7 +1,8 @@
 // The attach protocol end to end with runners of each test case's own: --linger after the last
 // step and while paused; TCP with its token, loopback only; a client that stops reading for 10 s
 // costing the run no throughput and missing no step silently; a plain torch::nn program behind
-// AttachedLoop; the online controller on the stream; validations on data files. Last, a killed
+// AttachedLoop; the online controller on the stream; validations on data files; a snapshot with
+// the session's rewrites. Last, a killed
 // runner reported to its client at once: it kills the suite's shared runner (attach_fixture.h),
 // which this file's test cases also ask, so it must stay the last test case of the suite.
 
@@ -530,6 +531,39 @@ TEST_CASE("a run on data files streams its validations; a late client gets the l
   const auto welcome = until(late, "validation", 10);
   REQUIRE(welcome.has_value());
   CHECK((*welcome)["validation"]["step"] == 30);
+}
+
+// A snapshot is the session as it stands, the rewrites it was built with too: they are applied
+// once, when the trainer is built, and are not in the rule set the studio toggles. Until
+// 2026-12-07 the snapshot left them out, and a run of it trained another model.
+TEST_CASE("a snapshot keeps the session's rewrites beside the rules in force") {
+  symtune::test::TempDir dir;
+  const std::string session = dir.filePath("rewrites.json");
+  const std::string own =
+      "rule relu_to_threshold {\n  rewrite \"\"\"graph(%x):\n  %y = aten::relu(%x)\n  return "
+      "(%y)\"\"\" "
+      "=> \"\"\"graph(%x):\n  %zero : int = prim::Constant[value=0]()\n  %y = "
+      "aten::threshold(%x, %zero, %zero)\n  return (%y)\"\"\"\n}\n"
+      "rule every_step { select params \"*\"  set grad = grad * 1 }";
+  const Json text = {{"format", "symtune-session"},
+                     {"version", 1},
+                     {"name", "rewrites"},
+                     {"model", {{"zoo", "transformer_xl"}, {"preset", "ci"}}},
+                     {"run", {{"steps", 1000000}, {"threads", 1}}},
+                     {"rules", {{"enable", {"tanh_gelu", "nan_guard"}}, {"source", own}}}};
+  symtune::test::writeFile(session, text.dump());
+  Runner runner;
+  REQUIRE(runner.start(session, "unix:" + dir.filePath("rewrites.sock")));
+  Client client;
+  client.connect(runner.endpoint);
+  REQUIRE(until(client, "step"));
+  const Json snapshot = client.command({{"command", "snapshot"}});
+  const Json& rules = snapshot["session"]["rules"];
+  CHECK(rules["enable"] == Json::array({"tanh_gelu", "nan_guard"}));
+  const std::string source = rules["source"].get<std::string>();
+  INFO(source);
+  CHECK(contains(source, "rule relu_to_threshold {"));
+  CHECK(contains(source, "rule every_step {"));
 }
 
 // Last: it kills the suite's runner.

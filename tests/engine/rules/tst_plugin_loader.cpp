@@ -74,6 +74,8 @@ enum class Planted {
   LinkOutOfTheFolder,
   WorldWritableFile,
   WorldWritableFolder,
+  GroupWritableFile,
+  GroupWritableFolder,
   NoEntryPoints,
   OtherAbi,
   FailingInit,
@@ -93,6 +95,10 @@ const UntrustedFile kUntrustedFiles[] = {
      "the file is writable by everyone (mode 0666): run chmod o-w on it"},
     {"a world-writable folder", Planted::WorldWritableFolder,
      "its folder is writable by everyone (mode 0777): run chmod o-w on it"},
+    {"a group-writable file", Planted::GroupWritableFile,
+     "the file is writable by its group (mode 0664): run chmod g-w on it"},
+    {"a group-writable folder", Planted::GroupWritableFolder,
+     "its folder is writable by its group (mode 0775): run chmod g-w on it"},
     {"not a plugin", Planted::NoEntryPoints,
      "not a Symtune plugin: it does not export symtune_plugin_describe and "
      "symtune_plugin_init"},
@@ -125,6 +131,16 @@ fs::path plant(Planted planted, const fs::path& openFolder) {
     case Planted::WorldWritableFolder: {
       const auto file = install(kExample, openFolder, kFile);
       fs::permissions(openFolder, fs::perms::all);
+      return file;
+    }
+    case Planted::GroupWritableFile:
+      return install(kExample, folders.userFolder,
+                     fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                         fs::perms::group_write | fs::perms::others_read,
+                     "group.so");
+    case Planted::GroupWritableFolder: {
+      const auto file = install(kExample, openFolder, kFile);
+      fs::permissions(openFolder, fs::perms::all & ~fs::perms::others_write);
       return file;
     }
     case Planted::NoEntryPoints:
@@ -225,7 +241,7 @@ TEST_CASE("an untrusted file is refused and registers nothing") {
     CHECK(report.reason.find(row.reason) != std::string::npos);
     CHECK(registry.entries().empty());
     // Put things back for the next row.
-    if (row.planted == Planted::WorldWritableFolder)
+    if (row.planted == Planted::WorldWritableFolder || row.planted == Planted::GroupWritableFolder)
       fs::permissions(openFolder, fs::perms::owner_all);
     if (row.planted != Planted::NoSuchFile)
       fs::remove(file);

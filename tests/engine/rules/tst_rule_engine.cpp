@@ -175,6 +175,27 @@ TEST_CASE("gradient steering clamps half gradients the same interpreted as lower
   expectValues(grads[1], {100.0f, 400.0f, 571.5f});
 }
 
+// A rule's numbers beside a half gradient are float too: made in half, 1e-8 was 0, and a zero
+// gradient over max(its norm, 1e-8) was 0 / 0; 70000 was infinite.
+TEST_CASE("numbers beside a half gradient are not rounded to half") {
+  auto zero = torch::zeros({3}, torch::kHalf).requires_grad_();
+  zero.mutable_grad() = torch::zeros({3}, torch::kHalf);
+  auto big = torch::zeros({2}, torch::kHalf).requires_grad_();
+  big.mutable_grad() = torch::tensor({1.0f, -2.0f}).to(torch::kHalf);
+  auto set = ruleSet(R"(rule r {
+      select params "z"
+      set grad = grad / max(norm(grad), 1e-8)
+    }
+    rule s {
+      select params "b"
+      set grad = where(grad > 0, min(grad * 0 + 1e5, 70000) / 1e4, grad)
+    })");
+  set.apply({{"z", zero}, {"b", big}}, {}, 1e-3);
+  CHECK((zero.grad().scalar_type() == torch::kHalf));
+  expectValues(zero.grad().to(torch::kFloat), {0, 0, 0});
+  expectValues(big.grad().to(torch::kFloat), {7, -2});  // 10 where 70000 was infinite
+}
+
 // A tensor-valued `where` on a plain bool that picks its number stands for a tensor of the
 // gradient's shape: reductions of it count every element (sum 1 over one element, std NaN).
 TEST_CASE("a where on a bool that picks a number reduces as a tensor of the gradient's shape") {

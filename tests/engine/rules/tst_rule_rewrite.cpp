@@ -107,6 +107,20 @@ const InvalidRewrite kInvalidRewrites[] = {
      "graph(%x, %z):\n  return (%x, %z)",
      "1:12: the pattern's output 2 is not computed on the way to its first output, which is "
      "where matching starts: return that value first"},
+    // Crashed the process that checked it (and every runner whose pack library held it).
+    {"returns nothing", "graph(%x):\n  %y = aten::relu(%x)\n  return ()",
+     "graph(%x):\n  %y = aten::relu(%x)\n  return ()",
+     "1:12: the pattern returns nothing: it must return the value the matched code computes"},
+    // Passed the check, then failed the run with LibTorch's internal assertion.
+    {"returns its input", "graph(%x):\n  %y = aten::relu(%x)\n  return (%x)",
+     "graph(%x):\n  return (%x)",
+     "1:12: the pattern's first output is one of its inputs: it must be a value the pattern "
+     "computes, which is where matching starts"},
+    {"an operation off the path",
+     "graph(%x):\n  %y = aten::relu(%x)\n  %c : int = prim::Constant[value=1]()\n  return (%c)",
+     "graph(%x):\n  %c : int = prim::Constant[value=1]()\n  return (%c)",
+     "1:12: the pattern's aten::relu is not on the way to its first output, which is where "
+     "matching starts: the matcher would never reach it"},
 };
 
 }  // namespace
