@@ -5,9 +5,12 @@
 #include <torch/serialize.h>
 
 #include <filesystem>
-#include <fstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "symtune/core/atomic_file.h"
 
 namespace symtune::bench {
 
@@ -29,9 +32,10 @@ void exportForAnchor(const std::string& model, Trainer& trainer, const Session& 
       inputs.push_back(in.isTensor() ? c10::IValue(in.toTensor().cpu()) : in);
     batches.push_back(c10::ivalue::Tuple::create({inputs, b.target.cpu()}));
   }
+  // Written whole or not at all, and a failure said (an unchecked stream left the anchor a
+  // truncated export to misread).
   const std::vector<char> bytes = torch::pickle_save(batches);
-  std::ofstream(dir / "batches.pt", std::ios::binary)
-      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  writeFileAtomically(dir / "batches.pt", std::string(bytes.begin(), bytes.end()));
 
   json modules = json::array();
   for (const auto& m : module.named_modules()) {
@@ -74,7 +78,7 @@ void exportForAnchor(const std::string& model, Trainer& trainer, const Session& 
                       {"warmup", config.warmup},
                       {"cpu_memory", config.cpuMemory},
                       {"modules", modules}};
-  std::ofstream(dir / "session.json") << manifest.dump(2) << "\n";
+  writeFileAtomically(dir / "session.json", manifest.dump(2) + "\n");
 }
 
 }  // namespace symtune::bench

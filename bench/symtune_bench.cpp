@@ -4,9 +4,13 @@
 //   build/ci/bin/symtune-bench --preset cpu --output bench-results/cpu.json
 //   build/ci/bin/symtune-bench-chart bench-results/cpu.json bench-results/cpu.png
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <limits>
+#include <optional>
+#include <regex>
 #include <sstream>
 
 #include "harness.h"
@@ -97,15 +101,27 @@ std::vector<std::string> split(const std::string& list) {
   return items;
 }
 
+// Digits only: std::stoi and std::stod also take " 5", "+5", "0.5abc" and (stod) "0x0.8p0".
 int toInt(const std::string& text, const std::string& option) {
-  try {
-    size_t used = 0;
-    const int v = std::stoi(text, &used);
-    if (used == text.size() && v >= 0)
-      return v;
-  } catch (const std::exception&) {
+  static const std::regex digits("[0-9]{1,10}");
+  if (std::regex_match(text, digits)) {
+    const long long v = std::stoll(text);
+    if (v <= std::numeric_limits<int>::max())
+      return static_cast<int>(v);
   }
   throw std::invalid_argument(option + " needs a non-negative integer, got \"" + text + "\"");
+}
+
+// A decimal fraction, "0.5" or "5e-1"; nullopt for anything else (1e400 too).
+std::optional<double> toFraction(const std::string& text) {
+  static const std::regex real("([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?");
+  if (!std::regex_match(text, real))
+    return std::nullopt;
+  try {
+    return std::stod(text);
+  } catch (const std::out_of_range&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -165,34 +181,40 @@ int main(int argc, char** argv) {
         for (const auto& f : split(value))
           budgets.push_back("remat:" + f);
       } else if (arg == "--grid") {
-        double f = 0;
-        try {
-          f = std::stod(value);
-        } catch (const std::exception&) {
-        }
-        if (!(f > 0 && f <= 1))
-          throw std::invalid_argument("--grid takes a share of the plain peak in (0, 1]");
-        config.grid = f;
+        const auto f = toFraction(value);
+        if (!f || !(*f > 0 && *f <= 1))
+          throw std::invalid_argument("--grid takes a share of the plain peak in (0, 1], got \"" +
+                                      value + "\"");
+        config.grid = *f;
       } else if (arg == "--grid-bind") {
-        double s = -1;
-        try {
-          s = std::stod(value);
-        } catch (const std::exception&) {
-        }
-        if (!(s >= 0 && s < 1))
-          throw std::invalid_argument("--grid-bind takes a memory slack in [0, 1)");
-        config.gridBind = s;
+        const auto s = toFraction(value);
+        if (!s || !(*s >= 0 && *s < 1))
+          throw std::invalid_argument("--grid-bind takes a memory slack in [0, 1), got \"" + value +
+                                      "\"");
+        config.gridBind = *s;
       } else if (arg == "--binding-table") {
         if (value != "own" && value != "shared")
           throw std::invalid_argument("--binding-table: expected own or shared, found " + value);
         config.sharedTables =
             value == "shared" ? std::make_shared<symtune::bench::SharedTables>() : nullptr;
-      } else if (arg == "--memory-prediction" && (value == "on" || value == "off"))
+      } else if (arg == "--memory-prediction") {
+        if (value != "on" && value != "off")
+          throw std::invalid_argument("--memory-prediction: expected on or off, found " + value);
         config.memoryPrediction = value == "on";
-      else
+      } else {
         throw std::invalid_argument("unknown option " + arg + " (see --help)");
+      }
     }
     config.modes.insert(config.modes.end(), budgets.begin(), budgets.end());
+    // A mode given twice ran twice, the harness taking the last as the baseline and the anchor
+    // the first, so their ratios were of different runs.
+    for (auto m = config.modes.begin(); m != config.modes.end(); ++m) {
+      if (std::find(config.modes.begin(), m, *m) != m)
+        throw std::invalid_argument("mode \"" + *m + "\" is given twice (--modes, --budgets)");
+    }
+    if (std::find(config.modes.begin(), config.modes.end(), config.baseline) == config.modes.end())
+      throw std::invalid_argument("the baseline mode \"" + config.baseline +
+                                  "\" is not among --modes");
     if (config.steps < 1)
       throw std::invalid_argument("--steps must be at least 1");
     if (config.gridBind && !config.grid)

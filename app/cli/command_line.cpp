@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iterator>
 #include <regex>
+#include <set>
 #include <stdexcept>
 
 namespace symtune::app {
@@ -17,7 +18,9 @@ bool isHelp(const std::string& a) {
 
 // The value of the option at args[i], moving i onto it. A value that is itself an option is the
 // value left out (`--report --nvtx` wrote a report named --nvtx and never turned --nvtx on); a
-// file whose name starts with "--" is given as ./--name. --help is the usage wherever it stands.
+// file whose name starts with "--" is given as ./--name. --help is the usage wherever it stands,
+// a value's place too (each parser answers it before reading values: `--report --help` wrote a
+// report named --help).
 const std::string& optionValue(const std::vector<std::string>& args, size_t& i) {
   const std::string& option = args[i];
   if (i + 1 >= args.size())
@@ -27,6 +30,13 @@ const std::string& optionValue(const std::vector<std::string>& args, size_t& i) 
     throw std::invalid_argument(option + " needs a value, got the option " + v +
                                 " (a file of that name: ./" + v + ")");
   return args[++i];
+}
+
+// Refuses an option given a second time: the first value was dropped without a word (`--report
+// a.json --report b.json` wrote only b.json).
+void once(std::set<std::string>& seen, const std::string& option) {
+  if (!seen.insert(option).second)
+    throw std::invalid_argument(option + " is given twice");
 }
 
 // Whether `v` is written as a plain decimal number: digits, and for a fraction one point and an
@@ -68,9 +78,12 @@ CommandLine parseRulesCommand(const std::vector<std::string>& args) {
       throw std::invalid_argument("rules list takes no arguments");
     return cl;
   }
+  std::set<std::string> seen;
   for (size_t i = 2; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return optionValue(args, i); };
+    if (a.rfind("--", 0) == 0)
+      once(seen, a);
     const bool exporting = cl.rulesCommand == "export";
     if (exporting && a == "--name") {
       cl.packName = value();
@@ -109,7 +122,7 @@ int64_t count(const std::string& option, const std::string& v, int64_t least) {
   }
   if (!plainDecimal(v, false) || used != v.size() || n < least || n > 1000000)
     throw std::invalid_argument(option + " expects an integer from " + std::to_string(least) +
-                                ", got \"" + v + "\"");
+                                " to 1000000, got \"" + v + "\"");
   return n;
 }
 
@@ -120,9 +133,12 @@ CommandLine parseTuneCommand(const std::vector<std::string>& args) {
     cl.mode = CommandLine::Mode::Help;
     return cl;
   }
+  std::set<std::string> seen;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& { return optionValue(args, i); };
+    if (a.rfind("--", 0) == 0)
+      once(seen, a);
     if (a == "--budget-steps") {
       cl.tuneBudgetSteps = count(a, value(), 1);
     } else if (a == "--warmup") {
@@ -193,17 +209,20 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
       throw std::invalid_argument("bindings needs a session, a report or a binding table");
     return cl;
   }
+  if (std::any_of(args.begin() + static_cast<std::ptrdiff_t>(first), args.end(), isHelp)) {
+    cl.mode = CommandLine::Mode::Help;
+    return cl;
+  }
   bool traceStepsGiven = false, screenshotAfterGiven = false, progressIntervalGiven = false;
+  std::set<std::string> seen;
   for (size_t i = first; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (isHelp(a)) {
-      cl.mode = CommandLine::Mode::Help;
-      return cl;
-    }
     if (a == "--version") {
       cl.mode = CommandLine::Mode::Version;
       return cl;
     }
+    if (a.rfind("--", 0) == 0 && a != "--batch")  // a second --batch says more below
+      once(seen, a);
     if (cl.mode == CommandLine::Mode::Graph && a == "--format") {
       cl.graphFormat = value(i);
       if (cl.graphFormat != "json" && cl.graphFormat != "dot") {
@@ -223,25 +242,11 @@ CommandLine parseCommandLine(const std::vector<std::string>& args) {
                                     "\": --batch names the session (see --help)");
       cl.mode = CommandLine::Mode::Batch;
       cl.session = value(i);
-      if (isHelp(cl.session)) {  // `symtune --batch --help`: the usage, not a file named --help
-        cl.mode = CommandLine::Mode::Help;
-        return cl;
-      }
     } else if (a == "--trace") {
       cl.trace = value(i);
     } else if (a == "--trace-steps") {
-      const std::string& v = value(i);
-      size_t used = 0;
-      long long n = 0;
-      try {
-        n = std::stoll(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (!plainDecimal(v, false) || used != v.size() || n < 1) {
-        throw std::invalid_argument("--trace-steps expects a positive integer, got \"" + v + "\"");
-      }
-      cl.traceSteps = n;
+      // Bounded: a step bound near INT64_MAX overflowed the traced range into an empty trace.
+      cl.traceSteps = count(a, value(i), 1);
       traceStepsGiven = true;
     } else if (a == "--nvtx") {
       cl.nvtx = true;

@@ -17,13 +17,13 @@
 #include "batch_run.h"
 #include "bindings_command.h"
 #include "command_line.h"
+#include "rule_plugins.h"
 #include "rules_command.h"
 #include "run_files.h"
 #include "symtune/core/atomic_file.h"
 #include "symtune/core/graph.h"
 #include "symtune/core/version.h"
 #include "symtune/graph/symugen.h"
-#include "symtune/rules/plugin_loader.h"
 #include "symtune/rules/rule_registry.h"
 #include "symtune/rules/rule_rewrite.h"
 #include "symtune/runtime/trainer.h"
@@ -52,30 +52,10 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
-// The session names rules: the registry gets the trusted plugin folders' rules too. What was
-// refused, and library packs that were skipped, are said on stderr; the run goes on without them.
-void loadRulePlugins() {
-  auto& registry = symtune::rules::Registry::global();
-  for (const auto& report : symtune::rules::loadPlugins(registry)) {
-    if (report.loaded) {
-      std::cerr << "symtune: plugin " << report.name << " " << report.version << " ("
-                << report.path.string() << "):";
-      for (const auto& rule : report.rules)
-        std::cerr << " " << rule;
-      std::cerr << std::endl;
-    } else {
-      std::cerr << "symtune: warning: plugin " << report.path.string()
-                << " refused: " << report.reason << std::endl;
-    }
-  }
-  for (const auto& problem : registry.problems())
-    std::cerr << "symtune: warning: " << problem << std::endl;
-}
-
 // The rules a session gets from the built-in pack and plugins (not from a pack library, whose
 // packs `rules import` compares itself): origins "pack NAME VERSION (PATH.json)" are a library's.
 std::map<std::string, std::string> registeredOutsideLibraries() {
-  loadRulePlugins();
+  symtune::app::loadRulePlugins();
   std::map<std::string, std::string> out;
   for (const auto& e : symtune::rules::Registry::global().entries()) {
     const std::string& o = e.origin;
@@ -89,7 +69,7 @@ std::map<std::string, std::string> registeredOutsideLibraries() {
 
 // `rules list`: what the studio offers when it starts a session.
 int listRules() {
-  loadRulePlugins();
+  symtune::app::loadRulePlugins();
   nlohmann::json list = nlohmann::json::array();
   for (const auto& e : symtune::rules::Registry::global().entries())
     list.push_back({{"name", e.name}, {"origin", e.origin}, {"description", e.description}});
@@ -138,7 +118,7 @@ int runBatchCommand(const symtune::app::CommandLine& cl) {
       return fail(*why, 2);
   }
   if (!session.rules.empty())
-    loadRulePlugins();
+    symtune::app::loadRulePlugins();
   // A session may be written for another machine, so this is said, not refused.
   if (const unsigned cores = std::thread::hardware_concurrency();
       cores > 0 && session.run.threads > static_cast<int>(cores))
@@ -197,7 +177,7 @@ int runCheckCommand(const symtune::app::CommandLine& cl) {
     return fail(e.what(), 2);
   }
   if (!session.rules.empty())
-    loadRulePlugins();
+    symtune::app::loadRulePlugins();
   try {
     symtune::Trainer trainer(session);
     trainer.checkFirstBatch();
@@ -222,6 +202,8 @@ int runGraphCommand(const symtune::app::CommandLine& cl) {
     if (target.extension() == ".json") {
       const symtune::Session session = symtune::loadSession(target);
       read = symtune::app::sessionInputs(session, target.string());
+      if (!session.rules.empty())  // a rewrite of a plugin's changes the graph
+        symtune::app::loadRulePlugins();
       symtune::Trainer trainer(session);
       graph = cl.graphStep ? trainer.captureStep() : trainer.staticGraph();
     } else {
@@ -265,6 +247,10 @@ int runGraphCommand(const symtune::app::CommandLine& cl) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdout (`symtune --batch s.json | head`, or Ctrl-C ending a `| tee` too) fails the
+  // progress lines' writes instead of ending the process: the run goes on to its report, its
+  // checkpoint and its saved model, as docs/session-format.md promises for an interrupted run.
+  std::signal(SIGPIPE, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   symtune::app::CommandLine cl;
   try {

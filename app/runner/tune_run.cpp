@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "rule_plugins.h"
 #include "run_files.h"
 #include "symtune/core/atomic_file.h"
 #include "symtune/core/session.h"
@@ -92,6 +93,8 @@ int runTuneCommand(const CommandLine& cl) {
     std::cerr << "symtune: error: " << e.what() << std::endl;
     return 2;
   }
+  if (!session.rules.empty())
+    loadRulePlugins();
   try {  // where the search's result goes, checked before the search spends its budget
     checkWritable(cl.output.value_or(cl.session));
   } catch (const std::exception& e) {
@@ -151,16 +154,18 @@ int runTuneCommand(const CommandLine& cl) {
   const std::string target = cl.output.value_or(cl.session);
   // Note [One binding table for the search]: the table the search measured goes with the tuned
   // session, where a run of it reads its table, so that it binds from its first step.
+  // The table first: a session written before a table that then failed named a table that was
+  // not there (or an older one), and said it was tuned.
   std::string tableWritten;
   try {
     Session written = tuned.session;
     written.path = target;  // its paths relative to where it is written
-    writeFileAtomically(target, sessionJson(written));
     const std::filesystem::path table = bindingTablePath(written);
     if (tuned.bindings && written.binding.save && !table.empty()) {
       tuned.bindings->save(table.string());
       tableWritten = table.string();
     }
+    writeFileAtomically(target, sessionJson(written));
   } catch (const std::exception& e) {
     std::cerr << "symtune: error: " << e.what() << std::endl;
     return 1;

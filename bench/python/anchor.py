@@ -380,8 +380,12 @@ def median_of(mode: dict, key: str) -> Optional[float]:
     return mode[key]["median"] if mode.get(key) else None
 
 
-def relative_deviation(value: float, reference: float) -> float:
-    return abs(value - reference) / max(abs(reference), 1e-12)  # as the harness computes it
+def relative_deviation(value: Optional[float], reference: Optional[float]) -> float:
+    """As the harness computes it; NaN where either loss is missing (the harness writes a NaN
+    loss as null)."""
+    if value is None or reference is None:
+        return math.nan
+    return abs(value - reference) / max(abs(reference), 1e-12)
 
 
 def compare(mode: dict, baseline: dict):
@@ -467,8 +471,12 @@ def check_first_loss(results: list, engine: dict, tolerance: float) -> bool:
         dev = relative_deviation(mine, theirs)
         passed = dev <= tolerance  # False for NaN
         ok = ok and passed
-        print(f"first loss: {model['model']:<16} python-eager {mine:.8f}  engine {theirs:.8f}  "
-              f"rel dev {dev:.2e}  {'ok' if passed else 'MISMATCH'}", file=sys.stderr)
+
+        def shown(loss):
+            return "null" if loss is None else f"{loss:.8f}"
+        print(f"first loss: {model['model']:<16} python-eager {shown(mine)}  engine "
+              f"{shown(theirs)}  rel dev {dev:.2e}  {'ok' if passed else 'MISMATCH'}",
+              file=sys.stderr)
     return ok
 
 

@@ -1,98 +1,57 @@
 // `symtune --batch` end to end, as a user runs it: a real process, progress on stdout, a report on
 // disk, and a one-line reason with a non-zero exit code for bad input.
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QMap>
-#include <QProcess>
 #include <QSet>
 #include <QTemporaryDir>
 
-#include "symtune/core/rule_pack.h"
+#include "child_process.h"
+#include "symtune_cli.h"
 #include "test_main.h"
 
-namespace {
-
-const QString kSymtune = QStringLiteral(SYMTUNE_BIN_DIR "/symtune");
-
-struct Result {
-  int exitCode = -1;
-  QString out, err;
-};
-
-Result run(const QStringList& args, int timeoutMs = 300000) {
-  QProcess p;
-  p.start(kSymtune, args);
-  if (!p.waitForFinished(timeoutMs)) {
-    p.kill();
-    p.waitForFinished();
-  }
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
-          QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
-// docs/rules.md's example pack: the built-in nan_guard under another pack's name.
-const QByteArray kGuardsPack = R"({
-  "format": "symtune-rulepack", "version": 1, "name": "guards", "pack_version": "1.0.0",
-  "description": "Steps that go wrong, skipped",
-  "rules": [
-    {"name": "nan_guard", "description": "Skips a step whose gradients hold a NaN or an infinity.",
-     "source": "rule nan_guard {\n  when grad_nan_count + grad_inf_count > 0\n  skip step\n}"}
-  ],
-  "checksum": "fnv1a64:186950ab51cbea6e"
-})";
-
-QString writeFile(const QTemporaryDir& dir, const QString& name, const QByteArray& text) {
-  QFile f(dir.filePath(name));
-  if (!f.open(QIODevice::WriteOnly))
-    qFatal("cannot write %s", qPrintable(f.fileName()));
-  f.write(text);
-  return f.fileName();
-}
-
-// The tagger's `ci` preset for three steps, bound (a session that says nothing of binding), as
-// tagger.json in `dir`.
-QString boundTagger(const QTemporaryDir& dir) {
-  return writeFile(dir, "tagger.json", R"({
-    "format": "symtune-session", "version": 1, "name": "tagger",
-    "model": {"zoo": "dynamic_tagger", "preset": "ci"}, "run": {"steps": 3, "threads": 2}})");
-}
-
-const QByteArray kSession = R"({
-  "format": "symtune-session", "version": 1, "name": "batch test",
-  "model": {"zoo": "dynamic_resnet", "preset": "ci"},
-  "data": {"seed": 2}, "optimizer": {"lr": 0.003}, "run": {"steps": 30, "threads": 2}
-})";
-
-// A rewrite whose sides take different inputs.
-const QByteArray kBadRewrite =
-    "rule bad {\n"
-    "  rewrite \"\"\"graph(%x):\n"
-    "  %y = aten::relu(%x)\n"
-    "  return (%y)\"\"\" => \"\"\"graph(%x, %z):\n"
-    "  return (%x)\"\"\"\n"
-    "}\n";
-
-// The built-in pack's GELU rewrite, its NaN guard, the example plugin's C++ rule and a rule of
-// the session's own.
-// (Not a raw string: moc misreads a raw string holding \".)
-const QByteArray kRulesSession =
-    "{\"format\": \"symtune-session\", \"version\": 1, \"name\": \"rules\",\n"
-    " \"model\": {\"zoo\": \"transformer_xl\", \"preset\": \"ci\"}, \"run\": {\"steps\": 5},\n"
-    " \"rules\": {\"enable\": [\"tanh_gelu\", \"nan_guard\", \"gradient_centralization\"],\n"
-    "           \"source\": \"rule every_step { select params \\\"*\\\"  set grad = grad * 1 "
-    "}\"}}\n";
-
-}  // namespace
+using namespace symtune::test::cli;
 
 class TestBatch : public QObject {
   Q_OBJECT
 
  private Q_SLOTS:
+  // Ctrl-C on `symtune --batch s.json | tee log` ends tee too: the runner's next progress line met
+  // a closed pipe, and SIGPIPE ended it without its report. Until 2026-12-07.
+  void writesTheReportWhenItsOutputIsClosed() {
+    QTemporaryDir dir;
+    const QString session = writeFile(dir, "s.json", kSession);
+    const QString reportPath = dir.filePath("report.json");
+    // Started as a shell starts it, SIGPIPE at its default (QProcess neither closes the pipe nor
+    // says what its child inherits).
+    symtune::test::ChildProcess runner;
+    runner.start(kSymtune.toStdString(), {"--batch", session.toStdString(), "--report",
+                                          reportPath.toStdString(), "--progress-interval", "0"});
+    // Up to the first step's line: the run, and its SIGINT handler, are up.
+    while (runner.standardOutput().find("step  1/30") == std::string::npos &&
+           runner.waitForOutput(std::chrono::minutes(5))) {
+    }
+    QVERIFY2(runner.standardOutput().find("step  1/30") != std::string::npos,
+             runner.standardError().c_str());
+    runner.closeStandardOutput();
+    QCOMPARE(::kill(runner.pid(), SIGINT), 0);
+    QVERIFY(runner.waitForFinished(std::chrono::minutes(5)));
+    const std::string err = runner.standardError();
+    QVERIFY2(runner.exitedNormally(), err.c_str());  // not ended by SIGPIPE
+    QCOMPARE(runner.exitCode(), 130);
+    QFile f(reportPath);
+    QVERIFY2(f.open(QIODevice::ReadOnly), err.c_str());
+    const QJsonObject report = QJsonDocument::fromJson(f.readAll()).object();
+    QCOMPARE(report["status"].toString(), QString("interrupted"));
+    QVERIFY(report["steps"]["completed"].toInt() >= 1);
+  }
+
   void writesReportAndProgress() {
     QTemporaryDir dir;
     const QString session = writeFile(dir, "s.json", kSession);
@@ -225,19 +184,6 @@ class TestBatch : public QObject {
     QCOMPARE(throughput["samples_per_s"].toDouble(), 3 * 80 / throughput["train_s"].toDouble());
   }
 
-  // A pack that reuses a built-in rule's name would never give a session its rule (the registry
-  // keeps the built-in one and skips the pack): `rules import` refuses it, and installs nothing.
-  void rulesImportRefusesABuiltInRulesName() {
-    QTemporaryDir dir;
-    const QString pack = writeFile(dir, "guards.json", kGuardsPack);
-    const Result r = run({"rules", "import", pack, "--library", dir.filePath("lib")});
-    QCOMPARE(r.exitCode, 2);
-    QVERIFY2(r.err.contains("symtune: error: rule \"nan_guard\" of pack \"guards\" is already "
-                            "registered by pack builtin "),
-             qPrintable(r.err));
-    QVERIFY(!QFile::exists(dir.filePath("lib/guards.json")));
-  }
-
   void badInputExitsWithOneLine_data() {
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QByteArray>("session");  // written to s.json when not empty
@@ -358,25 +304,6 @@ class TestBatch : public QObject {
         << "rules list takes no arguments";
   }
 
-  // `symtune rules list` hands over to the runner, whose registry holds the built-in pack (and
-  // the build's example plugin): JSON the New Session dialog reads.
-  void rulesListIsTheRegistryAsJson() {
-    const Result r = run({"rules", "list"});
-    QCOMPARE(r.exitCode, 0);
-    const QJsonDocument doc = QJsonDocument::fromJson(r.out.toUtf8());
-    QVERIFY2(doc.isArray(), qPrintable(r.out.left(200)));
-    QStringList names;
-    for (const auto& v : doc.array()) {
-      const QJsonObject rule = v.toObject();
-      QVERIFY(!rule["description"].toString().isEmpty());
-      QVERIFY(!rule["origin"].toString().isEmpty());
-      names << rule["name"].toString();
-    }
-    for (const char* name : {"gradient_steering", "nan_guard", "tanh_gelu", "fused_bias_gelu",
-                             "fused_bias_dropout_add"})
-      QVERIFY2(names.contains(name), name);
-  }
-
   void badInputExitsWithOneLine() {
     QFETCH(QStringList, args);
     QFETCH(QByteArray, session);
@@ -393,246 +320,6 @@ class TestBatch : public QObject {
     QVERIFY2(r.err.contains(message), qPrintable(r.err));
     QCOMPARE(r.err.count('\n'), 1);
     QVERIFY(!QFile::exists(dir.filePath("s.report.json")));
-  }
-
-  void graphCommandPrintsJsonAndDot() {
-    const QString session = SYMTUNE_SOURCE_DIR "/resources/sessions/demo.json";
-    const Result json = run({"graph", session});
-    QVERIFY2(json.exitCode == 0, qPrintable(json.err));
-    const QJsonObject graph = QJsonDocument::fromJson(json.out.toUtf8()).object();
-    QCOMPARE(graph["format"].toString(), QString("symtune-graph"));
-    QVERIFY(graph["nodes"].toArray().size() > 100);
-
-    QTemporaryDir dir;
-    const QString dotPath = dir.filePath("step.dot");
-    const Result dot = run({"graph", session, "--step", "--format", "dot", "--output", dotPath});
-    QVERIFY2(dot.exitCode == 0, qPrintable(dot.err));
-    QFile f(dotPath);
-    QVERIFY(f.open(QIODevice::ReadOnly));
-    const QString text = QString::fromUtf8(f.readAll());
-    QVERIFY(text.startsWith("digraph \"dynamic-resnet demo\" {"));
-    QVERIFY(text.contains("ConvolutionBackward0"));
-    QVERIFY(text.contains("(taken)"));
-  }
-
-  void bindingsCommandPrintsTheTable() {
-    // A tagger trains with op sites bound; `symtune bindings` shows the table from the session,
-    // the report and the table file, as text and as JSON.
-    QTemporaryDir dir;
-    const QString session = boundTagger(dir);
-    const QString reportPath = dir.filePath("tagger.report.json");
-    const Result trained = run({"--batch", session, "--report", reportPath});
-    QVERIFY2(trained.exitCode == 0, qPrintable(trained.err));
-    QVERIFY(QFile::exists(dir.filePath("tagger.bindings.json")));
-    for (const QString& target : {session, reportPath, dir.filePath("tagger.bindings.json")}) {
-      const Result text = run({"bindings", target});
-      QVERIFY2(text.exitCode == 0, qPrintable(text.err));
-      QVERIFY2(text.out.startsWith("bindings of tagger:"), qPrintable(text.out));
-      QVERIFY(text.out.contains("aten::select rnn"));
-      QVERIFY(text.out.contains("unbind-once: forward "));
-      const Result json = run({"bindings", target, "--json"});
-      QCOMPARE(json.exitCode, 0);
-      const QJsonObject table = QJsonDocument::fromJson(json.out.toUtf8()).object();
-      QCOMPARE(table["format"].toString(), QString("symtune-bindings"));
-      QVERIFY(!table["bindings"].toArray().isEmpty());
-    }
-  }
-
-  void tuneCommandWritesTheFastestConfiguration() {
-    // `symtune tune` searches the tagger's configurations with a budget of 12 steps (4 of 1 + 2:
-    // two searched, then the fastest two side by side) and writes the fastest into a copy of the
-    // session, which then trains as tuned.
-    QTemporaryDir dir;
-    const QString session = writeFile(dir, "tagger.json", R"({
-      "format": "symtune-session", "version": 1, "name": "tagger",
-      "model": {"zoo": "dynamic_tagger", "preset": "ci"}, "binding": {"enabled": false},
-      "run": {"steps": 3, "threads": 2}})");
-    const QString tunedPath = dir.filePath("tagger.tuned.json");
-    const Result tuned = run({"tune", session, "--budget-steps", "12", "--warmup", "1", "--measure",
-                              "2", "--output", tunedPath, "--json"});
-    QVERIFY2(tuned.exitCode == 0, qPrintable(tuned.err));
-    QVERIFY2(tuned.err.contains("(the session's)"), qPrintable(tuned.err));
-    const QJsonObject search = QJsonDocument::fromJson(tuned.out.toUtf8()).object();
-    QCOMPARE(search["format"].toString(), QString("symtune-tune"));
-    const QJsonArray evaluations = search["evaluations"].toArray();
-    QVERIFY(!evaluations.isEmpty());
-    QVERIFY(evaluations.size() <= 2);
-    QCOMPARE(evaluations[0].toObject()["configuration"].toString(),
-             QString("microbatches 1, threads 2, remat_budget as the session"));
-    const QString best = search["best"].toObject()["configuration"].toString();
-    QVERIFY(!best.isEmpty());
-    double fastest = 0;
-    QString fastestConfiguration;
-    for (const auto& e : evaluations) {
-      if (e.toObject()["samples_per_s"].toDouble() > fastest) {
-        fastest = e.toObject()["samples_per_s"].toDouble();
-        fastestConfiguration = e.toObject()["configuration"].toString();
-      }
-    }
-    // The search's fastest two measured again side by side; the faster there is the choice, and
-    // the budget holds for both together.
-    int64_t sideBySideEvaluations = 0;
-    if (search["runner_up"].isObject()) {
-      const QJsonObject side = search["side_by_side"].toObject();
-      QVERIFY2(!side.isEmpty(), qPrintable(tuned.out));
-      sideBySideEvaluations = 2;
-      QCOMPARE(side["first"].toString(), fastestConfiguration);
-      // Each one's search figure and its figure side by side together.
-      const auto searched = [&](const QString& configuration) {
-        for (const auto& e : evaluations) {
-          if (e.toObject()["configuration"].toString() == configuration)
-            return e.toObject()["samples_per_s"].toDouble();
-        }
-        return 0.0;
-      };
-      const bool reversed =
-          std::sqrt(searched(side["second"].toString()) * side["second_samples_per_s"].toDouble()) >
-          std::sqrt(fastest * side["first_samples_per_s"].toDouble());
-      QCOMPARE(side["reversed"].toBool(), reversed);
-      QCOMPARE(best, side[reversed ? "second" : "first"].toString());
-      QCOMPARE(search["runner_up"].toObject()["configuration"].toString(),
-               side[reversed ? "first" : "second"].toString());
-      QCOMPARE(side["steps"].toInt(), 6);
-      QVERIFY(search["steps"].toInt() + side["steps"].toInt() <= 12);
-    } else {
-      QVERIFY(search["side_by_side"].isNull());
-      QCOMPARE(search["best"].toObject()["samples_per_s"].toDouble(), fastest);
-      QVERIFY(search["steps"].toInt() <= 12);
-    }
-    // The original is untouched; the copy holds the configuration and the search.
-    QFile original(session);
-    QVERIFY(original.open(QIODevice::ReadOnly));
-    QVERIFY(!original.readAll().contains("tuned"));
-    QFile written(tunedPath);
-    QVERIFY(written.open(QIODevice::ReadOnly));
-    const QJsonObject control =
-        QJsonDocument::fromJson(written.readAll()).object()["control"].toObject();
-    QCOMPARE(control["mode"].toString(), QString("tuned"));
-    QCOMPARE(QString("microbatches %1, threads %2, remat_budget as the session")
-                 .arg(control["microbatches"].toInt())
-                 .arg(control["threads"].toInt()),
-             best);
-    QCOMPARE(control["tuned"].toObject()["evaluations"].toInt(),
-             evaluations.size() + sideBySideEvaluations);
-    const Result again = run({"--batch", tunedPath, "--report", dir.filePath("r.json")});
-    QVERIFY2(again.exitCode == 0, qPrintable(again.err));
-    QVERIFY2(again.out.contains("control: tuned, " + best + " (auto_tune measured "),
-             qPrintable(again.out));
-    // Bad input: a budget that buys nothing, and no budget at all.
-    const Result tooSmall = run({"tune", session, "--budget-steps", "2"});
-    QCOMPARE(tooSmall.exitCode, 2);
-    QVERIFY2(tooSmall.err.startsWith("symtune: error: "), qPrintable(tooSmall.err));
-    QVERIFY2(tooSmall.err.contains("a budget of 2 steps buys no evaluation (each takes 5"),
-             qPrintable(tooSmall.err));
-    const Result none = run({"tune", session});
-    QCOMPARE(none.exitCode, 2);
-    QVERIFY(none.err.contains("tune needs --budget-steps N"));
-  }
-
-  void tuneCommandSharesOneBindingTable() {
-    // A bound tagger: the search's trainers share one binding table (Note [One binding table for
-    // the search] in symtune/runtime/tuning.h), which goes beside the tuned session; a run of
-    // the tuned session reads it and, on the batches the search trained on, measures nothing.
-    QTemporaryDir dir;
-    const QString session = boundTagger(dir);
-    const QString tunedPath = dir.filePath("tagger.tuned.json");
-    const QString table = dir.filePath("tagger.tuned.bindings.json");
-    const Result tuned = run({"tune", session, "--budget-steps", "6", "--warmup", "1", "--measure",
-                              "2", "--output", tunedPath, "--json"});
-    QVERIFY2(tuned.exitCode == 0, qPrintable(tuned.err));
-    const QJsonObject search = QJsonDocument::fromJson(tuned.out.toUtf8()).object();
-    QCOMPARE(search["evaluations"].toArray().size(), 2);
-    QCOMPARE(search["binding_table"].toString(), table);
-    // The search writes no table beside the session it was given: only the tuned one's.
-    QVERIFY(!QFile::exists(dir.filePath("tagger.bindings.json")));
-    const Result shown = run({"bindings", table, "--json"});
-    QVERIFY2(shown.exitCode == 0, qPrintable(shown.err));
-    QVERIFY(!QJsonDocument::fromJson(shown.out.toUtf8()).object()["bindings"].toArray().isEmpty());
-    const QString reportPath = dir.filePath("tuned.report.json");
-    const Result again = run({"--batch", tunedPath, "--report", reportPath});
-    QVERIFY2(again.exitCode == 0, qPrintable(again.err));
-    QFile reportFile(reportPath);
-    QVERIFY(reportFile.open(QIODevice::ReadOnly));
-    const QJsonObject binding =
-        QJsonDocument::fromJson(reportFile.readAll()).object()["binding"].toObject();
-    QCOMPARE(binding["note"].toString(), "bindings from " + table);
-    QCOMPARE(binding["measurements"].toInt(), 0);
-  }
-
-  // `symtune check SESSION`: the run set up as --batch would, no step taken; what is wrong in one
-  // line, exit status 2.
-  void checkCommandSetsTheRunUp() {
-    const QString sessions = QStringLiteral(SYMTUNE_SOURCE_DIR "/resources/sessions/");
-    const Result ok = run({"check", sessions + "image_classifier.json"});
-    QVERIFY2(ok.exitCode == 0, qPrintable(ok.err));
-    QCOMPARE(ok.out.trimmed(),
-             QString("cnn.pt, 1443 parameters, batch 16, cpu; images: 54 training samples (18 "
-                     "held out), inputs images [3, 16, 16] Float; target labels [] Long"));
-    QTemporaryDir dir;
-    // The shorter side to 16 keeps the aspect: the images come out of different sizes.
-    const QString wrong = writeFile(dir, "wrong.json",
-                                    R"({"format": "symtune-session", "version": 1,
-                   "model": {"file": ")" +
-                                        QByteArray(SYMTUNE_SOURCE_DIR) +
-                                        R"(/tests/data/cnn.pt", "classes": 3},
-                   "data": {"format": "images", "file": ")" +
-                                        QByteArray(SYMTUNE_SOURCE_DIR) +
-                                        R"(/tests/data/images", "batch_size": 8,
-                            "image": {"resize": 16}}})");
-    const Result bad = run({"check", wrong});
-    QCOMPARE(bad.exitCode, 2);
-    QVERIFY2(bad.err.contains(wrong + ": " SYMTUNE_SOURCE_DIR "/tests/data/images/"),
-             qPrintable(bad.err));
-    QVERIFY2(bad.err.contains("give data.image.resize or crop so that every image comes out the "
-                              "same"),
-             qPrintable(bad.err));
-    QCOMPARE(bad.err.count('\n'), 1);
-    QCOMPARE(run({"check"}).exitCode, 2);
-  }
-
-  void bindingsCommandErrors_data() {
-    QTest::addColumn<QByteArray>("file");
-    QTest::addColumn<QString>("message");
-    QTest::addRow("not JSON") << QByteArray("{") << "not JSON";
-    QTest::addRow("another format") << QByteArray(R"({"format": "symtune-rulepack"})")
-                                    << "expected a session, a report or a binding table";
-    QTest::addRow("no table yet") << QByteArray(R"({"format": "symtune-session", "version": 1,
-                          "model": {"zoo": "dynamic_tagger"}})")
-                                  << "no binding table yet at";
-    QTest::addRow("binding off") << QByteArray(R"({"format": "symtune-session", "version": 1,
-                          "model": {"zoo": "dynamic_tagger"}, "binding": {"enabled": false}})")
-                                 << "binding is off";
-  }
-
-  void bindingsCommandErrors() {
-    QFETCH(QByteArray, file);
-    QFETCH(QString, message);
-    QTemporaryDir dir;
-    const Result r = run({"bindings", writeFile(dir, "x.json", file)});
-    QCOMPARE(r.exitCode, 2);
-    QVERIFY2(r.err.startsWith("symtune: error: "), qPrintable(r.err));
-    QVERIFY2(r.err.contains(message), qPrintable(r.err));
-    QCOMPARE(r.err.count('\n'), 1);
-  }
-
-  void graphCommandErrors_data() {
-    QTest::addColumn<QStringList>("args");
-    QTest::addColumn<QString>("message");
-    QTest::addRow("--step on an archive")
-        << QStringList{"graph", "m.pt", "--step"} << "graph --step needs a session";
-    QTest::addRow("missing archive") << QStringList{"graph", "m.pt"} << "m.pt: no such model file";
-    QTest::addRow("unknown format") << QStringList{"graph", "m.pt", "--format", "svg"}
-                                    << "--format expects json or dot, got \"svg\"";
-    QTest::addRow("no target") << QStringList{"graph"}
-                               << "graph needs a session (.json) or a TorchScript archive (.pt)";
-  }
-
-  void graphCommandErrors() {
-    QFETCH(QStringList, args);
-    QFETCH(QString, message);
-    const Result r = run(args);
-    QCOMPARE(r.exitCode, 2);
-    QVERIFY2(r.err.contains(message), qPrintable(r.err));
   }
 
   void batchRunAppliesTheSessionsRules() {
@@ -711,49 +398,6 @@ class TestBatch : public QObject {
     QVERIFY2(failed["error"].toString().startsWith("step 0: remat: ") &&
                  failed["error"].toString().contains("the smallest feasible budget"),
              qPrintable(failed["error"].toString()));
-  }
-
-  void rulesCheckValidatesRewriteIr() {
-    // symtune hands a file with rewrites to symtune-runner, whose engine parses the IR.
-    const Result ok = run(
-        {"rules", "check", QStringLiteral(SYMTUNE_SOURCE_DIR "/resources/rulepacks/builtin.json")});
-    QVERIFY2(ok.exitCode == 0, qPrintable(ok.err));
-    QVERIFY2(ok.out.contains("tanh_gelu: rewrite (IR checked)"), qPrintable(ok.out));
-    QVERIFY(ok.out.contains("nan_guard: per step"));
-    QTemporaryDir dir;
-    const QString bad = writeFile(dir, "bad.rules", kBadRewrite);
-    const Result r = run({"rules", "check", bad});
-    QCOMPARE(r.exitCode, 2);
-    QCOMPARE(r.err.trimmed(),
-             "symtune: error: " + bad +
-                 ": rule `bad`: 2:3: the pattern takes 1 input, the replacement 2 inputs: they "
-                 "must match (the replacement gets the pattern's inputs)");
-  }
-
-  // A pack with a rewrite whose IR the engine refuses is skipped whole at run time, its good rules
-  // with it: `rules export` refuses to write one, and `rules import` to install one (made here
-  // past export, as a hand-edited pack would be).
-  void rulesExportAndImportValidateRewriteIr() {
-    QTemporaryDir dir;
-    const QByteArray rules = kBadRewrite + "rule fine { when loss > 100 skip step }\n";
-    const QString bad = writeFile(dir, "bad.rules", rules);
-    const QString message =
-        ": rule `bad`: 2:3: the pattern takes 1 input, the replacement 2 "
-        "inputs: they must match (the replacement gets the pattern's inputs)";
-    const Result exported = run({"rules", "export", bad, "--name", "bad", "--version", "1.0.0",
-                                 "--output", dir.filePath("bad.json")});
-    QCOMPARE(exported.exitCode, 2);
-    QCOMPARE(exported.err.trimmed(), "symtune: error: " + bad + message);
-    QVERIFY(!QFile::exists(dir.filePath("bad.json")));
-
-    const QString pack = dir.filePath("handmade.json");
-    symtune::rules::saveRulePack(
-        pack.toStdString(), symtune::rules::packFromText(rules.toStdString(), "handmade", "1.0.0",
-                                                         "a pack past export"));
-    const Result imported = run({"rules", "import", pack, "--library", dir.filePath("lib")});
-    QCOMPARE(imported.exitCode, 2);
-    QCOMPARE(imported.err.trimmed(), "symtune: error: " + pack + message);
-    QVERIFY(!QFile::exists(dir.filePath("lib/handmade.json")));
   }
 
   void versionAndHelp() {

@@ -47,6 +47,11 @@ TEST_CASE("every subcommand answers -h and --help wherever they stand") {
       {"rules", "check", "-h"},
       {"rules", "export", "r.rules", "--name", "n", "--help"},
       {"graph", "s.json", "--help"},
+      // Where a value goes: `--report --help` wrote a report named --help.
+      {"--batch", "s.json", "--report", "--help"},
+      {"--batch", "s.json", "--report", "-h"},
+      {"graph", "m.pt", "--output", "-h"},
+      {"tune", "s.json", "--output", "-h"},
   };
   for (const auto& line : lines) {
     std::string joined;
@@ -109,16 +114,16 @@ TEST_CASE("a wrong command line is refused with a reason that names what is wron
   CHECK(refusal({"--fast"}) == "unknown option --fast (see --help)");
   CHECK(refusal({"a.json", "b.json"}) == "unexpected argument \"b.json\" (see --help)");
   CHECK(refusal({"--batch", "s.json", "--trace-steps", "0"}) ==
-        "--trace-steps expects a positive integer, got \"0\"");
+        "--trace-steps expects an integer from 1 to 1000000, got \"0\"");
   CHECK(refusal({"--batch", "s.json", "--progress-interval", "-1"}) ==
         "--progress-interval expects seconds >= 0, got \"-1\"");
   // What std::stod and std::stoll would take: hexadecimal, a sign, a leading space.
   CHECK(refusal({"--batch", "s.json", "--progress-interval", "0x10"}) ==
         "--progress-interval expects seconds >= 0, got \"0x10\"");
   CHECK(refusal({"--batch", "s.json", "--trace-steps", "+3"}) ==
-        "--trace-steps expects a positive integer, got \"+3\"");
+        "--trace-steps expects an integer from 1 to 1000000, got \"+3\"");
   CHECK(refusal({"tune", "s.json", "--budget-steps", " 5"}) ==
-        "--budget-steps expects an integer from 1, got \" 5\"");
+        "--budget-steps expects an integer from 1 to 1000000, got \" 5\"");
   CHECK(parseCommandLine({"--batch", "s.json", "--progress-interval", "2.5"}).progressInterval ==
         2.5);
   CHECK(parseCommandLine({"--batch", "s.json", "--progress-interval", "1e1"}).progressInterval ==
@@ -145,7 +150,7 @@ TEST_CASE("a wrong command line is refused with a reason that names what is wron
   CHECK(refusal({"tune", "s.json"}) ==
         "tune needs --budget-steps N: the training steps it may spend");
   CHECK(refusal({"tune", "s.json", "--budget-steps", "0"}) ==
-        "--budget-steps expects an integer from 1, got \"0\"");
+        "--budget-steps expects an integer from 1 to 1000000, got \"0\"");
   CHECK(refusal({"rules"}) == "rules needs check, export, import or list (see --help)");
   CHECK(refusal({"rules", "list", "x"}) == "rules list takes no arguments");
   CHECK(refusal({"rules", "export", "r.rules", "--name", "n"}) ==
@@ -158,6 +163,19 @@ TEST_CASE("a wrong command line is refused with a reason that names what is wron
         "--batch is given twice: one session a run");
   CHECK(refusal({"--batch", "s.json", "--trace-steps", "3"}) ==
         "--trace-steps goes with --trace FILE");
+  // A step bound near INT64_MAX overflowed the traced range into an empty trace.
+  CHECK(
+      refusal({"--batch", "s.json", "--trace", "t.json", "--trace-steps", "9223372036854775807"}) ==
+      "--trace-steps expects an integer from 1 to 1000000, got \"9223372036854775807\"");
+  // A second value dropped the first without a word.
+  CHECK(refusal({"--batch", "s.json", "--report", "a.json", "--report", "b.json"}) ==
+        "--report is given twice");
+  CHECK(refusal({"graph", "m.pt", "--format", "dot", "--format", "json"}) ==
+        "--format is given twice");
+  CHECK(refusal({"tune", "s.json", "--budget-steps", "4", "--budget-steps", "8"}) ==
+        "--budget-steps is given twice");
+  CHECK(refusal({"rules", "export", "r.rules", "--output", "a.json", "--output", "b.json"}) ==
+        "--output is given twice");
   // An option where a value goes: the value was left out (this wrote a report named --nvtx and
   // never turned --nvtx on).
   CHECK(refusal({"--batch", "s.json", "--report", "--nvtx"}) ==

@@ -192,6 +192,14 @@ class ChildProcess {
     return err_.text;
   }
 
+  // Closes this end of the child's standard output, as a `| head` that has exited does: the
+  // child's next write there fails (SIGPIPE, or EPIPE where it ignores that). What it wrote
+  // before stays in standardOutput().
+  void closeStandardOutput() {
+    readAvailable();
+    closeFd(out_.fd);
+  }
+
   // SIGTERM and SIGKILL; nothing once the child has been reaped (its pid may be another's by
   // then).
   void terminate() { sendSignal(SIGTERM); }
