@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <clocale>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -148,6 +149,11 @@ int main(int argc, char** argv) {
   }
 #ifdef SYMTUNE_HAS_STUDIO
   QApplication app(argc, argv);
+  // QApplication set the C locale from the environment. Graphviz switches LC_NUMERIC to "C" for
+  // the whole process while it lays out and back after: under a comma-decimal locale, a race with
+  // the attach client's JSON parser on its own thread, which takes its decimal point from the C
+  // locale. Numbers the user reads are formatted through QLocale, which this does not change.
+  std::setlocale(LC_NUMERIC, "C");
   QApplication::setApplicationName("Symtune");
   QApplication::setOrganizationName("Symtune");
   QApplication::setApplicationVersion(symtune::kVersion);

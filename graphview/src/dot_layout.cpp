@@ -2,10 +2,10 @@
 
 #include <graphviz/cgraph.h>
 #include <graphviz/gvc.h>
+#include <graphviz/types.h>
 
 #include <QMutex>
 #include <QMutexLocker>
-#include <QStringList>
 
 #include <cstdio>
 #include <functional>
@@ -48,42 +48,33 @@ GVC_t* context() {
   return gvc;
 }
 
-QString attr(void* obj, const char* name) {
-  const char* v = agget(obj, const_cast<char*>(name));
-  return v != nullptr ? QString::fromLatin1(v) : QString();
-}
+// Note [Layout from Graphviz's structs]
+// The layout is read from the structs Graphviz laid out (ND_coord, ED_spl, GD_bb: the types.h
+// that its renderers read), not from the attributes attach_attrs writes: those print numbers with
+// %.5g, so at and above 100,000 points (a chain of about 2,000 nodes, which the view may draw) a
+// coordinate was off by up to 5 points, an edge's arrow tip fell on its last spline point (no
+// arrowhead was drawn) and nodes were placed 40 and 50 points apart where dot placed them 48.
 
 // Graphviz points have y up; the scene's y points down from the top of the bounding box.
 struct Flip {
   double top = 0;
-  QPointF operator()(double x, double y) const { return {x, top - y}; }
-  std::optional<QPointF> point(const QString& text) const {
-    const QStringList xy = text.split(',');
-    if (xy.size() != 2)
-      return std::nullopt;
-    return (*this)(xy[0].toDouble(), xy[1].toDouble());
-  }
-  std::optional<QRectF> box(const QString& text) const {  // "llx,lly,urx,ury"
-    const QStringList v = text.split(',');
-    if (v.size() != 4)
-      return std::nullopt;
-    return QRectF((*this)(v[0].toDouble(), v[3].toDouble()),
-                  (*this)(v[2].toDouble(), v[1].toDouble()));
+  QPointF operator()(const pointf& p) const { return {p.x, top - p.y}; }
+  QRectF box(const boxf& b) const {
+    return QRectF((*this)(pointf{b.LL.x, b.UR.y}), (*this)(pointf{b.UR.x, b.LL.y}));
   }
 };
 
-// An edge's `pos`: "[s,x,y ][e,x,y ]x,y x,y x,y x,y ..." (one spline; ';' separates several,
-// which only happens for concentrated edges: the first is kept).
-EdgeRoute parseEdge(const QString& pos, const Flip& flip) {
+// An edge's first spline (several only for concentrated edges) and its arrowhead's tip.
+EdgeRoute readEdge(Agedge_t* e, const Flip& flip) {
   EdgeRoute route;
-  for (const QString& token : pos.section(';', 0, 0).split(' ', Qt::SkipEmptyParts)) {
-    if (token.startsWith("e,")) {
-      route.arrowTip = flip.point(token.mid(2));
-    } else if (!token.startsWith("s,")) {
-      if (auto p = flip.point(token))
-        route.spline.push_back(*p);
-    }
-  }
+  const splines* spl = ED_spl(e);
+  if (spl == nullptr || spl->size < 1)
+    return route;
+  const bezier& bz = spl->list[0];
+  for (int i = 0; i < bz.size; ++i)
+    route.spline.push_back(flip(bz.list[i]));
+  if (bz.eflag)
+    route.arrowTip = flip(bz.ep);
   return route;
 }
 
@@ -91,12 +82,10 @@ void readClusters(Agraph_t* g, const Flip& flip, DotLayout& layout) {
   for (Agraph_t* sub = agfstsubg(g); sub != nullptr; sub = agnxtsubg(sub)) {
     const QString name = QString::fromUtf8(agnameof(sub));
     if (name.startsWith("cluster")) {
-      if (auto rect = flip.box(attr(sub, "bb"))) {
-        ClusterBox box{rect->normalized(), {}};
-        if (auto lp = flip.point(attr(sub, "lp")))
-          box.labelPos = *lp;
-        layout.clusters.emplace(name, box);
-      }
+      ClusterBox box{flip.box(GD_bb(sub)).normalized(), {}};
+      if (const textlabel_t* label = GD_label(sub); label != nullptr && label->set)
+        box.labelPos = flip(label->pos);
+      layout.clusters.emplace(name, box);
     }
     readClusters(sub, flip, layout);
   }
@@ -115,27 +104,23 @@ DotLayout layoutDot(const QString& dot) {
     throw failure("Graphviz could not parse the DOT text");
   if (gvLayout(gvc, graph.get(), "dot") != 0)
     throw failure("Graphviz dot layout failed");
-  // Freed however this function leaves: attributes read below may throw (bad_alloc).
+  // Freed however this function leaves: what is read below may throw (bad_alloc).
   const std::unique_ptr<Agraph_t, std::function<void(Agraph_t*)>> laidOut(
       graph.get(), [gvc](Agraph_t* g) { gvFreeLayout(gvc, g); });
-  attach_attrs(graph.get());  // the computed positions as attributes: pos, width, height, bb, lp
 
+  // Note [Layout from Graphviz's structs]
   DotLayout layout;
   Flip flip;
-  const QStringList bb = attr(graph.get(), "bb").split(',');
-  if (bb.size() == 4) {
-    flip.top = bb[3].toDouble();
-    layout.bounds = QRectF(bb[0].toDouble(), 0, bb[2].toDouble() - bb[0].toDouble(),
-                           flip.top - bb[1].toDouble());
-  }
+  const boxf bb = GD_bb(graph.get());
+  flip.top = bb.UR.y;
+  layout.bounds = QRectF(bb.LL.x, 0, bb.UR.x - bb.LL.x, bb.UR.y - bb.LL.y);
   for (Agnode_t* n = agfstnode(graph.get()); n != nullptr; n = agnxtnode(graph.get(), n)) {
     NodeBox box;
-    if (auto center = flip.point(attr(n, "pos")))
-      box.center = *center;
-    box.size = QSizeF(attr(n, "width").toDouble() * 72.0, attr(n, "height").toDouble() * 72.0);
+    box.center = flip(ND_coord(n));
+    box.size = QSizeF(ND_width(n) * 72.0, ND_height(n) * 72.0);  // inches to points
     layout.nodes.emplace(QString::fromUtf8(agnameof(n)), box);
     for (Agedge_t* e = agfstout(graph.get(), n); e != nullptr; e = agnxtout(graph.get(), e)) {
-      EdgeRoute route = parseEdge(attr(e, "pos"), flip);
+      EdgeRoute route = readEdge(e, flip);
       route.tail = QString::fromUtf8(agnameof(agtail(e)));
       route.head = QString::fromUtf8(agnameof(aghead(e)));
       layout.edges.push_back(std::move(route));

@@ -58,11 +58,22 @@ void GraphScene::rebuild(const LaidOutView& laidOut) {
   if (laidOut.view && laidOut.layout) {
     const ViewDot& view = *laidOut.view;
     const DotLayout& layout = *laidOut.layout;
+    // A cluster above the clusters it is nested in: items of one z stack in the order they were
+    // added, and the clusters come by name (cluster_r10 before cluster_r2), so a parent added
+    // after its child covered it and took the double-click meant for it. Below the edges (z 1).
+    const auto depth = [this](RegionId r) {
+      int d = 0;
+      for (RegionId p = drawnGraph_->region(r).parent; p.valid(); p = drawnGraph_->region(p).parent)
+        ++d;
+      return d;
+    };
     for (const auto& [name, cluster] : view.clusters) {
       auto box = layout.clusters.find(QString::fromStdString(name));
       if (box == layout.clusters.end())
         continue;
       auto* item = new ClusterItem(cluster, box->second);
+      if (drawnGraph_)
+        item->setZValue(std::min(depth(cluster.region), 999) * 1e-3);
       addItem(item);
       clusters_.emplace(cluster.region, item);
     }
@@ -85,7 +96,10 @@ void GraphScene::rebuild(const LaidOutView& laidOut) {
   rebuilding_ = false;
   if (NodeItem* item = itemFor(selected))
     item->setSelected(true);
-  Q_EMIT layoutFinished(laidOut.seconds, laidOut.cached);
+  // Only for a layout drawn: a failed one's clearing said "finished" before "failed", and what
+  // waits for a layout (a view's fit, a search's centring) took it for one.
+  if (laidOut.layout)
+    Q_EMIT layoutFinished(laidOut.seconds, laidOut.cached);
 }
 
 void GraphScene::onLayoutFailed(const QString& message) {

@@ -31,32 +31,57 @@ std::shared_ptr<const DotLayout> LayoutRunner::cached(const std::string& dot) {
 }
 
 void LayoutRunner::remember(const std::string& dot, std::shared_ptr<const DotLayout> layout) {
+  for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+    if (it->first == dot) {  // laid out twice (asked again while it ran): one entry
+      cache_.erase(it);
+      break;
+    }
+  }
   cache_.emplace_front(dot, std::move(layout));
   if (cache_.size() > kCachedLayouts)
     cache_.pop_back();
 }
 
+// Note [One layout per DOT text]
+// A request for a view whose layout is waiting or running (asked for, left for another view, and
+// asked for again) starts no second one: the job takes the new request's number and answers it.
+// Until 2026-12-07 such a request laid the view out again behind the first, for as long again.
 void LayoutRunner::request(ViewDot view) {
   const unsigned generation = ++generation_;
-  auto shared = std::make_shared<const ViewDot>(std::move(view));
-  ++pending_;
+  newest_ = std::make_shared<const ViewDot>(std::move(view));
   Q_EMIT started();
-  if (auto layout = cached(shared->dot)) {
+  if (auto layout = cached(newest_->dot)) {
     // Delivered from the event loop like a computed one, so callers see one behaviour.
     QMetaObject::invokeMethod(
-        this,
-        [this, generation, shared, layout] {
-          --pending_;
-          if (generation == generation_)
-            Q_EMIT laidOut({shared, layout, 0.0, true});
-        },
+        this, [this, generation, layout] { answer(generation, layout, 0.0, true, {}); },
         Qt::QueuedConnection);
     return;
   }
-  pool_.start([this, generation, shared] {
-    if (generation != generation_) {  // a newer request came while this one waited
+  if (auto it = running_.find(newest_->dot); it != running_.end()) {
+    it->second->generation = generation;
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->dot = newest_->dot;
+  job->generation = generation;
+  running_.emplace(job->dot, job);
+  start(job);
+}
+
+void LayoutRunner::start(const std::shared_ptr<Job>& job) {
+  pool_.start([this, job] {
+    if (job->generation != generation_) {  // a newer request came while this one waited
       QMetaObject::invokeMethod(
-          this, [this] { --pending_; }, Qt::QueuedConnection);
+          this,
+          [this, job] {
+            running_.erase(job->dot);
+            // Asked for again after the worker let it go: it runs after all.
+            if (job->generation == generation_) {
+              running_.emplace(job->dot, job);
+              start(job);
+            }
+          },
+          Qt::QueuedConnection);
       return;
     }
     QElapsedTimer timer;
@@ -64,7 +89,7 @@ void LayoutRunner::request(ViewDot view) {
     std::shared_ptr<const DotLayout> layout;
     QString error;
     try {
-      layout = std::make_shared<const DotLayout>(layoutDot(QString::fromStdString(shared->dot)));
+      layout = std::make_shared<const DotLayout>(layoutDot(QString::fromStdString(job->dot)));
     } catch (const LayoutError& e) {
       error = QString::fromUtf8(e.what());
     } catch (const std::exception& e) {  // out of memory on a huge graph: the studio lives on
@@ -74,19 +99,25 @@ void LayoutRunner::request(ViewDot view) {
     // ~LayoutRunner waits for this job, and Qt drops events posted to a destroyed object.
     QMetaObject::invokeMethod(
         this,
-        [this, generation, shared, layout, seconds, error] {
-          --pending_;
+        [this, job, layout, seconds, error] {
+          running_.erase(job->dot);
           if (layout)
-            remember(shared->dot, layout);
-          if (generation != generation_)
-            return;
-          if (layout)
-            Q_EMIT laidOut({shared, layout, seconds, false});
-          else
-            Q_EMIT failed(error);
+            remember(job->dot, layout);
+          answer(job->generation, layout, seconds, false, error);
         },
         Qt::QueuedConnection);
   });
+}
+
+void LayoutRunner::answer(unsigned generation, std::shared_ptr<const DotLayout> layout,
+                          double seconds, bool cached, const QString& error) {
+  if (generation != generation_)
+    return;  // a newer request drops it
+  answered_ = generation;
+  if (layout)
+    Q_EMIT laidOut({newest_, std::move(layout), seconds, cached});
+  else
+    Q_EMIT failed(error);
 }
 
 }  // namespace symtune::graphview

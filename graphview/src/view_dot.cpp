@@ -9,13 +9,16 @@ namespace symtune::graphview {
 
 namespace {
 
+// A name inside a quoted DOT string: quotes and backslashes escaped, control characters a space
+// (a NUL, which JSON allows, ended the text Graphviz read in the middle of the string, and the
+// whole view failed to lay out).
 std::string escape(const std::string& s) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
     if (c == '"' || c == '\\')
       out += '\\';
-    out += c == '\n' ? ' ' : c;
+    out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
   }
   return out;
 }

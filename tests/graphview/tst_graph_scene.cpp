@@ -73,6 +73,54 @@ class TestGraphScene : public QObject {
     QVERIFY(scene.sceneRect().contains(scene.itemFor(s_.sum)->pos()));
   }
 
+  // Clusters came by name, cluster_r10 before cluster_r2, at one z: a parent added after its
+  // child covered it (the child's border and label hidden) and took the double-click meant for it.
+  void nestedClustersAreDrawnAboveTheirParents() {
+    auto g = std::make_shared<Graph>();
+    GraphRegion root;
+    root.kind = RegionKind::Method;
+    root.label = "forward";
+    RegionId parent = g->addRegion(root);
+    std::vector<RegionId> modules;
+    std::string path;
+    for (int i = 0; i < 10; ++i) {
+      GraphRegion r;
+      r.kind = RegionKind::Module;
+      r.parent = parent;
+      path += (path.empty() ? "m" : ".m") + std::to_string(i);
+      r.label = path;
+      parent = g->addRegion(r);
+      modules.push_back(parent);
+      GraphNode n;
+      n.kind = "aten::relu";
+      n.region = parent;
+      n.modulePath = path;
+      const NodeId id = g->addNode(n);
+      if (i > 0)
+        g->addEdge(NodeId(id.value() - 1), id);
+    }
+    GraphModel model(GraphSide::Forward);
+    GraphScene scene(&model);
+    QSignalSpy done(&scene, &GraphScene::layoutFinished);
+    model.setGraph(g);
+    QVERIFY(laidOut(done));
+    for (size_t i = 1; i < modules.size(); ++i) {
+      const ClusterItem* outer = scene.clusterFor(modules[i - 1]);
+      const ClusterItem* inner = scene.clusterFor(modules[i]);
+      QVERIFY(outer != nullptr && inner != nullptr);
+      QVERIFY2(inner->zValue() > outer->zValue(), qPrintable(QString::number(i)));
+    }
+    // What is topmost inside the innermost box, beside its node, is that box.
+    const ClusterItem* innermost = scene.clusterFor(modules.back());
+    const QPointF inside = innermost->boundingRect().topLeft() + QPointF(3, 3);
+    const ClusterItem* top = nullptr;
+    for (QGraphicsItem* item : scene.items(inside)) {
+      if ((top = dynamic_cast<const ClusterItem*>(item)) != nullptr)
+        break;
+    }
+    QCOMPARE(top, innermost);
+  }
+
   void collapsedLoopHidesItsNodesAndRestoresThem() {
     GraphModel model(GraphSide::Forward);
     GraphScene scene(&model);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sample_graph.h"
+#include "symtune/graphview/dot_layout.h"
 #include "symtune/graphview/view_dot.h"
 #include "test_main.h"
 
@@ -46,6 +47,21 @@ class TestViewDot : public QObject {
     QVERIFY(contains(view.dot, "n2 -> n1;"));  // the loop-carried value
     QCOMPARE(view.shownAs.at(s.matmul), std::string("n1"));
     QVERIFY(view.shownAs.count(s.sumBackward) == 0);
+  }
+
+  // A NUL in a name (JSON allows \u0000) ended the text Graphviz read inside a quoted string,
+  // and the whole view failed to lay out; other control characters are spaces too.
+  void controlCharactersInNamesLayOut() {
+    auto s = testing::sampleGraph();
+    s.graph.node(s.relu).kind = std::string("aten::re\0lu", 11);
+    s.graph.region(s.encoder).label = std::string("enc\0oder\x01\r\t", 11);
+    s.graph.node(s.matmul).modulePath = std::string("encoder.c\0ell", 13);
+    const ViewDot view = buildViewDot(s.graph);
+    QVERIFY(view.dot.find('\0') == std::string::npos);
+    QVERIFY(contains(view.dot, "re lu"));
+    const auto layout = layoutDot(QString::fromStdString(view.dot));
+    QCOMPARE(layout.nodes.size(), view.entries.size());
+    QCOMPARE(layout.clusters.size(), view.clusters.size());
   }
 
   void collapsedGroupStandsForItsNodes() {

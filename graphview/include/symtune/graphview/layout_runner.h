@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <list>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,8 +41,11 @@ class LayoutRunner : public QObject {
 
   void request(ViewDot view);
   // The result of the request made last is dropped, as a newer request would drop it.
-  void cancel() { ++generation_; }
-  bool busy() const { return pending_ > 0; }
+  void cancel() { answered_ = ++generation_; }
+  // Whether the newest request is still to be answered (laidOut or failed). Results a newer
+  // request drops do not count: until 2026-12-07 a slow layout given up for a cached view kept
+  // the runner busy, and a search waiting for the layout to centre its node waited for it.
+  bool busy() const { return answered_ != generation_; }
 
  Q_SIGNALS:
   void started();
@@ -49,12 +53,23 @@ class LayoutRunner : public QObject {
   void failed(const QString& message);
 
  private:
+  // One layout on the worker: of `dot`, for the request numbered `generation` (raised when a
+  // later request asks for the same DOT text while it waits or runs).
+  struct Job {
+    std::string dot;
+    std::atomic<unsigned> generation{0};
+  };
   std::shared_ptr<const DotLayout> cached(const std::string& dot);
   void remember(const std::string& dot, std::shared_ptr<const DotLayout> layout);
+  void start(const std::shared_ptr<Job>& job);
+  void answer(unsigned generation, std::shared_ptr<const DotLayout> layout, double seconds,
+              bool cached, const QString& error);
 
   QThreadPool pool_;
   std::atomic<unsigned> generation_{0};
-  int pending_ = 0;
+  unsigned answered_ = 0;                  // the newest request answered (or cancelled)
+  std::shared_ptr<const ViewDot> newest_;  // the newest request's view
+  std::map<std::string, std::shared_ptr<Job>> running_;  // by DOT text: waiting or running
   std::list<std::pair<std::string, std::shared_ptr<const DotLayout>>> cache_;  // newest first
 };
 
