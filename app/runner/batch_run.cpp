@@ -205,6 +205,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
   report.batchSize = trainer.batchSize();
   for (const auto& rewrite : trainer.rewrites())
     report.rewrites.emplace_back(rewrite.rule, rewrite.sites);
+  report.rulesUnselected = trainer.unselectedRules();
   const bool cuda = trainer.device().is_cuda();
   if (cuda)
     compat::cudaResetPeakStats(trainer.device().index());
@@ -218,6 +219,9 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       *options.progress << "data: " << trainer.dataDescription() << std::endl;
     for (const auto& rewrite : trainer.rewrites())
       *options.progress << "rewrite " << rewrite.rule << ": " << rewrite.sites << " sites"
+                        << std::endl;
+    for (const auto& unselected : trainer.unselectedRules())
+      *options.progress << "warning: " << unselected << ": the rule does nothing to gradients"
                         << std::endl;
     if (!trainer.rules().empty()) {
       *options.progress << "rules:";

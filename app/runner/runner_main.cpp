@@ -186,6 +186,9 @@ int runCheckCommand(const symtune::app::CommandLine& cl) {
     if (!trainer.dataDescription().empty())
       std::cout << "; " << trainer.dataDescription();
     std::cout << std::endl;
+    for (const auto& unselected : trainer.unselectedRules())
+      std::cerr << "symtune: warning: " << unselected << ": the rule does nothing to gradients"
+                << std::endl;
   } catch (const symtune::SetupError& e) {
     return fail(cl.session + ": " + e.what(), 2);
   } catch (const std::exception& e) {

@@ -52,6 +52,33 @@ class TestBatch : public QObject {
     QVERIFY(report["steps"]["completed"].toInt() >= 1);
   }
 
+  // A misspelt glob made its rule do nothing, without a word: the run warns, and its report says.
+  void aRuleThatSelectsNoParameterIsSaid() {
+    QTemporaryDir dir;
+    // (Not a raw string: moc misreads a raw string holding \".)
+    const QString session = writeFile(
+        dir, "typo.json",
+        "{\"format\": \"symtune-session\", \"version\": 1, \"name\": \"typo\",\n"
+        " \"model\": {\"zoo\": \"dynamic_resnet\", \"preset\": \"ci\"},\n"
+        " \"run\": {\"steps\": 2, \"threads\": 2},\n"
+        " \"rules\": {\"source\": \"rule typo { select params \\\"layr1.*\\\"  set grad = grad * "
+        "0.5 }\"}}\n");
+    const QString said = "rule `typo`: params \"layr1.*\" selects none of the model's ";
+    const QString reportPath = dir.filePath("typo.report.json");
+    const Result r = run({"--batch", session, "--report", reportPath});
+    QVERIFY2(r.exitCode == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("warning: " + said), qPrintable(r.out));
+    QFile f(reportPath);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject rules = QJsonDocument::fromJson(f.readAll()).object()["rules"].toObject();
+    const QJsonArray unselected = rules["unselected"].toArray();
+    QCOMPARE(unselected.size(), 1);
+    QVERIFY(unselected[0].toString().startsWith(said));
+    const Result check = run({"check", session});
+    QCOMPARE(check.exitCode, 0);
+    QVERIFY2(check.err.contains("symtune: warning: " + said), qPrintable(check.err));
+  }
+
   void writesReportAndProgress() {
     QTemporaryDir dir;
     const QString session = writeFile(dir, "s.json", kSession);

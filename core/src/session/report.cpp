@@ -80,7 +80,8 @@ std::string toJson(const RunReport& r) {
        {{"in_force", r.rulesInForce},
         {"fired_steps", fired},
         {"skipped_steps", r.stepsSkipped},
-        {"rewrites", rewrites}}},
+        {"rewrites", rewrites},
+        {"unselected", r.rulesUnselected}}},
       {"wall_time_s", r.wallSeconds},
       {"started_at", r.startedAt},
   };

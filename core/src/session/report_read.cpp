@@ -136,6 +136,7 @@ RunReport reportFromJson(const std::string& input) {
     for (const auto& [name, steps] : fired.items())
       r.rulesFired.emplace_back(name, steps.get<int64_t>());
     r.stepsSkipped = rules.value("skipped_steps", int64_t{0});
+    r.rulesUnselected = listOf<std::string>(rules, "unselected");
     for (const auto& w : rules.value("rewrites", json::array()))
       r.rewrites.emplace_back(w.at("rule").get<std::string>(), w.at("sites").get<int64_t>());
     if (in.contains("remat") && in.at("remat").is_object()) {

@@ -81,6 +81,17 @@ bool CompiledRule::selects(const std::string& parameter) const {
   return false;
 }
 
+std::vector<std::string> CompiledRule::parameterGlobs() const {
+  if (native_)
+    return {native_->select};
+  std::vector<std::string> globs;
+  for (const auto& s : rule_.selectors) {
+    if (s.kind == SelectorKind::Params)
+      globs.push_back(s.glob);
+  }
+  return globs;
+}
+
 bool CompiledRule::run(Env& env, RuleOutcome& outcome) const {
   env.lets.assign(letSlots_.size(), Value{});
   if (trigger_ && !trigger_(env).asBool())

@@ -42,6 +42,8 @@ class CompiledRule {
                   RuleOutcome& outcome, bool& fired) const;
 
   bool selects(const std::string& parameter) const;
+  // The globs over parameter names it selects with: its `params` selectors, a C++ rule's one.
+  std::vector<std::string> parameterGlobs() const;
 
   // Runs the rule once in `env`; true when its trigger held.
   bool run(detail::Env& env, RuleOutcome& outcome) const;

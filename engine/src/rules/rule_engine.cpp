@@ -130,6 +130,20 @@ std::vector<std::string> RuleSet::names() const {
   return out;
 }
 
+std::vector<std::string> RuleSet::unselected(const std::vector<std::string>& parameters) const {
+  std::vector<std::string> out;
+  for (const auto& r : rules_) {
+    for (const std::string& glob : r->parameterGlobs()) {
+      if (std::none_of(parameters.begin(), parameters.end(),
+                       [&](const std::string& p) { return globMatch(glob, p); }))
+        out.push_back("rule `" + r->name() + "`: params \"" + glob +
+                      "\" selects none of the model's " + std::to_string(parameters.size()) +
+                      " parameters");
+    }
+  }
+  return out;
+}
+
 RuleOutcome RuleSet::apply(const std::vector<std::pair<std::string, torch::Tensor>>& parameters,
                            const StepFeatures& features, double lr) {
   RuleOutcome outcome;

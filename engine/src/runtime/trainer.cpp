@@ -171,6 +171,12 @@ Trainer::Trainer(const Session& session) : session_(session) {
   trainable_ = params;
   optimizer_ = std::make_unique<MetaOptimizer>(makeOptimizer(session_.optimizer, params));
   namedParameters_ = executor_->namedParameters();
+  if (!rules_.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, p] : namedParameters_)
+      names.push_back(name);
+    unselectedRules_ = rules_.unselected(names);
+  }
   broker_ = std::make_unique<MetaInfoBroker>(namedParameters_);
   optimizer_->setUpdateGate([this](const torch::Tensor& loss) { return applyRules(loss); });
   setUpControl();

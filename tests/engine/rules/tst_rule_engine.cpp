@@ -175,6 +175,25 @@ TEST_CASE("gradient steering clamps half gradients the same interpreted as lower
   expectValues(grads[1], {100.0f, 400.0f, 571.5f});
 }
 
+// A misspelt glob made its rule do nothing, without a word: each parameter selector (a C++
+// rule's too) that selects none of the model's parameters is said.
+TEST_CASE("a parameter selector that selects no parameter is said") {
+  auto set = ruleSet(R"(rule r { select params "enc*"  select params "w"  set grad = grad * 1 }
+      rule s { select params "*"  set grad = grad * 1 }
+      rule t { when step > 1  skip step })");
+  CHECK(set.unselected({"w", "b"}) ==
+        std::vector<std::string>{
+            "rule `r`: params \"enc*\" selects none of the model's 2 parameters"});
+  CHECK(set.unselected({"enc.w", "w"}).empty());
+
+  symtune::Session s = zooSession();
+  s.rules.source = "rule typo { select params \"layer9.*\"  set grad = grad * 0.5 }";
+  symtune::Trainer trainer(s);
+  REQUIRE(trainer.unselectedRules().size() == size_t{1});
+  CHECK(trainer.unselectedRules()[0].rfind(
+            "rule `typo`: params \"layer9.*\" selects none of the model's ", 0) == 0);
+}
+
 // A rule's numbers beside a half gradient are float too: made in half, 1e-8 was 0, and a zero
 // gradient over max(its norm, 1e-8) was 0 / 0; 70000 was infinite.
 TEST_CASE("numbers beside a half gradient are not rounded to half") {

@@ -57,11 +57,13 @@ struct RunReport {
 
   // Rules (docs/rules.md): those in force at the last step; each rule that fired with the number
   // of steps it fired in; the steps a `skip step` held back; and each rewrite rule with the sites
-  // it replaced in the model.
+  // it replaced in the model; and each parameter selector that selects none of the model's
+  // parameters ("rule `r`: params \"enc*\" selects none of the model's 12 parameters").
   std::vector<std::string> rulesInForce;
   std::vector<std::pair<std::string, int64_t>> rulesFired;
   int64_t stepsSkipped = 0;
   std::vector<std::pair<std::string, int64_t>> rewrites;
+  std::vector<std::string> rulesUnselected;
 
   // DynaCompiler (docs/binding.md), when the run bound op sites: the binding table after the
   // last step, the (site, bucket) measurements each completed step made, where the table came

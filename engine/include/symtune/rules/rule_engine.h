@@ -65,6 +65,11 @@ class RuleSet {
   const std::string& source(const std::string& name) const;
   bool empty() const { return rules_.empty(); }
 
+  // Each `params "GLOB"` selector (a C++ rule's select glob too) that matches none of
+  // `parameters` (the model's parameter names), as "rule `NAME`: params \"GLOB\" selects none
+  // of the model's N parameters": a misspelt glob made its rule do nothing, without a word.
+  std::vector<std::string> unselected(const std::vector<std::string>& parameters) const;
+
   // Runs every enabled rule, in order, on the parameters' gradients: `features` are what `when`
   // and expressions read (the caller fills in this step's loss and gradient statistics), `lr` the
   // current learning rate. Sets gradients in place; does not step or change the optimizer

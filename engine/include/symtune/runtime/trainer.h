@@ -262,6 +262,9 @@ class Trainer {
   // What the session's rewrite rules changed in the model when the trainer was built (one report
   // per rewrite rule, in the session's order).
   const std::vector<rules::RewriteReport>& rewrites() const { return rewrites_; }
+  // The session's rules' parameter selectors that select none of the model's parameters
+  // (RuleSet::unselected), found when the trainer was built: the rule does nothing there.
+  const std::vector<std::string>& unselectedRules() const { return unselectedRules_; }
   // The rematerializer when the session has a `remat` block (docs/remat.md); null otherwise.
   remat::Rematerializer* rematerializer() { return remat_.get(); }
   // Changes the memory budget from the next step on (the attach protocol's set_budget), on the
@@ -339,6 +342,7 @@ class Trainer {
   rules::RuleSet rules_;
   rules::RuleOutcome lastRules_;  // of the step being run
   std::vector<rules::RewriteReport> rewrites_;
+  std::vector<std::string> unselectedRules_;
   rules::RuleChanges ruleChanges_;
   std::vector<std::pair<std::string, torch::Tensor>> namedParameters_;
   Telemetry telemetry_ = Telemetry::Features;
