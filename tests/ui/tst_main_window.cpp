@@ -3,7 +3,10 @@
 // to (a real symtune-runner) until the run dies. Stand-in runs (FakeRun: the protocol's frames
 // from a test) check what attaching to one run after another leaves in the docks.
 
+#include <filesystem>
+
 #include <QAbstractItemModelTester>
+#include <QAbstractItemView>
 #include <QDir>
 #include <QDockWidget>
 #include <QElapsedTimer>
@@ -104,16 +107,22 @@ class FakeRun : public QObject {
             send({{"type", "welcome"}});
             for (const Json& f : frames_)
               send(f);
-          } else if (answered_ < answers_.size() && frame.is_object() && frame.contains("id")) {
-            Json answer = answers_[answered_++];
-            answer["id"] = frame["id"];
-            send(answer);
+          } else {
+            if (frame.is_object() && frame.contains("command") && frame["command"].is_string())
+              commands_.push_back(frame["command"].get<std::string>());
+            if (answered_ < answers_.size() && frame.is_object() && frame.contains("id")) {
+              Json answer = answers_[answered_++];
+              answer["id"] = frame["id"];
+              send(answer);
+            }
           }
         }
       });
     });
   }
   bool listening() const { return listening_; }
+  // The commands the studio sent, by name, over every connection.
+  const std::vector<std::string>& commands() const { return commands_; }
 
  private:
   void send(const Json& message) {
@@ -132,6 +141,7 @@ class FakeRun : public QObject {
   bool listening_ = false, welcomed_ = false;
   Json run_;
   std::vector<Json> frames_, answers_;
+  std::vector<std::string> commands_;
   size_t answered_ = 0;
 };
 
@@ -456,6 +466,100 @@ class TestMainWindow : public QObject {
     QVERIFY(QFileInfo::exists(saved));  // written now: no snapshot asked of the run
     QCOMPARE(symtune::loadSession(saved.toStdString()).name,
              symtune::loadSession(other.toStdString()).name);
+  }
+
+  // Note [A snapshot written elsewhere]: the run's session, saved into another folder, names the
+  // run's files where they are. Written unchanged, `"save": "trained.pt"` named one beside the
+  // copy.
+  void savesTheRunsSessionWithItsPathsWhereTheyAre() {
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("run"));
+    const QString origin = dir.filePath("run/s.json");
+    const std::string text =
+        R"({"format": "symtune-session", "version": 1, "name": "s",
+            "model": {"zoo": "tree_rnn", "preset": "ci"}, "run": {"save": "trained.pt"}})";
+    {
+      QFile f(origin);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray::fromStdString(text));
+    }
+    FakeRun run(
+        dir.filePath("run.sock"), runDescription("s", origin), {stepFrame(1, 1.0)},
+        {{{"type", "ack"}, {"command", "snapshot"}, {"session", Json::parse(text)}, {"step", 1}}});
+    QVERIFY(run.listening());
+    MainWindow w;
+    QSignalSpy answered(&w, &MainWindow::commandAnswered);
+    w.attachTo("unix:" + dir.filePath("run.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("s: step 1"), 10000);
+    const QString copy = dir.filePath("copy.json");
+    w.saveSessionTo(copy);
+    QTRY_COMPARE_WITH_TIMEOUT(answered.count(), 1, 10000);
+    QVERIFY2(QFileInfo::exists(copy), qPrintable(w.statusBar()->currentMessage()));
+    namespace fs = std::filesystem;
+    QCOMPARE(fs::weakly_canonical(symtune::loadSession(copy.toStdString()).run.save).string(),
+             fs::weakly_canonical(dir.filePath("run/trained.pt").toStdString()).string());
+  }
+
+  // A run samples nothing while no client is attached: attached to it again (here back after an
+  // attach that failed), the studio asks it again for the node statistics it asked it for.
+  void asksARunAttachedAgainForItsNodeStatistics() {
+    QTemporaryDir dir;
+    FakeRun first(dir.filePath("first.sock"), runDescription("first", ""), {stepFrame(1, 1.0)},
+                  {{{"type", "ack"}, {"command", "set_sampling"}, {"every", 3}}});
+    QVERIFY(first.listening());
+    MainWindow w;
+    QSignalSpy answered(&w, &MainWindow::commandAnswered);
+    QSignalSpy attached(&w, &MainWindow::attached);
+    w.attachTo("unix:" + dir.filePath("first.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("first: step 1"), 10000);
+    QVERIFY(w.setSampling(3) > 0);
+    QTRY_COMPARE_WITH_TIMEOUT(answered.count(), 1, 10000);
+    w.attachTo("unix:" + dir.filePath("nobody.sock"));
+    QTRY_COMPARE_WITH_TIMEOUT(attached.count(), 2, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(first.commands().size(), size_t{2}, 10000);
+    QCOMPARE(first.commands().back(), std::string("set_sampling"));
+  }
+
+  // Until the next run says hello the docks show the run before: nothing in them is sent, and
+  // what they asked it and it never answered is answered (a toggle's italic mark stayed).
+  void aSwitchOfRunsStopsTheDocksUntilTheNewRunSpeaks() {
+    QTemporaryDir dir;
+    symtune::attach::RulesMessage rules;
+    rules.rules.push_back({"nan_guard", true, "builtin", ""});
+    FakeRun first(dir.filePath("first.sock"), runDescription("first", ""),
+                  {symtune::attach::encode(rules), stepFrame(1, 1.0)});  // answers nothing
+    QVERIFY(first.listening());
+    QLocalServer silent;  // accepts and never says hello
+    QVERIFY(silent.listen(dir.filePath("silent.sock")));
+    MainWindow w;
+    w.attachTo("unix:" + dir.filePath("first.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("first: step 1"), 10000);
+    auto* model = w.rulesDock()->model();
+    QTRY_COMPARE_WITH_TIMEOUT(model->rowCount(), 1, 10000);
+    QVERIFY(model->setData(model->index(0, 0), Qt::Unchecked, Qt::CheckStateRole));
+    QTRY_COMPARE_WITH_TIMEOUT(first.commands().size(), size_t{1}, 10000);
+    QVERIFY(model->isPending("nan_guard"));
+    w.attachTo("unix:" + dir.filePath("silent.sock"));
+    QVERIFY(!model->isPending("nan_guard"));
+    QVERIFY2(w.rulesDock()->statusText().contains("another run was attached first"),
+             qPrintable(w.rulesDock()->statusText()));
+    // Still the first run's rule, and no toggle of it goes anywhere.
+    QVERIFY(!w.rulesDock()->findChild<QAbstractItemView*>()->isEnabled());
+  }
+
+  // A run that has ended sends no graph: a session opened after it shows its own (it kept the
+  // run's, docs/studio.md said otherwise).
+  void aSessionOpenedAfterTheRunEndedShowsItsGraph() {
+    QTemporaryDir dir;
+    FakeRun run(dir.filePath("done.sock"), runDescription("done", ""),
+                {{{"type", "state"}, {"state", "finished"}}, stepFrame(1, 1.0)});
+    QVERIFY(run.listening());
+    MainWindow w;
+    w.attachTo("unix:" + dir.filePath("done.sock"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.status().startsWith("done: step 1"), 10000);
+    QVERIFY(w.openSession(SYMTUNE_SOURCE_DIR "/resources/sessions/tree_rnn.json"));
+    QTRY_VERIFY_WITH_TIMEOUT(w.graphPanel()->forwardScene()->drawnNodes() > 0, 120000);
+    QVERIFY(w.isAttached());
   }
 
   void leavesARunThatNeverAnswersAtOnce() {

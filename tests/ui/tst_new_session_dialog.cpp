@@ -5,6 +5,7 @@
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonObject>
+#include <QListWidget>
 #include <QProcess>
 
 #include "symtune/ui/new_session_dialog.h"
@@ -111,6 +112,15 @@ class TestNewSessionDialog : public QObject {
     QVERIFY2(dialog.shownProblem().startsWith("mlp.pt: forward returned shape [16, 3], expected "
                                               "[16, 5]"),
              qPrintable(dialog.shownProblem()));
+    // A rule ticked is checked too: a rewrite changes the model the check runs.
+    dialog.chooseFile(data + "mlp.pt", "", 3);
+    dialog.setAvailableRules(
+        QJsonArray{QJsonObject{{"name", "nan_guard"}, {"description", ""}, {"origin", ""}}});
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog.checking(), 120000);
+    dialog.findChild<QListWidget*>()->item(0)->setCheckState(Qt::Checked);
+    QVERIFY(dialog.checking());
+    QTRY_VERIFY_WITH_TIMEOUT(!dialog.checking(), 120000);
+    QCOMPARE(dialog.shownProblem(), QString());
   }
 
   // Paths typed relative to the working folder are the session's absolute: the run reads its

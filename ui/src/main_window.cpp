@@ -279,8 +279,11 @@ void MainWindow::loadGraphOf(const QString& sessionPath) {
   });
   connect(process, &QProcess::finished, this, [this, process, sessionPath](int code) {
     process->deleteLater();
-    if (sessionPath != sessionPath_ || isAttached())
-      return;  // another session, or a live run's graph, came meanwhile
+    // Another session, or a live run's graph, came meanwhile. A run that has ended sends no
+    // graph: a session opened after it shows its own (until 2026-12-07 it kept the run's).
+    const bool live = isAttached() && runState_ != "finished" && runState_ != "stopped";
+    if (sessionPath != sessionPath_ || live)
+      return;
     // The overlays of a run that has ended are not this session's.
     graphPanel_->clearRunFigures();
     if (code == 0) {
@@ -507,7 +510,7 @@ void MainWindow::saveSessionTo(const QString& path) {
   // written under the other's name).
   if (isAttached() && sessionPath_ == runSessionPath_) {
     if (const int id = sendCommand(attach::Command::named("snapshot")); id != 0)
-      snapshots_.insert(id, path);
+      snapshots_.insert(id, {path, runSessionPath_});
     return;
   }
   if (sessionPath_.isEmpty()) {
@@ -531,9 +534,11 @@ void MainWindow::saveSessionTo(const QString& path) {
 void MainWindow::forgetSnapshots(const QString& why) {
   if (snapshots_.isEmpty())
     return;
-  statusBar()->showMessage(tr("The run's session was not saved to %1: %2")
-                               .arg(QStringList(snapshots_.values()).join(", "), why),
-                           15000);
+  QStringList paths;
+  for (const Snapshot& s : snapshots_)
+    paths << s.path;
+  statusBar()->showMessage(
+      tr("The run's session was not saved to %1: %2").arg(paths.join(", "), why), 15000);
   snapshots_.clear();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -35,6 +36,30 @@
 #include "write_file.h"
 
 namespace symtune::ui {
+
+namespace {
+
+// Note [A snapshot written elsewhere]
+// The run writes its session's paths relative to its own session file's folder (sessionJson):
+// written unchanged into another folder, they named files that were not there (Save Session As
+// of image_classifier.json to ~/x.json then read ~/data/cnn.pt), until 2026-12-07. The session
+// is read as the run's, from its file, and written as the copy's, relative to where it goes; as
+// it is where the run's file is unknown.
+std::optional<std::string> snapshotText(const nlohmann::json& session, const QString& origin,
+                                        const QString& path, QString* error) {
+  if (origin.isEmpty())
+    return session.dump(2) + "\n";
+  try {
+    Session s = parseSession(session.dump(), origin.toStdString());
+    s.path = path.toStdString();
+    return sessionJson(s);
+  } catch (const SessionError& e) {
+    *error = QObject::tr("No snapshot: %1").arg(QString::fromStdString(e.what()));
+    return std::nullopt;
+  }
+}
+
+}  // namespace
 
 namespace {
 
@@ -111,6 +136,11 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       if (samplingOnAttach_ >= 0 && launchedHere(attachedEndpoint_)) {
         setSampling(samplingOnAttach_);
         samplingOnAttach_ = -1;
+      } else if (samplingOf_.contains(attachedEndpoint_)) {
+        // A run samples nothing while no client is attached (docs/protocol.md): attached again
+        // (back after a failed attach, or a run left and come back to), it is asked again, as
+        // this studio asked it before. Until 2026-12-07 the overlays stayed blank.
+        setSampling(samplingOf_.value(attachedEndpoint_));
       }
       Q_EMIT attached();
     });
@@ -143,8 +173,7 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
       rules_->setRunAttached(false);
       remat_->setRunAttached(false);
       control_->setRunAttached(false);
-      pending_.clear();
-      forgetSnapshots(tr("the run ended first"));
+      forgetCommands(tr("the run ended first"));
       Q_EMIT attachEnded(reason);
     });
   }
@@ -156,8 +185,12 @@ void MainWindow::attachTo(const QString& endpoint, const QString& token) {
   backToken_ = leaving ? tokenNow_ : QString();
   tokenNow_ = token;
   attachedEndpoint_.clear();
-  pending_.clear();  // the commands sent to the run before, unanswered, are not this run's
-  forgetSnapshots(tr("another run was attached first"));
+  // Until the new run has said hello, the docks show the run before: nothing in them may be sent
+  // (a budget or a pin meant for the one went to the other), and what they asked it is answered.
+  rules_->setRunAttached(false);
+  remat_->setRunAttached(false);
+  control_->setRunAttached(false);
+  forgetCommands(tr("another run was attached first"));
   attach_->open(endpoint, token);
 }
 
@@ -234,6 +267,20 @@ void MainWindow::showGraph(const attach::GraphMessage& graph) {
   Q_EMIT graphShown();
 }
 
+void MainWindow::forgetCommands(const QString& why) {
+  for (auto it = pending_.cbegin(); it != pending_.cend(); ++it) {
+    const QString& name = it.value();
+    if (name == "set_budget")
+      remat_->commandFinished(false, why);
+    else if (name == "pin")
+      control_->commandFinished(false, why);
+    else if (name == "toggle_rule" || name == "add_rule" || name == "remove_rule")
+      rules_->commandFinished(name, false, why);
+  }
+  pending_.clear();  // the commands sent to the run before, unanswered, are not the next run's
+  forgetSnapshots(why);
+}
+
 int MainWindow::sendCommand(const attach::Command& command) {
   const QString name = QString::fromStdString(command.name);
   const int id = attach_ != nullptr ? attach_->sendCommand(command) : 0;
@@ -260,8 +307,10 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
   else if (reply.ok && result.contains("state") && result["state"].is_string())
     message = tr("The run is %1").arg(QString::fromStdString(result["state"].get<std::string>()));
   else if (reply.ok && name == "set_sampling" && result.contains("every") &&
-           result["every"].is_number_integer())
+           result["every"].is_number_integer()) {
     message = tr("Node statistics every %1 steps").arg(result["every"].get<int64_t>());
+    samplingOf_.insert(attachedEndpoint_, static_cast<int>(result["every"].get<int64_t>()));
+  }
   if (name == "toggle_rule" || name == "add_rule" || name == "remove_rule")
     rules_->commandFinished(name, reply.ok, message);
   if (name == "set_budget")
@@ -269,7 +318,8 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
   if (name == "pin")
     control_->commandFinished(reply.ok, message);
   if (snapshots_.contains(id)) {
-    const QString path = snapshots_.take(id);
+    const Snapshot snapshot = snapshots_.take(id);
+    const QString& path = snapshot.path;
     QString error;
     if (!reply.ok)
       message = tr("No snapshot: %1").arg(message);
@@ -277,8 +327,8 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
       message = tr("No snapshot: the run's answer holds no session");
     else if (!result.contains("step") || !result["step"].is_number_integer())
       message = tr("No snapshot: the run's answer holds no step");
-    else if (detail::writeFile(path, QByteArray::fromStdString(result["session"].dump(2) + "\n"),
-                               &error))
+    else if (const auto text = snapshotText(result["session"], snapshot.origin, path, &error);
+             text && detail::writeFile(path, QByteArray::fromStdString(*text), &error))
       message = tr("Saved the run's session (step %1) to %2")
                     .arg(result["step"].get<int64_t>())
                     .arg(path);

@@ -204,6 +204,9 @@ NewSessionDialog::NewSessionDialog(QWidget* parent) : QDialog(parent) {
     connect(box, qOverload<double>(&QDoubleSpinBox::valueChanged), this,
             &NewSessionDialog::revalidate);
   connect(source_, &QButtonGroup::idToggled, this, &NewSessionDialog::revalidate);
+  // A rule ticked is checked too: a rewrite changes the model the check runs (until 2026-12-07
+  // Start went on a "Checked" that said nothing of it).
+  connect(rules_, &QListWidget::itemChanged, this, &NewSessionDialog::revalidate);
   revalidate();
 }
 

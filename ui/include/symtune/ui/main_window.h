@@ -128,6 +128,8 @@ class MainWindow : public QMainWindow {
   void chooseAttach();
   void chooseExportGraph();
   void chooseSaveSession();
+  // Answers the commands still waiting for the run attached until now, `why` they never will be.
+  void forgetCommands(const QString& why);
   void chooseSampling();
   void showAbout();
 
@@ -140,10 +142,17 @@ class MainWindow : public QMainWindow {
   // endpoint opened last, and the run attached before it (with its token), to go back to should
   // that one not answer.
   QString attachedEndpoint_, tokenNow_, backEndpoint_, backToken_;
-  int samplingOnAttach_ = -1;   // sent once the launched run is attached; -1: leave the run's
+  int samplingOnAttach_ = -1;  // sent once the launched run is attached; -1: leave the run's
+  // What set_sampling this studio last had acknowledged, per endpoint: sent again when it attaches
+  // there again (a run samples nothing while no client is attached).
+  QMap<QString, int> samplingOf_;
   QMap<int, QString> pending_;  // command id → command name
-  // Save Session As on an attached run: snapshot command id → the file it goes to.
-  QMap<int, QString> snapshots_;
+  // Save Session As on an attached run: snapshot command id → the file it goes to, and the run's
+  // session file its relative paths are relative to (empty: unknown).
+  struct Snapshot {
+    QString path, origin;
+  };
+  QMap<int, Snapshot> snapshots_;
   QPointer<QProcess> graphProcess_;  // `symtune-runner graph` reading the open session's graph
 
   GraphPanel* graphPanel_ = nullptr;
