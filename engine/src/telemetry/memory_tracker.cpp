@@ -207,7 +207,8 @@ int64_t CpuAllocationCounter::refusals() {
   return gCpuRefusals.load(std::memory_order_relaxed);
 }
 
-ScopedAllocationLimitLift::ScopedAllocationLimitLift() : limit_(CpuAllocationCounter::limit()) {
+ScopedAllocationLimitLift::ScopedAllocationLimitLift()
+    : limit_(CpuAllocationCounter::limit()), peakBefore_(gCpuCounts.peak.load()) {
   if (limit_)
     CpuAllocationCounter::setLimit(std::nullopt);
 }
@@ -215,8 +216,8 @@ ScopedAllocationLimitLift::ScopedAllocationLimitLift() : limit_(CpuAllocationCou
 ScopedAllocationLimitLift::~ScopedAllocationLimitLift() {
   if (limit_)
     CpuAllocationCounter::setLimit(limit_);
-  // The peak is the step's again: counted on from what is live now, not from the lifted work's.
-  CpuAllocationCounter::resetPeak();
+  // The peak is the step's again: its peak before, or what is live now, not the lifted work's.
+  gCpuCounts.peak.store(std::max(peakBefore_, gCpuCounts.current.load()));
 }
 
 void CpuAllocationCounter::resetPeak() {

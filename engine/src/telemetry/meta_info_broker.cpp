@@ -127,16 +127,21 @@ const StepFeatures& MetaInfoBroker::endStep(const StepTimings& t, double loss, d
     lossEma_ = averageWith(loss);
   fillLossAndGradients(f, loss);
   f[Feature::LossEma] = lossEma_;  // without a skipped step's loss
+  // A parameter whose ratio is not finite (its weights NaN after the update) is the largest: NaN
+  // here means "not measured", and std::max passed a NaN ratio over for another's finite one.
   double maxRatio = nan;
   for (const auto& st : gradients_.stats()) {
-    if (st.hasGradient && st.updateRatio)
-      maxRatio = std::isnan(maxRatio) ? *st.updateRatio : std::max(maxRatio, *st.updateRatio);
+    if (!st.hasGradient || !st.updateRatio)
+      continue;
+    const double ratio =
+        std::isfinite(*st.updateRatio) ? *st.updateRatio : std::numeric_limits<double>::infinity();
+    maxRatio = std::isnan(maxRatio) ? ratio : std::max(maxRatio, ratio);
   }
   f[Feature::UpdateRatioMax] = maxRatio;
   f[Feature::LearningRate] = learningRate;
 
   history_.push_back(f);
-  while (history_.size() > options_.historySize)
+  while (history_.size() > std::max<size_t>(options_.historySize, 1))  // 0 kept none: back() UB
     history_.pop_front();
   ++step_;
   for (const auto& [id, subscriber] : subscribers_)

@@ -115,6 +115,7 @@ TEST_CASE("a budget as large as int64 holds everything: its limit saturates, nev
 
 TEST_CASE("a suspension lifts the budget for work that is not the step's, and forgets its peak") {
   REQUIRE(CpuAllocationCounter::active());
+  CpuAllocationCounter::resetPeak();  // as a step begins: the peak is the step's
   ScopedCpuBudget budget(4 * kMiB);
   torch::Tensor kept;
   {
@@ -129,6 +130,21 @@ TEST_CASE("a suspension lifts the budget for work that is not the step's, and fo
   // What it kept still counts against the budget.
   CHECK_THROWS_AS(mebibytes(4), c10::OutOfMemoryError);
   CHECK_NOTHROW(mebibytes(2));
+}
+
+// The step's peak before the suspension stays: a step of several micro-batches that measured in a
+// later one forgot the earlier ones' peak (the peak counted on from what was live after it).
+TEST_CASE("a suspension keeps the step's peak from before it") {
+  REQUIRE(CpuAllocationCounter::active());
+  CpuAllocationCounter::resetPeak();
+  const int64_t base = CpuAllocationCounter::counters().current;
+  mebibytes(8);  // the step's peak so far, freed
+  torch::Tensor kept;
+  {
+    symtune::ScopedAllocationLimitLift measuring;
+    kept = mebibytes(1);
+  }
+  CHECK(CpuAllocationCounter::counters().peak >= base + 8 * kMiB);
 }
 
 TEST_CASE("threads allocating at once never take the live bytes past the budget") {

@@ -116,6 +116,31 @@ TEST_CASE("subscribers see every step until they unsubscribe, and the history is
   CHECK(broker.history().back()[Feature::SamplesPerSecond] == relativeApprox(16.0));
 }
 
+// A parameter whose weights are NaN after the update has the largest ratio: infinite. std::max
+// passed its NaN over for the other parameter's finite ratio. A history of 0 steps keeps the last.
+TEST_CASE("update_ratio_max is infinite where a parameter's ratio is not finite") {
+  auto a = torch::ones({4}, torch::requires_grad());
+  auto b = torch::ones({4}, torch::requires_grad());
+  symtune::MetaInfoBrokerOptions options;
+  options.historySize = 0;
+  symtune::MetaInfoBroker broker({{"a", a}, {"b", b}}, options);
+  auto active = broker.beginStep();
+  REQUIRE(broker.wantsUpdateRatio());  // step 0
+  (a * 2 + b * 3).sum().backward();
+  broker.beforeUpdate();
+  {
+    torch::NoGradGuard noGrad;
+    a.fill_(std::numeric_limits<float>::quiet_NaN());
+    b.mul_(1.5);  // a ratio of 0.5
+  }
+  broker.afterUpdate();
+  symtune::StepTimings t;
+  t.total = 0.1;
+  const auto f = broker.endStep(t, 1.0, 0.1, 8, 0);
+  CHECK(f[Feature::UpdateRatioMax] == std::numeric_limits<double>::infinity());
+  CHECK(broker.history().size() == 1u);
+}
+
 // Note [The loss's average]: a NaN or infinite loss, or a spike a rule skipped, leaves loss_ema as
 // it was; the first finite loss seeds it. Before, one NaN loss held it at NaN for good (the spike
 // guard blind), and a skipped spike raised it for tens of steps.
