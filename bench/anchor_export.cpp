@@ -5,6 +5,7 @@
 #include <torch/serialize.h>
 
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,8 @@ void exportForAnchor(const std::string& model, Trainer& trainer, const Session& 
   const fs::path dir = fs::path(config.exportDir) / model;
   fs::create_directories(dir);
   torch::jit::Module& module = *trainer.executor().scriptModule();
-  module.save((dir / "module.pt").string());
+  // The model, like the batches below, whole or not at all (the anchor reads what it finds).
+  writeFileAtomically(dir / "module.pt", [&](std::ostream& out) { module.save(out); });
 
   c10::impl::GenericList batches(c10::AnyType::get());
   for (int i = 0; i < config.warmup + config.steps; ++i) {

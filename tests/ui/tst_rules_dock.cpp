@@ -362,6 +362,13 @@ class TestRulesDock : public QObject {
     QTest::addRow("no message, failed") << "remove_rule" << false << ""
                                         << "remove_rule failed";
   }
+  void showsTheAcksWarnings() {
+    RulesDock dock;
+    dock.commandFinished("add_rule", true, "Applied from step 4", {},
+                         {"rule `c`: params \"enc.*\" selects none of the model's 6 parameters"});
+    QCOMPARE(dock.statusText(), QString("Applied from step 4\nWarning: rule `c`: params \"enc.*\" "
+                                        "selects none of the model's 6 parameters"));
+  }
   void showsTheRunsAnswer() {
     QFETCH(QString, command);
     QFETCH(bool, ok);
@@ -408,9 +415,13 @@ class TestRulesDock : public QObject {
     QCOMPARE(toggled[0][0].toString(), QString("mine"));
     QCOMPARE(toggled[0][1].toBool(), true);
     QVERIFY(dock.model()->isPending("mine"));
-    // The run refuses it: the row shows what is in force again, not a toggle still waiting.
-    dock.commandFinished("toggle_rule", false, "no rule named `mine`");
+    QVERIFY(dock.model()->setData(dock.model()->index(0, 0), Qt::Unchecked, Qt::CheckStateRole));
+    QVERIFY(dock.model()->isPending("nan_guard"));
+    // The run refuses it: the row shows what is in force again, not a toggle still waiting; the
+    // other toggle still waits for its own answer.
+    dock.commandFinished("toggle_rule", false, "no rule named `mine`", "mine");
     QVERIFY(!dock.model()->isPending("mine"));
+    QVERIFY(dock.model()->isPending("nan_guard"));
     QCOMPARE(dock.model()->index(1, 0).data(Qt::CheckStateRole).value<Qt::CheckState>(),
              Qt::Unchecked);
 

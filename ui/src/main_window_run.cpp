@@ -269,13 +269,13 @@ void MainWindow::showGraph(const attach::GraphMessage& graph) {
 
 void MainWindow::forgetCommands(const QString& why) {
   for (auto it = pending_.cbegin(); it != pending_.cend(); ++it) {
-    const QString& name = it.value();
+    const QString& name = it.value().name;
     if (name == "set_budget")
       remat_->commandFinished(false, why);
     else if (name == "pin")
       control_->commandFinished(false, why);
     else if (name == "toggle_rule" || name == "add_rule" || name == "remove_rule")
-      rules_->commandFinished(name, false, why);
+      rules_->commandFinished(name, false, why, it.value().rule);
   }
   pending_.clear();  // the commands sent to the run before, unanswered, are not the next run's
   forgetSnapshots(why);
@@ -283,6 +283,7 @@ void MainWindow::forgetCommands(const QString& why) {
 
 int MainWindow::sendCommand(const attach::Command& command) {
   const QString name = QString::fromStdString(command.name);
+  const QString rule = QString::fromStdString(command.rule);
   const int id = attach_ != nullptr ? attach_->sendCommand(command) : 0;
   if (id == 0) {
     if (name == "set_budget")
@@ -290,16 +291,17 @@ int MainWindow::sendCommand(const attach::Command& command) {
     else if (name == "pin")
       control_->commandFinished(false, tr("No run is attached"));
     else
-      rules_->commandFinished(name, false, tr("No run is attached"));
+      rules_->commandFinished(name, false, tr("No run is attached"), rule);
     statusBar()->showMessage(tr("%1: no run is attached").arg(name), 5000);
     return 0;
   }
-  pending_.insert(id, name);
+  pending_.insert(id, {name, rule});
   return id;
 }
 
 void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
-  const QString name = pending_.take(id);
+  const Pending sent = pending_.take(id);
+  const QString& name = sent.name;
   const nlohmann::json& result = reply.result;
   QString message = QString::fromStdString(reply.reason);
   if (reply.ok && result.contains("from_step") && result["from_step"].is_number_integer())
@@ -311,8 +313,16 @@ void MainWindow::onCommandAnswered(int id, const attach::ReplyMessage& reply) {
     message = tr("Node statistics every %1 steps").arg(result["every"].get<int64_t>());
     samplingOf_.insert(attachedEndpoint_, static_cast<int>(result["every"].get<int64_t>()));
   }
-  if (name == "toggle_rule" || name == "add_rule" || name == "remove_rule")
-    rules_->commandFinished(name, reply.ok, message);
+  if (name == "toggle_rule" || name == "add_rule" || name == "remove_rule") {
+    QStringList warnings;
+    if (reply.ok && result.contains("warnings") && result["warnings"].is_array()) {
+      for (const auto& w : result["warnings"]) {
+        if (w.is_string())
+          warnings << QString::fromStdString(w.get<std::string>());
+      }
+    }
+    rules_->commandFinished(name, reply.ok, message, sent.rule, warnings);
+  }
   if (name == "set_budget")
     remat_->commandFinished(reply.ok, message);
   if (name == "pin")

@@ -53,14 +53,20 @@ void RuleListModel::clear() {
 }
 
 void RuleListModel::clearPending() {
-  for (size_t i = 0; i < rules_.size(); ++i) {
-    if (!rules_[i].pending)
-      continue;
-    rules_[i].pending = false;
-    const int row = static_cast<int>(i);
-    Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1),
-                       {Qt::FontRole, Qt::ToolTipRole, PendingRole});
-  }
+  for (size_t i = 0; i < rules_.size(); ++i)
+    clearPendingAt(static_cast<int>(i));
+}
+
+void RuleListModel::clearPending(const QString& name) {
+  clearPendingAt(rowOf(name));
+}
+
+void RuleListModel::clearPendingAt(int row) {
+  if (row < 0 || row >= rowCount() || !rules_[static_cast<size_t>(row)].pending)
+    return;
+  rules_[static_cast<size_t>(row)].pending = false;
+  Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1),
+                     {Qt::FontRole, Qt::ToolTipRole, PendingRole});
 }
 
 QString RuleListModel::nameAt(int row) const {

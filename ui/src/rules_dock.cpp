@@ -139,7 +139,8 @@ void RulesDock::removeSelected() {
   Q_EMIT removeRequested(model_->nameAt(rows.first().row()));
 }
 
-void RulesDock::commandFinished(const QString& command, bool ok, const QString& message) {
+void RulesDock::commandFinished(const QString& command, bool ok, const QString& message,
+                                const QString& rule, const QStringList& warnings) {
   if (!ok && command == "add_rule" && editor_->toPlainText() == appliedSource_) {
     // The run checked the same text: put its error where the checker's would be.
     static const QRegularExpression at(R"(^(\d+):(\d+): (.*)$)",
@@ -148,12 +149,16 @@ void RulesDock::commandFinished(const QString& command, bool ok, const QString& 
     if (match.hasMatch())
       editor_->showError(match.captured(1).toInt(), match.captured(2).toInt(), match.captured(3));
   }
-  if (!ok && command == "toggle_rule")
+  if (!ok && command == "toggle_rule" && rule.isEmpty())
     model_->clearPending();
+  else if (!ok && command == "toggle_rule")
+    model_->clearPending(rule);
   QString text = message;
   if (text.isEmpty())
     text = ok ? tr("%1: done").arg(command) : tr("%1 failed").arg(command);
-  showStatus(text, !ok);
+  for (const QString& warning : warnings)
+    text += "\n" + tr("Warning: %1").arg(warning);
+  showStatus(text, !ok || !warnings.isEmpty());
   updateButtons();
 }
 

@@ -165,6 +165,9 @@ RulePack packFromText(const std::string& text, const std::string& name, const st
     throw RulePackError("line " + std::to_string(bad->first) + ", column " +
                         std::to_string(bad->second) +
                         ": not UTF-8 text (a pack is JSON, which holds UTF-8 only)");
+  if (const auto bad = invalidUtf8(description))
+    throw RulePackError("the description, column " + std::to_string(bad->second) +
+                        ": not UTF-8 text (a pack is JSON, which holds UTF-8 only)");
   RulePack pack{name, version, description, {}};
   const std::vector<std::string> lines = linesOf(text);
   for (const auto& rule : parseRules(text)) {

@@ -41,6 +41,12 @@ struct AttachedLoop::Impl : ControlledRun {
   }
   void applyRuleChanges() override { changes.applyTo(ruleSet); }
   int64_t stepsDone() const override { return optimizer.stepCount(); }
+  std::vector<std::string> parameterNames() override {
+    std::vector<std::string> names;
+    for (const auto& [name, p] : parameters)
+      names.push_back(name);
+    return names;
+  }
   std::optional<Session> session() const override { return std::nullopt; }
   bool samplesNodes() const override { return false; }
   const std::vector<ParameterStats>* gradientStats() const override {

@@ -132,6 +132,12 @@ class TrainerRun : public ControlledRun {
   }
   void applyRuleChanges() override { trainer_.applyRuleChanges(); }
   int64_t stepsDone() const override { return trainer_.stepsDone(); }
+  std::vector<std::string> parameterNames() override {
+    std::vector<std::string> names;
+    for (const auto& [name, p] : trainer_.executor().namedParameters())
+      names.push_back(name);
+    return names;
+  }
   std::optional<Session> session() const override { return trainer_.session(); }
   const std::vector<ParameterStats>* gradientStats() const override {
     const GradientMonitor& gradients = trainer_.broker().gradients();
@@ -315,11 +321,13 @@ void RunController::handle(const Command& c, Server::Reply reply) {
     reply({{"error", "the run has ended: nothing changes it now"}});
     return;
   }
-  // Rule commands run on the training thread at the next step boundary (or while idle).
-  auto ruleChange = [&](std::function<void(rules::RuleSet&)> change) {
+  // Rule commands run on the training thread at the next step boundary (or while idle). A change
+  // returns its warnings (the ack's `warnings`, when there are any).
+  auto ruleChange = [&](std::function<std::vector<std::string>(rules::RuleSet&)> change) {
     run_.changeRules([this, change = std::move(change), reply](rules::RuleSet& set) {
+      std::vector<std::string> warnings;
       try {
-        change(set);
+        warnings = change(set);
       } catch (const std::exception& e) {
         reply({{"error", oneLine(e)}});
         return;
@@ -328,7 +336,10 @@ void RunController::handle(const Command& c, Server::Reply reply) {
       // change is: a throw here would end in a future nobody reads, and the reply would be lost.
       try {
         nlohmann::json state = publishRules();
-        reply({{"rules", std::move(state)}, {"from_step", run_.stepsDone()}});
+        nlohmann::json result{{"rules", std::move(state)}, {"from_step", run_.stepsDone()}};
+        if (!warnings.empty())
+          result["warnings"] = warnings;
+        reply(result);
       } catch (const std::exception& e) {
         reply({{"error", oneLine(e)}});
       }
@@ -336,9 +347,15 @@ void RunController::handle(const Command& c, Server::Reply reply) {
     wake_.notify_all();
   };
   if (c.name == "toggle_rule") {
-    ruleChange([name = c.rule, on = c.enabled](rules::RuleSet& set) { set.setEnabled(name, on); });
+    ruleChange([name = c.rule, on = c.enabled](rules::RuleSet& set) {
+      set.setEnabled(name, on);
+      return std::vector<std::string>{};
+    });
   } else if (c.name == "remove_rule") {
-    ruleChange([name = c.rule](rules::RuleSet& set) { set.remove(name); });
+    ruleChange([name = c.rule](rules::RuleSet& set) {
+      set.remove(name);
+      return std::vector<std::string>{};
+    });
   } else if (c.name == "add_rule") {
     // Checked now (the reply says what is wrong); added at the step boundary.
     std::vector<rules::Rule> parsed;
@@ -348,7 +365,14 @@ void RunController::handle(const Command& c, Server::Reply reply) {
       reply({{"error", e.what()}});
       return;
     }
-    ruleChange([parsed](rules::RuleSet& set) { set.add(parsed); });
+    // A `params` selector that selects none of the model's parameters is said, as a session's is
+    // when its run begins: the rule is in force and changes nothing.
+    ruleChange([this, parsed](rules::RuleSet& set) {
+      set.add(parsed);
+      rules::RuleSet added;
+      added.add(parsed);
+      return added.unselected(run_.parameterNames());
+    });
   } else if (c.name == "set_sampling") {
     if (!run_.samplesNodes()) {
       reply({{"error", "this run has no per-node statistics (it has no graph of its ops)"}});

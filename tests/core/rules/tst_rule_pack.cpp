@@ -140,6 +140,11 @@ TEST_CASE("rules text that is not UTF-8 is refused where it is; CRLF line ends a
   const auto utf8 = symtune::rules::packFromText(
       "# caf\xC3\xA9 \xE2\x82\xAC\nrule a { when loss > 1  skip step }", "mine", "1.0.0", "");
   CHECK(utf8.rules[0].description == "caf\xC3\xA9 \xE2\x82\xAC");
+  // The pack's own description too: `--description caf\xE9` ended in nlohmann's type_error 316.
+  CHECK(messageOf([] {
+          symtune::rules::packFromText("rule a { when loss > 1  skip step }", "mine", "1.0.0",
+                                       "caf\xE9");
+        }) == "the description, column 4: not UTF-8 text (a pack is JSON, which holds UTF-8 only)");
 }
 
 TEST_CASE("a pack's name cannot lead out of the library folder") {

@@ -177,6 +177,16 @@ TEST_CASE("node sampling, pause and resume, and a rule removed and added back") 
        {"source", "rule loss_spike_guard { when step > 10 && loss > 3 * loss_ema  skip step }"}});
   REQUIRE(added["rules"].size() == size_t{2});
   CHECK(added["rules"][1]["origin"].get<std::string>() == "this run");
+  CHECK_FALSE(added.contains("warnings"));
+  // A selector that selects nothing is added, and said: the rule would change nothing.
+  const Json unselected = client.command(
+      {{"command", "add_rule"},
+       {"source", "rule clip_enc { select params \"encoder.*\"  set grad = clamp(grad, -1, 1) }"}});
+  REQUIRE(unselected["type"].get<std::string>() == "ack");
+  REQUIRE(unselected["warnings"].size() == size_t{1});
+  CHECK(unselected["warnings"][0].get<std::string>().rfind(
+            "rule `clip_enc`: params \"encoder.*\" selects none of the model's ", 0) == 0);
+  CHECK(client.command({{"command", "remove_rule"}, {"rule", "clip_enc"}})["type"] == "ack");
 }
 
 TEST_CASE("a bad frame closes only its own connection") {

@@ -28,6 +28,9 @@ class ControlledRun {
   virtual std::future<void> changeRules(std::function<void(rules::RuleSet&)> change) = 0;
   virtual void applyRuleChanges() = 0;  // on the training thread, while no step runs
   virtual int64_t stepsDone() const = 0;
+  // The model's parameter names, for what a rule's `params` selector may select (on the training
+  // thread).
+  virtual std::vector<std::string> parameterNames() = 0;
   // The session to snapshot; none for a run that has no session (a user's own loop).
   virtual std::optional<Session> session() const = 0;
   // The last step's per-parameter gradient statistics (for the `nodes` message); none when the

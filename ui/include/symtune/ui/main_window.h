@@ -146,7 +146,12 @@ class MainWindow : public QMainWindow {
   // What set_sampling this studio last had acknowledged, per endpoint: sent again when it attaches
   // there again (a run samples nothing while no client is attached).
   QMap<QString, int> samplingOf_;
-  QMap<int, QString> pending_;  // command id → command name
+  // The commands sent and not answered, by id: the name says which dock hears the answer, the
+  // rule which row a refused toggle_rule puts back.
+  struct Pending {
+    QString name, rule;
+  };
+  QMap<int, Pending> pending_;
   // Save Session As on an attached run: snapshot command id → the file it goes to, and the run's
   // session file its relative paths are relative to (empty: unknown).
   struct Snapshot {

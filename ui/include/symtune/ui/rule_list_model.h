@@ -39,6 +39,8 @@ class RuleListModel : public QAbstractTableModel {
   // Clears every pending mark: the run refused a toggle (or none is attached to answer), so the
   // rows show what is in force, as they did before it was asked.
   void clearPending();
+  // Clears `name`'s pending mark only: the run refused that toggle, not the others.
+  void clearPending(const QString& name);
 
   QString nameAt(int row) const;         // "" when out of range
   int rowOf(const QString& name) const;  // -1 when absent
@@ -59,6 +61,7 @@ class RuleListModel : public QAbstractTableModel {
 
  private:
   bool isRow(const QModelIndex& index) const;  // a valid index of this model
+  void clearPendingAt(int row);                // no-op for a row out of range or not pending
 
   struct Rule {
     QString name, origin, description;

@@ -10,6 +10,7 @@
 //   rules->setRunAttached(true);
 
 #include <QString>
+#include <QStringList>
 #include <QWidget>
 
 class QLabel;
@@ -45,9 +46,13 @@ class RulesDock : public QWidget {
   QString exportPack(const QString& path, const QString& name, const QString& version);
 
  public Q_SLOTS:
-  // The run's answer to a command (toggle_rule, add_rule, remove_rule): shown under the editor.
-  // An add_rule error with a position, for the text still in the editor, is underlined there.
-  void commandFinished(const QString& command, bool ok, const QString& message);
+  // The run's answer to a command (toggle_rule, add_rule, remove_rule) about `rule` (toggle_rule,
+  // remove_rule): shown under the editor. An add_rule error with a position, for the text still in
+  // the editor, is underlined there; a refused toggle puts back its row (every row when `rule` is
+  // empty), the other toggles still waiting for their answers. The ack's `warnings` (a rule added
+  // whose selector selects nothing) follow the message, shown as an error is.
+  void commandFinished(const QString& command, bool ok, const QString& message,
+                       const QString& rule = {}, const QStringList& warnings = {});
   // Checks the editor's text and, when it holds rules and a run is attached, asks to apply it.
   void apply();
   // Asks to remove the selected rule from the run.
