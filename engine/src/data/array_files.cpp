@@ -9,8 +9,9 @@
 #include <limits>
 #include <sstream>
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/script.h>
-#include <torch/serialize.h>
 
 namespace symtune {
 
@@ -298,8 +299,10 @@ std::string zipContent(const std::string& b, const ZipMember& m, const std::stri
     throw DataError(who + ": ZIP compression method " + std::to_string(m.method) +
                     " is not supported (stored or deflated)");
   }
+  // crc32_z: crc32's length is 32 bits, and a member of 4 GiB or more was checked over its size
+  // modulo 2^32 and refused as corrupt.
   const uLong crc =
-      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data()), out.size());
+      crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data()), out.size());
   if (crc != m.crc)
     throw DataError(who + ": corrupt (CRC mismatch)");
   return out;
@@ -314,24 +317,43 @@ void addTensors(const c10::IValue& value, const std::string& name, NamedArrays& 
   throw DataError(where + ": \"" + name + "\" is a " + value.tagKind() + ", not a tensor");
 }
 
-// A gzip file's contents.
-std::string gunzip(const std::string& bytes, const std::string& where) {
+// A gzip file's contents, of at most `most` bytes: with `whole`, a file that holds more is refused
+// (what its header declared was a lie: deflate packs a thousand zeros in a byte, and a 10 MB file
+// could fill 10 GB); without, its first `most` bytes are returned (a header to read first). The
+// input goes to zlib in pieces: avail_in is 32 bits, and a file of 4 GiB or more was cut short.
+std::string gunzip(const std::string& bytes, const std::string& where, size_t most, bool whole) {
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
     throw DataError(where + ": cannot start zlib");
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-  z.avail_in = static_cast<uInt>(bytes.size());
+  constexpr size_t kPiece = size_t{1} << 30;
+  size_t in = 0;
   std::string out;
   char chunk[1 << 16];
   int rc = Z_OK;
   while (rc == Z_OK) {
+    if (z.avail_in == 0 && in < bytes.size()) {
+      const size_t now = std::min(kPiece, bytes.size() - in);
+      z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + in));
+      z.avail_in = static_cast<uInt>(now);
+      in += now;
+    }
     z.next_out = reinterpret_cast<Bytef*>(chunk);
     z.avail_out = sizeof chunk;
     rc = inflate(&z, Z_NO_FLUSH);
     out.append(chunk, sizeof chunk - z.avail_out);
+    if (rc == Z_BUF_ERROR && z.avail_in == 0 && in < bytes.size())
+      rc = Z_OK;  // a piece used up: go on with the next
+    if (out.size() > most) {
+      inflateEnd(&z);
+      if (whole)
+        throw DataError(where + ": holds more than the " + std::to_string(most) +
+                        " bytes its header declares");
+      out.resize(most);
+      return out;
+    }
   }
   inflateEnd(&z);
-  if (rc != Z_STREAM_END)
+  if (rc != Z_STREAM_END && (whole || out.size() < most))
     throw DataError(where + ": not a complete gzip file");
   return out;
 }
@@ -348,8 +370,12 @@ uint32_t be32(const std::string& b, size_t at) {
 torch::Tensor readIdx(const std::filesystem::path& path) {
   const std::string where = path.string();
   std::string bytes = readBytes(path);
-  if (path.extension() == ".gz")
-    bytes = gunzip(bytes, where);
+  const bool gzipped = path.extension() == ".gz";
+  std::string packed;
+  if (gzipped) {  // the header first (at most 255 dimensions), then what it declares
+    packed = std::move(bytes);
+    bytes = gunzip(packed, where, 4 + 4 * 255, /*whole=*/false);
+  }
   if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0)
     throw DataError(where + ": not an IDX file (no 0x0000 magic)");
   if (static_cast<unsigned char>(bytes[2]) != 0x08)
@@ -367,6 +393,12 @@ torch::Tensor readIdx(const std::filesystem::path& path) {
     count *= shape.back();
   }
   const size_t start = 4 + 4 * static_cast<size_t>(dims);
+  if (gzipped)
+    bytes = gunzip(packed, where, start + static_cast<size_t>(count), /*whole=*/true);
+  if (bytes.size() - start > static_cast<size_t>(count))
+    throw DataError(where + ": " +
+                    std::to_string(bytes.size() - start - static_cast<size_t>(count)) +
+                    " bytes beyond the " + std::to_string(count) + " its header declares");
   if (bytes.size() - start < static_cast<size_t>(count))
     throw DataError(where + ": truncated: " + std::to_string(count) + " bytes of data expected, " +
                     std::to_string(bytes.size() - start) + " found");
@@ -474,7 +506,7 @@ NamedArrays readTorchFile(const std::filesystem::path& path) {
   if (script) {
     torch::jit::Module module;
     try {
-      module = torch::jit::load(path.string());
+      module = torch::jit::load(path.string(), torch::kCPU);  // Note [Saved on a GPU]
     } catch (const c10::Error& e) {
       throw DataError(where + ": not a loadable TorchScript archive: " +
                       std::string(e.what_without_backtrace()).substr(0, 200));
@@ -492,9 +524,18 @@ NamedArrays readTorchFile(const std::filesystem::path& path) {
       throw DataError(where + ": a TorchScript module without tensor attributes");
     return arrays;
   }
+  // Note [Saved on a GPU]: a tensor saved from a GPU names its device, and LibTorch's loaders put
+  // it back there — on a machine without one the file was refused ("Found no NVIDIA driver"), on
+  // one with it the arrays stayed on the GPU and the first batch's gather failed. Batches are
+  // built on the CPU (data_source.h): every storage is read onto it. This is torch::pickle_load,
+  // given the device that function leaves out.
   c10::IValue value;
   try {
-    value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    std::istringstream in(bytes);
+    caffe2::serialize::PyTorchStreamReader reader(&in);
+    value = torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
+                                              std::nullopt, std::nullopt,
+                                              torch::Device(torch::kCPU), reader);
   } catch (const std::exception& e) {
     std::string why = e.what();
     why = why.substr(0, why.find('\n'));

@@ -267,8 +267,8 @@ FileDataSource::FileDataSource(const DataSpec& data, const LossSpec& loss, int64
         picked.push_back(column(c));
         name += (name.empty() ? "" : "+") + c;
       }
-      arrays->inputs.push_back(
-          table.values.index_select(1, torch::tensor(picked, torch::kLong)).to(torch::kFloat));
+      // float64 still: converted below, once its range is checked
+      arrays->inputs.push_back(table.values.index_select(1, torch::tensor(picked, torch::kLong)));
       inputNames.push_back(name);
     }
     arrays->target = table.values.select(1, target).contiguous();
@@ -346,26 +346,37 @@ FileDataSource::FileDataSource(const DataSpec& data, const LossSpec& loss, int64
   if (samples == 0)
     throw DataError(source + ": the target \"" + targetName + "\" holds no samples");
   // A NaN or an infinity trains every step to a NaN loss, unsaid: refused where it is (CSV's
-  // reader already says the line and column).
-  const auto finite = [&](const torch::Tensor& t, const std::string& name) {
-    if (!t.is_floating_point())
-      return;
-    const torch::Tensor bad = t.isfinite().logical_not();
-    if (!bad.any().item<bool>())
-      return;
-    const int64_t sample = bad.reshape({t.size(0), -1}).any(1).nonzero()[0][0].item<int64_t>();
-    throw DataError(source + ": \"" + name + "\" holds a NaN or an infinity (sample " +
-                    std::to_string(sample) + ")");
+  // reader already says the line and column). So is a float64 value beyond float32's range, an
+  // infinity once converted: until 2026-12-07 only the float64 values were checked, and a target
+  // of 1e39 trained to a NaN loss in a run reported completed.
+  const auto finite = [&](const torch::Tensor& original, const torch::Tensor& converted,
+                          const std::string& name) {
+    const auto firstBad = [](const torch::Tensor& t) -> std::optional<int64_t> {
+      if (!t.is_floating_point())
+        return std::nullopt;
+      const torch::Tensor bad = t.isfinite().logical_not();
+      if (!bad.any().item<bool>())
+        return std::nullopt;
+      return bad.reshape({t.size(0), -1}).any(1).nonzero()[0][0].item<int64_t>();
+    };
+    if (const auto sample = firstBad(original))
+      throw DataError(source + ": \"" + name + "\" holds a NaN or an infinity (sample " +
+                      std::to_string(*sample) + ")");
+    if (const auto sample = firstBad(converted))
+      throw DataError(source + ": \"" + name +
+                      "\" holds a value beyond float32's range, 3.4e38 (sample " +
+                      std::to_string(*sample) + ")");
   };
   for (size_t i = 0; i < arrays->inputs.size(); ++i) {
     sameSamples(arrays->inputs[i], inputNames[i]);
-    finite(arrays->inputs[i], inputNames[i]);
-    arrays->inputs[i] = asInput(arrays->inputs[i]);
+    const torch::Tensor converted = asInput(arrays->inputs[i]);
+    finite(arrays->inputs[i], converted, inputNames[i]);
+    arrays->inputs[i] = converted;
   }
-  finite(arrays->target, targetName);
 
   // The target as the loss takes it.
   torch::Tensor target = arrays->target;
+  finite(target, loss.classIndices() ? target : target.to(torch::kFloat), targetName);
   if (loss.classIndices()) {
     if (target.is_floating_point()) {
       if (target.ne(target.floor()).any().item<bool>())

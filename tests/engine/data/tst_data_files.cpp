@@ -5,6 +5,8 @@
 
 #include "doctest_torch.h"
 
+#include <zlib.h>
+
 #include <cmath>
 #include <cstdint>
 
@@ -96,7 +98,10 @@ TEST_CASE("npy, npz and torch.save's files give the same arrays in every layout"
   CHECK(named(npz, "x").equal(xf));
   CHECK(named(npz, "y").equal(y));
 
-  for (const char* file : {"blobs_dict.pt", "blobs_module.pt"}) {
+  // blobs_saved_on_gpu.pt names cuda:0 for its storages, as torch.save writes them from a GPU:
+  // until 2026-12-07 it was refused without one ("Found no NVIDIA driver") and, with one, its
+  // arrays stayed on the GPU. Read onto the CPU, where batches are built.
+  for (const char* file : {"blobs_dict.pt", "blobs_module.pt", "blobs_saved_on_gpu.pt"}) {
     INFO(std::string(file));
     const auto saved = symtune::readTorchFile(kData / file);
     CHECK(named(saved, "x").equal(xf));
@@ -215,6 +220,25 @@ TEST_CASE("a damaged or wrong file is one line naming it") {
   nan.files.target = (dir.path() / "nan_y.npy").string();
   CHECK(contains(errorOf([&] { symtune::FileDataSource(nan, loss, 2); }),
                  ": \"nan_x.npy\" holds a NaN or an infinity (sample 0)"));
+  // Finite in float64, an infinity in the float32 the model reads: until 2026-12-07 the check ran
+  // on the float64 values, and the run trained to a NaN loss, reported completed.
+  const double wide[] = {1.0, 2.0, 1e39, 3.0};
+  symtune::test::writeFile(
+      dir.path() / "wide_x.npy",
+      npyBytes("<f8", "(2, 2)", std::string(reinterpret_cast<const char*>(wide), sizeof wide)));
+  nan.files.inputs = {{(dir.path() / "wide_x.npy").string()}};
+  CHECK(contains(errorOf([&] { symtune::FileDataSource(nan, loss, 2); }),
+                 ": \"wide_x.npy\" holds a value beyond float32's range, 3.4e38 (sample 1)"));
+  symtune::test::writeFile(dir.path() / "wide.csv", "a,y\n1,2\n3,-1e39\n");
+  symtune::DataSpec csv;
+  csv.batchSize = 2;
+  csv.files.format = "csv";
+  csv.files.file = dir.path() / "wide.csv";
+  csv.files.target = "y";
+  symtune::LossSpec mse;
+  mse.kind = "mse";
+  CHECK(contains(errorOf([&] { symtune::FileDataSource(csv, mse, 1); }),
+                 ": \"y\" holds a value beyond float32's range, 3.4e38 (sample 1)"));
   symtune::DataSpec held = blobsSpec("npz", "blobs.npz", {"x"}, "y");
   held.files.validationFraction = 0.999;
   CHECK(contains(errorOf([&] { symtune::FileDataSource(held, loss, 3); }),
@@ -370,6 +394,48 @@ TEST_CASE("MNIST's IDX files and CIFAR-10's binary batches read as images and la
   CHECK(errorOf([&] { symtune::readCifar10(kData / "big_endian.npy"); }) ==
         (kData / "big_endian.npy").string() +
             ": 152 bytes is not a whole number of CIFAR-10 records (3073 bytes each)");
+}
+
+namespace {
+
+// `bytes` as gzip writes them.
+std::string gzipped(const std::string& bytes) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) ==
+          Z_OK);
+  std::string out(deflateBound(&z, static_cast<uLong>(bytes.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+}  // namespace
+
+// An IDX file holds what its header declares, no more: until 2026-12-07 the bytes beyond were
+// read (gunzipped whole first: a 306 KB file of 300 MB of zeros was taken as one image).
+TEST_CASE("an IDX file with more than its header declares is refused, gzipped or not") {
+  symtune::test::TempDir dir;
+  const std::string labels = symtune::test::readFile(kData / "mnist" / "train-labels-idx1-ubyte");
+  REQUIRE(labels.size() == 48);  // 8 bytes of header, 40 labels
+  symtune::test::writeFile(dir.path() / "plain-idx1-ubyte", labels + std::string(5, '\0'));
+  CHECK(errorOf([&] { symtune::readIdx(dir.path() / "plain-idx1-ubyte"); }) ==
+        (dir.path() / "plain-idx1-ubyte").string() + ": 5 bytes beyond the 40 its header declares");
+  symtune::test::writeFile(dir.path() / "bomb-idx1-ubyte.gz",
+                           gzipped(labels + std::string(size_t{64} << 20, '\0')));
+  CHECK(errorOf([&] { symtune::readIdx(dir.path() / "bomb-idx1-ubyte.gz"); }) ==
+        (dir.path() / "bomb-idx1-ubyte.gz").string() +
+            ": holds more than the 48 bytes its header declares");
+  symtune::test::writeFile(dir.path() / "exact-idx1-ubyte.gz", gzipped(labels));
+  CHECK(symtune::readIdx(dir.path() / "exact-idx1-ubyte.gz")
+            .equal(symtune::readIdx(kData / "mnist" / "train-labels-idx1-ubyte")));
+  symtune::test::writeFile(dir.path() / "cut-idx1-ubyte.gz", gzipped(labels).substr(0, 20));
+  CHECK(errorOf([&] { symtune::readIdx(dir.path() / "cut-idx1-ubyte.gz"); }) ==
+        (dir.path() / "cut-idx1-ubyte.gz").string() + ": not a complete gzip file");
 }
 
 TEST_CASE("the padded length is the sequences', whatever input comes first") {

@@ -197,6 +197,11 @@ TEST_CASE("an unreadable image or an empty folder is one line naming it") {
   }
   CHECK(bad("huge.jpg", huge) ==
         at + "huge.jpg: declares 20000 × 20000 pixels, more than 268435456 (16384 × 16384)");
+  // Resized, a small image may grow past the limit a header is held to: refused before the
+  // interpolation (a 4000 × 1 PNG resized to 128 took 2.7 GB until 2026-12-07).
+  const std::string grown = errorOf([&] { symtune::readImageFolder(folder, spec({16384})); });
+  CHECK(grown.rfind(at + "good.png: is ", 0) == 0);
+  CHECK(grown.find(" it holds more than 268435456 pixels (16384 × 16384)") != std::string::npos);
   CHECK(bad("text.jpg", "hello") == at + "text.jpg: neither a PNG nor a JPEG image (by its first "
                                          "bytes)");
   CHECK(errorOf([&] {

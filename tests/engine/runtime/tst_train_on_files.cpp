@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include <torch/script.h>
 
@@ -129,6 +130,25 @@ TEST_CASE_FIXTURE(TwoThreads, "a regression learns from CSV under MSE") {
   MESSAGE("mse: ", first, " at step 1, ", last, " at step 150");
   CHECK(first > 1.0);
   CHECK(last < 0.01);
+}
+
+// 80 rows in batches of 24: each epoch ends in a batch of 8, fewer samples than 16 micro-batches.
+// Until 2026-12-07 that step failed the run ("a batch of 8 samples cannot be split into 16
+// micro-batches"); it runs one micro-batch per sample.
+TEST_CASE_FIXTURE(TwoThreads, "an epoch's short last batch runs in as many micro-batches as fit") {
+  const symtune::Session s = sessionOf(R"(
+    "model": {"file": "linear.pt", "classes": 1},
+    "data": {"format": "csv", "file": "regression.csv", "inputs": [["x1", "x2", "x3"]],
+             "target": "y", "batch_size": 24, "seed": 3},
+    "loss": {"kind": "mse"},
+    "optimizer": {"name": "sgd", "lr": 0.01},
+    "control": {"microbatches": 16},
+    "run": {"steps": 8})");
+  symtune::Trainer trainer(s);
+  std::vector<int> parts;
+  for (int i = 0; i < 8; ++i)
+    parts.push_back(trainer.step().microbatches);
+  CHECK(parts == std::vector<int>{16, 16, 16, 8, 16, 16, 16, 8});
 }
 
 TEST_CASE_FIXTURE(TwoThreads, "data that does not fit the model is a setup error naming it") {
