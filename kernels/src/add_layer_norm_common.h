@@ -78,17 +78,59 @@ inline AddLayerNormForward addLayerNormForwardOperands(const at::Tensor& input,
   return f;
 }
 
-// The backward's operands: dy, s, the sum output's own gradient dsIn and w contiguous (the last
-// two undefined when absent); ds, the sum's gradient, allocated.
+// The backward operator's arguments against the sum's shape, dtype and device. It is callable as it
+// is, past autograd (torch.ops.symtune.add_layer_norm_backward), and reads every operand by rows of
+// the sum's last dimension: a grad_sum of [1, 64] for a sum of [4096, 64], or a mean of 3 values
+// for 4096 rows, was read past its end (a segfault), and a sum without columns divided by zero.
+// Zero columns are refused as the forward refuses them; zero rows are an empty gradient.
+inline void checkAddLayerNormBackwardArguments(const at::Tensor& gradOut,
+                                               const std::optional<at::Tensor>& gradSum,
+                                               const at::Tensor& sum, const at::Tensor& mean,
+                                               const at::Tensor& rstd,
+                                               const std::optional<at::Tensor>& weight) {
+  const char* op = "symtune::add_layer_norm_backward";
+  TORCH_CHECK(sum.dim() >= 1 && sum.size(-1) > 0, op,
+              ": the sum needs a last dimension to normalize, got ", sum.sizes());
+  const int64_t columns = sum.size(-1);
+  const int64_t rows = sum.numel() / columns;
+  const auto likeTheSum = [&](const at::Tensor& t, const char* what) {
+    TORCH_CHECK(t.sizes() == sum.sizes() && t.scalar_type() == sum.scalar_type() &&
+                    t.device() == sum.device(),
+                op, ": ", what, " must be ", sum.scalar_type(), " ", sum.sizes(), " on ",
+                sum.device(), " as the sum is, got ", t.scalar_type(), " ", t.sizes(), " on ",
+                t.device());
+  };
+  likeTheSum(gradOut, "grad_output");
+  if (const auto d = definedOrNone(gradSum))
+    likeTheSum(*d, "grad_sum");
+  const at::ScalarType math = layerNormMathType(sum.scalar_type());
+  const auto perRow = [&](const at::Tensor& t, const char* what) {
+    TORCH_CHECK(t.numel() == rows && t.scalar_type() == math && t.device() == sum.device(), op,
+                ": ", what, " must hold one ", math, " per row of the sum (", rows, ") on ",
+                sum.device(), ", got ", t.scalar_type(), " ", t.sizes(), " on ", t.device());
+  };
+  perRow(mean, "mean");
+  perRow(rstd, "rstd");
+  if (const auto w = definedOrNone(weight)) {
+    TORCH_CHECK(w->dim() == 1 && w->size(0) == columns && w->scalar_type() == sum.scalar_type() &&
+                    w->device() == sum.device(),
+                op, ": the weight must be ", sum.scalar_type(), " [", columns, "] on ",
+                sum.device(), ", got ", w->scalar_type(), " ", w->sizes(), " on ", w->device());
+  }
+}
+
+// The backward's operands, after the checks: dy, s, the sum output's own gradient dsIn, w, and
+// each row's mean and rstd contiguous (dsIn and w undefined when absent); ds, the sum's gradient,
+// allocated.
 struct AddLayerNormBackward {
-  at::Tensor dy, s, dsIn, w, ds;
+  at::Tensor dy, s, dsIn, w, mean, rstd, ds;
   int64_t rows = 0, columns = 0;
 };
 
-inline AddLayerNormBackward addLayerNormBackwardOperands(const at::Tensor& gradOut,
-                                                         const std::optional<at::Tensor>& gradSum,
-                                                         const at::Tensor& sum,
-                                                         const std::optional<at::Tensor>& weight) {
+inline AddLayerNormBackward addLayerNormBackwardOperands(
+    const at::Tensor& gradOut, const std::optional<at::Tensor>& gradSum, const at::Tensor& sum,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight) {
+  checkAddLayerNormBackwardArguments(gradOut, gradSum, sum, mean, rstd, weight);
   AddLayerNormBackward g;
   g.dy = gradOut.contiguous();
   g.s = sum.contiguous();
@@ -96,6 +138,8 @@ inline AddLayerNormBackward addLayerNormBackwardOperands(const at::Tensor& gradO
     g.dsIn = d->contiguous();
   if (const auto w = definedOrNone(weight))
     g.w = w->contiguous();
+  g.mean = mean.contiguous();
+  g.rstd = rstd.contiguous();
   g.columns = g.s.size(-1);
   g.rows = g.s.numel() / g.columns;
   g.ds = at::empty_like(g.s);

@@ -47,4 +47,37 @@ inline BatchNormReluShape batchNormReluShape(const at::Tensor& input, const at::
   return s;
 }
 
+// The backward operator's arguments (batchNormReluShape's checks of the input and weight, then
+// the rest), its shape returned. Called as it is, past autograd, a save_mean or save_invstd of
+// one value for 64 channels was read past its end; the gradient and the output are read as the
+// input is.
+inline BatchNormReluShape batchNormReluBackwardShape(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& output,
+    const at::Tensor& weight, const at::Tensor& saveMean, const at::Tensor& saveInvstd) {
+  const char* op = "symtune::batch_norm_relu_backward";
+  const BatchNormReluShape s =
+      batchNormReluShape(input, weight, weight, std::nullopt, std::nullopt);
+  TORCH_CHECK(grad.sizes() == input.sizes() && output.sizes() == input.sizes(), op,
+              ": the gradient ", grad.sizes(), " and the output ", output.sizes(),
+              " must have the input's shape ", input.sizes());
+  const auto likeTheInput = [&](const at::Tensor& t, const char* what) {
+    TORCH_CHECK(t.scalar_type() == input.scalar_type() && t.device() == input.device(), op, ": ",
+                what, " must be ", input.scalar_type(), " on ", input.device(),
+                " as the input is, got ", t.scalar_type(), " on ", t.device());
+  };
+  likeTheInput(grad, "the gradient");
+  likeTheInput(output, "the output");
+  // One value per channel, of any layout (the kernels read them contiguous).
+  const auto perChannel = [&](const at::Tensor& t, const char* what) {
+    TORCH_CHECK(t.defined() && t.dim() == 1 && t.size(0) == s.channels &&
+                    t.scalar_type() == input.scalar_type() && t.device() == input.device(),
+                op, ": ", what, " must be a vector of ", s.channels, " ", input.scalar_type(),
+                " on ", input.device(), ", got ", t.defined() ? t.sizes() : at::IntArrayRef{}, " ",
+                t.defined() ? t.scalar_type() : at::ScalarType::Undefined);
+  };
+  perChannel(saveMean, "save_mean");
+  perChannel(saveInvstd, "save_invstd");
+  return s;
+}
+
 }  // namespace symtune::kernels

@@ -1,5 +1,5 @@
-// Operator schemas of symtune::bias_dropout_add, its autograd (saved: the seed, p and the bias —
-// no mask, no activations) and the C++ entry points.
+// Operator schemas of symtune::bias_dropout_add, its autograd (saved: the seed, p and the bias's
+// shape — no mask, no activations, no tensor) and the C++ entry points.
 
 #include <mutex>
 
@@ -84,6 +84,14 @@ double effectiveP(double p, bool train) {
   return train ? p : 0.0;
 }
 
+// Note [Bias dropout add saves no bias]
+// The backward reads nothing of the bias: its gradient is the input's (summed over the rows for a
+// row bias), so the bias only says which of the two. The forward records its shape, not the
+// tensor: a saved bias made an in-place update between forward and backward (an optimizer step,
+// `b.add_(1)` under no_grad) fail the backward with "modified by an inplace operation", where
+// ATen's composition (add, dropout, add) saves no bias and runs. The backward operator still
+// takes a bias for its layout; it gets a stand-in of the recorded shape on the gradient's dtype
+// and device, one element expanded (no allocation of the bias's size).
 class BiasDropoutAddFunction : public torch::autograd::Function<BiasDropoutAddFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
@@ -92,21 +100,26 @@ class BiasDropoutAddFunction : public torch::autograd::Function<BiasDropoutAddFu
     at::AutoDispatchBelowADInplaceOrView below;
     const double rate = effectiveP(p, train);
     const int64_t seed = rate > 0 ? drawSeed() : 0;
-    ctx->save_for_backward({bias.value_or(at::Tensor())});
+    const bool hasBias = bias.has_value() && bias->defined();
     ctx->saved_data["p"] = rate;
     ctx->saved_data["seed"] = seed;
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    ctx->saved_data["has_bias"] = hasBias;
+    if (hasBias)
+      ctx->saved_data["bias_sizes"] = bias->sizes().vec();
     return forwardOp().call(input, bias, residual, rate, seed);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     refuseDoubleBackward("bias_dropout_add");
-    const auto saved = ctx->get_saved_variables();
     const bool hasBias = ctx->saved_data["has_bias"].toBool();
-    auto [gradInput, gradBias] = backwardOp().call(
-        grads[0].contiguous(), hasBias ? std::optional<at::Tensor>(saved[0]) : std::nullopt,
-        ctx->saved_data["p"].toDouble(), ctx->saved_data["seed"].toInt());
+    const at::Tensor grad = grads[0].contiguous();
+    // Note [Bias dropout add saves no bias]
+    std::optional<at::Tensor> biasShape;
+    if (hasBias)
+      biasShape = at::empty({}, grad.options()).expand(ctx->saved_data["bias_sizes"].toIntVector());
+    auto [gradInput, gradBias] = backwardOp().call(grad, biasShape, ctx->saved_data["p"].toDouble(),
+                                                   ctx->saved_data["seed"].toInt());
     return {gradInput, hasBias ? gradBias : at::Tensor(), grads[0], at::Tensor(), at::Tensor()};
   }
 };

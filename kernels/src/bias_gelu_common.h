@@ -35,6 +35,15 @@ inline BiasGeluOperands biasGeluOperands(const at::Tensor& input,
   BiasGeluOperands o;
   o.tanhApprox = tanhApproximation(approximate);
   o.layout = biasLayout(input, bias, "symtune::bias_gelu");
+  // The gradient is read as the input is: one of another dtype failed deep in the kernel with
+  // ATen's generic message, and a CPU one given with a CUDA input reached the CUDA kernel as a
+  // host pointer (an illegal access). Its shape is the input's unless the bias broadcasts
+  // (the composition's output, checked by ATen there).
+  if (grad.defined()) {
+    TORCH_CHECK(grad.scalar_type() == input.scalar_type() && grad.device() == input.device(),
+                "symtune::bias_gelu_backward: the gradient is ", grad.scalar_type(), " on ",
+                grad.device(), ", the input ", input.scalar_type(), " on ", input.device());
+  }
   if (o.layout == BiasLayout::Broadcast)
     return o;
   if (grad.defined()) {

@@ -33,9 +33,13 @@ inline BiasLayout biasLayout(const at::Tensor& input, const std::optional<at::Te
 
 // The bias's gradient given the input's, dx: a row bias's is dx's column sums (summed in float
 // for reduced precision), a full one's a copy of dx (an output of its own: an op's two results do
-// not alias), no bias's undefined.
+// not alias), no bias's undefined. An empty dx gives a row bias zeros, as the CPU kernels' column
+// sums do: reshaped to [-1, 0], a zero-width last dimension made the row count ambiguous and
+// the CUDA backward threw.
 inline at::Tensor biasGradient(const at::Tensor& dx, BiasLayout layout) {
   if (layout == BiasLayout::Row) {
+    if (dx.numel() == 0)
+      return at::zeros({dx.size(-1)}, dx.options());
     const at::ScalarType sum = dx.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
     return dx.reshape({-1, dx.size(-1)}).sum(0, false, sum).to(dx.scalar_type());
   }

@@ -56,8 +56,13 @@ class GruCellFunction : public torch::autograd::Function<GruCellFunction> {
     at::AutoDispatchBelowADInplaceOrView below;
     at::Tensor out = forwardOp().call(gatesIn, gatesHidden, hidden, keep);
     ctx->save_for_backward({gatesIn, gatesHidden, hidden});
-    if (keep.has_value())
-      ctx->saved_data["keep"] = *keep;
+    // The mask is copied, not kept: a caller that reuses one mask buffer across time steps
+    // (`keep.copy_(lengths > t)`) rewrote the mask the earlier steps' backwards read, and their
+    // gradients came out silently wrong. save_for_backward would catch the rewrite by its version
+    // and refuse the backward (as ATen's where does); a copy of B bools costs next to nothing and
+    // lets that loop train, and it also holds when a writer moves no version.
+    if (keep.has_value() && keep->defined())
+      ctx->saved_data["keep"] = keep->clone();
     return out;
   }
 

@@ -7,9 +7,12 @@
 
 #include "doctest_torch.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,6 +22,21 @@
 #include "symtune/kernels/add_layer_norm.h"
 
 namespace {
+
+using Optional = std::optional<at::Tensor>;
+using BackwardSignature = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, const Optional&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+    const Optional&);
+
+// The backward operator as TorchScript calls it, past autograd.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> backwardOperator(
+    const at::Tensor& gradOut, const Optional& gradSum, const at::Tensor& sum,
+    const at::Tensor& mean, const at::Tensor& rstd, const Optional& weight) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("symtune::add_layer_norm_backward", "")
+                             .typed<BackwardSignature>();
+  return op.call(gradOut, gradSum, sum, mean, rstd, weight);
+}
 
 struct Shape {
   const char* name;
@@ -192,4 +210,90 @@ TEST_CASE("bad arguments are refused") {
   });
   INFO(error);
   CHECK(error.find("weight and bias must be on cpu with the input, got meta") != std::string::npos);
+}
+
+TEST_CASE("the backward operator refuses arguments that do not fit the sum") {
+  // Until 2026-12-07 the backward checked none of its arguments: a grad_sum of [1, 64] or a mean
+  // of 3 values for 4096 rows was read past its end (a segfault), a sum without columns divided
+  // by zero.
+  const auto f = torch::TensorOptions().dtype(torch::kFloat);
+  const auto sum = torch::randn({4096, 64}, f);
+  const auto dy = torch::ones({4096, 64}, f);
+  const auto mean = torch::zeros({4096}, f), rstd = torch::ones({4096}, f);
+  const struct {
+    const char* name;
+    at::Tensor gradOut;
+    Optional gradSum;
+    at::Tensor sum, mean, rstd;
+    Optional weight;
+    std::string message;
+  } rows[] = {
+      {"grad_sum of [1, 64] for a sum of [4096, 64]", dy, torch::ones({1, 64}, f), sum, mean, rstd,
+       std::nullopt, "grad_sum must be Float [4096, 64] on cpu as the sum is, got Float [1, 64]"},
+      {"grad_output of another width", torch::ones({4096, 32}, f), std::nullopt, sum, mean, rstd,
+       std::nullopt,
+       "grad_output must be Float [4096, 64] on cpu as the sum is, got Float [4096, 32]"},
+      {"grad_output of another dtype", dy.to(torch::kDouble), std::nullopt, sum, mean, rstd,
+       std::nullopt, "grad_output must be Float [4096, 64] on cpu as the sum is, got Double"},
+      {"a mean of 3 values for 4096 rows", dy, std::nullopt, sum, torch::zeros({3}, f), rstd,
+       std::nullopt, "mean must hold one Float per row of the sum (4096) on cpu, got Float [3]"},
+      {"rstd in double for a float sum", dy, std::nullopt, sum, mean, rstd.to(torch::kDouble),
+       std::nullopt,
+       "rstd must hold one Float per row of the sum (4096) on cpu, got Double [4096]"},
+      {"a weight of another width", dy, std::nullopt, sum, mean, rstd, torch::ones({32}, f),
+       "the weight must be Float [64] on cpu, got Float [32]"},
+      {"a sum without columns", torch::ones({4, 0}, f), std::nullopt, torch::ones({4, 0}, f),
+       torch::zeros({4}, f), torch::ones({4}, f), std::nullopt,
+       "the sum needs a last dimension to normalize, got [4, 0]"},
+  };
+  for (const auto& row : rows) {
+    const std::string error = symtune::test::errorOf([&] {
+      backwardOperator(row.gradOut, row.gradSum, row.sum, row.mean, row.rstd, row.weight);
+    });
+    INFO(row.name, ": ", error);
+    CHECK(error.find("symtune::add_layer_norm_backward: ") != std::string::npos);
+    CHECK(error.find(row.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("the backward operator reads strided row statistics, and takes zero rows") {
+  // Until 2026-12-07 the CPU backward read mean and rstd as if contiguous: every other value of a
+  // strided view was the wrong row's.
+  torch::manual_seed(23);
+  const auto sum = torch::randn({6, 10}), dy = torch::randn({6, 10}), w = torch::randn({10});
+  const auto mean = torch::randn({6}), rstd = torch::rand({6}) + 0.5;
+  // The same values, every other element of a buffer twice as long.
+  const auto strided = [](const torch::Tensor& t) {
+    return torch::stack({t, torch::full_like(t, 1e3)}, 1).select(1, 0);
+  };
+  REQUIRE(!strided(mean).is_contiguous());
+  const auto [ds, dw, db] = backwardOperator(dy, std::nullopt, sum, mean, rstd, w);
+  const auto [dsS, dwS, dbS] =
+      backwardOperator(dy, std::nullopt, sum, strided(mean), strided(rstd), w);
+  CHECK(torch::equal(dsS, ds));
+  CHECK(torch::equal(dwS, dw));
+  CHECK(torch::equal(dbS, db));
+  // No rows: an empty gradient for the sum, zeros for the weight and the bias.
+  const auto [dsEmpty, dwEmpty, dbEmpty] =
+      backwardOperator(torch::ones({0, 5}), std::nullopt, torch::ones({0, 5}), torch::zeros({0}),
+                       torch::ones({0}), torch::ones({5}));
+  CHECK((dsEmpty.sizes().vec() == std::vector<int64_t>{0, 5}));
+  CHECK(torch::equal(dwEmpty, torch::zeros({5})));
+  CHECK(torch::equal(dbEmpty, torch::zeros({5})));
+}
+
+TEST_CASE("the backward operator on CUDA refuses statistics left on the CPU") {
+  if (!symtune::test::cudaRowsRun())
+    return;
+  // Until 2026-12-07 a CPU mean among CUDA tensors was dispatched to the CUDA kernel and read
+  // there as a device pointer (an illegal access that poisons the context).
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const auto sum = torch::randn({4096, 64}, cuda);
+  const std::string error = symtune::test::errorOf([&] {
+    backwardOperator(torch::ones_like(sum), std::nullopt, sum, torch::zeros({4096}),
+                     torch::ones({4096}, cuda), std::nullopt);
+  });
+  INFO(error);
+  CHECK(error.find("mean must hold one Float per row of the sum (4096) on cuda:0, got Float "
+                   "[4096] on cpu") != std::string::npos);
 }

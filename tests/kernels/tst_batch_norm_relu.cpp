@@ -6,6 +6,7 @@
 
 #include "doctest_torch.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -171,4 +172,50 @@ TEST_CASE("batch_norm_relu refuses what it does not compute, in one line") {
   CHECK(errorOf([&] {
           symtune::kernels::batchNormRelu(torch::randn({5}), v, v, {}, {}, 0.1, 1e-5);
         }).find("the input must be [N, C, ...]") != std::string::npos);
+}
+
+TEST_CASE("batch_norm_relu_backward refuses statistics that do not fit the channels") {
+  // Until 2026-12-07 the backward operator, called as it is, never checked save_mean and
+  // save_invstd: one value for 64 channels was read past its end.
+  static const auto backward = c10::Dispatcher::singleton()
+                                   .findSchemaOrThrow("symtune::batch_norm_relu_backward", "")
+                                   .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+                                       const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                       const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  const auto x = torch::randn({8, 64, 4, 4});
+  const auto y = torch::relu(x), w = torch::ones({64});
+  const auto mean = torch::zeros({64}), invstd = torch::ones({64});
+  const struct {
+    const char* name;
+    at::Tensor grad, mean, invstd;
+    std::string message;
+  } rows[] = {
+      {"save_mean of one value for 64 channels", torch::ones_like(x), torch::zeros({1}), invstd,
+       "save_mean must be a vector of 64 Float on cpu, got [1] Float"},
+      {"save_invstd of 65 values", torch::ones_like(x), mean, torch::ones({65}),
+       "save_invstd must be a vector of 64 Float on cpu, got [65] Float"},
+      {"save_invstd in double", torch::ones_like(x), mean, invstd.to(torch::kDouble),
+       "save_invstd must be a vector of 64 Float on cpu, got [64] Double"},
+      {"save_mean as a [64, 1] matrix", torch::ones_like(x), mean.view({64, 1}), invstd,
+       "save_mean must be a vector of 64 Float on cpu, got [64, 1] Float"},
+      {"a gradient in double", torch::ones_like(x, torch::kDouble), mean, invstd,
+       "the gradient must be Float on cpu as the input is, got Double on cpu"},
+  };
+  for (const auto& row : rows) {
+    const std::string error =
+        symtune::test::errorOf([&] { backward.call(row.grad, x, y, w, row.mean, row.invstd); });
+    INFO(row.name, ": ", error);
+    CHECK(error.find("symtune::batch_norm_relu_backward: " + row.message) != std::string::npos);
+  }
+  // Statistics of any layout are read by value: a strided save_mean gives the contiguous one's
+  // gradients.
+  const auto stats = torch::rand({64, 2}) + 0.5;
+  const auto strided = stats.select(1, 0);
+  REQUIRE(!strided.is_contiguous());
+  const auto [gxS, gwS, gbS] = backward.call(torch::ones_like(x), x, y, w, strided, invstd);
+  const auto [gx, gw, gb] =
+      backward.call(torch::ones_like(x), x, y, w, strided.contiguous(), invstd);
+  CHECK(torch::equal(gxS, gx));
+  CHECK(torch::equal(gwS, gw));
+  CHECK(torch::equal(gbS, gb));
 }

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bias_op_cases.h"
@@ -264,4 +265,62 @@ TEST_CASE("bad arguments are refused") {
   });
   INFO("a residual that does not broadcast is an error: ", mismatch);
   CHECK(mismatch != "(no error)");
+}
+
+// Note [Bias dropout add saves no bias] in kernels/src/bias_dropout_add_op.cpp. Until 2026-12-07
+// the forward saved the bias for its layout alone, and an in-place update of it before the
+// backward (an optimizer step) failed the backward with "modified by an inplace operation",
+// where ATen's composition runs.
+TEST_CASE("a bias updated in place between forward and backward") {
+  const struct {
+    const char* name;
+    std::vector<int64_t> biasShape;
+  } rows[] = {{"row bias", {6}}, {"full bias", {4, 6}}};
+  for (const auto& row : rows) {
+    INFO(row.name);
+    torch::manual_seed(5);
+    const auto x0 = torch::randn({4, 6}), b0 = torch::randn(row.biasShape);
+    const auto r = torch::randn({4, 6}), upstream = torch::randn({4, 6});
+    // Twice from the same generator state (the same mask): the bias left alone, then updated.
+    auto run = [&](bool update) {
+      auto x = x0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+      torch::manual_seed(99);
+      const auto y = symtune::kernels::biasDropoutAdd(x, b, r, 0.3);
+      if (update) {
+        torch::NoGradGuard noGrad;
+        b.add_(1);
+      }
+      const std::string error = symtune::test::errorOf([&] { y.backward(upstream); });
+      INFO(error);
+      CHECK(error == "(no error)");
+      return std::make_pair(x.grad(), b.grad());
+    };
+    const auto [gx, gb] = run(false);
+    const auto [gxUpdated, gbUpdated] = run(true);
+    REQUIRE(gxUpdated.defined());
+    REQUIRE(gbUpdated.defined());
+    CHECK(torch::equal(gxUpdated, gx));
+    CHECK(torch::equal(gbUpdated, gb));
+    // The bias's gradient is the input's, summed over the rows for a row bias.
+    CHECK(torch::allclose(gb, gx.sum_to_size(row.biasShape), 1e-5, 1e-6));
+  }
+}
+
+// Until 2026-12-07 the CUDA backward threw on a zero-width last dimension (the row bias's
+// gradient reshaped dx to [-1, 0]); the CPU one gave an empty gradient.
+TEST_CASE("a zero-width gradient gives a row bias an empty gradient, on the CPU and CUDA") {
+  const bool cuda = symtune::test::cudaRowsRun();
+  for (const bool onCuda : {false, true}) {
+    if (onCuda && !cuda)
+      continue;
+    const auto opts = torch::TensorOptions().device(onCuda ? torch::kCUDA : torch::kCPU);
+    for (const auto& sizes : std::vector<std::vector<int64_t>>{{4, 0}, {0, 5}, {2, 3, 0}}) {
+      INFO((onCuda ? "cuda " : "cpu "), torch::IntArrayRef(sizes));
+      const auto grad = torch::ones(sizes, opts);
+      const auto [dx, db] = symtune::kernels::biasDropoutAddBackward(
+          grad, torch::randn({sizes.back()}, opts), 0.5, 7);
+      CHECK((dx.sizes() == grad.sizes()));
+      CHECK(torch::equal(db.cpu(), torch::zeros({sizes.back()})));
+    }
+  }
 }

@@ -13,8 +13,11 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bias_op_cases.h"
@@ -187,4 +190,76 @@ TEST_CASE("a row bias's gradient over a million rows on one thread keeps float64
                      want.abs().max().item<double>();
   MESSAGE("bias gradient ", off, " off float64");
   CHECK(off < 1e-5);
+}
+
+TEST_CASE("the backward refuses a gradient of another dtype or device") {
+  // Until 2026-12-07 only the gradient's shape was checked: a double one failed in the kernel
+  // with ATen's generic message, and a CPU one given with CUDA tensors reached the CUDA kernel as
+  // a device pointer.
+  const auto x = torch::randn({4, 6}), b = torch::randn({6});
+  const std::string dtype = symtune::test::errorOf([&] {
+    symtune::kernels::biasGeluBackward(torch::ones({4, 6}, torch::kFloat64), x, b, "none");
+  });
+  INFO(dtype);
+  CHECK(dtype.find("symtune::bias_gelu_backward: the gradient is Double on cpu, the input Float "
+                   "on cpu") != std::string::npos);
+  if (!symtune::test::cudaRowsRun())
+    return;
+  const std::string device = symtune::test::errorOf([&] {
+    symtune::kernels::biasGeluBackward(torch::ones({4, 6}), x.cuda(), b.cuda(), "tanh");
+  });
+  INFO(device);
+  CHECK(device.find("symtune::bias_gelu_backward: the gradient is Float on cpu, the input Float "
+                    "on cuda:0") != std::string::npos);
+}
+
+// Until 2026-12-07 the CUDA backward threw on a zero-width last dimension (the row bias's
+// gradient reshaped dx to [-1, 0]); the CPU one gave an empty gradient, as ATen does.
+TEST_CASE("a zero-width input gives a row bias an empty gradient, on the CPU and CUDA") {
+  const bool cuda = symtune::test::cudaRowsRun();
+  for (const bool onCuda : {false, true}) {
+    if (onCuda && !cuda)
+      continue;
+    const auto opts = torch::TensorOptions().device(onCuda ? torch::kCUDA : torch::kCPU);
+    for (const auto& sizes : std::vector<std::vector<int64_t>>{{4, 0}, {0, 5}, {2, 3, 0}}) {
+      const auto x = torch::randn(sizes, opts), b = torch::randn({sizes.back()}, opts);
+      INFO((onCuda ? "cuda " : "cpu "), x.sizes());
+      const auto [dx, db] = symtune::kernels::biasGeluBackward(torch::ones_like(x), x, b, "none");
+      CHECK((dx.sizes() == x.sizes()));
+      CHECK(torch::equal(db.cpu(), torch::zeros({sizes.back()})));
+    }
+  }
+}
+
+// ATen's GELU of an infinity: +inf forward, NaN for -inf (-inf · 0); the derivative NaN at both.
+// Until 2026-12-07 the float vector kernels' inline exp saturated instead of overflowing, so the
+// tanh GELU of -inf was -inf (and its derivative -inf), and on AVX-512 the refined reciprocal of
+// +inf was NaN, so the exact GELU of +inf was NaN. Two vectors of 16 and a tail: every path.
+TEST_CASE("infinite inputs give ATen's GELU and derivative on the CPU") {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> values;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (const double v : {-inf, inf, -30.0, 30.0, -20.0, 20.0, -5.0, 5.0, -1.0, 1.0, 0.0, 0.5,
+                           -0.5, 3.0, -3.0, std::nan("")})
+      values.push_back(v);
+  }
+  values.push_back(-inf);  // the tail
+  for (const auto& [dtypeName, dtype] : std::vector<std::pair<const char*, torch::Dtype>>{
+           {"float32", torch::kFloat32}, {"float64", torch::kFloat64}}) {
+    const auto x = torch::tensor(values, torch::kFloat64).to(dtype);
+    const auto gy = torch::ones_like(x);
+    for (const char* approximate : {"none", "tanh"}) {
+      INFO(dtypeName, " ", approximate);
+      const auto y = symtune::kernels::biasGelu(x, {}, approximate);
+      const auto dx = std::get<0>(symtune::kernels::biasGeluBackward(gy, x, {}, approximate));
+      const auto wantY = torch::gelu(x, approximate);
+      const auto wantDx = torch::gelu_backward(gy, x, approximate);
+      INFO("forward ", y, " want ", wantY);
+      CHECK(torch::equal(y.isnan(), wantY.isnan()));
+      CHECK(torch::allclose(y, wantY, 1e-4, 1e-6, /*equal_nan=*/true));
+      INFO("derivative ", dx, " want ", wantDx);
+      CHECK(torch::equal(dx.isnan(), wantDx.isnan()));
+      CHECK(torch::allclose(dx, wantDx, 1e-4, 1e-6, /*equal_nan=*/true));
+    }
+  }
 }

@@ -318,6 +318,85 @@ TEST_CASE("a fused step moves the version of every tensor it writes") {
   CHECK(grad._version() > gradBefore);
 }
 
+// Note [In-place ops move versions] in kernels/src/written.h. Until 2026-12-07 only the C++
+// wrappers moved the versions: the same ops called by name (TorchScript's
+// torch.ops.symtune.fused_adam_, the dispatcher from C++) left every tensor they wrote at its old
+// version, and autograd or a CUDA graph's static copy took the old values for current.
+TEST_CASE("the in-place operators called by name move the version of every tensor they write") {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  const auto versionsOf = [](const std::vector<at::Tensor>& ts) {
+    std::vector<uint32_t> v;
+    for (const auto& t : ts)
+      v.push_back(t._version());
+    return v;
+  };
+  const auto moved = [&](const char* what, const std::vector<at::Tensor>& ts,
+                         const std::vector<uint32_t>& before) {
+    for (size_t i = 0; i < ts.size(); ++i) {
+      INFO(what, " ", i);
+      CHECK(ts[i]._version() > before[i]);
+    }
+  };
+  const std::vector<at::Tensor> grads{torch::ones({3}), torch::full({5}, 2.0)};
+  const auto fresh = [] { return std::vector<at::Tensor>{torch::zeros({3}), torch::zeros({5})}; };
+  {
+    static const auto adam =
+        dispatcher.findSchemaOrThrow("symtune::fused_adam_", "")
+            .typed<void(at::TensorList, at::TensorList, at::TensorList, at::TensorList,
+                        c10::IntArrayRef, double, double, double, double, double, bool)>();
+    const auto params = fresh(), expAvgs = fresh(), expAvgSqs = fresh();
+    const auto p0 = versionsOf(params), m0 = versionsOf(expAvgs), v0 = versionsOf(expAvgSqs);
+    const auto g0 = versionsOf(grads);
+    adam.call(params, grads, expAvgs, expAvgSqs, std::vector<int64_t>{1, 1}, 1e-3, 0.9, 0.999, 1e-8,
+              0.0, true);
+    moved("fused_adam_ parameter", params, p0);
+    moved("fused_adam_ exp_avg", expAvgs, m0);
+    moved("fused_adam_ exp_avg_sq", expAvgSqs, v0);
+    CHECK(versionsOf(grads) == g0);  // read, not written
+  }
+  {
+    static const auto sgd =
+        dispatcher.findSchemaOrThrow("symtune::fused_sgd_", "")
+            .typed<void(at::TensorList, at::TensorList, at::TensorList, c10::IntArrayRef, double,
+                        double, double, double, bool)>();
+    const auto params = fresh(), buffers = fresh();
+    const auto p0 = versionsOf(params), b0 = versionsOf(buffers);
+    sgd.call(params, grads, buffers, std::vector<int64_t>{1, 1}, 0.1, 0.9, 0.0, 0.0, false);
+    moved("fused_sgd_ parameter", params, p0);
+    moved("fused_sgd_ momentum buffer", buffers, b0);
+  }
+  {
+    static const auto rmsClamp =
+        dispatcher.findSchemaOrThrow("symtune::rms_clamp_", "").typed<at::Tensor(at::TensorList)>();
+    const std::vector<at::Tensor> gs{torch::randn({7}), torch::randn({9})};
+    const auto g0 = versionsOf(gs);
+    const at::Tensor rms = rmsClamp.call(gs);
+    CHECK(rms.numel() == 2);
+    moved("rms_clamp_ gradient", gs, g0);
+  }
+  {
+    static const auto clip = dispatcher.findSchemaOrThrow("symtune::clip_grad_norm_", "")
+                                 .typed<at::Tensor(at::TensorList, double)>();
+    const std::vector<at::Tensor> gs{torch::full({7}, 10.0), torch::full({9}, 10.0)};
+    const auto g0 = versionsOf(gs);
+    const at::Tensor norm = clip.call(gs, 1.0);
+    CHECK(norm.item<double>() > 1.0);  // clipped, so written
+    moved("clip_grad_norm_ gradient", gs, g0);
+    // What autograd saved before the clip is seen to have changed.
+    auto w = torch::full({7}, 10.0).requires_grad_(true);
+    const auto loss = (w * w).sum();
+    const std::vector<at::Tensor> ws{w};
+    {
+      torch::NoGradGuard noGrad;
+      const at::Tensor again = clip.call(ws, 1.0);
+      CHECK(again.item<double>() > 1.0);
+    }
+    const std::string error = symtune::test::errorOf([&] { loss.backward(); });
+    INFO(error);
+    CHECK(error.find("modified by an inplace operation") != std::string::npos);
+  }
+}
+
 TEST_CASE("what the fused steps do not support is refused") {
   auto ps = parameters(torch::kFloat32, torch::kCPU);
   const std::string amsgrad = symtune::test::errorOf(

@@ -170,3 +170,34 @@ TEST_CASE("gru_cell refuses what it does not compute, in one line") {
           symtune::kernels::gruCell(gates.to(torch::kDouble), gates, state);
         }).find("the gates must be Float on cpu") != std::string::npos);
 }
+
+// Until 2026-12-07 the mask was kept by reference for the backward: a caller that reuses one mask
+// buffer across time steps (`keep.copy_(lengths > t)`) rewrote what the earlier steps' backwards
+// read, and their gradients came out silently wrong. The backward reads the mask as it was.
+TEST_CASE(
+    "gru_cell: a mask rewritten in place after the forward leaves its gradients as they were") {
+  torch::manual_seed(41);
+  const int64_t B = 4, H = 5;
+  const auto in0 = torch::randn({B, 3 * H}, torch::kDouble);
+  const auto hid0 = torch::randn({B, 3 * H}, torch::kDouble);
+  const auto state0 = torch::randn({B, H}, torch::kDouble);
+  const auto upstream = torch::randn({B, H}, torch::kDouble);
+  auto gradients = [&](bool rewrite) {
+    auto in = in0.clone().requires_grad_(true), hid = hid0.clone().requires_grad_(true);
+    auto state = state0.clone().requires_grad_(true);
+    auto keep = torch::tensor({true, false, true, false});
+    const auto out = symtune::kernels::gruCell(in, hid, state, keep);
+    if (rewrite)
+      keep.fill_(true);  // the next step's mask, in the same buffer
+    out.backward(upstream);
+    return std::vector<torch::Tensor>{in.grad(), hid.grad(), state.grad()};
+  };
+  const auto kept = gradients(false), rewritten = gradients(true);
+  const char* names[] = {"input gates", "hidden gates", "state"};
+  for (size_t i = 0; i < kept.size(); ++i) {
+    INFO(names[i]);
+    CHECK(torch::equal(rewritten[i], kept[i]));
+  }
+  // The dropped rows pass the upstream gradient to the state, untouched.
+  CHECK(torch::equal(kept[2].index({1}), upstream.index({1})));
+}

@@ -156,3 +156,94 @@ TEST_CASE("bad targets are refused") {
   INFO(error);
   CHECK(error.find("target 1000000000 of row 2 is out of range [0, 5)") != std::string::npos);
 }
+
+namespace {
+
+at::Tensor backwardOperator(const at::Tensor& grad, const at::Tensor& logits,
+                            const at::Tensor& target, const at::Tensor& lse) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("symtune::softmax_cross_entropy_backward", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                               const at::Tensor&, const at::Tensor&, int64_t)>();
+  return op.call(grad, logits, target, lse, -100);
+}
+
+}  // namespace
+
+TEST_CASE("the backward operator refuses an lse or a grad that does not fit the logits") {
+  // Until 2026-12-07 an lse of the wrong dtype failed deep in the kernel with ATen's generic
+  // message, and the CUDA backward checked neither lse nor grad (one on the CPU among CUDA
+  // tensors was handed to the kernel as a device pointer).
+  const struct {
+    const char* name;
+    bool logitsOnCuda, gradOnCuda;  // the target with the logits; lse always on the CPU
+    torch::Dtype lseDtype;
+    std::vector<int64_t> gradShape;
+    torch::Dtype gradDtype;
+    std::string message;
+  } rows[] = {
+      {"lse in double for float logits",
+       false,
+       false,
+       torch::kDouble,
+       {},
+       torch::kFloat,
+       "lse must be Float on cpu for Float logits, got Double on cpu"},
+      {"a grad of two values",
+       false,
+       false,
+       torch::kFloat,
+       {2},
+       torch::kFloat,
+       "grad must be the loss's, one value, got shape [2]"},
+      {"an integer grad",
+       false,
+       false,
+       torch::kFloat,
+       {},
+       torch::kLong,
+       "grad must be floating point, on cpu with the logits or a CPU scalar, got Long on cpu"},
+      {"CUDA logits, lse on the CPU",
+       true,
+       false,
+       torch::kFloat,
+       {},
+       torch::kFloat,
+       "lse must be Float on cuda:0 for Float logits, got Float on cpu"},
+      {"CPU logits, a grad on CUDA",
+       false,
+       true,
+       torch::kFloat,
+       {},
+       torch::kFloat,
+       "grad must be floating point, on cpu with the logits or a CPU scalar, got Float on cuda:0"},
+  };
+  const bool cudaRuns = symtune::test::cudaRowsRun();
+  for (const auto& row : rows) {
+    if ((row.logitsOnCuda || row.gradOnCuda) && !cudaRuns)
+      continue;
+    const auto deviceOf = [](bool cuda) { return cuda ? torch::kCUDA : torch::kCPU; };
+    const auto logits =
+        torch::randn({3, 5}, torch::TensorOptions().device(deviceOf(row.logitsOnCuda)));
+    const auto target = torch::tensor({0, 1, 4}, torch::kLong).to(deviceOf(row.logitsOnCuda));
+    const auto lse = torch::zeros({3}, torch::TensorOptions().dtype(row.lseDtype));
+    const auto grad =
+        torch::ones(row.gradShape,
+                    torch::TensorOptions().dtype(row.gradDtype).device(deviceOf(row.gradOnCuda)));
+    const std::string error =
+        symtune::test::errorOf([&] { backwardOperator(grad, logits, target, lse); });
+    INFO(row.name, ": ", error);
+    CHECK(error.find("symtune::softmax_cross_entropy_backward: " + row.message) !=
+          std::string::npos);
+  }
+  // A CPU scalar grad is taken beside CUDA logits, as ATen's ops take one.
+  if (cudaRuns) {
+    const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+    const auto logits = torch::randn({3, 5}, cuda);
+    const auto target = torch::tensor({0, 1, 4}, torch::kLong).to(torch::kCUDA);
+    const auto lse = torch::logsumexp(logits, 1);
+    const auto onCpu = backwardOperator(torch::ones({}), logits, target, lse);
+    const auto onCuda = backwardOperator(torch::ones({}, cuda), logits, target, lse);
+    CHECK(torch::allclose(onCpu.cpu(), onCuda.cpu()));
+  }
+}

@@ -191,9 +191,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> addLayerNormForwardCp
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> addLayerNormBackwardCpu(
     const at::Tensor& gradOut, const std::optional<at::Tensor>& gradSumIn, const at::Tensor& sum,
-    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weightIn) {
-  const AddLayerNormBackward g = addLayerNormBackwardOperands(gradOut, gradSumIn, sum, weightIn);
-  const at::Tensor &dy = g.dy, &s = g.s, &dsIn = g.dsIn, &w = g.w, &ds = g.ds;
+    const at::Tensor& meanIn, const at::Tensor& rstdIn, const std::optional<at::Tensor>& weightIn) {
+  const AddLayerNormBackward g =
+      addLayerNormBackwardOperands(gradOut, gradSumIn, sum, meanIn, rstdIn, weightIn);
+  const at::Tensor &dy = g.dy, &s = g.s, &dsIn = g.dsIn, &w = g.w, &mean = g.mean, &rstd = g.rstd,
+                   &ds = g.ds;
   const int64_t columns = g.columns, rows = g.rows;
   at::Tensor dw, db;
   AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, s.scalar_type(), "add_layer_norm_bwd_cpu", [&] {

@@ -454,10 +454,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batchNormReluBackwardCpu(
     const at::Tensor& grad, const at::Tensor& input, const at::Tensor& output,
     const at::Tensor& weight, const at::Tensor& mean, const at::Tensor& invstd) {
   const BatchNormReluShape s =
-      batchNormReluShape(input, weight, weight, std::nullopt, std::nullopt);
-  TORCH_CHECK(grad.sizes() == input.sizes() && output.sizes() == input.sizes(),
-              "symtune::batch_norm_relu_backward: the gradient ", grad.sizes(), " and the output ",
-              output.sizes(), " must have the input's shape ", input.sizes());
+      batchNormReluBackwardShape(grad, input, output, weight, mean, invstd);
   const bool nhwc = channelsLast(input);
   const auto format = nhwc ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
   const at::Tensor g = grad.contiguous(format);

@@ -118,18 +118,13 @@ std::tuple<at::Tensor, at::Tensor> softmaxCrossEntropyForwardCpu(const at::Tenso
 at::Tensor softmaxCrossEntropyBackwardCpu(const at::Tensor& grad, const at::Tensor& logitsIn,
                                           const at::Tensor& targetIn, const at::Tensor& lse,
                                           int64_t ignoreIndex) {
-  checkCrossEntropyArguments(logitsIn, targetIn);
+  checkCrossEntropyBackwardArguments(grad, logitsIn, targetIn, lse);
   const at::Tensor logits = logitsIn.contiguous(), target = targetIn.contiguous();
   const int64_t rows = logits.size(0), columns = logits.size(1);
   const int64_t* tp = target.const_data_ptr<int64_t>();
   // As the forward checks them: called as an operator, past autograd, a target out of range
-  // wrote outside the gradient and a short lse was read past its end.
+  // wrote outside the gradient.
   checkTargets(tp, rows, columns, ignoreIndex);
-  TORCH_CHECK(lse.dim() == 1 && lse.size(0) == rows && lse.is_contiguous(),
-              "symtune::softmax_cross_entropy_backward: lse must hold one value per row (", rows,
-              "), got shape ", lse.sizes());
-  TORCH_CHECK(grad.numel() == 1,
-              "symtune::softmax_cross_entropy_backward: grad must be the loss's, one value");
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r)
     count += tp[r] != ignoreIndex ? 1 : 0;

@@ -20,11 +20,15 @@ namespace symtune::kernels::CPU_CAPABILITY {
 // at::vec's Sleef functions: these are float accurate only.
 using FloatVec = at::vec::Vectorized<float>;
 
-// exp(v), accurate to a few ulp for v in [-87.3, 88.3]; 0 below, ~1.7e38 above (no overflow
-// to infinity: callers divide by it).
+// exp(v), accurate to a few ulp for v in [-87.3, 88.3]; 0 below, +inf from about 88.38 up, as
+// std::exp overflows (the callers divide by it and get 0, which reciprocal() keeps exact). It
+// saturated at ~1.7e38 before, and the tanh GELU of -inf came out -inf · 1/1.7e38 = -inf where
+// ATen's is -inf · 0 = NaN.
 inline FloatVec expInline(FloatVec input) {
   using IntVec = at::vec::Vectorized<int32_t>;
-  const FloatVec v = at::vec::clamp(input, FloatVec(-87.3f), FloatVec(88.3f));
+  // The top of the clamp gives n = 128: an exponent field of 255, the bits of +inf, times p > 0.
+  // (Up to 89.07 n stays 128; past it n = 129 would wrap into the sign bit.)
+  const FloatVec v = at::vec::clamp(input, FloatVec(-87.3f), FloatVec(88.8f));
   const FloatVec n = (v * FloatVec(1.44269504088896341f)).round();  // v / ln 2, to nearest
   // r = v - n ln2, ln2 split in two so that n times the first part (0.693359375) is exact.
   FloatVec r = at::vec::fmadd(n, FloatVec(-0.693359375f), v);
@@ -35,7 +39,7 @@ inline FloatVec expInline(FloatVec input) {
   p = at::vec::fmadd(p, r, FloatVec(0.5f));
   p = at::vec::fmadd(p, r, FloatVec(1.f));
   p = at::vec::fmadd(p, r, FloatVec(1.f));
-  // 2^n: n + 127 in the exponent field (n is in [-126, 127] after the clamp).
+  // 2^n: n + 127 in the exponent field (n is in [-126, 128] after the clamp; 128 is +inf).
   const IntVec biased = at::vec::convert_to_int_of_same_size(n) + IntVec(127);
   const FloatVec result = p * at::vec::cast<float>(biased << IntVec(23));
   return FloatVec::blendv(result, FloatVec(0.f), input < FloatVec(-87.3f));
@@ -54,10 +58,15 @@ inline at::vec::Vectorized<T> vecExp(at::vec::Vectorized<T> v) {
 // to about an ulp without a division (a 512-bit division blocks its unit for 10–16 cycles on
 // these CPUs). AVX2's estimate has 12 bits, one step leaves errors the tanh GELU's derivative
 // amplifies past float tolerance (kernels.bias_gelu.avx2 caught it), so there a division.
+// For d = ±inf (and 0) the estimate ±0 (±inf) is exact and the step's inf · 0 is NaN, so there
+// the estimate is kept: the exact GELU of +inf was NaN on AVX-512 where ATen's is +inf. Two more
+// instructions (a compare into a mask, a masked blend) per vector.
 inline FloatVec reciprocal(FloatVec d) {
 #if defined(CPU_CAPABILITY_AVX512)
   const FloatVec r(_mm512_rcp14_ps(d));
-  return r * at::vec::fnmadd(d, r, FloatVec(2.f));
+  const FloatVec refined = r * at::vec::fnmadd(d, r, FloatVec(2.f));
+  return FloatVec(
+      _mm512_mask_blend_ps(_mm512_cmp_ps_mask(refined, refined, _CMP_UNORD_Q), refined, r));
 #else
   return FloatVec(1.f) / d;
 #endif

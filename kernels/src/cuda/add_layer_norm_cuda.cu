@@ -115,10 +115,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> forwardCuda(
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backwardCuda(
     const at::Tensor& gradOut, const std::optional<at::Tensor>& gradSumIn, const at::Tensor& sum,
-    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weightIn) {
+    const at::Tensor& meanIn, const at::Tensor& rstdIn, const std::optional<at::Tensor>& weightIn) {
+  // The checks before the guard: an argument on the CPU among CUDA ones is dispatched here, and
+  // gets their message rather than the guard's.
+  checkAddLayerNormBackwardArguments(gradOut, gradSumIn, sum, meanIn, rstdIn, weightIn);
   const c10::cuda::CUDAGuard guard(sum.device());
-  const AddLayerNormBackward ops = addLayerNormBackwardOperands(gradOut, gradSumIn, sum, weightIn);
-  const at::Tensor &dy = ops.dy, &s = ops.s, &dsIn = ops.dsIn, &w = ops.w, &ds = ops.ds;
+  const AddLayerNormBackward ops =
+      addLayerNormBackwardOperands(gradOut, gradSumIn, sum, meanIn, rstdIn, weightIn);
+  const at::Tensor &dy = ops.dy, &s = ops.s, &dsIn = ops.dsIn, &w = ops.w, &mean = ops.mean,
+                   &rstd = ops.rstd, &ds = ops.ds;
   const int64_t columns = ops.columns, rows = ops.rows;
   if (rows > 0) {
     AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, s.scalar_type(), "add_layer_norm_bwd_cuda", [&] {

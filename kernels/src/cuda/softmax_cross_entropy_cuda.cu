@@ -95,7 +95,7 @@ std::tuple<at::Tensor, at::Tensor> forwardCuda(const at::Tensor& logitsIn,
 
 at::Tensor backwardCuda(const at::Tensor& grad, const at::Tensor& logitsIn,
                         const at::Tensor& targetIn, const at::Tensor& lse, int64_t ignoreIndex) {
-  checkCrossEntropyArguments(logitsIn, targetIn);
+  checkCrossEntropyBackwardArguments(grad, logitsIn, targetIn, lse);
   const c10::cuda::CUDAGuard guard(logitsIn.device());
   const at::Tensor logits = logitsIn.contiguous(), target = targetIn.contiguous();
   const int64_t rows = logits.size(0), columns = logits.size(1);
