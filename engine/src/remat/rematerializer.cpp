@@ -145,11 +145,21 @@ void Rematerializer::setBudget(std::optional<int64_t> bytes, std::optional<doubl
   // A fraction needs the plain peak: without a plain step measured (the run began with bytes),
   // the predicted one. A run part-way through its calibration steps finishes them.
   const bool uncalibrated = plainSteps_ == 0;
+  // The predicted plain peak stands for the calibration's measured one: kept as it, or a fit let
+  // go after (forgetPeaks) left the fraction of nothing, a limit of 0 bytes (until 2026-12-07).
+  double predictedPlainPeak = 0;
+  if (fit) {
+    for (const auto& [key, bucket] : buckets_)
+      predictedPlainPeak = std::max(predictedPlainPeak, predictedPlain(bucket, *fit));
+  }
+  const double calibratedPlain = calibratedPlain_;
   if (check && fit && (next.budgetBytes || next.budgetFraction)) {
     std::swap(options_, next);
     const size_t plainSteps = plainSteps_;
-    if (fraction && uncalibrated)
+    if (fraction && uncalibrated) {
       plainSteps_ = static_cast<size_t>(options_.calibrationSteps);
+      calibratedPlain_ = predictedPlainPeak;
+    }
     try {
       for (const auto& [key, bucket] : buckets_) {
         const auto bytesNow = budgetFor(predictedPlain(bucket, *fit));
@@ -168,15 +178,24 @@ void Rematerializer::setBudget(std::optional<int64_t> bytes, std::optional<doubl
     } catch (...) {
       std::swap(options_, next);
       plainSteps_ = plainSteps;
+      calibratedPlain_ = calibratedPlain;
       throw;
     }
   } else {
     options_ = next;
-    if (fraction && uncalibrated && fit)
+    if (fraction && uncalibrated && fit) {
       plainSteps_ = static_cast<size_t>(options_.calibrationSteps);
+      calibratedPlain_ = predictedPlainPeak;
+    }
   }
-  for (auto& [key, bucket] : buckets_)
+  // The plans made for the old budget go, and the plans that overran under it may fit this one:
+  // until 2026-12-07 they stayed barred, and a budget raised on the running job still ran the
+  // plan that recomputes all it can. The margins stay: they are what the fit missed by, whatever
+  // the budget.
+  for (auto& [key, bucket] : buckets_) {
     bucket.plans.clear();
+    bucket.overran.clear();
+  }
 }
 
 namespace {

@@ -10,6 +10,7 @@
 
 #include <torch/torch.h>
 
+#include "../binding/measurement.h"
 #include "symtune/remat/rematerializer.h"
 
 namespace symtune::remat {
@@ -69,8 +70,15 @@ bool Rematerializer::countShapes(SyMuGen& gen, const std::vector<c10::IValue>& i
     counting.shapesOnly = true;
     ForwardCost cost;
     try {
-      // On the meta device nothing draws from the random state or touches the model's buffers.
+      // On the meta device nothing touches the model's buffers, and its dropouts draw nothing;
+      // a factory op with no device (torch.rand(n) moved .to(x.device)) runs on the CPU and
+      // draws from the run's generator: put back, also on a throw (until 2026-12-07 each new
+      // shape moved the run's masks).
       torch::NoGradGuard noGrad;
+      struct PutBack {
+        binding::detail::KeptRandomState random;
+        ~PutBack() { random.restore(); }
+      } putBack{binding::detail::KeptRandomState(inputs)};
       cost = gen.forward(inputs, counting).cost;
     } catch (const c10::Error& e) {
       shapesRun_ = false;

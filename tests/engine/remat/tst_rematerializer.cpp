@@ -142,7 +142,9 @@ TEST_CASE_FIXTURE(TwoThreads, "a step that ran out and ran again leaves the buff
 
 // Three blocks of a matmul, a tanh and a matmul again (each frees the tanh's output, which both
 // save).
-torch::jit::Module threeBlocks() {
+// `drawing`: the forward scales its input by a mask drawn on the CPU (torch.rand with no device),
+// moved to the input's device.
+torch::jit::Module threeBlocks(bool drawing = false) {
   torch::manual_seed(1);
   torch::jit::Module m("Net");
   for (const char* name : {"a", "b", "c"}) {
@@ -154,7 +156,12 @@ def forward(self, x: Tensor):
 )");
     m.register_module(name, block);
   }
-  m.define(R"(
+  m.define(drawing ? R"(
+def forward(self, x: Tensor):
+    x = x * torch.rand([x.size(0), 1]).to(x.device)
+    return self.c.forward(self.b.forward(self.a.forward(x))).sum()
+)"
+                   : R"(
 def forward(self, x: Tensor):
     return self.c.forward(self.b.forward(self.a.forward(x))).sum()
 )");
@@ -219,22 +226,28 @@ TEST_CASE("plans are kept per shape bucket and made anew for a new one") {
 // A plan draws no random numbers of the run's: its rates are timed on constant matrices and its
 // counting forwards put the generator back. Before, the rates' torch::rand moved the run's
 // dropout masks, and a resumed run under a budget drew other masks than the run it resumed.
+// The count on shapes alone (a profile per batch) too: a torch.rand with no device runs on the
+// CPU there, and until 2026-12-07 it drew from the run's generator once per new batch shape.
 TEST_CASE("planning leaves the run's random generator where it was") {
-  torch::jit::Module m = threeBlocks();
-  symtune::SyMuGen gen(m, "net");
-  symtune::remat::RematOptions options;
-  options.budgetBytes = int64_t{1} << 30;  // room for every plan: planning is what is looked at
-  options.profilePerBatch = false;
-  symtune::remat::Rematerializer remat(options, {});
-  std::vector<std::vector<c10::IValue>> batches;
-  for (const int64_t n : {64, 200, 16})
-    batches.push_back({torch::randn({n, 64})});
-  torch::manual_seed(3);
-  const at::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
-  for (const auto& batch : batches)
-    remat.observe(remat.prepare(gen, batch), 1e6);
-  CHECK(remat.stats().profiles >= 2);
-  CHECK(torch::equal(at::detail::getDefaultCPUGenerator().get_state(), before));
+  for (const bool perBatch : {false, true}) {
+    INFO("profile per batch: ", perBatch);
+    torch::jit::Module m = threeBlocks(/*drawing=*/true);
+    symtune::SyMuGen gen(m, "net");
+    symtune::remat::RematOptions options;
+    options.budgetBytes = int64_t{1} << 30;  // room for every plan: planning is looked at
+    options.profilePerBatch = perBatch;
+    options.profileShare = 1;  // prepare() calls one after the other, no step to weigh them by
+    symtune::remat::Rematerializer remat(options, {});
+    std::vector<std::vector<c10::IValue>> batches;
+    for (const int64_t n : {64, 200, 16, 40})
+      batches.push_back({torch::randn({n, 64})});
+    torch::manual_seed(3);
+    const at::Tensor before = at::detail::getDefaultCPUGenerator().get_state();
+    for (const auto& batch : batches)
+      remat.observe(remat.prepare(gen, batch), 1e6);
+    CHECK((perBatch ? remat.stats().shapeProfiles : remat.stats().profiles) >= 2);
+    CHECK(torch::equal(at::detail::getDefaultCPUGenerator().get_state(), before));
+  }
 }
 
 // Note [A profile per batch]: where the model's forward runs on shapes alone, each batch is
@@ -497,6 +510,26 @@ TEST_CASE_FIXTURE(GigabyteTagger, "a plan that overran is not planned again on i
   const symtune::remat::StepPlan third = remat.prepare(gen, inputs);
   CHECK_FALSE(third.segments.empty());  // not the step as written, which overran
   CHECK(third.mostFreeing);             // but the plan the fit says holds least
+  // Under another budget that overrun says nothing: until 2026-12-07 it stayed, and a budget
+  // raised on the running job still recomputed all it could.
+  remat.setBudget(int64_t{2} << 30, std::nullopt);
+  const symtune::remat::StepPlan raised = remat.prepare(gen, inputs);
+  CHECK(raised.segments.empty());
+  CHECK_FALSE(raised.mostFreeing);
+}
+
+// A run that began with bytes and is given a fraction takes the predicted plain peak for the
+// calibration's. Until 2026-12-07 it was not kept: once the fit was let go (forgetPeaks, the
+// binder widening its slack), the fraction was of nothing, and the limit 0 bytes.
+TEST_CASE_FIXTURE(GigabyteTagger,
+                  "a fraction given to a run that began with bytes outlives the fit") {
+  const symtune::remat::StepPlan first = remat.prepare(gen, inputs);
+  remat.observe(first, 1e6);
+  remat.setBudget(std::nullopt, 0.9);
+  remat.forgetPeaks();
+  const symtune::remat::StepPlan after = remat.prepare(gen, inputs);
+  REQUIRE(after.limitBytes.has_value());
+  CHECK(*after.limitBytes > 0);
 }
 
 TEST_CASE("options without a budget, with two, or out of range are refused") {
