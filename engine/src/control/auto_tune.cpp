@@ -5,8 +5,11 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "symtune/control/additive_model.h"
 
@@ -18,6 +21,23 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
+// The log of an estimate's relative seconds; nullopt where it is no estimate: not finite or not
+// above 0. Taken as it came, a NaN made the configuration's offset NaN (the first's, every
+// offset), and a prediction of NaN is never likely to beat the best: until 2026-12-07 the search
+// stopped there as converged, and measured, such a configuration put NaN in the model. An infinite
+// one made the offsets infinite, and 0 or below was taken as 1e-12 times the first's time.
+std::optional<double> logRelative(const Estimate& e) {
+  if (!(std::isfinite(e.relativeSeconds) && e.relativeSeconds > 0))
+    return std::nullopt;
+  return std::log(e.relativeSeconds);
 }
 
 // A tree node: the knobs above it fixed (Note [auto_tune]).
@@ -235,6 +255,25 @@ AutoTuner::AutoTuner(ConfigSpace space, TuneOptions options)
       !(options_.enough >= 0 && options_.enough < 1) ||
       !(options_.stopProbability >= 0 && options_.stopProbability <= 1))
     throw std::invalid_argument("auto_tune: an option out of range");
+  // The first evaluation is the configuration the space is at (Note [auto_tune]): each knob's
+  // current value one of its values, held as the grid holds it. Until 2026-12-07 a space at a
+  // value its knob did not take had the grid's first configuration measured in its place.
+  std::vector<Knob> knobs = space_.knobs();
+  for (Knob& k : knobs) {
+    const auto at = std::find_if(k.values.begin(), k.values.end(),
+                                 [&](double v) { return sameValue(v, k.current); });
+    if (at == k.values.end()) {
+      std::string values;
+      for (const double v : k.values)
+        values += (values.empty() ? "" : ", ") + number(v);
+      throw std::invalid_argument("auto_tune: knob " + k.name + " is at " + number(k.current) +
+                                  ", not one of its values " + values +
+                                  ": the search's first evaluation is the configuration the "
+                                  "space is at");
+    }
+    k.current = *at;
+  }
+  space_ = ConfigSpace(std::move(knobs));
 }
 
 TuneResult AutoTuner::run(const Evaluator& evaluate, const Estimator& estimate,
@@ -299,13 +338,15 @@ TuneResult AutoTuner::run(const Evaluator& evaluate, const Estimator& estimate,
     return outOfMemory;
   };
 
-  // The first: the configuration the space is at, what the search has to beat.
-  const size_t first = search.indexOf(space_.current()).value_or(0);
+  // The first: the configuration the space is at, what the search has to beat (in the grid: the
+  // constructor holds each knob at one of its values).
+  const size_t first = search.indexOf(space_.current()).value();
   const bool firstRanOut = measure(first, 0);
 
   if (estimate) {
-    const Estimate own = estimate(search.grid()[first]);
-    const double reference = std::log(std::max(own.relativeSeconds, 1e-12));
+    // Relative to the first's own estimate, which is 1 by Estimate's definition where it gives
+    // none. A configuration with no estimate keeps an offset of 0, as without an estimator.
+    const double reference = logRelative(estimate(search.grid()[first])).value_or(0.0);
     for (size_t leaf = 0; leaf < search.grid().size(); ++leaf) {
       if (leaf == first)
         continue;
@@ -317,7 +358,8 @@ TuneResult AutoTuner::run(const Evaluator& evaluate, const Estimator& estimate,
         result.pruned.emplace_back(search.grid()[leaf], *e.infeasible);
         continue;
       }
-      search.setOffset(leaf, std::log(std::max(e.relativeSeconds, 1e-12)) - reference);
+      if (const std::optional<double> logSeconds = logRelative(e))
+        search.setOffset(leaf, *logSeconds - reference);
     }
   }
 

@@ -20,11 +20,50 @@ std::string number(double v) {
   return text;
 }
 
+// What `decision`'s step ran (Note [Divergence constraint]).
+const Configuration& ranBy(const Decision& decision) {
+  return decision.ran ? *decision.ran : decision.chosen;
+}
+
+// `options`, each checked against its range before the model is made from them: a variance or
+// noise of 0 or below makes a term's prior precision infinite or negative, and an option not
+// finite makes the posterior, or the bound a choice is held to, NaN from the first choice on.
+const ControllerOptions& checked(const ControllerOptions& options) {
+  const auto require = [](bool inRange, const std::string& name, const std::string& range,
+                          double got) {
+    if (!inRange)
+      throw std::invalid_argument("the online controller's " + name + " must be " + range +
+                                  ", got " + number(got));
+  };
+  const auto positive = [&](double v, const std::string& name) {
+    require(std::isfinite(v) && v > 0, name, "finite and above 0", v);
+  };
+  const auto notNegative = [&](double v, const std::string& name) {
+    require(std::isfinite(v) && v >= 0, name, "finite and 0 or above", v);
+  };
+  positive(options.priorVariance, "priorVariance");
+  positive(options.priorNoise, "priorNoise");
+  positive(options.signalVariance, "signalVariance");
+  for (const double slope : options.signalSlopes)
+    require(std::isfinite(slope), "signalSlopes", "finite", slope);
+  notNegative(options.ordinal.trend, "ordinal.trend");
+  notNegative(options.ordinal.deviation, "ordinal.deviation");
+  require(std::isfinite(options.divergence) && options.divergence > 1, "divergence",
+          "finite and above 1", options.divergence);
+  require(options.divergenceWarmup >= 1, "divergenceWarmup", "at least 1",
+          options.divergenceWarmup);
+  require(options.alternatives >= 0, "alternatives", "0 or above", options.alternatives);
+  require(options.conservative >= 0 && options.conservative < 1, "conservative share", "in [0, 1)",
+          options.conservative);
+  notNegative(options.pessimism, "pessimism");
+  return options;
+}
+
 }  // namespace
 
 OnlineController::OnlineController(ConfigSpace space, ControllerOptions options)
     : space_(std::move(space)),
-      options_(options),
+      options_(checked(options)),
       model_(space_, options.priorVariance, options.priorNoise, options.signalNames.size(),
              options.signalVariance, options.ordinal),
       rng_(options.seed) {
@@ -34,10 +73,6 @@ OnlineController::OnlineController(ConfigSpace space, ControllerOptions options)
   grid_ = space_.grid();
   if (grid_.empty() || space_.knobs().empty())
     throw std::invalid_argument("the online controller needs a configuration space with knobs");
-  if (!(options_.conservative >= 0 && options_.conservative < 1))
-    throw std::invalid_argument(
-        "the online controller's conservative share must be in [0, 1), got " +
-        number(options_.conservative));
   baseline_ = space_.current();
 }
 
@@ -101,12 +136,18 @@ bool OnlineController::notFitting(const Configuration& c, const std::string& buc
   });
 }
 
-void OnlineController::notFit(Decision& decision, const std::string& why) {
+void OnlineController::notFit(Decision& decision, const std::string& why,
+                              std::optional<int> ranMicrobatches) {
   std::vector<Configuration>& records = notFitting_[decision.bucket];
   if (!notFitting(decision.chosen, decision.bucket))
     records.push_back(decision.chosen);
   decision.violation = "the memory budget: " + why +
                        "; on this bucket, no configuration holding as much runs from now on";
+  // Note [Divergence constraint]: the next step is judged against what this one ran.
+  if (ranMicrobatches && *ranMicrobatches != decision.chosen.microbatches) {
+    decision.ran = decision.chosen;
+    decision.ran->microbatches = *ranMicrobatches;
+  }
 }
 
 bool OnlineController::newBudget(const ConfigSpace& run, bool grew) {
@@ -335,11 +376,11 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   const int64_t observations = model_.observations();
 
   // What may run: the allowed configurations that are not known not to fit this bucket (Note
-  // [Predicted not to fit]; where none is, the allowed), of them those outward (Note [Explored
-  // outward]) and next to the leader (Note [Around the leader]: of the configurations whose
-  // ordinal values were all learnt, the fastest by the mean for this batch) when there are any.
-  // Note [A knob that changes nothing]: an idle knob of the space (not pinned) keeps its value,
-  // unless that leaves nothing allowed.
+  // [Predicted not to fit]) nor of a budget the run refused (where none is, below), of them those
+  // outward (Note [Explored outward]) and next to the leader (Note [Around the leader]: of the
+  // configurations whose ordinal values were all learnt, the fastest by the mean for this batch)
+  // when there are any. Note [A knob that changes nothing]: an idle knob of the space (not pinned)
+  // keeps its value, unless that leaves nothing allowed.
   std::vector<std::pair<const Knob*, double>> kept;
   for (const auto& [name, value] : idle) {
     const Knob* k = space_.knob(name);
@@ -360,15 +401,23 @@ Decision OnlineController::choose(int64_t step, const std::string& bucket,
   const auto refusedByRun = [&](const Configuration& c) {
     return budget != nullptr && refusedBudget_ && valueOf(c, *budget) <= *refusedBudget_ + 1e-9;
   };
+  // Where nothing the pins allow passes both records, they are let go one at a time: what did not
+  // fit first, then the budget refused, then both (Note [A budget the run refused]). Each pair:
+  // whether what did not fit is held to, and whether the budget refused is.
   std::vector<bool> usable(grid_.size());
-  bool anyFits = false;
-  for (size_t i = 0; i < grid_.size(); ++i) {
-    usable[i] = allowed(grid_[i]) && (!idleAllows || keepsIdle(grid_[i])) &&
-                !notFitting(grid_[i], bucket) && !refusedByRun(grid_[i]);
-    anyFits = anyFits || usable[i];
+  const std::pair<bool, bool> holding[] = {
+      {true, true}, {false, true}, {true, false}, {false, false}};
+  for (const auto& [byFit, byRefusal] : holding) {
+    bool any = false;
+    for (size_t i = 0; i < grid_.size(); ++i) {
+      usable[i] = allowed(grid_[i]) && (!idleAllows || keepsIdle(grid_[i])) &&
+                  !(byFit && notFitting(grid_[i], bucket)) &&
+                  !(byRefusal && refusedByRun(grid_[i]));
+      any = any || usable[i];
+    }
+    if (any)
+      break;
   }
-  for (size_t i = 0; i < grid_.size() && !anyFits; ++i)
-    usable[i] = allowed(grid_[i]) && (!idleAllows || keepsIdle(grid_[i]));
   // Each usable configuration's predicted log seconds per sample for this batch, by the mean and
   // by the draw.
   std::vector<double> mean(grid_.size()), byDraw(grid_.size()), x;
@@ -493,7 +542,7 @@ void OnlineController::checkLoss(Decision& decision, double loss) {
                         std::string("the loss diverged (") + number(loss) +
                         (losses_ > 0 ? " against its average " + number(lossAverage_) : "") + ")";
   highInARow_ = finite ? highInARow_ + 1 : 0;
-  const bool changed = !log_.empty() && log_.back().chosen != decision.chosen;
+  const bool changed = !log_.empty() && ranBy(log_.back()) != ranBy(decision);
   const bool broke = changed && !lastDiverged_;
   lastDiverged_ = true;
   if (highInARow_ >= options_.divergenceWarmup) {
@@ -517,8 +566,8 @@ void OnlineController::checkLoss(Decision& decision, double loss) {
     return;
   }
   // The step before ran another configuration, not excluded (it did not diverge): one is left.
-  excluded_.push_back(decision.chosen);
-  blamed_ = decision.chosen;
+  excluded_.push_back(ranBy(decision));
+  blamed_ = ranBy(decision);
   decision.violation += "; when the configuration changed: excluded from now on";
   if (std::none_of(grid_.begin(), grid_.end(),
                    [&](const Configuration& c) { return allowed(c); })) {

@@ -155,15 +155,20 @@ std::string OnlineController::state() const {
               {"observed", observed_},
               {"spent", spent_},
               {"baseline_spent", baselineSpent_},
-              {"last_samples", lastSamples_}};
+              {"last_samples", lastSamples_},
+              {"decisions", decisions_}};
   if (blamed_)
     out["blamed"] = configurationJson(space_, *blamed_);
   if (refusedBudget_)
     out["refused_budget"] = *refusedBudget_;
-  if (!log_.empty())
+  if (!log_.empty()) {
     out["last"] = {{"step", log_.back().step},
                    {"bucket", log_.back().bucket},
                    {"chosen", configurationJson(space_, log_.back().chosen)}};
+    // Note [Divergence constraint]: what the next step's loss is judged against.
+    if (log_.back().ran)
+      out["last"]["ran"] = configurationJson(space_, *log_.back().ran);
+  }
   return out.dump();
 }
 
@@ -270,9 +275,16 @@ void OnlineController::read(const std::string& text) {
       last.step = in["last"].at("step").get<int64_t>();
       last.bucket = in["last"].at("bucket").get<std::string>();
       last.chosen = configurationFrom(space_, in["last"].at("chosen"));
+      if (in["last"].contains("ran"))
+        last.ran = configurationFrom(space_, in["last"]["ran"]);
       log_.push_back(std::move(last));
     }
-    decisions_ = static_cast<int64_t>(log_.size());
+    // A state written before it kept the count (2026-12-07) counts its last decision alone.
+    decisions_ = in.value("decisions", static_cast<int64_t>(log_.size()));
+    if (decisions_ < static_cast<int64_t>(log_.size()))
+      throw std::invalid_argument("the controller's state counts " + std::to_string(decisions_) +
+                                  " decisions, fewer than the " + std::to_string(log_.size()) +
+                                  " it holds");
   } catch (const json::exception& e) {
     throw std::invalid_argument(std::string("the controller's state: ") + e.what());
   }

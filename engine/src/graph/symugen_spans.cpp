@@ -254,6 +254,29 @@ std::shared_ptr<SyMuGen::CheckpointSpan> detail::makeSpan(const Block* owner, co
     if (n == last)
       break;
   }
+  // Nor may what runs after the span write to its inputs (`h.mul_(2)` once the span read h): the
+  // recompute in backward would start from the written value. Until 2026-12-07 such a span was
+  // recomputed and the backward failed ("modified by an inplace operation"). Looked for in the
+  // rest of its block, through the views made there, and in the blocks around it.
+  std::unordered_set<const Value*> outside;
+  for (const Value* v : span->inputs) {
+    if (mayHoldTensorData(v->type()))
+      outside.insert(v);
+  }
+  for (const Node* n : owner->nodes())
+    addAliases(n, outside);
+  for (const Node* n = last->next(); n != owner->return_node(); n = n->next()) {
+    if (writesTo(n, outside))
+      return nullptr;
+  }
+  for (const Node* at = owner->owningNode(); at != nullptr; at = at->owningBlock()->owningNode()) {
+    const Block* around = at->owningBlock();
+    for (const Node* n = at->next(); n != around->return_node(); n = n->next()) {
+      addAliases(n, outside);
+      if (writesTo(n, outside))
+        return nullptr;
+    }
+  }
   span->draws = false;
   span->readsAttributes = false;
   std::function<void(const Node*)> readsIn = [&](const Node* n) {

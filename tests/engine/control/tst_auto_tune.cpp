@@ -6,11 +6,14 @@
 #include "doctest_text.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "symtune/control/auto_tune.h"
 
@@ -112,6 +115,74 @@ TEST_CASE("with an exact cost model auto_tune measures little and stops converge
   for (size_t i = 1; i < r.evaluations.size(); ++i)
     CHECK(r.evaluations[i].predictedSamplesPerSecond ==
           doctest::Approx(r.evaluations[i].samplesPerSecond).epsilon(1e-6));
+}
+
+// Until 2026-12-07 an estimate of NaN ended the search as converged (the first's at once), and
+// one infinite, 0 or below put a prediction off by as much.
+TEST_CASE("an estimate not finite or not above 0 is taken as none") {
+  const ConfigSpace space = threeKnobs();
+  const Configuration first = space.current();
+  Configuration slowest = first;  // of the eight at the largest budget: 8 micro-batches, 2 threads
+  slowest.microbatches = 8;
+  struct Row {
+    const char* what;
+    Configuration estimated;
+    double relativeSeconds;
+  };
+  const double infinite = std::numeric_limits<double>::infinity();
+  const std::vector<Row> rows = {
+      {"one configuration's estimate NaN", slowest, std::nan("")},
+      {"one configuration's estimate infinite", slowest, infinite},
+      {"one configuration's estimate 0", slowest, 0.0},
+      {"one configuration's estimate below 0", slowest, -1.0},
+      {"the first's own estimate NaN", first, std::nan("")},
+      {"the first's own estimate infinite", first, infinite},
+  };
+  for (const Row& row : rows) {
+    INFO(row.what);
+    TuneOptions options;
+    options.evaluations = 32;
+    options.stopProbability = 0;  // it stops when everything feasible is measured, and only then
+    AutoTuner tuner(space, options);
+    const TuneResult r = tuner.run(
+        [](const Configuration& c) {
+          return Measurement{1 / trueSeconds(c), 1, ""};
+        },
+        [&](const Configuration& c) {
+          if (c == row.estimated)
+            return Estimate{std::nullopt, row.relativeSeconds};
+          return Estimate{std::nullopt, trueSeconds(c) / trueSeconds(first)};  // exact
+        });
+    // The 24 below the largest budget are dominated by their twins at it; the 8 there measured.
+    CHECK(r.stopped == "every feasible configuration measured");
+    CHECK(r.evaluations.size() == 8);
+    // Each predicted within a factor of 2 of what it measured before it ran: the configuration
+    // with no estimate as fast as the first (1.28 times its speed), the others as estimated.
+    for (size_t i = 1; i < r.evaluations.size(); ++i) {
+      const auto& e = r.evaluations[i];
+      INFO(e.configuration.text(), ": predicted ", e.predictedSamplesPerSecond, ", measured ",
+           e.samplesPerSecond);
+      CHECK(std::isfinite(e.predictedSamplesPerSecond));
+      CHECK(e.predictedSamplesPerSecond > e.samplesPerSecond / 2);
+      CHECK(e.predictedSamplesPerSecond < e.samplesPerSecond * 2);
+    }
+  }
+}
+
+// Until 2026-12-07 a space at a value its knob did not take had the grid's first configuration
+// measured as the space's own.
+TEST_CASE("auto_tune measures the space's configuration first, and refuses one its knobs lack") {
+  const ConfigSpace three({Knob{"microbatches", {1, 2, 4}, 3, ""}, Knob{"threads", {1, 2}, 2, ""}});
+  CHECK_THROWS_WITH_AS(AutoTuner(three, TuneOptions{}),
+                       "auto_tune: knob microbatches is at 3, not one of its values 1, 2, 4: the "
+                       "search's first evaluation is the configuration the space is at",
+                       std::invalid_argument);
+  // A value the knob takes, to rounding, is that value.
+  const ConfigSpace rounded({Knob{"remat_budget", {0.3, 0.6}, 0.6 + 1e-12, ""}});
+  AutoTuner tuner(rounded);
+  const TuneResult r = tuner.run([](const Configuration&) { return Measurement{100, 1, ""}; });
+  REQUIRE_FALSE(r.evaluations.empty());
+  CHECK(r.evaluations.front().configuration.rematBudget == 0.6);
 }
 
 TEST_CASE("auto_tune prunes what the estimate rules out and survives a failing configuration") {

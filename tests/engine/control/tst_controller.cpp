@@ -25,7 +25,8 @@ using symtune::control::OnlineController;
 using symtune::test::control::secondsPerSample;
 using symtune::test::control::threeKnobs;
 
-TEST_CASE("the controller keeps its latest decisions and counts them all") {
+// Until 2026-12-07 the state kept no count: a restored controller counted its decisions from 1.
+TEST_CASE("the controller keeps its latest decisions and counts them all, restored too") {
   symtune::control::ControllerOptions options;
   options.logKept = 5;
   OnlineController controller(threeKnobs(), options);
@@ -38,6 +39,19 @@ TEST_CASE("the controller keeps its latest decisions and counts them all") {
   REQUIRE(controller.log().size() == 5);
   CHECK(controller.log().front().step == 7);
   CHECK(controller.log().back().step == 11);
+  OnlineController resumed(threeKnobs(), options);
+  resumed.restore(controller.state());
+  CHECK(resumed.decisions() == 12);
+  resumed.observe(resumed.choose(12, "bucket 0"), 0.03, 32);
+  CHECK(resumed.decisions() == 13);
+  // A state written before the count (nlohmann writes its keys in order, unspaced) counts its
+  // last decision alone, as it did.
+  std::string old = controller.state();
+  const std::string count = "\"decisions\":12,";
+  REQUIRE(old.find(count) != std::string::npos);
+  old.erase(old.find(count), count.size());
+  resumed.restore(old);
+  CHECK(resumed.decisions() == 1);
 }
 
 TEST_CASE("the online controller finds the fastest configuration and settles on it") {
@@ -490,6 +504,43 @@ TEST_CASE("a pinned knob keeps its value; a pin outside the space is refused") {
   CHECK_THROWS_AS(controller.pin("threads", 3), std::invalid_argument);
   CHECK_THROWS_AS(controller.pin("jit", 1), std::invalid_argument);
   CHECK_THROWS_AS(OnlineController(ConfigSpace{}), std::invalid_argument);
+}
+
+// Until 2026-12-07 the options went unchecked: a prior noise of 0 made every posterior NaN.
+TEST_CASE("options out of their range are refused, by name") {
+  using symtune::control::ControllerOptions;
+  struct Row {
+    const char* what;
+    void (*set)(ControllerOptions&);
+    const char* message;
+  };
+  const Row rows[] = {
+      {"a prior noise of 0", [](ControllerOptions& o) { o.priorNoise = 0; },
+       "the online controller's priorNoise must be finite and above 0, got 0"},
+      {"a prior variance below 0", [](ControllerOptions& o) { o.priorVariance = -1; },
+       "the online controller's priorVariance must be finite and above 0, got -1"},
+      {"a signal variance not finite",
+       [](ControllerOptions& o) { o.signalVariance = std::numeric_limits<double>::infinity(); },
+       "the online controller's signalVariance must be finite and above 0, got inf"},
+      {"a signal slope NaN", [](ControllerOptions& o) { o.signalSlopes[1] = std::nan(""); },
+       "the online controller's signalSlopes must be finite, got nan"},
+      {"an ordinal trend below 0", [](ControllerOptions& o) { o.ordinal.trend = -0.25; },
+       "the online controller's ordinal.trend must be finite and 0 or above, got -0.25"},
+      {"a divergence of 1", [](ControllerOptions& o) { o.divergence = 1; },
+       "the online controller's divergence must be finite and above 1, got 1"},
+      {"no divergence warm-up", [](ControllerOptions& o) { o.divergenceWarmup = 0; },
+       "the online controller's divergenceWarmup must be at least 1, got 0"},
+      {"a pessimism NaN", [](ControllerOptions& o) { o.pessimism = std::nan(""); },
+       "the online controller's pessimism must be finite and 0 or above, got nan"},
+  };
+  for (const Row& row : rows) {
+    INFO(row.what);
+    ControllerOptions options;
+    row.set(options);
+    CHECK_THROWS_WITH_AS(OnlineController(threeKnobs(), options), row.message,
+                         std::invalid_argument);
+  }
+  CHECK_NOTHROW(OnlineController(threeKnobs(), ControllerOptions{}));
 }
 
 // Note [A knob that changes nothing]: where binding_explore changes nothing (the binder has

@@ -95,6 +95,71 @@ TEST_CASE("a configuration that did not fit a bucket runs there no more, nor any
   CHECK_FALSE(resumed.notFitting(first.chosen, "big"));
 }
 
+// Note [Divergence constraint]. Until 2026-12-07 a step split further counted as having run what
+// was chosen: the next step on its bucket, at the count it had split to, counted as a change, and
+// a loss that jumped there excluded that count for the run.
+TEST_CASE("a step split further is judged by what it ran: the next at its count is no change") {
+  const ConfigSpace space({Knob{"microbatches", {1, 2, 4}, 1, ""}});
+  OnlineController controller(space);
+  int64_t step = 0;
+  // A step on bucket "b" with loss `loss`, split by the trainer into `splitInto` micro-batches.
+  const auto run = [&](OnlineController& c, double loss, std::optional<int> splitInto) {
+    Decision d = c.choose(step++, "b");
+    if (splitInto) {
+      c.notFit(d, "no plan fits: split into " + std::to_string(*splitInto) + " micro-batches",
+               *splitInto);
+    }
+    c.observe(d, 1e-3, 1, loss);
+    return c.log().back();
+  };
+  controller.pin("microbatches", 1);
+  for (int i = 0; i < 8; ++i)
+    run(controller, 2.0, std::nullopt);
+  const Decision split = run(controller, 2.0, 2);
+  CHECK(split.chosen.microbatches == 1);
+  REQUIRE(split.ran.has_value());
+  CHECK(split.ran->microbatches == 2);
+  // The loss jumps on the next step, at the two micro-batches the step before ran: the model's
+  // doing, not a change's; so too for a controller restored from the state.
+  OnlineController resumed(space);
+  resumed.restore(controller.state());
+  for (OnlineController* judged : {&controller, &resumed}) {
+    judged->pin("microbatches", 2);
+    const Decision jump = run(*judged, 9.0, std::nullopt);
+    CHECK(jump.chosen.microbatches == 2);
+    CHECK(jump.violation.find("under the configuration that ran before: not a change's") !=
+          std::string::npos);
+    CHECK(judged->excluded().empty());
+  }
+  // A change from what ran still breaks it: four after a step chosen whole that ran two.
+  run(controller, 2.0, std::nullopt);
+  controller.pin("microbatches", 1);
+  run(controller, 2.0, 2);
+  controller.pin("microbatches", 4);
+  CHECK(run(controller, 9.0, std::nullopt).violation.find("excluded from now on") !=
+        std::string::npos);
+  REQUIRE(controller.excluded().size() == 1);
+  CHECK(controller.excluded().front().microbatches == 4);
+}
+
+// Note [A budget the run refused]. Until 2026-12-07, where no configuration passed both what did
+// not fit and the budget refused, both were let go at once, and a budget the run had refused was
+// chosen where another would run.
+TEST_CASE("where nothing passes both records, what did not fit is let go before the refusal") {
+  // The run begins at a remat budget of 0.3, which it then refuses.
+  OnlineController controller(ConfigSpace(
+      {Knob{"microbatches", {1, 2}, 1, ""}, Knob{"remat_budget", {0.3, 0.6}, 0.3, ""}}));
+  Decision first = controller.choose(0, "small");
+  controller.refused(first, configuration(1, 0, 0.6), "no plan fits", 0.3);
+  // Nothing fits "big": of what the run takes, the nearest to its start runs (split further).
+  didNotFit(controller, configuration(2, 0, 0.6), "big");
+  CHECK(controller.choose(1, "big").chosen == configuration(1, 0, 0.6));
+  // Pinned to the budget refused, what did not fit still holds where something else does.
+  didNotFit(controller, configuration(1, 0, 0.6), "tall");
+  controller.pin("remat_budget", 0.3);
+  CHECK(controller.choose(2, "tall").chosen == configuration(2, 0, 0.3));
+}
+
 // Note [A budget the run refused].
 TEST_CASE("a remat budget the run refused is not chosen again, nor any smaller") {
   OnlineController controller(threeKnobs());

@@ -288,6 +288,58 @@ def forward(self, x: Tensor) -> Tensor:
   MESSAGE("segment calls recomputed: ", recomputed);
 }
 
+// A block whose input is written in place after it (`h.mul_(2)` once b has read h) cannot be
+// recomputed from that input either: the recompute would start from the written value. Until
+// 2026-12-07 it was recomputed, and the backward failed ("modified by an inplace operation").
+TEST_CASE("a block whose input is written after it is not recomputed") {
+  const auto makeModel = [] {
+    torch::manual_seed(3);
+    torch::jit::Module model("Model");
+    for (const char* name : {"a", "b"}) {
+      torch::jit::Module block("Block");
+      block.register_parameter("w", torch::randn({4, 4}).requires_grad_(), false);
+      // Its output is saved by nothing of its own (matmul keeps its inputs): the plain run may
+      // write to it.
+      block.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    return torch.matmul(torch.tanh(x), self.w)
+)");
+      model.register_module(name, block);
+    }
+    model.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    h = self.a.forward(x * 2.0)
+    y = self.b.forward(h)
+    h.mul_(2.0)
+    return y + h
+)");
+    return model;
+  };
+  const torch::Tensor x = torch::randn({5, 4});
+  const auto gradients = [&](bool recompute) {
+    symtune::SegmentExecutor executor(makeModel());
+    if (recompute)
+      executor.setPlan(executor.recomputeAll());
+    const symtune::ForwardResult r = executor.run({x}, {});
+    r.output.pow(2).sum().backward();
+    std::vector<torch::Tensor> out;
+    for (const auto& p : executor.parameters()) {
+      REQUIRE(p.grad().defined());
+      out.push_back(p.grad().clone());
+    }
+    return std::make_pair(out, r.recomputed);
+  };
+  const auto [plain, none] = gradients(false);
+  const auto [planned, recomputed] = gradients(true);
+  CHECK(none == 0);
+  CHECK(recomputed == 1);  // a, whose input nothing writes, still is
+  REQUIRE(plain.size() == planned.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    CHECK(torch::allclose(plain[i], planned[i], 1e-6, 1e-6));
+  }
+}
+
 // Note [Tied parameters once]: a weight two modules share is one parameter. TorchScript's C++
 // named_parameters lists it under each name, and the trainer's optimizer stepped it twice a step.
 TEST_CASE("a weight two modules share is one parameter, under its first name") {

@@ -67,6 +67,7 @@ struct TuneOptions {
 struct Estimate {
   std::optional<std::string> infeasible;  // it cannot run, and why: pruned
   // Its seconds per sample relative to the first evaluation's configuration (1: no different).
+  // Not finite, or not above 0: no estimate, the configuration estimated as the first is.
   double relativeSeconds = 1;
 };
 
@@ -109,7 +110,8 @@ class AutoTuner {
   // apart.
   using Estimator = std::function<Estimate(const Configuration&)>;
 
-  // Throws std::invalid_argument for an empty space or options out of range.
+  // Throws std::invalid_argument for an empty space, options out of range, or a knob whose
+  // current value is not one of its values (the first evaluation is the space's configuration).
   explicit AutoTuner(ConfigSpace space, TuneOptions options = {});
 
   // `evaluate` may throw: the configuration counts as evaluated and failed, with the message.

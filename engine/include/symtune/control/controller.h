@@ -57,7 +57,13 @@
 // configuration that ran before stays: the space never runs out.) The configuration excluded when
 // that run of high losses began is let back in: the loss went on high under the one before it, so
 // it moved by itself. Pins that leave only excluded configurations are released, and a pin that
-// would is refused.
+// would is refused. The configurations compared, and the one excluded, are those the steps ran: a
+// step the trainer split further than chosen (Note [Predicted not to fit]) ran its split, which
+// notFit() records as Decision::ran when told the count. Until 2026-12-07 such a step counted as
+// having run the choice, so the next step on its bucket, choosing the count it had split to,
+// counted as a change though it ran as the step before it, and a loss that jumped there excluded
+// that count for the run. Told no count, notFit() still takes the choice to have run: a change
+// missed would let a configuration that broke the loss run on.
 //
 // Note [Explored outward]
 // An ordinal knob (Note [Ordinal knobs] in additive_model.h) is explored one value at a time from
@@ -120,6 +126,10 @@
 // exploration, and a smaller budget fits less), and the decision holds what ran, with the choice
 // and the reason as what it held back, not explored. A new memory budget keeps the record: a
 // share of the plain peak no plan fits fits no better under another budget for the session.
+// Where no configuration the pins allow passes both records on a bucket, they are let go one at a
+// time: what did not fit first (such a step runs, split further), then the budget refused (the
+// trainer refuses it again, and the step runs the one before), then both. Until 2026-12-07 both
+// went at once, and a bucket where nothing fitted could be given a budget the run had refused.
 //
 // Note [A new memory budget]
 // A budget set on the running job (the studio's set_budget, Trainer::setRematBudget) changes the
@@ -243,6 +253,9 @@ struct Decision {
   int64_t step = 0;
   std::string bucket;  // the context: the batch's shape bucket
   Configuration chosen;
+  // What the step ran where that was not `chosen`: the trainer split it further (notFit(), Note
+  // [Divergence constraint]); nullopt: `chosen`, or not known.
+  std::optional<Configuration> ran;
   // The model's mean for the chosen configuration (samples per second), and whether the draw
   // chose other than the mean's best (exploring).
   double predictedSamplesPerSecond = 0;
@@ -269,7 +282,8 @@ struct Decision {
 
 class OnlineController {
  public:
-  // Throws std::invalid_argument for an empty space.
+  // Throws std::invalid_argument for an empty space, or an option out of its range (named: a
+  // variance or noise of 0 or below, or not finite, would make every posterior NaN).
   explicit OnlineController(ConfigSpace space, ControllerOptions options = {});
 
   // The configuration for step `step` on a batch of `bucket` whose signals have `signals` (in
@@ -306,8 +320,12 @@ class OnlineController {
   const std::vector<Configuration>& excluded() const { return excluded_; }
   // Note [Predicted not to fit]: `decision`'s configuration did not fit the memory budget on
   // its bucket, for the reason `why` (one line), which becomes the decision's violation (so the
-  // step is not learnt from). notFitting(c, bucket): whether a record rules `c` out on `bucket`.
-  void notFit(Decision& decision, const std::string& why);
+  // step is not learnt from). `ranMicrobatches`: the micro-batches the step ran in, split further
+  // (StepResult::microbatches), which the decision then holds as what ran (Decision::ran, Note
+  // [Divergence constraint]); nullopt: not known, the choice taken to have run.
+  // notFitting(c, bucket): whether a record rules `c` out on `bucket`.
+  void notFit(Decision& decision, const std::string& why,
+              std::optional<int> ranMicrobatches = std::nullopt);
   bool notFitting(const Configuration& c, const std::string& bucket) const;
   // Note [A new memory budget]: the run's budget changed, the session's `grew` (or cannot be
   // told not to have), and the run's space is now `run`, whose remat_budget knob the controller
@@ -326,9 +344,11 @@ class OnlineController {
   // What it has learnt and where it stands, as JSON text (a checkpoint's; Note [Checkpoints] in
   // trainer.h): the model's terms, the random generator, the first batch's signals, the pins,
   // the exclusions, what did not fit on which bucket, the largest budget refused, the loss's
-  // average and the last decision. restore() on a controller of the same space goes on as this one
-  // would have; its log starts again from that last decision. Throws std::invalid_argument for a
-  // state of another space or malformed text.
+  // average, the count of decisions and the last decision (what it chose and ran). restore() on a
+  // controller of the same space goes on as this one would have; its log starts again from that
+  // last decision, decisions() counting on from the state's (a state written before 2026-12-07
+  // has no count: its last decision alone is counted). Throws std::invalid_argument for a state
+  // of another space or malformed text.
   std::string state() const;
   void restore(const std::string& state);
 
