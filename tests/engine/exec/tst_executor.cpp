@@ -170,6 +170,23 @@ void samplingKeepsThePeak(const char* model, bool recompute) {
   CHECK(captureRatio >= low);
 }
 
+// The parameters' gradients of ‖model(x)‖², every segment recomputed or none, and how many
+// segment calls were.
+std::pair<std::vector<torch::Tensor>, int64_t> gradientsOf(torch::jit::Module model,
+                                                           const torch::Tensor& x, bool recompute) {
+  symtune::SegmentExecutor executor(std::move(model));
+  if (recompute)
+    executor.setPlan(executor.recomputeAll());
+  const symtune::ForwardResult r = executor.run({x}, {});
+  r.output.pow(2).sum().backward();
+  std::vector<torch::Tensor> out;
+  for (const auto& p : executor.parameters()) {
+    REQUIRE(p.grad().defined());
+    out.push_back(p.grad().clone());
+  }
+  return {out, r.recomputed};
+}
+
 }  // namespace
 
 TEST_CASE("every combination of per-node, recompute and capture runs through the seam") {
@@ -264,19 +281,7 @@ def forward(self, x: Tensor) -> Tensor:
     return model;
   };
   const torch::Tensor x = torch::randn({5, 4});
-  const auto gradients = [&](bool recompute) {
-    symtune::SegmentExecutor executor(makeModel());
-    if (recompute)
-      executor.setPlan(executor.recomputeAll());
-    const symtune::ForwardResult r = executor.run({x}, {});
-    r.output.pow(2).sum().backward();
-    std::vector<torch::Tensor> out;
-    for (const auto& p : executor.parameters()) {
-      REQUIRE(p.grad().defined());
-      out.push_back(p.grad().clone());
-    }
-    return std::make_pair(out, r.recomputed);
-  };
+  const auto gradients = [&](bool recompute) { return gradientsOf(makeModel(), x, recompute); };
   const auto [plain, none] = gradients(false);
   const auto [planned, recomputed] = gradients(true);
   CHECK(none == 0);
@@ -316,19 +321,7 @@ def forward(self, x: Tensor) -> Tensor:
     return model;
   };
   const torch::Tensor x = torch::randn({5, 4});
-  const auto gradients = [&](bool recompute) {
-    symtune::SegmentExecutor executor(makeModel());
-    if (recompute)
-      executor.setPlan(executor.recomputeAll());
-    const symtune::ForwardResult r = executor.run({x}, {});
-    r.output.pow(2).sum().backward();
-    std::vector<torch::Tensor> out;
-    for (const auto& p : executor.parameters()) {
-      REQUIRE(p.grad().defined());
-      out.push_back(p.grad().clone());
-    }
-    return std::make_pair(out, r.recomputed);
-  };
+  const auto gradients = [&](bool recompute) { return gradientsOf(makeModel(), x, recompute); };
   const auto [plain, none] = gradients(false);
   const auto [planned, recomputed] = gradients(true);
   CHECK(none == 0);
