@@ -566,8 +566,10 @@ void OnlineController::checkLoss(Decision& decision, double loss) {
     return;
   }
   // The step before ran another configuration, not excluded (it did not diverge): one is left.
-  excluded_.push_back(ranBy(decision));
-  blamed_ = ranBy(decision);
+  // What the controller chose is what it can keep from running: a split count (2 split to 3) is
+  // no configuration of its grid, and excluded would bar nothing.
+  excluded_.push_back(decision.chosen);
+  blamed_ = decision.chosen;
   decision.violation += "; when the configuration changed: excluded from now on";
   if (std::none_of(grid_.begin(), grid_.end(),
                    [&](const Configuration& c) { return allowed(c); })) {

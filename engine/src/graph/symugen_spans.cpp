@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <unordered_set>
+#include <vector>
 
 #include "evaluator.h"
 
@@ -150,6 +151,62 @@ bool writesTo(const Node* node, const std::unordered_set<const Value*>& inputs) 
   return false;
 }
 
+// Whether what runs after the span first..last of `owner` may write to one of its `inputs` in
+// place (`h.mul_(2)` once the span read h): the recompute in backward would start from the
+// written value. Until 2026-12-07 such a span was recomputed and the backward failed ("modified
+// by an inplace operation"). Looked for in the rest of its block and of the blocks around it,
+// through the views made of the inputs and the tensors they are views of (`x = h[0:5]` before the
+// span: `h.mul_(2)` writes x). Not in a loop body's nodes before the span, which its next
+// iteration runs after it: looking there too changed what the tagger's loop may recompute, and
+// engine.remat.bound_budget's binder slack no longer widened under a tight budget. A write there
+// that reaches the span's input is left to autograd's version check.
+bool writtenAfter(const Block* owner, const Node* first, const Node* last,
+                  const std::vector<const Value*>& inputs) {
+  std::unordered_set<const Value*> outside;
+  for (const Value* v : inputs) {
+    if (mayHoldTensorData(v->type()))
+      outside.insert(v);
+  }
+  // The tensors a view before `anchor` in `block` was made of (conservative: a node without a
+  // schema gives all its inputs).
+  const auto addBases = [&](const Block* block, const Node* anchor) {
+    for (const Node* n = anchor->prev(); n != block->param_node(); n = n->prev()) {
+      bool makesOne = false;
+      for (const Value* out : n->outputs())
+        makesOne = makesOne || outside.count(out) != 0;
+      if (!makesOne)
+        continue;
+      const auto* schema = n->maybeSchema();
+      for (size_t i = 0; i < n->inputs().size(); ++i) {
+        const Value* in = n->input(i);
+        if (mayHoldTensorData(in->type()) &&
+            (schema == nullptr ||
+             (i < schema->arguments().size() && schema->arguments()[i].alias_info() != nullptr)))
+          outside.insert(in);
+      }
+    }
+  };
+  // Whether a node of `block` from `from` on writes to one.
+  const auto writes = [&](const Block* block, const Node* from) {
+    for (const Node* n : block->nodes())
+      addAliases(n, outside);
+    for (const Node* n = from; n != block->return_node(); n = n->next()) {
+      if (writesTo(n, outside))
+        return true;
+    }
+    return false;
+  };
+  addBases(owner, first);
+  if (writes(owner, last->next()))
+    return true;
+  for (const Node* at = owner->owningNode(); at != nullptr; at = at->owningBlock()->owningNode()) {
+    addBases(at->owningBlock(), at);
+    if (writes(at->owningBlock(), at->next()))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // A node that computes nothing: a view of a tensor, a shape query, a constant or list building.
@@ -254,29 +311,8 @@ std::shared_ptr<SyMuGen::CheckpointSpan> detail::makeSpan(const Block* owner, co
     if (n == last)
       break;
   }
-  // Nor may what runs after the span write to its inputs (`h.mul_(2)` once the span read h): the
-  // recompute in backward would start from the written value. Until 2026-12-07 such a span was
-  // recomputed and the backward failed ("modified by an inplace operation"). Looked for in the
-  // rest of its block, through the views made there, and in the blocks around it.
-  std::unordered_set<const Value*> outside;
-  for (const Value* v : span->inputs) {
-    if (mayHoldTensorData(v->type()))
-      outside.insert(v);
-  }
-  for (const Node* n : owner->nodes())
-    addAliases(n, outside);
-  for (const Node* n = last->next(); n != owner->return_node(); n = n->next()) {
-    if (writesTo(n, outside))
-      return nullptr;
-  }
-  for (const Node* at = owner->owningNode(); at != nullptr; at = at->owningBlock()->owningNode()) {
-    const Block* around = at->owningBlock();
-    for (const Node* n = at->next(); n != around->return_node(); n = n->next()) {
-      addAliases(n, outside);
-      if (writesTo(n, outside))
-        return nullptr;
-    }
-  }
+  if (writtenAfter(owner, first, last, span->inputs))
+    return nullptr;
   span->draws = false;
   span->readsAttributes = false;
   std::function<void(const Node*)> readsIn = [&](const Node* n) {

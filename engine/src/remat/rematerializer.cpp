@@ -153,6 +153,13 @@ void Rematerializer::setBudget(std::optional<int64_t> bytes, std::optional<doubl
       predictedPlainPeak = std::max(predictedPlainPeak, predictedPlain(bucket, *fit));
   }
   const double calibratedPlain = calibratedPlain_;
+  // Each bucket's budget before the change, to tell which overruns still say something.
+  const auto budgetOf = [&](const Bucket& bucket) {
+    return budgetFor(fit ? predictedPlain(bucket, *fit) : 0.0);
+  };
+  std::map<std::string, std::optional<int64_t>> before;
+  for (const auto& [key, bucket] : buckets_)
+    before[key] = budgetOf(bucket);
   if (check && fit && (next.budgetBytes || next.budgetFraction)) {
     std::swap(options_, next);
     const size_t plainSteps = plainSteps_;
@@ -188,13 +195,15 @@ void Rematerializer::setBudget(std::optional<int64_t> bytes, std::optional<doubl
       calibratedPlain_ = predictedPlainPeak;
     }
   }
-  // The plans made for the old budget go, and the plans that overran under it may fit this one:
-  // until 2026-12-07 they stayed barred, and a budget raised on the running job still ran the
-  // plan that recomputes all it can. The margins stay: they are what the fit missed by, whatever
-  // the budget.
+  // The plans made for the old budget go. Under a larger one the plans that overran may fit: until
+  // 2026-12-07 they stayed barred, and a budget raised on the running job still ran the plan that
+  // recomputes all it can. Under a smaller or the same one they would overrun again, and stay
+  // barred. The margins stay: they are what the fit missed by, whatever the budget.
   for (auto& [key, bucket] : buckets_) {
     bucket.plans.clear();
-    bucket.overran.clear();
+    const std::optional<int64_t> old = before[key], now = budgetOf(bucket);
+    if (!old || (now && *now > *old))
+      bucket.overran.clear();
   }
 }
 

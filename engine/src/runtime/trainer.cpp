@@ -747,7 +747,7 @@ StepResult Trainer::runStep(Graph* capture) {
                               : std::max(seconds - (r.optimizeRequired ? preparing_ : 0.0), 0.0);
     // Note [Predicted not to fit] in controller.h: a step split further than chosen.
     if (!r.splitNote.empty())
-      controller_->notFit(*decision, r.splitNote, r.microbatches);
+      controller_->notFit(*decision, r.splitNote, microbatches_);  // the split's count
     controller_->observe(*decision, learnt, whole.size, r.loss);
     r.decision = controller_->log().back();
     moveController();  // the budget the step went back to, if it did

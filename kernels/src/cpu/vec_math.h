@@ -2,6 +2,7 @@
 // Inline float exp and GELU pieces for the at::vec kernels (Note [Inline float math]). Included
 // by the per-capability kernel sources only; private to kernels/.
 
+#include <limits>
 #include <type_traits>
 
 #include <ATen/cpu/vec/vec.h>
@@ -20,15 +21,17 @@ namespace symtune::kernels::CPU_CAPABILITY {
 // at::vec's Sleef functions: these are float accurate only.
 using FloatVec = at::vec::Vectorized<float>;
 
-// exp(v), accurate to a few ulp for v in [-87.3, 88.3]; 0 below, +inf from about 88.38 up, as
-// std::exp overflows (the callers divide by it and get 0, which reciprocal() keeps exact). It
-// saturated at ~1.7e38 before, and the tanh GELU of -inf came out -inf · 1/1.7e38 = -inf where
-// ATen's is -inf · 0 = NaN.
+// ln(FLT_MAX): above it std::exp overflows to +inf.
+constexpr float kExpOverflow = 88.7228391f;
+
+// exp(v), accurate to a few ulp for v in [-87.3, 88.3]; 0 below, ~1.7e38 on to ln(FLT_MAX), and
+// +inf above it, where std::exp overflows (the callers divide by it and get 0, which reciprocal()
+// keeps exact). Until 2026-12-07 it saturated above ln(FLT_MAX) too, and the tanh GELU of -inf
+// came out -inf · 1/1.7e38 = -inf where ATen's is -inf · 0 = NaN.
 inline FloatVec expInline(FloatVec input) {
   using IntVec = at::vec::Vectorized<int32_t>;
-  // The top of the clamp gives n = 128: an exponent field of 255, the bits of +inf, times p > 0.
-  // (Up to 89.07 n stays 128; past it n = 129 would wrap into the sign bit.)
-  const FloatVec v = at::vec::clamp(input, FloatVec(-87.3f), FloatVec(88.8f));
+  // Clamped where n stays at most 127: 2^128 has no float (its exponent field would be +inf's).
+  const FloatVec v = at::vec::clamp(input, FloatVec(-87.3f), FloatVec(88.3f));
   const FloatVec n = (v * FloatVec(1.44269504088896341f)).round();  // v / ln 2, to nearest
   // r = v - n ln2, ln2 split in two so that n times the first part (0.693359375) is exact.
   FloatVec r = at::vec::fmadd(n, FloatVec(-0.693359375f), v);
@@ -39,10 +42,12 @@ inline FloatVec expInline(FloatVec input) {
   p = at::vec::fmadd(p, r, FloatVec(0.5f));
   p = at::vec::fmadd(p, r, FloatVec(1.f));
   p = at::vec::fmadd(p, r, FloatVec(1.f));
-  // 2^n: n + 127 in the exponent field (n is in [-126, 128] after the clamp; 128 is +inf).
+  // 2^n: n + 127 in the exponent field (n is in [-126, 127] after the clamp).
   const IntVec biased = at::vec::convert_to_int_of_same_size(n) + IntVec(127);
   const FloatVec result = p * at::vec::cast<float>(biased << IntVec(23));
-  return FloatVec::blendv(result, FloatVec(0.f), input < FloatVec(-87.3f));
+  const FloatVec low = FloatVec::blendv(result, FloatVec(0.f), input < FloatVec(-87.3f));
+  return FloatVec::blendv(low, FloatVec(std::numeric_limits<float>::infinity()),
+                          input > FloatVec(kExpOverflow));
 }
 
 // exp in a kernel's math type: inline for float, at::vec's (Sleef) for double.

@@ -140,6 +140,16 @@ TEST_CASE("a step split further is judged by what it ran: the next at its count 
         std::string::npos);
   REQUIRE(controller.excluded().size() == 1);
   CHECK(controller.excluded().front().microbatches == 4);
+  // A change chosen at two and split to three whose loss jumps: what is excluded is the two the
+  // controller chose, not the three it ran (no configuration of its grid: it would bar nothing).
+  OnlineController other(space);
+  other.pin("microbatches", 1);
+  for (int i = 0; i < 8; ++i)
+    run(other, 2.0, std::nullopt);
+  other.pin("microbatches", 2);
+  CHECK(run(other, 9.0, 3).violation.find("excluded from now on") != std::string::npos);
+  REQUIRE(other.excluded().size() == 1);
+  CHECK(other.excluded().front().microbatches == 2);
 }
 
 // Note [A budget the run refused]. Until 2026-12-07, where no configuration passed both what did

@@ -293,43 +293,58 @@ def forward(self, x: Tensor) -> Tensor:
   MESSAGE("segment calls recomputed: ", recomputed);
 }
 
-// A block whose input is written in place after it (`h.mul_(2)` once b has read h) cannot be
-// recomputed from that input either: the recompute would start from the written value. Until
-// 2026-12-07 it was recomputed, and the backward failed ("modified by an inplace operation").
+// A block whose input is written in place after it (`h.mul_(2)` once b has read h, or read a view
+// of h) cannot be recomputed from that input either: the recompute would start from the written
+// value. Until 2026-12-07 it was recomputed, and the backward failed ("modified by an inplace
+// operation").
 TEST_CASE("a block whose input is written after it is not recomputed") {
-  const auto makeModel = [] {
-    torch::manual_seed(3);
-    torch::jit::Module model("Model");
-    for (const char* name : {"a", "b"}) {
-      torch::jit::Module block("Block");
-      block.register_parameter("w", torch::randn({4, 4}).requires_grad_(), false);
-      // Its output is saved by nothing of its own (matmul keeps its inputs): the plain run may
-      // write to it.
-      block.define(R"(
-def forward(self, x: Tensor) -> Tensor:
-    return torch.matmul(torch.tanh(x), self.w)
-)");
-      model.register_module(name, block);
-    }
-    model.define(R"(
+  const struct {
+    const char* name;
+    const char* forward;
+  } rows[] = {{"its input", R"(
 def forward(self, x: Tensor) -> Tensor:
     h = self.a.forward(x * 2.0)
     y = self.b.forward(h)
     h.mul_(2.0)
     return y + h
+)"},
+              {"the tensor its input is a view of", R"(
+def forward(self, x: Tensor) -> Tensor:
+    h = self.a.forward(x * 2.0)
+    y = self.b.forward(h.narrow(0, 1, 3))
+    h.mul_(2.0)
+    return y.sum() + h.sum()
+)"}};
+  for (const auto& row : rows) {
+    INFO(row.name);
+    const auto makeModel = [&] {
+      torch::manual_seed(3);
+      torch::jit::Module model("Model");
+      for (const char* name : {"a", "b"}) {
+        torch::jit::Module block("Block");
+        block.register_parameter("w", torch::randn({4, 4}).requires_grad_(), false);
+        // Its output is saved by nothing of its own (matmul keeps its inputs): the plain run may
+        // write to it.
+        block.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    return torch.matmul(torch.tanh(x), self.w)
 )");
-    return model;
-  };
-  const torch::Tensor x = torch::randn({5, 4});
-  const auto gradients = [&](bool recompute) { return gradientsOf(makeModel(), x, recompute); };
-  const auto [plain, none] = gradients(false);
-  const auto [planned, recomputed] = gradients(true);
-  CHECK(none == 0);
-  CHECK(recomputed == 1);  // a, whose input nothing writes, still is
-  REQUIRE(plain.size() == planned.size());
-  for (size_t i = 0; i < plain.size(); ++i) {
-    CAPTURE(i);
-    CHECK(torch::allclose(plain[i], planned[i], 1e-6, 1e-6));
+        model.register_module(name, block);
+      }
+      model.define(row.forward);
+      return model;
+    };
+    const torch::Tensor x = torch::randn({5, 4});
+    const auto gradients = [&](bool recompute) { return gradientsOf(makeModel(), x, recompute); };
+    const auto [plain, none] = gradients(false);
+    const auto [planned, recomputed] = gradients(true);
+    CHECK(none == 0);
+    CHECK(recomputed == 1);  // a, whose input nothing writes, still is
+    REQUIRE(plain.size() == planned.size());
+    for (size_t i = 0; i < plain.size(); ++i) {
+      CAPTURE(i);
+      CHECK(torch::allclose(plain[i], planned[i], 1e-6, 1e-6));
+    }
   }
 }
 

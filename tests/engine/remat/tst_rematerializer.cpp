@@ -510,8 +510,11 @@ TEST_CASE_FIXTURE(GigabyteTagger, "a plan that overran is not planned again on i
   const symtune::remat::StepPlan third = remat.prepare(gen, inputs);
   CHECK_FALSE(third.segments.empty());  // not the step as written, which overran
   CHECK(third.mostFreeing);             // but the plan the fit says holds least
-  // Under another budget that overrun says nothing: until 2026-12-07 it stayed, and a budget
-  // raised on the running job still recomputed all it could.
+  // Under a smaller budget it would overrun again: still not planned.
+  remat.setBudget(int64_t{1} << 29, std::nullopt);
+  CHECK_FALSE(remat.prepare(gen, inputs).segments.empty());
+  // Under a larger one that overrun says nothing: until 2026-12-07 it stayed, and a budget raised
+  // on the running job still recomputed all it could.
   remat.setBudget(int64_t{2} << 30, std::nullopt);
   const symtune::remat::StepPlan raised = remat.prepare(gen, inputs);
   CHECK(raised.segments.empty());

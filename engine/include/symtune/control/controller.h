@@ -57,13 +57,14 @@
 // configuration that ran before stays: the space never runs out.) The configuration excluded when
 // that run of high losses began is let back in: the loss went on high under the one before it, so
 // it moved by itself. Pins that leave only excluded configurations are released, and a pin that
-// would is refused. The configurations compared, and the one excluded, are those the steps ran: a
-// step the trainer split further than chosen (Note [Predicted not to fit]) ran its split, which
-// notFit() records as Decision::ran when told the count. Until 2026-12-07 such a step counted as
-// having run the choice, so the next step on its bucket, choosing the count it had split to,
-// counted as a change though it ran as the step before it, and a loss that jumped there excluded
-// that count for the run. Told no count, notFit() still takes the choice to have run: a change
-// missed would let a configuration that broke the loss run on.
+// would is refused. The configurations compared are those the steps ran: a step the trainer split
+// further than chosen (Note [Predicted not to fit]) ran its split, which notFit() records as
+// Decision::ran when told the count; the one excluded is what was chosen (a split count, 2 split
+// to 3, is no configuration of the grid, and would bar nothing). Until 2026-12-07 such a step
+// counted as having run the choice, so the next step on its bucket, choosing the count it had split
+// to, counted as a change though it ran as the step before it, and a loss that jumped there
+// excluded that count for the run. Told no count, notFit() still takes the choice to have run: a
+// change missed would let a configuration that broke the loss run on.
 //
 // Note [Explored outward]
 // An ordinal knob (Note [Ordinal knobs] in additive_model.h) is explored one value at a time from
