@@ -99,31 +99,37 @@ class EpochOrder final : public torch::data::samplers::Sampler<> {
     return std::vector<size_t>(at, at + n);
   }
 
-  // Pools of kBucketPool batches of the shuffled order, each sorted by length (stably) and cut
-  // into batches; the whole batches then shuffled (a short last batch stays last), so each
-  // batch holds sequences of like length and the epoch still visits every sample once.
+  // Pools of kBucketPool batches of the shuffled order's whole batches, each sorted by length
+  // (stably) and cut into batches; the whole batches then shuffled, so each batch holds sequences
+  // of like length and the epoch still visits every sample once. The samples past the whole
+  // batches are the shuffled order's last, as drawn, and make the short last batch: cut from the
+  // sorted order (until 2026-12-08) it held the longest of the last pool, which drop_last then
+  // left out of every epoch.
   torch::Tensor bucketed(const torch::Tensor& order) const {
     constexpr int64_t kBucketPool = 20;
+    const int64_t whole = size_ / batchSize_;
+    const int64_t kept = whole * batchSize_;
     // At most the whole order: kBucketPool times a batch size near int64's largest overflowed.
-    const int64_t pool = batchSize_ > size_ / kBucketPool ? size_ : kBucketPool * batchSize_;
+    const int64_t pool = whole < kBucketPool ? kept : kBucketPool * batchSize_;
     std::vector<torch::Tensor> pools;
-    for (int64_t start = 0; start < size_; start += pool) {
-      const torch::Tensor rows = order.narrow(0, start, std::min(pool, size_ - start));
+    for (int64_t start = 0; start < kept; start += pool) {
+      const torch::Tensor rows = order.narrow(0, start, std::min(pool, kept - start));
       const torch::Tensor byLength =
           std::get<1>(lengths_.index_select(0, rows).sort(/*stable=*/true, 0, false));
       pools.push_back(rows.index_select(0, byLength));
     }
-    const torch::Tensor sorted = torch::cat(pools);
-    const int64_t whole = size_ / batchSize_;
-    const torch::Tensor batches =
-        torch::randperm(whole, orderGenerator(~seed_, epoch_), torch::kLong);
     std::vector<torch::Tensor> out;
-    const int64_t* b = batches.data_ptr<int64_t>();
-    for (int64_t i = 0; i < whole; ++i)
-      out.push_back(sorted.narrow(0, b[i] * batchSize_, batchSize_));
-    if (whole * batchSize_ < size_)
-      out.push_back(sorted.narrow(0, whole * batchSize_, size_ - whole * batchSize_));
-    return torch::cat(out);
+    if (whole > 0) {
+      const torch::Tensor sorted = torch::cat(pools);
+      const torch::Tensor batches =
+          torch::randperm(whole, orderGenerator(~seed_, epoch_), torch::kLong);
+      const int64_t* b = batches.data_ptr<int64_t>();
+      for (int64_t i = 0; i < whole; ++i)
+        out.push_back(sorted.narrow(0, b[i] * batchSize_, batchSize_));
+    }
+    if (kept < size_)
+      out.push_back(order.narrow(0, kept, size_ - kept));
+    return out.empty() ? order : torch::cat(out);
   }
 
   void save(torch::serialize::OutputArchive& archive) const override {

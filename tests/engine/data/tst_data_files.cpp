@@ -535,3 +535,40 @@ TEST_CASE("bucketing by length: batches of like length, every sample once an epo
   symtune::FileDataSource again(bucketed, symtune::LossSpec{}, 3);
   CHECK(sameBatch(again.batch(17), b.batch(17)));
 }
+
+TEST_CASE("bucketing by length under drop_last leaves out samples as drawn, not the longest") {
+  // The samples past an epoch's whole batches make its short last batch, which drop_last leaves
+  // out. Cut from the order sorted by length, they were the longest of the last pool every epoch.
+  symtune::DataSpec spec = taggerSpec();
+  spec.batchSize = 10;
+  spec.files.bucketByLength = true;
+  symtune::DataSpec all = spec;
+  spec.files.dropLast = true;
+  symtune::FileDataSource whole(all, symtune::LossSpec{}, 3),
+      dropping(spec, symtune::LossSpec{}, 3);
+  const int64_t samples = dropping.trainingSamples(), perEpoch = dropping.batchesPerEpoch();
+  const int64_t left = samples - perEpoch * dropping.batchSize();
+  REQUIRE(left > 0);
+  REQUIRE(whole.batchesPerEpoch() == perEpoch + 1);
+  std::vector<torch::Tensor> lengths;
+  for (int64_t i = 0; i < whole.batchesPerEpoch(); ++i)
+    lengths.push_back(whole.batch(i).inputs[1].toTensor());
+  const torch::Tensor sorted = std::get<0>(torch::cat(lengths).sort(0, /*descending=*/true));
+  REQUIRE(sorted.size(0) == samples);
+  const double total = sorted.sum().item<double>();
+  const double mean = total / static_cast<double>(samples);
+  const double longest = sorted.narrow(0, 0, left).to(torch::kDouble).mean().item<double>();
+  REQUIRE(longest > mean + 1);
+  constexpr int64_t kEpochs = 20;
+  double dropped = 0;
+  for (int64_t e = 0; e < kEpochs; ++e) {
+    double visited = 0;
+    for (int64_t i = e * perEpoch; i < (e + 1) * perEpoch; ++i)
+      visited += dropping.batch(i).inputs[1].toTensor().sum().item<double>();
+    dropped += total - visited;
+  }
+  const double droppedMean = dropped / static_cast<double>(kEpochs * left);
+  MESSAGE("mean length: ", mean, " of all, ", longest, " of the ", left, " longest, ", droppedMean,
+          " of those drop_last left out over ", kEpochs, " epochs");
+  CHECK(droppedMean < (mean + longest) / 2);
+}
