@@ -34,3 +34,18 @@ function(symtune_target_defaults target)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fpch-preprocess>)
   endif()
 endfunction()
+
+# symtune_find_header(VAR HEADER): the folder holding HEADER, in VAR (cached): the system's first,
+# then the copies scripts/gpu-check.sh --prepare puts in the ignored .deps/include for the GPU
+# machine, which has no Debian packages. Searched the other way, a checkout that had once prepared
+# built against .deps rather than the packages, and failed to compile once .deps was deleted (the
+# cached folder no longer holding HEADER is searched again).
+function(symtune_find_header var header)
+  if(${var} AND NOT EXISTS "${${var}}/${header}")
+    unset(${var} CACHE)
+  endif()
+  find_path(${var} ${header})
+  if(NOT ${var})
+    find_path(${var} ${header} PATHS ${PROJECT_SOURCE_DIR}/.deps/include NO_DEFAULT_PATH)
+  endif()
+endfunction()

@@ -41,8 +41,10 @@ ensure_apt_packages() {
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing Debian packages: ${missing[*]}"
-  as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Another apt (a second clone's first run, unattended-upgrades) is waited for, not failed on.
+  as_root apt-get -o DPkg::Lock::Timeout=600 update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+    --no-install-recommends "${missing[@]}"
 }
 
 # Not installed by us: the toolkit is NVIDIA's (docs/building.md, "LibTorch and CUDA"). Said
@@ -63,6 +65,15 @@ ensure_cuda_toolkit() {
   if ! grep -q 'release 13\.' <<<"$version"; then
     log "$nvcc is not CUDA 13 ($(grep -o 'release [0-9.]*' <<<"$version" || echo 'no release'));" \
       "LibTorch 2.11's wheel is the CUDA 13.0 build (docs/building.md)"
+    exit 1
+  fi
+  # The ci preset builds the CUPTI tracer (SYMTUNE_WITH_CUPTI), whose headers some toolkit
+  # installs leave out (NVIDIA's cuda-cupti-dev).
+  local include
+  include=$(dirname "$nvcc")/../include
+  if [ ! -f "$include/cupti_activity.h" ] && [ ! -f "$include/../extras/CUPTI/include/cupti_activity.h" ]; then
+    log "the CUDA toolkit in $(dirname "$(dirname "$nvcc")") has no CUPTI headers (cupti_activity.h):" \
+      "install NVIDIA's cuda-cupti-dev-13-0 (docs/building.md)"
     exit 1
   fi
   # ldconfig is in /sbin, which a user's PATH may leave out; LD_LIBRARY_PATH serves as well.
@@ -110,7 +121,10 @@ build() (
   if [ ! -f "$SYMTUNE_BUILD_DIR/build.ninja" ] ||
     [ CMakePresets.json -nt "$SYMTUNE_BUILD_DIR/CMakeCache.txt" ]; then
     log "configuring (preset $SYMTUNE_PRESET)"
-    cmake --preset "$SYMTUNE_PRESET" -DSYMTUNE_TORCH_HOME="$SYMTUNE_TORCH_HOME" >&2
+    # Torch_DIR given: CMake would look first where CMAKE_PREFIX_PATH or a Torch_DIR in the
+    # environment says (LibTorch's own instructions set them), and build against that LibTorch.
+    cmake --preset "$SYMTUNE_PRESET" -DSYMTUNE_TORCH_HOME="$SYMTUNE_TORCH_HOME" \
+      -DTorch_DIR="$SYMTUNE_TORCH_HOME/site/torch/share/cmake/Torch" >&2
   fi
   cmake --build "$SYMTUNE_BUILD_DIR" "$@" >&2
 )

@@ -76,7 +76,9 @@ if [ "${1:-}" = "--prepare" ]; then
   cp -L "$libdir/libjpeg.so" .deps/lib/libjpeg.so.62
   # CUPTI's and NVTX's headers, for a GPU machine whose toolkit lacks them (the build looks in
   # the toolkit first).
-  cuda_include=$(dirname "$(command -v nvcc)")/../include
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  [ -x "$nvcc" ] || { echo "no nvcc on PATH or in /usr/local/cuda/bin: CUPTI's headers are the toolkit's" >&2; exit 1; }
+  cuda_include=$(dirname "$nvcc")/../include
   cp -r "$cuda_include"/cupti*.h "$cuda_include"/Openacc "$cuda_include"/Openmp \
     "$cuda_include"/nvtx3 .deps/cuda-extras/include/
   echo "copied nlohmann/json, Asio, doctest, zlib, libpng, libjpeg, CUPTI's and NVTX's headers" \

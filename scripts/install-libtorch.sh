@@ -25,13 +25,28 @@ PIP_PACKAGES=("torch==$SYMTUNE_TORCH_VERSION" "nvidia-cusparselt-cu13==0.8.0"
   "typing-extensions==4.15.0" "sympy==1.14.0" "mpmath==1.3.0" "networkx==3.5" "jinja2==3.1.6"
   "markupsafe==3.0.3" "fsspec==2025.9.0" "filelock==3.19.1")
 
-# install_libtorch DIR: installs PIP_PACKAGES into DIR/site unless DIR's marker lists them already.
+# libtorch_installed DIR: whether DIR holds PIP_PACKAGES for this python3. The marker holds the
+# package list, so a changed list installs again; the wheel's Python extension is built for one
+# Python (cp311 on Debian 12), so a python3 of another version (a venv, an upgraded Debian)
+# installs again too, where the tests that import torch would fail on torch._C.
+libtorch_installed() {
+  local home=$1 tag
+  [ -f "$home/.complete" ] && [ "$(cat "$home/.complete")" = "${PIP_PACKAGES[*]}" ] || return 1
+  tag=$(python3 -c 'import sys; print(sys.implementation.cache_tag)' 2>/dev/null) || return 1
+  compgen -G "$home/site/torch/_C.$tag-*.so" >/dev/null
+}
+
+# libtorch_is_cuda13 SITE: whether pip put the CUDA 13.0 build of torch into SITE. A pip
+# configuration naming another index (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)
+# gives torch 2.11.0+cpu for torch==2.11.0, with which CUDA would quietly build OFF.
+libtorch_is_cuda13() {
+  grep -Eq "^cuda(: Optional\[str\])? = '13\.0'" "$1/torch/version.py" 2>/dev/null
+}
+
+# install_libtorch DIR: installs PIP_PACKAGES into DIR/site unless it holds them already.
 install_libtorch() {
   local home=$1 staging parent
-  # The marker holds the package list, so a changed list installs again.
-  if [ -f "$home/.complete" ] && [ "$(cat "$home/.complete")" = "${PIP_PACKAGES[*]}" ]; then
-    return 0
-  fi
+  libtorch_installed "$home" && return 0
   python3 -m pip --version >/dev/null 2>&1 || {
     printf '[symtune] python3 -m pip is missing (Debian: python3-pip)\n' >&2; return 1; }
   parent=$(dirname "$home")
@@ -43,7 +58,7 @@ install_libtorch() {
   local lock
   exec {lock}>"$parent/.install.lock" && flock "$lock" || {
     printf '[symtune] cannot lock %s/.install.lock\n' "$parent" >&2; return 1; }
-  if [ -f "$home/.complete" ] && [ "$(cat "$home/.complete")" = "${PIP_PACKAGES[*]}" ]; then
+  if libtorch_installed "$home"; then
     exec {lock}>&-
     return 0
   fi
@@ -61,6 +76,14 @@ install_libtorch() {
     rm -rf "$staging"
     exec {lock}>&-
     printf '[symtune] pip could not install %s\n' "${PIP_PACKAGES[*]}" >&2
+    return 1
+  fi
+  if ! libtorch_is_cuda13 "$staging/site"; then
+    printf '[symtune] pip installed torch %s, not the CUDA 13.0 build: a pip configuration\n' \
+      "$(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$staging/site/torch/version.py" 2>/dev/null)" >&2
+    printf '[symtune] (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, pip.conf) names another index than PyPI\n' >&2
+    rm -rf "$staging"
+    exec {lock}>&-
     return 1
   fi
   rm -rf "$home" && mv "$staging" "$home" && chmod 755 "$home" &&
