@@ -1,8 +1,9 @@
 #include "symtune/core/attach_protocol.h"
 
-#include <utility>
-
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <utility>
 
 #include <cmath>
 #include <cstdlib>
@@ -255,6 +256,11 @@ Endpoint parseEndpoint(const std::string& text) {
     e.path = text.substr(5);
     if (e.path.empty() || e.path[0] != '/')
       throw std::invalid_argument("a Unix endpoint needs an absolute path: unix:/path/to.sock");
+    // Asio said only "File name too long", after the server had made the socket's folder.
+    constexpr size_t kMostPath = sizeof(sockaddr_un::sun_path) - 1;
+    if (e.path.size() > kMostPath)
+      throw std::invalid_argument("a Unix socket's path is at most " + std::to_string(kMostPath) +
+                                  " bytes, and " + text + " has " + std::to_string(e.path.size()));
     return e;
   }
   if (text.rfind("tcp:", 0) == 0) {

@@ -17,6 +17,7 @@
 #include <iterator>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include <asio.hpp>
@@ -66,6 +67,21 @@ enum class Kind { Control, Step, Nodes };
 // The most replies and updates a client may leave unread before it is closed.
 constexpr size_t kMostQueuedControl = 4096;
 
+// The most commands of one client waiting for their answers (a rule change waits for a step
+// boundary): beyond them its connection is not read until one is answered, and TCP holds back
+// the rest. Read without end, a client writing a million snapshots during one step had the
+// training thread build a million at the next boundary, and each queued change held its text.
+constexpr int kMostPendingCommands = 64;
+
+// The most connections not past their hello: beyond them a new one is closed at once. Each held
+// a file descriptor for the hello's timeout, and a local user opening a thousand silent ones ran
+// the training process out of them (its checkpoints and data files failed).
+constexpr size_t kMostHandshaking = 64;
+
+// The longest reason an error reply carries (bytes): a reason may quote what the client sent (an
+// unknown command's or rule's name), and 4096 queued replies quoting a megabyte each held 4 GiB.
+constexpr size_t kMostReasonBytes = 1024;
+
 // How long accepting waits after a failure (out of file descriptors: it would fail again at once).
 constexpr auto kAcceptRetry = std::chrono::milliseconds(200);
 
@@ -102,6 +118,18 @@ std::string peerText(const std::string& text) {
          (cut ? "..." : "");
 }
 
+// `reason` cut to kMostReasonBytes, at a character's start, saying how much was left out.
+std::string bounded(std::string reason) {
+  if (reason.size() <= kMostReasonBytes)
+    return reason;
+  size_t cut = kMostReasonBytes;
+  while (cut > 0 && (static_cast<unsigned char>(reason[cut]) & 0xc0) == 0x80)
+    --cut;
+  const size_t left = reason.size() - cut;
+  reason.resize(cut);
+  return reason + "... (" + std::to_string(left) + " bytes more)";
+}
+
 }  // namespace
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
@@ -123,6 +151,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::unique_ptr<asio::steady_timer> stopTimer;  // stop(): the deadline for the last frames
   asio::steady_timer acceptRetry{io};
   bool acceptFailing = false;
+  bool handshakesFull = false;  // said once until a place frees
   nlohmann::json graph, rules, bindings, remat, control, validation, step;
   std::string state = "starting";
   uint64_t nextId = 1;
@@ -191,19 +220,31 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
               return;
             }
             self->decoder.feed(self->buffer.data(), n);
-            try {
-              while (auto message = self->decoder.next()) {
-                self->handle(*message);
-                // Refused or closing: nothing more it sends is read (each frame was refused again).
-                if (self->closed || self->closeAfterWrite)
-                  return;
-              }
-            } catch (const ProtocolError& e) {
-              self->close(std::string("protocol error: ") + e.what());
-              return;
-            }
-            self->read();
+            if (self->drain())
+              self->read();
           });
+    }
+
+    // Handles the frames read so far. False when reading stops: closed, closing, or as many
+    // commands waiting for their answers as a client may have (the rest of its frames wait in
+    // the decoder; the answer that frees a place drains again).
+    bool drain() {
+      try {
+        while (pendingReplies < kMostPendingCommands) {
+          auto message = decoder.next();
+          if (!message)
+            return true;
+          handle(*message);
+          // Refused or closing: nothing more it sends is read (each frame was refused again).
+          if (closed || closeAfterWrite)
+            return false;
+        }
+      } catch (const ProtocolError& e) {
+        close(std::string("protocol error: ") + e.what());
+        return false;
+      }
+      readPaused = true;
+      return false;
     }
 
     void handle(const nlohmann::json& message) {
@@ -262,7 +303,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       try {
         command = parseCommand(message);
       } catch (const ProtocolError& e) {
-        nlohmann::json error = {{"type", "error"}, {"reason", e.what()}};
+        nlohmann::json error = {{"type", "error"}, {"reason", bounded(e.what())}};
         if (message.contains("id") && message["id"].is_number_integer())
           error["id"] = message["id"];
         sendControl(error);
@@ -275,23 +316,36 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
       }
       std::weak_ptr<Connection> weak = shared_from_this();
       auto once = std::make_shared<std::atomic<bool>>(false);
+      // Held weakly: a reply called after the server has gone (a handler that keeps it) is
+      // dropped; it posted to the destroyed io_context until 2026-12-07.
       Reply reply = [weak, id = command.id, name = command.name, once,
-                     io = &impl.io](nlohmann::json result) {
+                     server = impl.weak_from_this()](nlohmann::json result) {
         if (once->exchange(true))
           return;
-        asio::post(*io, [weak, id, name, result = std::move(result)]() mutable {
+        const auto live = server.lock();
+        if (!live)
+          return;
+        asio::post(live->io, [weak, id, name, result = std::move(result)]() mutable {
           auto self = weak.lock();
           if (!self || self->closed)
             return;
           --self->pendingReplies;
           nlohmann::json out = result.is_object() ? result : nlohmann::json::object();
           if (out.contains("error")) {
-            self->sendControl({{"type", "error"}, {"id", id}, {"reason", out["error"]}});
+            const nlohmann::json& error = out["error"];
+            nlohmann::json reason =
+                error.is_string() ? nlohmann::json(bounded(error.get<std::string>())) : error;
+            self->sendControl({{"type", "error"}, {"id", id}, {"reason", std::move(reason)}});
           } else {
             out["type"] = "ack";
             out["id"] = id;
             out["command"] = name;
             self->sendControl(out);
+          }
+          if (self->readPaused && !self->closed) {  // a place is free: what waits is read
+            self->readPaused = false;
+            if (self->drain())
+              self->read();
           }
           if (self->readClosed && self->pendingReplies == 0)
             self->closeWhenWritten("the client closed the connection; its replies are written");
@@ -323,6 +377,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
     // closed once the last answer is written.
     int pendingReplies = 0;
     bool readClosed = false;
+    bool readPaused = false;  // kMostPendingCommands wait for their answers: nothing is read
 
     // Closes once what is queued is written (the ack of a stop, the final state).
     void closeWhenWritten(const std::string& reason) {
@@ -473,7 +528,18 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         [self = shared_from_this()](const asio::error_code& ec, stream_protocol::socket socket) {
           if (self->stopped)
             return;
-          if (!ec) {
+          const size_t handshaking = static_cast<size_t>(
+              std::count_if(self->connections.begin(), self->connections.end(),
+                            [](const std::shared_ptr<Connection>& c) { return !c->isReady; }));
+          if (!ec && handshaking >= kMostHandshaking) {
+            if (!self->handshakesFull)
+              self->log("refusing connections: " + std::to_string(kMostHandshaking) +
+                        " have not said hello yet");
+            self->handshakesFull = true;
+            asio::error_code ignored;
+            socket.close(ignored);
+          } else if (!ec) {
+            self->handshakesFull = false;
             auto c = std::make_shared<Connection>(*self, std::move(socket), self->nextId++);
             self->connections.push_back(c);
             self->log(c->name() + ": connected");
@@ -498,10 +564,15 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         });
   }
 
-  // Runs `f` on the io thread with the connections that passed the handshake.
+  // Runs `f` on the io thread with the connections that passed the handshake. Held weakly: a
+  // message published after stop() stays in the io_context, which a strong hold made a cycle
+  // with the server (it was never freed).
   template <typename F>
   void broadcast(F f) {
-    asio::post(io, [self = shared_from_this(), f = std::move(f)]() mutable {
+    asio::post(io, [weak = weak_from_this(), f = std::move(f)]() mutable {
+      const auto self = weak.lock();
+      if (!self)
+        return;
       auto connections = self->connections;  // a write error may close one mid-loop
       f(*self, connections);
     });
@@ -523,6 +594,10 @@ void Server::setCommandHandler(CommandHandler handler) {
 }
 
 void Server::start() {
+  // A second start overwrote the running thread (std::terminate); one after stop() served a
+  // single client and then held its thread, listener and socket file for good.
+  if (impl_->stopped || impl_->thread.joinable())
+    throw std::logic_error("attach::Server::start: already started, or stopped");
   Endpoint e = parseEndpoint(impl_->options.listen.empty() ? "unix:" + defaultSocketPath()
                                                            : impl_->options.listen);
   auto& io = impl_->io;

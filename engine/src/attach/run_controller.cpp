@@ -268,11 +268,18 @@ RunController::RunController(std::unique_ptr<ControlledRun> owned, ControlledRun
   server_.setCommandHandler(
       [this](const Command& command, Server::Reply reply) { handle(command, std::move(reply)); });
   server_.start();
-  server_.publishGraph(std::move(graph));
-  publishRulesIfChanged();
-  publishBindingsIfChanged();
-  publishRematIfChanged(nullptr);
-  publishControlIfChanged();
+  try {
+    server_.publishGraph(std::move(graph));
+    publishRulesIfChanged();
+    publishBindingsIfChanged();
+    publishRematIfChanged(nullptr);
+    publishControlIfChanged();
+  } catch (...) {
+    // No destructor runs for a constructor that throws, and the members handle() uses are
+    // destroyed before server_: its thread stops first.
+    server_.stop();
+    throw;
+  }
   server_.publishState("training");
   if (progress) {
     *progress << "listening on " << server_.endpoint().text() << std::endl;
@@ -637,6 +644,15 @@ void RunController::serveUntilStopped(const std::atomic<bool>* stop,
     lock.lock();
     wake_.wait_for(lock, std::chrono::milliseconds(50));
   }
+  lock.unlock();  // handle() takes closingMutex_ before mutex_
+  // As the destructor does: what clients asked for since the last turn above (a toggle sent with
+  // the stop) is answered before the final state, as docs/protocol.md says; until 2026-12-07 its
+  // ack came after "stopped", from the destructor. From here on a command is refused.
+  {
+    std::lock_guard<std::mutex> closing(closingMutex_);
+    closed_ = true;
+  }
+  applyChangesWhileIdle();
   server_.publishState("stopped");
   stoppedPublished_ = true;
 }

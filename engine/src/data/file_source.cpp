@@ -103,7 +103,7 @@ class EpochOrder final : public torch::data::samplers::Sampler<> {
   // (stably) and cut into batches; the whole batches then shuffled, so each batch holds sequences
   // of like length and the epoch still visits every sample once. The samples past the whole
   // batches are the shuffled order's last, as drawn, and make the short last batch: cut from the
-  // sorted order (until 2026-12-08) it held the longest of the last pool, which drop_last then
+  // sorted order (until 2026-12-07) it held the longest of the last pool, which drop_last then
   // left out of every epoch.
   torch::Tensor bucketed(const torch::Tensor& order) const {
     constexpr int64_t kBucketPool = 20;

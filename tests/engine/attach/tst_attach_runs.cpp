@@ -26,26 +26,34 @@
 
 using namespace symtune::test::attach;
 
+// A runner of a three-step session with `more` arguments, and `client` attached to it; true once
+// the run has said it finished.
+bool attachedWhenFinished(const symtune::test::TempDir& dir, Runner& runner, Client& client,
+                          const std::vector<std::string>& more) {
+  const std::string shortSession = dir.filePath("short.json");
+  std::string text = kSession;
+  text.replace(text.find("1000000"), 7, "3");
+  symtune::test::writeFile(shortSession, text);
+  if (!runner.start(shortSession, "unix:" + dir.filePath("short.sock"), more))
+    return false;
+  client.connect(runner.endpoint);
+  for (int i = 0; i < 200; ++i) {
+    const auto m = until(client, "state", 1);
+    if (m && (*m)["state"] == "finished")
+      return true;
+  }
+  return false;
+}
+
 // --linger: after its last step a runner serves while a client is attached, and exits once
 // none has been for the linger time (a studio-started run the studio has left).
 TEST_CASE("a finished runner lingers while a client is attached, then exits") {
   symtune::test::TempDir dir;
-  const std::string shortSession = dir.filePath("short.json");
-  std::string text = kSession;
-  text.replace(text.find("1000000"), 7, "3");
-  REQUIRE_NOTHROW(symtune::test::writeFile(shortSession, text));
   Runner runner;
-  REQUIRE(runner.start(shortSession, "unix:" + dir.filePath("short.sock"),
-                       {"--linger", "1", "--report", dir.filePath("short.report.json")}));
   {
     Client client;
-    client.connect(runner.endpoint);
-    bool finished = false;
-    for (int i = 0; i < 200 && !finished; ++i) {
-      const auto m = until(client, "state", 1);
-      finished = m && (*m)["state"] == "finished";
-    }
-    REQUIRE(finished);
+    REQUIRE(attachedWhenFinished(dir, runner, client,
+                                 {"--linger", "1", "--report", dir.filePath("short.report.json")}));
     // Finished: nothing to pause (it once said "paused", and the studio's Start then resumed).
     const Json pause = client.command({{"command", "pause"}});
     CHECK(pause["type"] == "error");
@@ -57,6 +65,37 @@ TEST_CASE("a finished runner lingers while a client is attached, then exits") {
   REQUIRE(runner.process.waitForFinished(30s));
   CHECK(runner.process.exitedNormally());
   CHECK(runner.process.exitCode() == 0);
+}
+
+// docs/protocol.md: a change a client asked for at the last step boundary is answered before the
+// final state. A toggle sent with the stop to a finished run was answered after "stopped".
+TEST_CASE("a finished runner answers a change sent with the stop before it says stopped") {
+  symtune::test::TempDir dir;
+  Runner runner;
+  Client client;
+  REQUIRE(attachedWhenFinished(dir, runner, client, {"--linger", "30"}));
+  client.sendBytes(
+      symtune::attach::encodeFrame({{"type", "command"},
+                                    {"id", 41},
+                                    {"command", "toggle_rule"},
+                                    {"rule", "nan_guard"},
+                                    {"enabled", false}}) +
+      symtune::attach::encodeFrame({{"type", "command"}, {"id", 42}, {"command", "stop"}}));
+  std::vector<std::string> seen;  // the toggle's answer and the states, in order
+  try {
+    for (int i = 0; i < 60; ++i) {
+      const auto m = client.next(0.5);
+      if (!m)
+        continue;
+      if ((*m)["type"] == "state")
+        seen.push_back((*m)["state"].get<std::string>());
+      else if ((*m).value("id", 0) == 41)
+        seen.push_back((*m)["type"].get<std::string>());
+    }
+  } catch (const Disconnected&) {
+  }
+  CHECK(seen == std::vector<std::string>{"ack", "stopped"});
+  CHECK(runner.process.waitForFinished(30s));
 }
 
 TEST_CASE("a paused runner left alone stops after its linger; a stopped run says so last") {
