@@ -471,8 +471,10 @@ StepResult Trainer::runStep(Graph* capture) {
   // samples cannot be split into 4 micro-batches").
   const int fitting =
       static_cast<int>(std::min<int64_t>(microbatches_, std::max<int64_t>(1, whole.size)));
-  std::vector<std::pair<Batch, double>> parts =
-      splitBatch(*data_, session_.loss, whole, calibrating && device_.is_cpu() ? 1 : fitting);
+  // Asked for: `parts` leaves out a micro-batch none of whose targets count, and a split counted
+  // from the parts kept could ask for as many again, for ever (until 2026-12-07).
+  int asked = calibrating && device_.is_cpu() ? 1 : fitting;
+  std::vector<std::pair<Batch, double>> parts = splitBatch(*data_, session_.loss, whole, asked);
   const auto tMove = Clock::now();
   partsTo(parts, device_);
   const double dataSeconds = built + secondsSince(tMove);
@@ -625,8 +627,8 @@ StepResult Trainer::runStep(Graph* capture) {
         int restarts = 0;
         for (;;) {
           // A calibrating step is unenforced: it never splits.
-          const int more = nextSplit(static_cast<int>(parts.size()), whole.size);
-          splitting_ = splits && !calibrating && more > static_cast<int>(parts.size());
+          const int more = nextSplit(asked, whole.size);
+          splitting_ = splits && !calibrating && more > asked;
           stepLive_.reset();
           if (remat_ && parts.size() > 1)
             stepLive_ = liveNow();
@@ -666,7 +668,7 @@ StepResult Trainer::runStep(Graph* capture) {
             putBack();
             splitNote += (splitNote.empty() ? "" : "; ") + std::string(e.what()) + ": split into " +
                          std::to_string(more) + " micro-batches";
-            microbatches_ = more;
+            microbatches_ = asked = more;
             parts = std::move(smaller);
             optimizer_->noteFacts(factsOf(parts));
             restarts = 0;

@@ -17,6 +17,7 @@
 #include "batch_run.h"
 #include "error_of.h"
 #include "symtune/data/file_source.h"
+#include "symtune/remat/rematerializer.h"
 #include "symtune/runtime/trainer.h"
 #include "test_files.h"
 
@@ -250,4 +251,50 @@ TEST_CASE_FIXTURE(TwoThreads, "the saved model computes what the trainer's model
   symtune::test::writeFile(dir.path() / "file", "");
   CHECK(symtune::test::errorOf([&] { trainer.saveModel(dir.path() / "file" / "such.pt"); }) ==
         (dir.path() / "file" / "such.pt").string() + ": cannot write (Not a directory)");
+}
+
+// A micro-batch none of whose targets count is left out of the step. Under a budget no plan fits
+// whole, a split counted from the parts kept asked for as many as before (2 asked, 1 kept: 2
+// again), for ever: until 2026-12-07 such a step never returned. Here the last 4 of each batch of
+// 8 are unlabelled (-100), and budgets below the whole batch's smallest plan split it: 2 parts
+// keep 1; where that one does not fit either, the step goes on to 3.
+TEST_CASE_FIXTURE(TwoThreads, "a split whose later samples count for nothing splits on and ends") {
+  symtune::test::TempDir dir;
+  std::string csv = "x1,x2,x3,x4,y\n";
+  for (int i = 0; i < 32; ++i) {
+    const int label = i % 3;
+    for (int j = 0; j < 4; ++j)
+      csv += std::to_string(label * 2 + (i * 7 + j * 3) % 5 * 0.1) + ",";
+    csv += (i % 8 < 4 ? std::to_string(label) : "-100") + "\n";
+  }
+  symtune::test::writeFile(dir.filePath("half.csv"), csv);
+  const auto under = [&](double megabytes, bool control) {
+    return sessionOf(R"(
+      "model": {"file": "mlp.pt", "classes": 3},
+      "data": {"format": "csv", "file": ")" +
+                     dir.filePath("half.csv") + R"(", "inputs": [["x1", "x2", "x3", "x4"]],
+               "target": "y", "batch_size": 8, "shuffle": false},
+      "optimizer": {"name": "sgd", "lr": 0.01},
+      "remat": {"budget_mb": )" +
+                     std::to_string(megabytes) + "}" + (control ? R"(, "control": {})" : ""));
+  };
+  double smallest = 0;
+  try {
+    symtune::Trainer(under(1e-5, false)).step();
+  } catch (const symtune::remat::RematInfeasible& e) {
+    smallest = e.smallestFeasibleBytes();
+  }
+  REQUIRE(smallest > 0);
+  bool beyondTwo = false;  // a budget whose step split past 2
+  for (double share = 0.95; share > 0.05; share -= 0.05) {
+    INFO("budget: ", share, " of the whole batch's smallest plan, ", smallest, " bytes");
+    symtune::Trainer t(under(share * smallest / 1e6, true));
+    try {
+      const symtune::StepResult r = t.step();
+      beyondTwo = beyondTwo || r.splitNote.find("split into 3 micro-batches") != std::string::npos;
+    } catch (const symtune::remat::RematInfeasible&) {
+      break;  // no split fits this budget, nor a smaller one
+    }
+  }
+  CHECK(beyondTwo);
 }
