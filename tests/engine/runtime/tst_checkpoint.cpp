@@ -360,6 +360,17 @@ TEST_CASE("a checkpoint that is missing or of another run is a setup error namin
     CHECK(symtune::test::errorOf([&] { symtune::runBatch(o, options); }) ==
           file + ": a checkpoint of another run: " + other.message);
   }
+  // Synthetic data in its place: another run (it resumed, on other samples, until 2026-12-07).
+  symtune::Session synthetic = symtune::loadSession(session);
+  synthetic.data.files = symtune::DataFilesSpec{};
+  synthetic.model.inputs = {symtune::InputSpec{{16, 4}}};
+  const std::string onSynthetic =
+      symtune::test::errorOf([&] { symtune::runBatch(synthetic, options); });
+  CHECK(onSynthetic.rfind(file + ": a checkpoint of another run: its data is {", 0) == 0);
+  CHECK(onSynthetic.find("\"format\":\"npz\"") != std::string::npos);
+  const std::string tail = ", this session's null";
+  REQUIRE(onSynthetic.size() > tail.size());
+  CHECK(onSynthetic.compare(onSynthetic.size() - tail.size(), tail.size(), tail) == 0);
   // The run's folder moved elsewhere: the same run.
   const auto moved = dir.path() / "moved";
   std::filesystem::copy(dir.path() / "a", moved);
