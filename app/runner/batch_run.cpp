@@ -423,7 +423,16 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
         *options.progress << "checkpoint after step " << trainer.stepsDone() << ": "
                           << checkpointFile.string() << std::endl;
     }
-    if (!session.run.save.empty() && stepped) {  // the model back, also from an interrupted run
+    // A run killed after its last checkpoint and before its model was saved resumes with no step
+    // to take: its model is saved from the checkpoint's parameters where the file is missing or
+    // older than the checkpoint (until 2026-12-07 it was not, and the run read as completed).
+    const auto savedBefore = [&] {
+      std::error_code ec;
+      const auto saved = std::filesystem::last_write_time(session.run.save, ec);
+      return !ec && !(saved < std::filesystem::last_write_time(checkpointFile, ec)) && !ec;
+    };
+    const bool unsaved = options.resume && !checkpointFile.empty() && !savedBefore();
+    if (!session.run.save.empty() && (stepped || unsaved)) {  // also from an interrupted run
       trainer.saveModel(session.run.save);
       if (options.progress != nullptr)
         *options.progress << "saved the trained model to " << session.run.save.string()

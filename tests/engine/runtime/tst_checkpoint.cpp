@@ -383,9 +383,14 @@ TEST_CASE("a checkpoint that is missing or of another run is a setup error namin
   there.run.steps = 14;
   CHECK(symtune::test::errorOf([&] { symtune::runBatch(there, options); }) == "(no error)");
   // Killed after its last checkpoint, the run resumed is the completed run again: its report as
-  // it was (no resume noted, its features kept). One asking for fewer steps than the checkpoint
-  // holds is refused.
+  // it was (no resume noted, its features kept), and its model saved where the kill came before
+  // that (until 2026-12-07 a run so resumed stepped nothing and saved nothing). One asking for
+  // fewer steps than the checkpoint holds is refused.
+  const auto saved = dir.path() / "a" / "trained.pt", kept = dir.path() / "kept.pt";
+  std::filesystem::rename(saved, kept);
   const symtune::RunReport again = symtune::runBatch(s, options);
+  REQUIRE(std::filesystem::exists(saved));
+  checkSameParameters(saved, kept);
   CHECK((again.status == symtune::RunReport::Status::Completed));
   CHECK(again.stepsCompleted() == 10);
   CHECK(again.resumedAt.empty());
