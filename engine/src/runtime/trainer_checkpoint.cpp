@@ -276,7 +276,18 @@ Trainer::Resumed Trainer::resume(const std::filesystem::path& path) {
     broker_->resume(b);
   }
   try {
-    configure(configurationFrom(record.at("configuration")));
+    const control::Configuration c = configurationFrom(record.at("configuration"));
+    // A count the run split to (3, 6, 12: Note [Splitting further]) is the run's, and in its
+    // space as such; until 2026-12-07 it was outside a fresh one, the whole configuration went,
+    // and the resumed run split its way there again, each overrun again.
+    const int before = microbatches_;
+    microbatches_ = c.microbatches;
+    try {
+      configure(c);
+    } catch (...) {
+      microbatches_ = before;
+      throw;
+    }
   } catch (const SetupError& e) {
     resumed.notes.push_back(std::string("the checkpoint's configuration is not used: ") + e.what());
   }
