@@ -306,6 +306,7 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     for (int f = 0; f < kFeatureCount; ++f)
       report.features.emplace_back(featureName(static_cast<Feature>(f)), last->values[f]);
   };
+  int64_t peakReset = 0;  // the highest device peak a step's remat side reset
   try {
     const std::filesystem::path& checkpointFile = session.run.checkpoint;
     const auto checkpoint = [&] {
@@ -341,6 +342,8 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
       }
       if (sampled)
         trainer.setTelemetry(Telemetry::Features);
+      if (cuda && r.peakBeforeResets)  // the remat side reset the device's peak in the step
+        peakReset = std::max(peakReset, *r.peakBeforeResets);
       if (attached)
         attached->afterStep(r);
       if (traced(i)) {
@@ -458,7 +461,11 @@ RunReport runBatch(const Session& session, const BatchOptions& options) {
     }
   }
   if (cuda) {
+    // The run's: a budgeted step resets the device's peak per attempt and micro-batch, and the
+    // peak after the last step was that step's last attempt's (the calibration steps' went).
     report.peakCudaAllocatedBytes = compat::cudaPeakAllocatedBytes(trainer.device().index());
+    if (report.peakCudaAllocatedBytes)
+      report.peakCudaAllocatedBytes = std::max(*report.peakCudaAllocatedBytes, peakReset);
     // After the steps: CUPTI may have refused when a per-node step first asked for it.
     report.deviceTiming = trainer.gpuTraceNote().value_or("cupti");
   }

@@ -115,6 +115,16 @@ bool readRecord(const CUpti_Activity& record, int64_t clockOffsetNs, GpuRecords&
   }
 }
 
+std::optional<std::string> versionMismatch(uint32_t libraryVersion) {
+  constexpr uint32_t kMajor = CUPTI_API_VERSION / 10000;
+  if (libraryVersion / 10000 == kMajor)
+    return std::nullopt;
+  return "libcupti's API version is " + std::to_string(libraryVersion) + ", not CUPTI " +
+         std::to_string(kMajor) + "'s as this build's (" + std::to_string(CUPTI_API_VERSION) +
+         "), whose records it lays out otherwise; set SYMTUNE_CUPTI_LIBRARY to the libcupti of "
+         "the toolkit Symtune was built with";
+}
+
 }  // namespace symtune::cupti
 
 #endif  // SYMTUNE_HAVE_CUPTI

@@ -125,6 +125,16 @@ const Loaded& cuptiLibrary() {
     find(l.api.popExternal, "cuptiActivityPopExternalCorrelationId");
     find(l.api.timestamp, "cuptiGetTimestamp");
     find(l.api.resultString, "cuptiGetResultString");
+    // The records are read as this build's CUPTI lays them out (CUpti_ActivityKernel10, ...);
+    // another major's library writes them otherwise (CUPTI 12's are shorter, and were read past
+    // their end). Every entry point above is in CUPTI 11 and 12 as well: only the version tells.
+    decltype(&cuptiGetVersion) version = nullptr;
+    find(version, "cuptiGetVersion");
+    uint32_t got = 0;
+    if (l.error.empty() && version(&got) != CUPTI_SUCCESS)
+      l.error = "libcupti does not say its version";
+    else if (auto why = l.error.empty() ? cupti::versionMismatch(got) : std::nullopt)
+      l.error = *why;
     return l;
   }();
   return loaded;
@@ -138,9 +148,11 @@ std::string describe(const CuptiApi& api, CUptiResult result) {
 }
 
 std::atomic<bool> gRunning{false};
-std::mutex gMutex;    // guards gPending and the start/stop transitions
+// The start/stop transitions. Not gMutex: CUPTI's worker thread takes that in bufferCompleted,
+// and an enable or disable that waited for it under gMutex would wait for ever.
+std::mutex gTransitions;
+std::mutex gMutex;    // guards gPending
 GpuRecords gPending;  // completed buffers' records, times still on CUPTI's clock
-bool gCallbacksRegistered = false;
 
 void CUPTIAPI bufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
   *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
@@ -202,19 +214,19 @@ std::optional<std::string> GpuActivityTracer::unavailableReason() {
 }
 
 void GpuActivityTracer::start() {
-  std::lock_guard<std::mutex> lock(gMutex);
+  std::lock_guard<std::mutex> lock(gTransitions);
   if (gRunning.load())
     return;
   if (auto why = unavailableReason())
     throw std::runtime_error("GPU activity tracing is unavailable: " + *why);
   const CuptiApi& api = cuptiLibrary().api;
-  if (!gCallbacksRegistered) {
-    const CUptiResult r = api.registerCallbacks(&bufferRequested, &bufferCompleted);
-    if (r != CUPTI_SUCCESS) {
-      throw std::runtime_error("CUPTI refused Symtune's activity buffers (" + describe(api, r) +
-                               "); is LibTorch's profiler running?");
-    }
-    gCallbacksRegistered = true;
+  // On every start: the callbacks are one slot of the process's, which another CUPTI client
+  // (LibTorch's profiler, run between two traced steps) may have taken since, and registered
+  // once, every buffer after that went to it, and the steps' GPU time read as 0 measured.
+  const CUptiResult registered = api.registerCallbacks(&bufferRequested, &bufferCompleted);
+  if (registered != CUPTI_SUCCESS) {
+    throw std::runtime_error("CUPTI refused Symtune's activity buffers (" +
+                             describe(api, registered) + "); is LibTorch's profiler running?");
   }
   for (size_t i = 0; i < std::size(kKinds); ++i) {
     const CUptiResult r = api.enable(kKinds[i]);
@@ -226,24 +238,25 @@ void GpuActivityTracer::start() {
                                describe(api, r));
     }
   }
-  gPending = {};
+  {
+    std::lock_guard<std::mutex> pending(gMutex);
+    gPending = {};
+  }
   gRunning.store(true);
 }
 
 void GpuActivityTracer::stop() {
+  std::lock_guard<std::mutex> lock(gTransitions);
   if (!gRunning.exchange(false))
     return;
   const CuptiApi& api = cuptiLibrary().api;
   // Nothing more recorded first, then what the buffers hold delivered and let go: flushed before
   // the disables, records made between the two waited in CUPTI's buffers and reached the next
   // run's first take() as its own.
-  {
-    std::lock_guard<std::mutex> lock(gMutex);
-    for (CUpti_ActivityKind kind : kKinds)
-      api.disable(kind);
-  }
-  api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // outside the lock: it calls bufferCompleted
-  std::lock_guard<std::mutex> lock(gMutex);
+  for (CUpti_ActivityKind kind : kKinds)
+    api.disable(kind);
+  api.flushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // calls bufferCompleted, which takes gMutex
+  std::lock_guard<std::mutex> pending(gMutex);
   gPending = {};
 }
 

@@ -310,6 +310,7 @@ void Trainer::setTelemetry(Telemetry level, OpTracerOptions ops) {
       ops.deviceTime = true;
       tracer_->start(ops);
     }
+    tracer_->pause();  // until a step (Note [A paused tracer lets go] in op_tracer.cpp)
   } else if (tracer_) {
     tracer_->stop();
   }
@@ -438,6 +439,8 @@ StepResult Trainer::runStep(Graph* capture) {
     // Recording from here to the step's end only (paused below): what runs between steps is not
     // the step's, and another trainer's steps (a benchmark's modes) paid the callbacks' cost.
     tracer_->resume();
+    if (tracer_->gpuRefused() && !gpuTraceNote_)
+      gpuTraceNote_ = tracer_->gpuRefused();
     tracer_->takeEvents();  // ops since it was set up belong to no step
     tracer_->markStep(optimizer_->stepCount());
   }
@@ -467,8 +470,7 @@ StepResult Trainer::runStep(Graph* capture) {
   // times); moving it to the device is data's, as the Python anchor leaves its move out.
   const bool calibrating = remat_ && remat_->calibrating();
   // A batch of fewer samples than micro-batches (an epoch's short last one, or data smaller than a
-  // batch) runs one micro-batch per sample: until 2026-12-07 it failed the run ("a batch of 2
-  // samples cannot be split into 4 micro-batches").
+  // batch) runs one micro-batch per sample: until 2026-12-07 it failed the run.
   const int fitting =
       static_cast<int>(std::min<int64_t>(microbatches_, std::max<int64_t>(1, whole.size)));
   // Asked for: `parts` leaves out a micro-batch none of whose targets count, and a split counted

@@ -196,11 +196,27 @@ OpTracer::Buffer& OpTracer::bufferForThisThread() {
 void OpTracer::start(const OpTracerOptions& options) {
   if (handle_ != 0)
     return;
+  options_ = options;
+  gpu_ = GpuRecords{};  // another window's, nobody took
+  acquire();
+  handle_ = at::addGlobalCallback(
+      at::RecordFunctionCallback(&TracerAccess::onStart, &TracerAccess::onEnd)
+          .needsInputs(options.shapes)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+}
+
+// Note [A paused tracer lets go]
+// One tracer records at a time (the RecordFunction callback attributes ops to its buffers, and
+// CUPTI's activity is the process's), but a paused one records nothing: it lets go of both, so
+// another (a benchmark's next mode, a second trainer in the process) may record between its
+// steps, and takes them back on resume. Until 2026-12-07 a paused tracer held them: a second
+// per-node trainer failed ("another OpTracer is recording"), and CUPTI recorded whatever ran
+// between the steps.
+void OpTracer::acquire() {
   OpTracer* expected = nullptr;
   TORCH_CHECK(gActive.compare_exchange_strong(expected, this),
               "another OpTracer is recording; one at a time");
-  options_ = options;
-  if (options.gpuActivity) {
+  if (options_.gpuActivity) {
     try {
       GpuActivityTracer::start();
     } catch (...) {
@@ -210,21 +226,47 @@ void OpTracer::start(const OpTracerOptions& options) {
     tracingGpu_ = true;
     options_.deviceTime = false;  // the activity records time the device (Note [Device time])
   }
-  handle_ = at::addGlobalCallback(
-      at::RecordFunctionCallback(&TracerAccess::onStart, &TracerAccess::onEnd)
-          .needsInputs(options.shapes)
-          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+}
+
+void OpTracer::release() {
+  if (tracingGpu_) {
+    collectGpu();  // what ran up to here is this window's
+    GpuActivityTracer::stop();
+    tracingGpu_ = false;
+  }
+  gActive.store(nullptr, std::memory_order_release);
+}
+
+void OpTracer::collectGpu() {
+  torch::cuda::synchronize();  // every kernel launched so far has ended: its record is complete
+  GpuRecords more = GpuActivityTracer::take();
+  gpu_.activities.insert(gpu_.activities.end(), std::make_move_iterator(more.activities.begin()),
+                         std::make_move_iterator(more.activities.end()));
+  gpu_.links.insert(gpu_.links.end(), more.links.begin(), more.links.end());
+  gpu_.dropped += more.dropped;
 }
 
 void OpTracer::pause() {
   if (handle_ != 0 && !paused_) {
     at::disableCallback(handle_);
     paused_ = true;
+    release();  // Note [A paused tracer lets go]
   }
 }
 
 void OpTracer::resume() {
   if (handle_ != 0 && paused_) {
+    try {
+      acquire();
+    } catch (const std::runtime_error& e) {
+      // CUPTI refused since (another profiler took its buffers): CUDA events, and why.
+      if (!options_.gpuActivity)
+        throw;
+      gpuRefused_ = e.what();
+      options_.gpuActivity = false;
+      options_.deviceTime = true;
+      acquire();
+    }
     at::reenableCallback(handle_);
     paused_ = false;
   }
@@ -234,13 +276,10 @@ void OpTracer::stop() {
   if (handle_ == 0)
     return;
   at::removeCallback(handle_);
-  paused_ = false;
   handle_ = 0;
-  if (tracingGpu_) {
-    GpuActivityTracer::stop();
-    tracingGpu_ = false;
-  }
-  gActive.store(nullptr, std::memory_order_release);
+  if (!paused_)
+    release();
+  paused_ = false;
 }
 
 GpuRecords OpTracer::takeGpuRecords() {
@@ -249,10 +288,8 @@ GpuRecords OpTracer::takeGpuRecords() {
 
 std::vector<OpEvent> OpTracer::takeEvents() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (tracingGpu_) {
-    torch::cuda::synchronize();  // every kernel launched so far has ended: its record is complete
-    gpu_ = GpuActivityTracer::take();
-  }
+  if (tracingGpu_)
+    collectGpu();
   std::vector<OpEvent> all;
   for (auto& b : buffers_) {
     for (size_t i = 0; i < b->spansUsed; ++i) {

@@ -285,6 +285,22 @@ TEST_CASE("CUPTI 13's records are read with their times on the host clock") {
   CHECK(out.links[0].correlation == 77);
   CHECK(out.links[0].external == 4242);
 }
+
+// Every entry point Symtune looks up is in CUPTI 11 and 12 as well, whose records are laid out
+// otherwise: a libcupti of another major was read past its records' ends. Its version tells.
+TEST_CASE("a libcupti of another major than this build's is refused by its version") {
+  const auto older = symtune::cupti::versionMismatch(120400);
+  REQUIRE(older.has_value());
+  CHECK(older->find("libcupti's API version is 120400, not CUPTI 13's") == 0);
+  CHECK(symtune::cupti::versionMismatch(140000).has_value());
+  // Another minor or patch of the same major is this build's layout.
+  CHECK_FALSE(symtune::cupti::versionMismatch(CUPTI_API_VERSION).has_value());
+  CHECK_FALSE(symtune::cupti::versionMismatch(130000).has_value());
+  CHECK_FALSE(symtune::cupti::versionMismatch(130200).has_value());
+  // This machine's is not refused for its version.
+  const auto why = symtune::GpuActivityTracer::unavailableReason();
+  CHECK((!why || why->find("API version") == std::string::npos));
+}
 #endif
 
 TEST_CASE("tracing says why it cannot run, and refuses to start there") {

@@ -216,6 +216,35 @@ TEST_CASE("a paused tracer records nothing; resumed, it records again") {
   CHECK(c.sum().item<float>() == 8);
 }
 
+// Note [A paused tracer lets go] in op_tracer.cpp: one records at a time, but a paused one lets
+// another record. Until 2026-12-07 a second per-node trainer in the process (symtune-bench
+// --telemetry per-node with two modes) failed: "another OpTracer is recording".
+TEST_CASE("two per-node trainers take turns, each recording its own steps") {
+  at::set_num_threads(2);
+  symtune::Trainer first(ciSession()), second(ciSession());
+  first.setTelemetry(Telemetry::PerNode);
+  REQUIRE_NOTHROW(second.setTelemetry(Telemetry::PerNode));
+  for (int i = 0; i < 2; ++i) {
+    INFO("round ", i);
+    for (symtune::Trainer* t : {&first, &second}) {
+      const symtune::StepResult r = t->step();
+      REQUIRE(r.nodes != nullptr);
+      CHECK(r.nodes->attributedSeconds > 0);
+      CHECK(r.nodes->attributedSeconds + r.nodes->unattributedSeconds <= r.seconds);
+    }
+  }
+  // While one records, another does not start.
+  symtune::OpTracer recording, other;
+  recording.start();
+  CHECK_THROWS_WITH(other.start(), doctest::Contains("another OpTracer is recording"));
+  recording.pause();
+  CHECK_NOTHROW(other.start());
+  CHECK_THROWS_WITH(recording.resume(), doctest::Contains("another OpTracer is recording"));
+  other.stop();
+  CHECK_NOTHROW(recording.resume());
+  recording.stop();
+}
+
 TEST_CASE("with telemetry off nothing is measured") {
   at::set_num_threads(2);
   symtune::Trainer trainer(ciSession());

@@ -8,8 +8,11 @@
 #ifdef SYMTUNE_HAVE_CUPTI
 
 #include <cupti_activity.h>
+#include <cupti_version.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "symtune/profiling/gpu_activity.h"
 
@@ -26,6 +29,11 @@ bool readRecord(const CUpti_Activity& record, int64_t clockOffsetNs, GpuRecords&
 
 // "HtoD", "DtoH", "DtoD", ... for a CUpti_ActivityMemcpyKind.
 const char* memcpyKindName(uint8_t copyKind);
+
+// Why a libcupti whose cuptiGetVersion() says `libraryVersion` (130001: 13.0.1) cannot be read
+// as this build's CUPTI: another major lays its records out otherwise (CUPTI 12's kernel records
+// are shorter, and were read past their end). nullopt: the same major.
+std::optional<std::string> versionMismatch(uint32_t libraryVersion);
 
 }  // namespace symtune::cupti
 

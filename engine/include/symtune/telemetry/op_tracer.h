@@ -94,23 +94,29 @@ class OpTracer {
   OpTracer(const OpTracer&) = delete;
   OpTracer& operator=(const OpTracer&) = delete;
 
-  // Installs the RecordFunction callback (idempotent). One tracer records at a time.
+  // Installs the RecordFunction callback (idempotent). One tracer records at a time: start()
+  // and resume() throw c10::Error while another records (not paused).
   void start(const OpTracerOptions& options = {});
   void stop();
   bool recording() const { return handle_ != 0; }
-  // Holds the callback off, and on again, while it stays this tracer's: a trainer records its
-  // own steps only, not what runs between them (another trainer's steps, a validation pass),
-  // which paid the callbacks' cost and had its events thrown away.
+  // Holds the callback off, and on again: a trainer records its own steps only, not what runs
+  // between them (another trainer's steps, a validation pass), which paid the callbacks' cost and
+  // had its events thrown away. Paused, it lets another tracer record (Note [A paused tracer lets
+  // go] in op_tracer.cpp); what it recorded stays for takeEvents() and takeGpuRecords().
   void pause();
   void resume();
   const OpTracerOptions& options() const { return options_; }
+  // Why a resume() recorded with CUDA events rather than the GPU activity asked for (CUPTI
+  // refused it then); nullopt: it did not.
+  const std::optional<std::string>& gpuRefused() const { return gpuRefused_; }
   void markStep(int64_t step) { step_.store(step, std::memory_order_relaxed); }
 
   // All events recorded so far, by start time; clears the buffers. With deviceTime, waits for the
   // recorded CUDA events first; with gpuActivity, for the device, and collects the GPU activity
   // of the same span for takeGpuRecords().
   std::vector<OpEvent> takeEvents();
-  // The GPU activity collected by the last takeEvents() (empty without gpuActivity).
+  // The GPU activity collected since the last call (by takeEvents(), pause() and stop()), and
+  // cleared; empty without gpuActivity. start() clears what nobody took.
   GpuRecords takeGpuRecords();
 
   static int64_t nowNs();
@@ -132,11 +138,15 @@ class OpTracer {
  private:
   friend struct TracerAccess;
   Buffer& bufferForThisThread();
+  void acquire();     // becomes the tracer that records (and starts CUPTI's, with gpuActivity)
+  void release();     // lets go of both, keeping the GPU activity so far
+  void collectGpu();  // appends CUPTI's records so far to gpu_
 
   uint64_t handle_ = 0;
   bool paused_ = false;
-  bool tracingGpu_ = false;  // this tracer started GpuActivityTracer
+  bool tracingGpu_ = false;  // this tracer started GpuActivityTracer, and has not stopped it
   GpuRecords gpu_;
+  std::optional<std::string> gpuRefused_;
   uint64_t generation_;
   OpTracerOptions options_;
   std::atomic<int64_t> step_{-1};
