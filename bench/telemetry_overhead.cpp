@@ -65,7 +65,8 @@ json measure(const std::string& model, const std::string& preset, int steps, int
   }
   const size_t modes = trainers.size();
   // One op tracer records at a time: with two per-node trainers (CUDA), each turns its telemetry
-  // on for its own steps only (below), outside the step's time.
+  // on for its own steps only (below). A per-node step's call switches CUPTI on and off (a paused
+  // tracer lets go of it): gpu_trace_overhead holds that too.
   const bool takeTurns = modes > kEventsMode;
   if (takeTurns) {
     trainers[kPerNodeMode]->setTelemetry(symtune::Telemetry::Features);

@@ -435,10 +435,11 @@ StepResult Trainer::runStep(Graph* capture) {
   std::unique_ptr<c10::DebugInfoGuard> active;
   if (measured)
     active = broker_->beginStep(perNode);  // memory from here to the end of the step
+  std::optional<OpTracer::Recording> recording;
   if (perNode) {
-    // Recording from here to the step's end only (paused below): what runs between steps is not
-    // the step's, and another trainer's steps (a benchmark's modes) paid the callbacks' cost.
-    tracer_->resume();
+    // Recording from here to the step's end only (paused below, or when it throws): what runs
+    // between steps is not the step's (another trainer's steps paid the callbacks' cost).
+    recording.emplace(*tracer_);
     if (tracer_->gpuRefused() && !gpuTraceNote_)
       gpuTraceNote_ = tracer_->gpuRefused();
     tracer_->takeEvents();  // ops since it was set up belong to no step
@@ -469,8 +470,7 @@ StepResult Trainer::runStep(Graph* capture) {
   // (a configuration's cost, until 2026-12-07 counted as data and left out of benchmarks' step
   // times); moving it to the device is data's, as the Python anchor leaves its move out.
   const bool calibrating = remat_ && remat_->calibrating();
-  // A batch of fewer samples than micro-batches (an epoch's short last one, or data smaller than a
-  // batch) runs one micro-batch per sample: until 2026-12-07 it failed the run.
+  // Fewer samples than micro-batches (an epoch's short last batch): one micro-batch per sample.
   const int fitting =
       static_cast<int>(std::min<int64_t>(microbatches_, std::max<int64_t>(1, whole.size)));
   // Asked for: `parts` leaves out a micro-batch none of whose targets count, and a split counted

@@ -283,6 +283,8 @@ Trainer::Resumed Trainer::resume(const std::filesystem::path& path) {
     const int before = microbatches_;
     microbatches_ = c.microbatches;
     try {
+      if (auto why = configSpace().outside(c))  // configure() checks only a change
+        throw SetupError(*why);
       configure(c);
     } catch (...) {
       microbatches_ = before;

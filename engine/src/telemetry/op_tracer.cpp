@@ -174,7 +174,10 @@ OpTracer::CudaCaptureScope::~CudaCaptureScope() {
 }
 
 OpTracer::~OpTracer() {
-  stop();
+  try {
+    stop();
+  } catch (const std::exception&) {  // collecting the GPU's records failed: a device gone wrong
+  }
 }
 
 int64_t OpTracer::nowNs() {
@@ -229,12 +232,19 @@ void OpTracer::acquire() {
 }
 
 void OpTracer::release() {
-  if (tracingGpu_) {
+  // Let go of both whatever collecting throws (a device gone wrong: synchronising fails): held,
+  // they kept every other tracer from recording.
+  struct LetGo {
+    OpTracer& tracer;
+    ~LetGo() {
+      if (tracer.tracingGpu_)
+        GpuActivityTracer::stop();
+      tracer.tracingGpu_ = false;
+      gActive.store(nullptr, std::memory_order_release);
+    }
+  } letGo{*this};
+  if (tracingGpu_)
     collectGpu();  // what ran up to here is this window's
-    GpuActivityTracer::stop();
-    tracingGpu_ = false;
-  }
-  gActive.store(nullptr, std::memory_order_release);
 }
 
 void OpTracer::collectGpu() {
@@ -251,6 +261,13 @@ void OpTracer::pause() {
     at::disableCallback(handle_);
     paused_ = true;
     release();  // Note [A paused tracer lets go]
+  }
+}
+
+OpTracer::Recording::~Recording() {
+  try {
+    tracer_.pause();
+  } catch (const std::exception&) {  // as ~OpTracer: the tracer let go all the same
   }
 }
 
@@ -288,8 +305,10 @@ GpuRecords OpTracer::takeGpuRecords() {
 
 std::vector<OpEvent> OpTracer::takeEvents() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (tracingGpu_)
+  if (tracingGpu_) {
+    gpu_ = GpuRecords{};  // the span of these events' only (a step's start drops what came before)
     collectGpu();
+  }
   std::vector<OpEvent> all;
   for (auto& b : buffers_) {
     for (size_t i = 0; i < b->spansUsed; ++i) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "symtune/binding/binder.h"
+#include "symtune/remat/rematerializer.h"
 #include "symtune/runtime/trainer.h"
 #include "symtune/telemetry/memory_tracker.h"
 #include "symtune/telemetry/op_tracer.h"
@@ -233,6 +234,15 @@ TEST_CASE("two per-node trainers take turns, each recording its own steps") {
       CHECK(r.nodes->attributedSeconds + r.nodes->unattributedSeconds <= r.seconds);
     }
   }
+  // A step that throws lets go too: it left its tracer recording, and the next trainer's step
+  // failed ("another OpTracer is recording").
+  symtune::Session tight = ciSession();
+  tight.remat.enabled = true;
+  tight.remat.budgetMb = 0.01;
+  symtune::Trainer failing(tight);
+  failing.setTelemetry(Telemetry::PerNode);
+  CHECK_THROWS_AS(failing.step(), symtune::remat::RematInfeasible);
+  CHECK(second.step().nodes != nullptr);
   // While one records, another does not start.
   symtune::OpTracer recording, other;
   recording.start();

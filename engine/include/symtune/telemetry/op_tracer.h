@@ -105,6 +105,18 @@ class OpTracer {
   // go] in op_tracer.cpp); what it recorded stays for takeEvents() and takeGpuRecords().
   void pause();
   void resume();
+  // Recording for a scope: resumed when made, paused when it goes, also when what it holds
+  // throws (a step that failed left its tracer recording, and no other could until 2026-12-07).
+  class Recording {
+   public:
+    explicit Recording(OpTracer& tracer) : tracer_(tracer) { tracer_.resume(); }
+    ~Recording();
+    Recording(const Recording&) = delete;
+    Recording& operator=(const Recording&) = delete;
+
+   private:
+    OpTracer& tracer_;
+  };
   const OpTracerOptions& options() const { return options_; }
   // Why a resume() recorded with CUDA events rather than the GPU activity asked for (CUPTI
   // refused it then); nullopt: it did not.
@@ -115,8 +127,8 @@ class OpTracer {
   // recorded CUDA events first; with gpuActivity, for the device, and collects the GPU activity
   // of the same span for takeGpuRecords().
   std::vector<OpEvent> takeEvents();
-  // The GPU activity collected since the last call (by takeEvents(), pause() and stop()), and
-  // cleared; empty without gpuActivity. start() clears what nobody took.
+  // The GPU activity of the last takeEvents()'s span, and what pause() or stop() collected after
+  // it, cleared; empty without gpuActivity. start() clears what nobody took.
   GpuRecords takeGpuRecords();
 
   static int64_t nowNs();
